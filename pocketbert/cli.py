@@ -1,0 +1,74 @@
+"""The `pocketbert` command. Stage commands are imported only when invoked, so --help stays instant."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from pocketbert import __version__
+
+DEBUG_ENV = "POCKETBERT_DEBUG"  # set to 1 to see the traceback behind a one-line error
+
+STAGE_COMMANDS = {
+    "train": ("pocketbert.train.cli", "train", "Fine-tune a teacher and distil it into a smaller student."),
+    "export": ("pocketbert.export.cli", "export", "Export the student to ONNX, ORT Mobile and Core ML, with a parity check."),
+    "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(STAGE_COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in STAGE_COMMANDS:
+            return None
+        module, attr, _ = STAGE_COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, STAGE_COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pocketbert")
+def cli():
+    """Distil a BERT-family model and ship it inside a phone app.
+
+    \b
+    Typical run:
+      pocketbert train teacher --run sst2   # fine-tune the packaged MiniLM on SST-2
+      pocketbert train distill --run sst2   # distil it into a student of half the layers
+      pocketbert export --run sst2          # ONNX, int8 ONNX, .ort, .mlpackage + parity check
+      pocketbert bench --run sst2           # latency against BERT-base, report.md
+    """
+
+
+def main(argv=None) -> None:
+    from pocketbert.errors import PocketbertError
+
+    try:
+        cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
+    except PocketbertError as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted: nothing half-written was kept", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

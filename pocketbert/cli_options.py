@@ -1,0 +1,23 @@
+"""Options shared by the stage commands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from pocketbert.rundir import DEFAULT_RUNS_ROOT
+
+
+def resolve_run_dir(run: str) -> Path:
+    """A bare name lives under runs/; anything with a path separator is taken as a path."""
+    return Path(run) if (os.sep in run or run.startswith(".")) else DEFAULT_RUNS_ROOT / run
+
+
+run_option = click.option("--run", "run", required=True, metavar="NAME|PATH",
+                          help="Run directory: a name under runs/, or a path.")
+overwrite_option = click.option("--overwrite", is_flag=True, help="Replace this stage's earlier output.")
+data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="POCKETBERT_DATA_DIR",
+                               help="Folder holding the named datasets (default: $POCKETBERT_DATA_DIR, else the hub).")
+device_option = click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")

@@ -1,0 +1,67 @@
+"""YAML recipes: one file per task and preset in configs/, overridable from the command line."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pocketbert.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+TASKS = ("sentiment", "qa")
+
+
+def available_presets(task: str) -> list[str]:
+    return sorted(p.stem.split("-", 1)[1] for p in CONFIG_DIR.glob(f"{task}-*.yaml"))
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown task '{task}': choose one of {', '.join(TASKS)}")
+    return task
+
+
+def load_recipe(task: str, preset: str = "default", path: Path | None = None) -> dict[str, Any]:
+    """The recipe for a task and preset (configs/<task>-<preset>.yaml), or the YAML file at `path`."""
+    check_task(task)
+    if path is None:
+        path = CONFIG_DIR / f"{task}-{preset}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"no preset '{preset}' for task '{task}': choose one of {', '.join(available_presets(task)) or 'none'}"
+            )
+    try:
+        recipe = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read recipe {path}: {exc}; fix the YAML or pass another --config") from exc
+    if not isinstance(recipe, dict) or recipe.get("task") != task:
+        raise ConfigError(f"recipe {path} is not a '{task}' recipe (its 'task:' key must say {task})")
+    return recipe
+
+
+def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys ('distill.temperature') to values; None values are left out."""
+    out = copy.deepcopy(recipe)
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = out
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:
+    """`--set distill.temperature=4` pairs, values parsed as YAML scalars."""
+    parsed = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got '{item}' (for example --set distill.temperature=4)")
+        key, raw = item.split("=", 1)
+        parsed[key.strip()] = yaml.safe_load(raw)
+    return parsed

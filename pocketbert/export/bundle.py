@@ -1,0 +1,34 @@
+"""What an app needs beside the model to tokenize its input and decode its output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from pocketbert.errors import ExportError
+from pocketbert.rundir import LABELS, MODEL_CONFIG, TOKENIZER_FILES
+
+
+def write_app_files(model, tokenizer, task, out_dir: Path) -> list[Path]:
+    """tokenizer.json, tokenizer_config.json, vocab.txt, config.json and labels.json into out_dir."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or type(backend.model).__name__ != "WordPiece":
+        raise ExportError("the student's tokenizer is not a fast WordPiece (BERT) tokenizer; "
+                          "export supports BERT-family vocabularies")
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save_pretrained(tmp)
+        # transformers 5 no longer writes vocab.txt; apps that tokenize natively still want it.
+        vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        (Path(tmp) / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+        for name in TOKENIZER_FILES:
+            source = Path(tmp) / name
+            if not source.is_file():
+                raise ExportError(f"the student's tokenizer did not produce {name}; re-save it with transformers")
+            shutil.copyfile(source, out_dir / name)
+            written.append(out_dir / name)
+    model.config.to_json_file(out_dir / MODEL_CONFIG)
+    (out_dir / LABELS).write_text(json.dumps(task.label_names, indent=2) + "\n")
+    return written + [out_dir / MODEL_CONFIG, out_dir / LABELS]

@@ -1,0 +1,177 @@
+"""Core ML ML Program export (fp16, flexible sequence length, iOS 16+) and its numerical check off macOS.
+
+MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL
+program from the spec and evaluating every operation with coremltools' own numpy value inference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import platform
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pocketbert import __version__
+from pocketbert.errors import ExportError, require
+from pocketbert.export.wrapper import ExportWrapper
+
+MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
+
+
+@contextlib.contextmanager
+def _quiet():
+    """coremltools prints version warnings and progress bars on import and conversion."""
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def import_coremltools():
+    with _quiet():
+        return require("coremltools", "export")
+
+
+def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str):
+    """An in-memory ML Program; the caller saves it and validates the saved copy."""
+    ct = import_coremltools()
+    wrapper = ExportWrapper(model, task, additive_mask=True).eval()
+    names = list(task.input_names)
+    example = tuple(torch.ones(1, min(16, max_length), dtype=torch.int32) for _ in names)
+    with _quiet(), torch.no_grad():
+        traced = torch.jit.trace(wrapper, example)
+        length = ct.RangeDim(lower_bound=1, upper_bound=max_length, default=max_length)
+        mlmodel = ct.convert(
+            traced,
+            inputs=[ct.TensorType(name=n, shape=ct.Shape((1, length)), dtype=np.int32) for n in names],
+            outputs=[ct.TensorType(name=n) for n in task.output_names],
+            convert_to="mlprogram",
+            minimum_deployment_target=getattr(ct.target, MINIMUM_IOS),
+            compute_precision=ct.precision.FLOAT16,
+        )
+    mlmodel.author = "pocketbert"
+    mlmodel.license = "See the teacher model's licence"
+    mlmodel.short_description = description
+    mlmodel.version = __version__
+    input_help = {
+        "input_ids": "WordPiece token ids from tokenizer.json, [CLS] ... [SEP], shape (1, length), length <= %d" % max_length,
+        "attention_mask": "1 for real tokens, 0 for padding, same shape as input_ids",
+        "token_type_ids": "0 for question tokens, 1 for context tokens",
+    }
+    output_help = {
+        "logits": "unnormalised class scores, in the order of labels.json",
+        "start_logits": "score of each token being the answer start",
+        "end_logits": "score of each token being the answer end",
+    }
+    for name in names:
+        mlmodel.input_description[name] = input_help[name]
+    for name in task.output_names:
+        mlmodel.output_description[name] = output_help[name]
+    mlmodel.user_defined_metadata["labels"] = ",".join(label_names)
+    mlmodel.user_defined_metadata["task"] = task.name
+    mlmodel.user_defined_metadata["max_length"] = str(max_length)
+    return mlmodel
+
+
+def load_mlpackage(path: Path):
+    ct = import_coremltools()
+    with _quiet():
+        return ct.models.MLModel(str(path), skip_model_load=platform.system() != "Darwin")
+
+
+class _Value:
+    """Stands in for a MIL symbolic value: Var.val reads `.val` from it."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val):
+        self.val = val
+
+
+class MILInterpreter:
+    """Evaluates a saved ML Program's main function op by op with numpy (for platforms without Core ML)."""
+
+    def __init__(self, mlpackage: Path):
+        ct = import_coremltools()
+        from coremltools.converters.mil.frontend.milproto.load import load as load_mil
+
+        with _quiet():
+            mlmodel = ct.models.MLModel(str(mlpackage), skip_model_load=True)
+            spec = mlmodel.get_spec()
+            self.program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
+        self.function = self.program.functions["main"]
+        self.output_names = [v.name for v in self.function.outputs]
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        fn = self.function
+        touched = []  # (var, its symbolic type) to restore, so the program can be evaluated again
+
+        def bind(var, value):
+            touched.append((var, var._sym_type))
+            var._sym_val = _Value(value)
+            # Ops infer values from their inputs' types too: give every var the concrete shape it has now.
+            var._sym_type = self._concrete_type(value)
+
+        try:
+            for name, var in fn.inputs.items():
+                if name not in inputs:
+                    raise ExportError(f"the Core ML model needs input '{name}'")
+                bind(var, np.asarray(inputs[name]).astype(np.int32))
+            for op in fn.operations:
+                if op.op_type == "const":
+                    continue
+                result = op.value_inference()
+                results = result if len(op.outputs) > 1 else (result,)
+                for out, value in zip(op.outputs, results):
+                    bind(out, value)
+            return {v.name: np.asarray(v.val, dtype=np.float32) for v in fn.outputs}
+        finally:
+            for var, sym_type in touched:
+                var._sym_val = None
+                var._sym_type = sym_type
+
+    @staticmethod
+    def _concrete_type(value):
+        from coremltools.converters.mil.mil import types
+
+        arr = np.asarray(value)
+        dtype = types.numpy_type_to_builtin_type(arr.dtype)
+        return dtype if arr.ndim == 0 else types.tensor(dtype, arr.shape)
+
+
+def coreml_forward(mlpackage: Path, task):
+    """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time."""
+    if platform.system() == "Darwin":
+        model = load_mlpackage(mlpackage)
+        predict = model.predict
+        runtime = "Core ML"
+    else:
+        predict = MILInterpreter(mlpackage).predict
+        runtime = "MIL interpreter (numpy)"
+
+    def forward(batch):
+        rows = []
+        for i in range(batch["input_ids"].shape[0]):
+            n = int(batch["attention_mask"][i].sum())
+            # Core ML runs each sequence at its own length: no padding to mask.
+            inputs = {k: batch[k][i:i + 1, :n].astype(np.int32) for k in task.input_names}
+            out = predict(inputs)
+            if task.name == "qa":
+                row = np.stack([out["start_logits"][0], out["end_logits"][0]], axis=-1)
+                row = np.pad(row, ((0, batch["input_ids"].shape[1] - n), (0, 0)))
+            else:
+                row = out["logits"][0]
+            rows.append(row)
+        return np.stack(rows)
+
+    forward.runtime = runtime
+    return forward

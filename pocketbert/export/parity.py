@@ -1,0 +1,88 @@
+"""The parity gate: each exported model, on its own runtime, must give the student's answers on real examples."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+# Named tolerances. Agreement is the share of examples whose answer (label, or QA span) equals the student's.
+FP32_MAX_ABS_DIFF = 1e-3     # ONNX fp32 against PyTorch: only float reordering separates them
+FP32_MIN_AGREEMENT = 0.999
+FP16_MAX_ABS_DIFF = 0.1      # Core ML computes in fp16
+FP16_MIN_AGREEMENT = 0.99
+INT8_MIN_AGREEMENT = 0.99    # int8 weights move logits; answers must still agree
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    min_agreement: float
+    max_abs_diff: float | None  # None: reported, not gated (int8 logits move by design)
+
+
+TOLERANCES = {
+    "fp32": Tolerance(FP32_MIN_AGREEMENT, FP32_MAX_ABS_DIFF),
+    "fp16": Tolerance(FP16_MIN_AGREEMENT, FP16_MAX_ABS_DIFF),
+    "int8": Tolerance(INT8_MIN_AGREEMENT, None),
+}
+
+
+@dataclass
+class ParityResult:
+    artifact: str
+    runtime: str
+    precision: str
+    n_examples: int
+    max_abs_diff: float
+    agreement: float
+    metrics: dict
+    student_metrics: dict
+    min_agreement: float
+    max_abs_diff_allowed: float | None
+    passed: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def failure(self) -> str:
+        allowed = f" (allowed {self.max_abs_diff_allowed})" if self.max_abs_diff_allowed is not None else ""
+        return (f"{self.artifact} on {self.runtime} no longer gives the student's answers: agreement "
+                f"{self.agreement:.4f} (needs >= {self.min_agreement}), max |diff| {self.max_abs_diff:.4g}{allowed}")
+
+
+def compare(task, examples, features, student_logits: list[np.ndarray], artifact_logits: list[np.ndarray],
+            eval_cfg: dict, artifact: str, runtime: str, precision: str) -> ParityResult:
+    """Agreement, max |logit difference| and task metrics of one artifact against the student."""
+    n_features = len(artifact_logits)
+    feats, ref = features[:n_features], student_logits[:n_features]
+    if task.name == "qa":
+        used = sorted({f.example_index for f in feats})
+        # Only examples all of whose windows were run can be scored.
+        complete = [i for i in used if all(f.example_index != i for f in features[n_features:])]
+        index = {old: new for new, old in enumerate(complete)}
+        keep = [k for k, f in enumerate(feats) if f.example_index in index]
+        examples = [examples[i] for i in complete]
+        feats = [_reindex(feats[k], index) for k in keep]
+        ref, artifact_logits = [ref[k] for k in keep], [artifact_logits[k] for k in keep]
+    max_diff = max(float(np.max(np.abs(a - r))) for a, r in zip(artifact_logits, ref))
+    ours = task.answers(examples, feats, artifact_logits, eval_cfg)
+    theirs = task.answers(examples, feats, ref, eval_cfg)
+    agreement = float(np.mean([a == b for a, b in zip(ours, theirs)]))
+    tolerance = TOLERANCES[precision]
+    passed = agreement >= tolerance.min_agreement and (
+        tolerance.max_abs_diff is None or max_diff <= tolerance.max_abs_diff)
+    return ParityResult(
+        artifact=artifact, runtime=runtime, precision=precision, n_examples=len(ours),
+        max_abs_diff=max_diff, agreement=agreement,
+        metrics=task.score(examples, feats, artifact_logits, eval_cfg),
+        student_metrics=task.score(examples, feats, ref, eval_cfg),
+        min_agreement=tolerance.min_agreement, max_abs_diff_allowed=tolerance.max_abs_diff, passed=passed,
+    )
+
+
+def _reindex(feature, index):
+    import copy
+
+    clone = copy.copy(feature)
+    clone.example_index = index[feature.example_index]
+    return clone

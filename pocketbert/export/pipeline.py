@@ -1,0 +1,91 @@
+"""`pocketbert export`: build every artifact from the student folder, prove parity, then move into place."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from pocketbert.errors import ExportError
+from pocketbert.export import bundle, coreml, onnx_export, parity
+from pocketbert.manifest import read_manifest, write_manifest
+from pocketbert.rundir import (EXPORT_DIR, ONNX_FP32, ONNX_INT8, ORT_MODEL, ORT_REQUIRED_OPERATORS, PARITY,
+                               STUDENT_DIR, coreml_package_name, require_stage, staged_output)
+from pocketbert.train.data import load_task_data, subsample
+from pocketbert.train.models import load_stage_model, torch_forward
+from pocketbert.train.tasks import batched_logits
+
+
+def path_size(path: Path) -> int:
+    path = Path(path)
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
+               parity_examples: int | None = None) -> tuple[Path, list[parity.ParityResult]]:
+    started = time.time()
+    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    model, tokenizer, task, info = load_stage_model(student_dir)
+    recipe = read_manifest(student_dir)["config"]["recipe"]
+    export_cfg, eval_cfg = recipe.get("export", {}), recipe.get("eval", {})
+    max_length = int(export_cfg.get("max_length", info["max_length"]))
+    n_parity = parity_examples if parity_examples is not None else export_cfg.get("parity_examples")
+    n_coreml = coreml_examples if coreml_examples is not None else int(export_cfg.get("coreml_parity_examples", 8))
+    seed = int(recipe.get("seed", 13))
+    data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, seed)
+    examples = subsample(data.eval, n_parity, seed)
+
+    with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
+        steps = tqdm(total=6, desc="export", unit="step")
+        app_files = bundle.write_app_files(model, tokenizer, task, out)
+        # Parity inputs come from the exported tokenizer files, as an app would tokenize.
+        from pocketbert.train.models import load_tokenizer
+        app_tokenizer = load_tokenizer(str(out))
+        features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
+        pad_id = app_tokenizer.pad_token_id
+        batch_size = int(eval_cfg.get("batch_size", 64))
+        student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
+        steps.update()
+
+        onnx_export.export_onnx(model, task, out / ONNX_FP32)
+        steps.set_postfix_str("int8"); steps.update()
+        onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8)
+        steps.set_postfix_str("ort"); steps.update()
+        onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
+        steps.set_postfix_str("coreml"); steps.update()
+        package = out / coreml_package_name(task.name)
+        description = f"pocketbert {task.name} student ({info.get('layer_map') and len(info['layer_map'])} layers)"
+        coreml.convert_to_coreml(model, task, max_length, task.label_names, description).save(str(package))
+        steps.set_postfix_str("parity"); steps.update()
+
+        results = []
+        for name, precision in ((ONNX_FP32, "fp32"), (ONNX_INT8, "int8"), (ORT_MODEL, "int8")):
+            session = onnx_export.ort_session(out / name)
+            logits = batched_logits(task, features, pad_id, batch_size, onnx_export.ort_forward(session, task), name)
+            results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
+                                          "onnxruntime", precision))
+        forward = coreml.coreml_forward(package, task)
+        logits = batched_logits(task, features[:n_coreml], pad_id, 1, forward, package.name)
+        results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
+                                      forward.runtime, "fp16"))
+        steps.update()
+        steps.close()
+
+        (out / PARITY).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        failed = [r for r in results if not r.passed]
+        if failed:
+            raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
+        sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_INT8, out / ORT_MODEL, package]}
+        write_manifest(
+            out, stage="export", started=started,
+            config={"max_length": max_length, "task": task.name, "onnx_opset": onnx_export.ONNX_OPSET,
+                    "coreml_minimum_deployment_target": coreml.MINIMUM_IOS, "parity_examples": len(examples),
+                    "coreml_parity_examples": n_coreml, "dataset": data.name},
+            inputs={"student": student_dir},
+            metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
+                     "student_eval_on_parity_set": results[0].student_metrics},
+            extra={"app_files": [p.name for p in app_files]},
+        )
+    return Path(run_dir) / EXPORT_DIR, results

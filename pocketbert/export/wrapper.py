@@ -1,0 +1,35 @@
+"""A thin module around the student that fixes its inputs and outputs for export."""
+
+from __future__ import annotations
+
+import torch
+
+# Additive attention-mask value. -1e4 (not the dtype's minimum) keeps masked scores finite in fp16 on Core ML.
+ADDITIVE_MASK_VALUE = -1e4
+
+
+class ExportWrapper(torch.nn.Module):
+    """Calls the model with plain tensors and returns its logits as a tuple.
+
+    additive_mask=True builds the 4-D additive mask here, so the traced graph avoids transformers'
+    masking utilities (their `new_ones` has no Core ML converter).
+    """
+
+    def __init__(self, model, task, additive_mask: bool = False, mask_value: float = ADDITIVE_MASK_VALUE):
+        super().__init__()
+        self.model = model
+        self.task_name = task.name
+        self.additive_mask = additive_mask
+        self.mask_value = mask_value
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        if self.additive_mask:
+            keep = attention_mask[:, None, None, :].to(torch.float32)
+            attention_mask = (1.0 - keep) * self.mask_value
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        out = self.model(**kwargs)
+        if self.task_name == "qa":
+            return out.start_logits, out.end_logits
+        return (out.logits,)

@@ -1,0 +1,88 @@
+"""The run-directory contract: every file name a stage reads or writes, in one place.
+
+    runs/<name>/
+      teacher/   Hugging Face save_pretrained folder (+ tokenizer), manifest.json
+      student/   same, for the distilled student
+      export/    model.onnx, model.int8.onnx, model.ort, model.required_operators.config,
+                 <Name>.mlpackage, tokenizer files, config.json, labels.json, parity.json, manifest.json
+      bench/     results.json (source of truth), report.md, latency.png
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from pocketbert.errors import RunDirError
+
+DEFAULT_RUNS_ROOT = Path("runs")
+
+TEACHER_DIR = "teacher"
+STUDENT_DIR = "student"
+EXPORT_DIR = "export"
+BENCH_DIR = "bench"
+
+MANIFEST = "manifest.json"
+LABELS = "labels.json"
+TASK_INFO = "pocketbert_task.json"  # task, labels and max length, saved beside the HF weights
+
+ONNX_FP32 = "model.onnx"
+ONNX_INT8 = "model.int8.onnx"
+ORT_MODEL = "model.ort"
+ORT_REQUIRED_OPERATORS = "model.required_operators.config"
+COREML_PACKAGE_SUFFIX = ".mlpackage"
+PARITY = "parity.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+MODEL_CONFIG = "config.json"
+
+BENCH_RESULTS = "results.json"
+BENCH_REPORT = "report.md"
+BENCH_PLOT = "latency.png"
+BENCH_REFERENCE_DIR = "reference"  # BERT-base ONNX files built for the comparison
+
+STAGE_DIRS = (TEACHER_DIR, STUDENT_DIR, EXPORT_DIR, BENCH_DIR)
+
+
+def coreml_package_name(task: str) -> str:
+    return {"sentiment": "PocketBertSentiment", "qa": "PocketBertQA"}.get(task, "PocketBert") + COREML_PACKAGE_SUFFIX
+
+
+def stage_path(run_dir: Path, stage: str) -> Path:
+    return Path(run_dir) / stage
+
+
+def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:
+    """The folder of a finished stage, or an error naming the command that makes it."""
+    path = stage_path(run_dir, stage)
+    if not (path / MANIFEST).is_file():
+        raise RunDirError(f"{path} holds no finished {stage} (no {MANIFEST}): run `{made_by}` first")
+    return path
+
+
+@contextmanager
+def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
+    """Yield a temporary folder; rename it into place only when the block finishes without error.
+
+    An interrupted or failed stage leaves the earlier complete folder (or none), never a partial one.
+    """
+    final = stage_path(run_dir, stage)
+    if final.exists() and any(final.iterdir()) and not overwrite:
+        raise RunDirError(f"{final} already holds a {stage}: pass --overwrite to replace it, or choose another --run")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if final.exists():
+        old = final.parent / f".{stage}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

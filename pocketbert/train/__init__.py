@@ -1,0 +1,1 @@
+"""train: teacher fine-tuning and distillation into a smaller student."""

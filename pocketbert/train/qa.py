@@ -1,0 +1,120 @@
+"""Extractive QA: doc-stride windows, answer-span post-processing, SQuAD exact match and F1."""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from dataclasses import dataclass
+
+import numpy as np
+
+from pocketbert.train.data import QAExample
+
+
+@dataclass
+class QAFeature:
+    example_index: int
+    input_ids: list[int]
+    token_type_ids: list[int]
+    offsets: list[tuple[int, int] | None]  # character span in the context; None outside the context
+    start_position: int = 0  # training target; 0 (the [CLS] token) when the answer is not in this window
+    end_position: int = 0
+
+
+def build_qa_features(tokenizer, examples: list[QAExample], max_length: int, doc_stride: int) -> list[QAFeature]:
+    """Tokenize question + context into overlapping windows of the context."""
+    if doc_stride >= max_length // 2:
+        doc_stride = max_length // 4  # a stride near the window length would make no progress
+    enc = tokenizer(
+        [ex.question for ex in examples],
+        [ex.context for ex in examples],
+        truncation="only_second",
+        max_length=max_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        return_token_type_ids=True,
+        padding=False,
+    )
+    features = []
+    for i, input_ids in enumerate(enc["input_ids"]):
+        example_index = enc["overflow_to_sample_mapping"][i]
+        sequence_ids = enc.sequence_ids(i)
+        offsets = [tuple(o) if sequence_ids[k] == 1 else None for k, o in enumerate(enc["offset_mapping"][i])]
+        feature = QAFeature(example_index, list(input_ids), list(enc["token_type_ids"][i]), offsets)
+        example = examples[example_index]
+        if example.answers:
+            text, start_char = example.answers[0]
+            end_char = start_char + len(text)
+            context_tokens = [k for k, o in enumerate(offsets) if o is not None]
+            if context_tokens and offsets[context_tokens[0]][0] <= start_char and offsets[context_tokens[-1]][1] >= end_char:
+                feature.start_position = next(k for k in context_tokens if offsets[k][1] > start_char)
+                feature.end_position = max(k for k in context_tokens if offsets[k][0] < end_char)
+        features.append(feature)
+    return features
+
+
+def best_spans(
+    examples: list[QAExample],
+    features: list[QAFeature],
+    start_logits: list[np.ndarray],
+    end_logits: list[np.ndarray],
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> list[str]:
+    """The highest-scoring valid answer text for each example, over all its windows."""
+    by_example = collections.defaultdict(list)
+    for f_index, feature in enumerate(features):
+        by_example[feature.example_index].append(f_index)
+    answers = []
+    for e_index, example in enumerate(examples):
+        best_score, best_text = -np.inf, ""
+        for f_index in by_example.get(e_index, []):
+            offsets = features[f_index].offsets
+            starts, ends = start_logits[f_index], end_logits[f_index]
+            for s in np.argsort(starts)[::-1][:n_best]:
+                if s >= len(offsets) or offsets[s] is None:
+                    continue
+                for e in np.argsort(ends)[::-1][:n_best]:
+                    if e >= len(offsets) or offsets[e] is None or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    score = starts[s] + ends[e]
+                    if score > best_score:
+                        best_score = score
+                        best_text = example.context[offsets[s][0]:offsets[e][1]]
+        answers.append(best_text)
+    return answers
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1's normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def f1_score(prediction: str, truth: str) -> float:
+    pred_tokens, truth_tokens = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    common = collections.Counter(pred_tokens) & collections.Counter(truth_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred_tokens), overlap / len(truth_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_scores(examples: list[QAExample], predictions: list[str]) -> dict[str, float]:
+    """Exact match and F1 in percent, each the best over an example's gold answers."""
+    em = f1 = 0.0
+    for example, prediction in zip(examples, predictions):
+        golds = [text for text, _ in example.answers] or [""]
+        em += max(exact_match(prediction, g) for g in golds)
+        f1 += max(f1_score(prediction, g) for g in golds)
+    n = max(1, len(examples))
+    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}

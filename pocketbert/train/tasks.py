@@ -1,0 +1,177 @@
+"""The two tasks behind one interface: features, batching, model outputs, losses and metrics.
+
+Evaluation works on per-feature logits held as numpy arrays, so the same scoring serves the PyTorch
+model in training and every exported runtime in the export parity check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pocketbert.config import check_task
+from pocketbert.train import qa as qa_lib
+from pocketbert.train.data import QAExample, TextExample
+from pocketbert.train.losses import soft_target_kl
+
+
+@dataclass
+class TextFeature:
+    input_ids: list[int]
+    label: int
+
+
+def _pad(rows: list[list[int]], value: int) -> np.ndarray:
+    width = max(len(r) for r in rows)
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
+class SentimentTask:
+    name = "sentiment"
+    input_names = ("input_ids", "attention_mask")
+    output_names = ("logits",)
+
+    def __init__(self, label_names: list[str]):
+        self.label_names = list(label_names)
+
+    @property
+    def primary_metric(self) -> str:
+        return "accuracy"
+
+    def auto_model_class(self):
+        from transformers import AutoModelForSequenceClassification
+        return AutoModelForSequenceClassification
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {
+            "num_labels": len(self.label_names),
+            "id2label": dict(enumerate(self.label_names)),
+            "label2id": {name: i for i, name in enumerate(self.label_names)},
+        }
+
+    def features(self, tokenizer, examples: list[TextExample], max_length: int, doc_stride: int | None = None):
+        enc = tokenizer([ex.text for ex in examples], truncation=True, max_length=max_length)
+        return [TextFeature(ids, ex.label) for ids, ex in zip(enc["input_ids"], examples)]
+
+    def collate(self, features: list[TextFeature], pad_id: int) -> dict[str, np.ndarray]:
+        input_ids = _pad([f.input_ids for f in features], pad_id)
+        lengths = np.array([len(f.input_ids) for f in features])
+        mask = (np.arange(input_ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
+        return {"input_ids": input_ids, "attention_mask": mask, "labels": np.array([f.label for f in features])}
+
+    def logits(self, outputs) -> torch.Tensor:
+        return outputs.logits
+
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), batch["labels"])
+
+    def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
+        return soft_target_kl(student, teacher, temperature)
+
+    def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return list(logits)
+
+    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[int]:
+        return [int(np.argmax(row)) for row in logits]
+
+    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]:
+        predicted = np.array(self.answers(examples, features, logits, eval_cfg))
+        gold = np.array([f.label for f in features])
+        metrics = {"accuracy": float((predicted == gold).mean()), "n_examples": int(len(gold))}
+        if len(self.label_names) > 2:
+            f1s = []
+            for k in range(len(self.label_names)):
+                tp = np.sum((predicted == k) & (gold == k))
+                denom = np.sum(predicted == k) + np.sum(gold == k)
+                f1s.append(2 * tp / denom if denom else 0.0)
+            metrics["macro_f1"] = float(np.mean(f1s))
+        return metrics
+
+
+class QATask:
+    name = "qa"
+    input_names = ("input_ids", "attention_mask", "token_type_ids")
+    output_names = ("start_logits", "end_logits")
+    label_names: list[str] = []
+
+    @property
+    def primary_metric(self) -> str:
+        return "f1"
+
+    def auto_model_class(self):
+        from transformers import AutoModelForQuestionAnswering
+        return AutoModelForQuestionAnswering
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def features(self, tokenizer, examples: list[QAExample], max_length: int, doc_stride: int | None = None):
+        return qa_lib.build_qa_features(tokenizer, examples, max_length, doc_stride or max_length // 3)
+
+    def collate(self, features: list[qa_lib.QAFeature], pad_id: int) -> dict[str, np.ndarray]:
+        input_ids = _pad([f.input_ids for f in features], pad_id)
+        lengths = np.array([len(f.input_ids) for f in features])
+        mask = (np.arange(input_ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "token_type_ids": _pad([f.token_type_ids for f in features], 0),
+            "start_positions": np.array([f.start_position for f in features]),
+            "end_positions": np.array([f.end_position for f in features]),
+        }
+
+    def logits(self, outputs) -> torch.Tensor:
+        return torch.stack([outputs.start_logits, outputs.end_logits], dim=-1)  # [batch, length, 2]
+
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
+        return 0.5 * (F.cross_entropy(masked[..., 0], batch["start_positions"])
+                      + F.cross_entropy(masked[..., 1], batch["end_positions"]))
+
+    def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
+        mask = batch["attention_mask"]
+        return 0.5 * (soft_target_kl(student[..., 0], teacher[..., 0], temperature, mask)
+                      + soft_target_kl(student[..., 1], teacher[..., 1], temperature, mask))
+
+    def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        lengths = batch["attention_mask"].sum(axis=1)
+        return [row[:n] for row, n in zip(logits, lengths)]
+
+    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[str]:
+        return qa_lib.best_spans(
+            examples, features, [l[:, 0] for l in logits], [l[:, 1] for l in logits],
+            n_best=eval_cfg.get("n_best", 20), max_answer_length=eval_cfg.get("max_answer_length", 30),
+        )
+
+    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]:
+        metrics = qa_lib.squad_scores(examples, self.answers(examples, features, logits, eval_cfg))
+        metrics["n_examples"] = len(examples)
+        return metrics
+
+
+def make_task(task: str, label_names: list[str] | None = None):
+    check_task(task)
+    return SentimentTask(label_names or []) if task == "sentiment" else QATask()
+
+
+def batched_logits(task, features: list, pad_id: int, batch_size: int,
+                   forward: Callable[[dict[str, np.ndarray]], np.ndarray], progress: str | None = None) -> list[np.ndarray]:
+    """Per-feature logits from `forward` (a model on any runtime), batching by similar length."""
+    from tqdm.auto import tqdm
+
+    order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+    out: list[np.ndarray | None] = [None] * len(features)
+    starts = range(0, len(order), batch_size)
+    for start in tqdm(starts, desc=progress, disable=progress is None, unit="batch", leave=False):
+        idx = order[start:start + batch_size]
+        batch = task.collate([features[i] for i in idx], pad_id)
+        for i, row in zip(idx, task.unbatch(np.asarray(forward(batch)), batch)):
+            out[i] = row
+    return out

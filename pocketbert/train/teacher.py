@@ -1,0 +1,66 @@
+"""`pocketbert train teacher`: fine-tune a BERT-family checkpoint for the task."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pocketbert.errors import ConfigError
+from pocketbert.manifest import write_manifest
+from pocketbert.rundir import TEACHER_DIR, staged_output
+from pocketbert.train import models, trainer
+from pocketbert.train.data import load_task_data, subsample
+from pocketbert.train.tasks import make_task
+
+
+def check_max_length(model, max_length: int) -> None:
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and max_length > limit:
+        raise ConfigError(f"max_length {max_length} exceeds the model's {limit} positions: lower it in the recipe")
+
+
+def fine_tune_teacher(
+    run_dir: Path,
+    recipe: dict,
+    model_name: str,
+    data_dir: Path | None = None,
+    eval_file: Path | None = None,
+    label_names: list[str] | None = None,
+    device: str | None = None,
+    overwrite: bool = False,
+) -> tuple[Path, dict]:
+    started = time.time()
+    seed = int(recipe.get("seed", 13))
+    cfg, eval_cfg = recipe["teacher"], recipe.get("eval", {})
+    data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
+    task = make_task(recipe["task"], data.label_names)
+    source = models.resolve_model_source(model_name)
+    tokenizer = models.load_tokenizer(source)
+    trainer.set_seed(seed)
+    model = models.load_for_task(source, task)
+    check_max_length(model, int(cfg["max_length"]))
+    dev = trainer.pick_device(device)
+
+    with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
+        train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
+        eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
+        features = task.features(tokenizer, train_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+        eval_features = task.features(tokenizer, eval_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+
+        def step_loss(batch):
+            loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)
+            return loss, {}
+
+        stats = trainer.train(model, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "teacher")
+        metrics = trainer.evaluate(model, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
+                                   "teacher eval")
+        models.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
+                                {"doc_stride": cfg.get("doc_stride"), "base_model": model_name})
+        write_manifest(
+            out, stage="teacher", started=started,
+            config={"recipe": recipe, "base_model": model_name, "device": str(dev), "dataset": data.name},
+            inputs={f"data_{k}": v for k, v in data.sources.items()},
+            metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
+        )
+    final = Path(run_dir) / TEACHER_DIR
+    return final, metrics

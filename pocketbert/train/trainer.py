@@ -1,0 +1,118 @@
+"""The training loop shared by teacher fine-tuning and distillation: device choice, batching, optimiser."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from typing import Callable
+
+import numpy as np
+import torch
+
+from pocketbert.errors import ConfigError
+from pocketbert.train.models import torch_forward
+from pocketbert.train.tasks import batched_logits
+
+MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    """CUDA when there is one, else the CPU; `requested` ('cpu', 'cuda', 'cuda:1') overrides."""
+    if requested in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {requested} asked for, but this machine has no CUDA GPU: use --device cpu")
+    try:
+        return torch.device(requested)
+    except RuntimeError as exc:
+        raise ConfigError(f"unknown --device '{requested}': use auto, cpu or cuda") from exc
+
+
+def autocast_for(device: torch.device):
+    """bf16 autocast on CUDA; full precision on the CPU, where bf16 is slower on most chips."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> list[list[int]]:
+    """Batches of similar length (little padding), in a random order that changes with the seed."""
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    mega = batch_size * MEGABATCH_FACTOR
+    batches = []
+    for start in range(0, len(order), mega):
+        chunk = sorted(order[start:start + mega], key=lambda i: lengths[i], reverse=True)
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def train(
+    model: torch.nn.Module,
+    task,
+    features: list,
+    pad_id: int,
+    cfg: dict,
+    device: torch.device,
+    step_loss: Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float]]],
+    seed: int,
+    desc: str,
+) -> dict[str, float]:
+    """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics."""
+    from tqdm.auto import tqdm
+
+    lengths = [len(f.input_ids) for f in features]
+    epochs = int(cfg.get("epochs", 1))
+    batch_size = int(cfg["batch_size"])
+    steps_per_epoch = math.ceil(len(features) / batch_size)
+    total = max(1, epochs * steps_per_epoch)
+    warmup = int(total * float(cfg.get("warmup_ratio", 0.0)))
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)),
+        fused=device.type == "cuda",
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
+    )
+    model.to(device).train()
+    running: dict[str, float] = {}
+    bar = tqdm(total=total, desc=desc, unit="step")
+    for epoch in range(epochs):
+        for idx in length_grouped_batches(lengths, batch_size, seed + epoch):
+            batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
+            with autocast_for(device):
+                loss, parts = step_loss(batch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            for name, value in {"loss": float(loss), **parts}.items():
+                running[name] = 0.98 * running.get(name, value) + 0.02 * value
+            bar.set_postfix({k: f"{v:.3f}" for k, v in running.items()}, refresh=False)
+            bar.update()
+    bar.close()
+    model.eval()
+    return {f"final_{k}": round(v, 4) for k, v in running.items()} | {"steps": total, "train_examples": len(features)}
+
+
+def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,
+             device: torch.device, desc: str) -> dict[str, float]:
+    model.to(device).eval()
+    logits = batched_logits(task, features, pad_id, int(eval_cfg.get("batch_size", 64)),
+                            torch_forward(model, task, device), progress=desc)
+    return task.score(examples, features, logits, eval_cfg)

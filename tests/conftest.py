@@ -1,0 +1,49 @@
+"""Fixtures: tiny BERT models built from a config (2 layers, hidden 32) with the real uncased WordPiece tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                   max_position_embeddings=128)
+
+
+def data_dir() -> Path:
+    configured = os.environ.get("POCKETBERT_DATA_DIR")
+    path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
+    if not (path / "sst2" / "train.tsv").is_file():
+        pytest.skip(f"real datasets not found at {path}: set POCKETBERT_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return data_dir()
+
+
+@pytest.fixture(scope="session")
+def wordpiece_tokenizer():
+    from pocketbert.train.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
+
+    return load_tokenizer(resolve_model_source(PACKAGED_TEACHER))
+
+
+def make_tiny_base(folder: Path, tokenizer, layers: int = 2) -> Path:
+    """A randomly initialised BertModel saved like a hub checkpoint (config, safetensors, tokenizer)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, **{**TINY_CONFIG, "num_hidden_layers": layers})
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
+    return make_tiny_base(tmp_path_factory.mktemp("tiny-base"), wordpiece_tokenizer)
