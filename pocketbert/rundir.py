@@ -70,7 +70,7 @@ def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
     """
     final = stage_path(run_dir, stage)
     if final.exists() and any(final.iterdir()) and not overwrite:
-        raise RunDirError(f"{final} already holds a {stage}: pass --overwrite to replace it, or choose another --run")
+        raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()

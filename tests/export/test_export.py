@@ -1,0 +1,140 @@
+"""Exported models on their own runtimes against the PyTorch model, and the parity gate catching a broken export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
+
+from pocketbert.export import coreml, onnx_export, parity
+from pocketbert.export.wrapper import ExportWrapper
+from pocketbert.train.models import torch_forward
+from pocketbert.train.tasks import QATask, SentimentTask, batched_logits
+from pocketbert.train.data import TextExample
+
+ONNX_FP32_TOLERANCE = 1e-4
+INT8_TOLERANCE = 0.05
+COREML_FP16_TOLERANCE = 0.02
+
+
+def tiny(cls, **extra):
+    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, **extra)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return cls(config).eval()
+
+
+def batch(n=3, length=20, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 200, size=(n, length))
+    mask = np.ones_like(ids)
+    mask[1, length // 2:] = 0  # a padded row: the mask must reach attention
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": (np.arange(length) > 5).astype(np.int64)[None].repeat(n, 0)}
+
+
+@pytest.fixture(scope="module")
+def sentiment_exports(tmp_path_factory):
+    model, task = tiny(BertForSequenceClassification, num_labels=3), SentimentTask(["a", "b", "c"])
+    folder = tmp_path_factory.mktemp("sentiment")
+    onnx_export.export_onnx(model, task, folder / "model.onnx")
+    onnx_export.quantize_int8(folder / "model.onnx", folder / "model.int8.onnx")
+    onnx_export.convert_to_ort(folder / "model.int8.onnx", folder / "model.ort", folder / "ops.config")
+    coreml.convert_to_coreml(model, task, 64, task.label_names, "test").save(str(folder / "T.mlpackage"))
+    return model, task, folder
+
+
+def reference(model, task, b):
+    return torch_forward(model, task)(b)
+
+
+def test_onnx_fp32_matches_torch_at_a_new_length(sentiment_exports):
+    model, task, folder = sentiment_exports
+    b = batch(length=27)  # traced at 16: the sequence axis must be dynamic
+    out = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(b)
+    assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
+
+
+def test_int8_and_ort_stay_close(sentiment_exports):
+    model, task, folder = sentiment_exports
+    b = batch()
+    ref = reference(model, task, b)
+    for name in ("model.int8.onnx", "model.ort"):
+        out = onnx_export.ort_forward(onnx_export.ort_session(folder / name), task)(b)
+        assert np.abs(out - ref).max() < INT8_TOLERANCE
+    assert (folder / "model.ort").stat().st_size < (folder / "model.onnx").stat().st_size
+    assert "MatMul" in (folder / "ops.config").read_text()
+
+
+def test_coreml_package_evaluates_like_torch(sentiment_exports):
+    model, task, folder = sentiment_exports
+    b = batch()
+    out = coreml.coreml_forward(folder / "T.mlpackage", task)(b)
+    assert np.abs(out - reference(model, task, b)).max() < COREML_FP16_TOLERANCE
+
+
+def test_coreml_metadata_names_inputs_and_labels(sentiment_exports):
+    _, _, folder = sentiment_exports
+    spec = coreml.load_mlpackage(folder / "T.mlpackage").get_spec()
+    assert [i.name for i in spec.description.input] == ["input_ids", "attention_mask"]
+    assert spec.description.metadata.userDefined["labels"] == "a,b,c"
+    assert spec.specificationVersion >= 7  # iOS 16
+
+
+def test_qa_model_exports_both_logits(tmp_path):
+    model, task = tiny(BertForQuestionAnswering), QATask()
+    onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")
+    b = batch(n=2, length=24)
+    out = onnx_export.ort_forward(onnx_export.ort_session(tmp_path / "qa.onnx"), task)(b)
+    assert out.shape == (2, 24, 2)
+    assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
+
+
+def test_parity_gate_catches_a_wrong_mask_constant(tmp_path):
+    """An export whose padding mask does nothing changes answers on padded inputs; the gate must fail it."""
+    # Wide initial weights, so that attending to padding visibly moves the logits of a random model.
+    model = tiny(BertForSequenceClassification, num_labels=2, initializer_range=0.5)
+    task = SentimentTask(["neg", "pos"])
+    rng = np.random.default_rng(1)
+    features = []
+    from pocketbert.train.tasks import TextFeature
+    for i in range(40):
+        features.append(TextFeature(list(rng.integers(5, 200, size=int(rng.integers(3, 30)))), i % 2))
+    examples = [TextExample("x", f.label) for f in features]
+    good = batched_logits(task, features, 0, 8, torch_forward(model, task))
+
+    broken = ExportWrapper(model, task, additive_mask=True, mask_value=0.0)  # mask ignored: pads are attended
+
+    def broken_forward(b):
+        with torch.no_grad():
+            return broken(torch.from_numpy(b["input_ids"]), torch.from_numpy(b["attention_mask"]))[0].numpy()
+
+    bad = batched_logits(task, features, 0, 8, broken_forward)
+    ok = parity.compare(task, examples, features, good, good, {}, "model.onnx", "onnxruntime", "fp32")
+    caught = parity.compare(task, examples, features, good, bad, {}, "model.onnx", "onnxruntime", "fp32")
+    assert ok.passed and ok.agreement == 1.0
+    assert not caught.passed
+    assert caught.max_abs_diff > parity.FP32_MAX_ABS_DIFF
+    assert "model.onnx" in caught.failure() and "max |diff|" in caught.failure()
+
+
+def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
+    import onnx
+    from onnx import numpy_helper
+
+    model, task, folder = sentiment_exports
+    proto = onnx.load(str(folder / "model.onnx"))
+    biggest = max(proto.graph.initializer, key=lambda t: np.prod(t.dims))
+    values = numpy_helper.to_array(biggest).copy()
+    values[...] = values[::-1] * 5.0
+    biggest.CopyFrom(numpy_helper.from_array(values, biggest.name))
+    onnx.save(proto, str(tmp_path / "corrupt.onnx"))
+    b = batch(n=3)
+    out = onnx_export.ort_forward(onnx_export.ort_session(tmp_path / "corrupt.onnx"), task)(b)
+    ref = reference(model, task, b)
+    from pocketbert.train.tasks import TextFeature
+    feats = [TextFeature(list(b["input_ids"][i][: int(b["attention_mask"][i].sum())]), 0) for i in range(3)]
+    result = parity.compare(task, [TextExample("x", 0)] * 3, feats, list(ref), list(out), {}, "corrupt.onnx",
+                            "onnxruntime", "fp32")
+    assert not result.passed

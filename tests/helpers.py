@@ -1,0 +1,31 @@
+"""Running the real CLI in-process and capturing what a user would see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    out: str
+    err: str
+
+
+def run_cli(capsys, *args: str) -> CliResult:
+    from pocketbert.cli import main
+
+    capsys.readouterr()
+    code = 0
+    try:
+        main([str(a) for a in args])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return CliResult(code, captured.out, captured.err)
+
+
+def error_line(result: CliResult) -> str:
+    """The last non-progress line of stderr: what the user reads."""
+    lines = [l for l in result.err.replace("\r", "\n").splitlines() if l.strip() and "it/s" not in l and "step/s" not in l]
+    return lines[-1] if lines else ""

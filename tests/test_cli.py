@@ -1,0 +1,148 @@
+"""The CLI: instant help, and one-line errors for every bad input a user can cause."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import error_line, run_cli
+
+
+def test_help_imports_no_torch():
+    code = "import sys; from pocketbert.cli import cli; import click; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_help_lists_stages(capsys):
+    result = run_cli(capsys, "--help")
+    assert result.exit_code == 0
+    for stage in ("train", "export", "bench"):
+        assert stage in result.out
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code != 0
+    assert "Traceback" not in result.err
+    line = error_line(result)
+    assert line.startswith("error: "), result.err
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+def assert_no_stage_written(run_dir: Path):
+    if run_dir.exists():
+        leftovers = [p.name for p in run_dir.iterdir()]
+        assert leftovers == [], f"half-written artifacts left: {leftovers}"
+
+
+def test_unknown_task(capsys, tmp_path):
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--task", "translation")
+    assert_one_line_error(result, "unknown task 'translation'", "sentiment, qa")
+
+
+def test_unknown_dataset(capsys, tmp_path):
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", "mnli")
+    assert_one_line_error(result, "unknown dataset 'mnli'", "sst2")
+    assert_no_stage_written(tmp_path / "run")
+
+
+def test_missing_named_dataset_in_data_dir(capsys, tmp_path):
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--data-dir", tmp_path / "nothing-here")
+    assert_one_line_error(result, "sst2/train.tsv does not exist", "--data-dir")
+
+
+def test_malformed_data_file(capsys, tmp_path, tiny_base):
+    bad = tmp_path / "reviews.csv"
+    bad.write_text("review,stars\ngreat film,1\n")
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
+    assert_one_line_error(result, "reviews.csv:1", "'label' column")
+    assert_no_stage_written(tmp_path / "run")
+
+
+def test_broken_jsonl(capsys, tmp_path, tiny_base):
+    bad = tmp_path / "reviews.jsonl"
+    bad.write_text('{"text": "fine", "label": 1}\n{"text": "oops", "label": \n')
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
+    assert_one_line_error(result, "reviews.jsonl:2", "not valid JSON")
+
+
+def test_label_outside_label_set(capsys, tmp_path, tiny_base):
+    data = tmp_path / "data" / "sst2"
+    data.mkdir(parents=True)
+    (data / "train.tsv").write_text("sentence\tlabel\na moving film\t1\na dull film\t2\n")
+    (data / "dev.tsv").write_text("sentence\tlabel\ngood\t1\n")
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--model", tiny_base,
+                     "--data-dir", tmp_path / "data")
+    assert_one_line_error(result, "train.tsv:3", "label '2' is not in the label set (negative, positive)")
+    assert_no_stage_written(tmp_path / "run")
+
+
+def test_eval_label_unseen_in_train(capsys, tmp_path, tiny_base):
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "happy day", "label": "joy"}\n{"text": "gloomy", "label": "sadness"}\n')
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"text": "so angry", "label": "anger"}\n')
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", train,
+                     "--eval-file", dev, "--model", tiny_base)
+    assert_one_line_error(result, "dev.jsonl:1", "label 'anger' is not in the label set (joy, sadness)")
+
+
+def test_empty_text(capsys, tmp_path, tiny_base):
+    bad = tmp_path / "reviews.tsv"
+    bad.write_text("text\tlabel\ngood\t1\n   \t0\n")
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
+    assert_one_line_error(result, "reviews.tsv:3", "empty text")
+
+
+def test_teacher_path_without_model(capsys, tmp_path, shared_data):
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--model", empty, "--data-dir", shared_data)
+    assert_one_line_error(result, "not-a-model holds no Hugging Face model", "config.json")
+    assert_no_stage_written(tmp_path / "run")
+
+
+def test_export_without_student(capsys, tmp_path):
+    result = run_cli(capsys, "export", "--run", tmp_path / "run")
+    assert_one_line_error(result, "no finished student", "pocketbert train distill")
+    assert not (tmp_path / "run" / "export").exists()
+
+
+def test_bench_without_export(capsys, tmp_path):
+    result = run_cli(capsys, "bench", "--run", tmp_path / "run")
+    assert_one_line_error(result, "no finished export", "pocketbert export")
+
+
+def test_distill_without_teacher(capsys, tmp_path):
+    result = run_cli(capsys, "train", "distill", "--run", tmp_path / "run")
+    assert_one_line_error(result, "no finished teacher", "pocketbert train teacher")
+
+
+def test_unknown_preset(capsys, tmp_path):
+    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--preset", "huge")
+    assert_one_line_error(result, "no preset 'huge'", "default")
+
+
+def test_debug_env_shows_traceback(tmp_path):
+    env = {"POCKETBERT_DEBUG": "1", "PATH": ""}
+    proc = subprocess.run([sys.executable, "-m", "pocketbert.cli", "train", "teacher", "--run", str(tmp_path / "r"),
+                           "--task", "nope"], capture_output=True, text=True, env={**__import__("os").environ, **env})
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr and "ConfigError" in proc.stderr
+
+
+def test_recipes_all_load():
+    from pocketbert.config import CONFIG_DIR, TASKS, load_recipe
+
+    files = sorted(CONFIG_DIR.glob("*.yaml"))
+    assert files
+    for path in files:
+        task = path.stem.split("-", 1)[0]
+        assert task in TASKS
+        recipe = load_recipe(task, path.stem.split("-", 1)[1])
+        for section in ("teacher", "distill", "eval", "export", "bench"):
+            assert section in recipe, f"{path.name} lacks '{section}'"

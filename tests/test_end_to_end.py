@@ -1,0 +1,115 @@
+"""The real CLI, end to end, on a tiny teacher built from a config; then the exported files used as an app would."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from helpers import error_line, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sentiment_run(tmp_path_factory, tiny_base, shared_data):
+    from pocketbert.cli import main  # capsys is function-scoped: this module-wide fixture calls the CLI directly
+
+    run = tmp_path_factory.mktemp("runs") / "tiny"
+    for args in (
+        ["train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data],
+        ["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data],
+        ["export", "--run", run, "--data-dir", shared_data],
+    ):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            assert exc.code in (0, None), f"{args[:2]} exited {exc.code}"
+    return run
+
+
+def test_stages_write_the_run_directory_contract(sentiment_run):
+    from pocketbert import rundir
+
+    for stage in (rundir.TEACHER_DIR, rundir.STUDENT_DIR, rundir.EXPORT_DIR):
+        manifest = json.loads((sentiment_run / stage / rundir.MANIFEST).read_text())
+        assert manifest["versions"]["torch"] == "2.13.0" or manifest["versions"]["torch"].startswith("2.13.0")
+        assert all(len(v["sha256"]) == 64 for v in manifest["inputs"].values())
+    export = sentiment_run / rundir.EXPORT_DIR
+    for name in (rundir.ONNX_FP32, rundir.ONNX_INT8, rundir.ORT_MODEL, rundir.ORT_REQUIRED_OPERATORS,
+                 rundir.PARITY, rundir.LABELS, rundir.MODEL_CONFIG, *rundir.TOKENIZER_FILES):
+        assert (export / name).is_file(), name
+    assert (export / rundir.coreml_package_name("sentiment")).is_dir()
+    assert not [p for p in sentiment_run.iterdir() if p.name.startswith(".")], "temporary folders left behind"
+
+
+def test_student_has_half_the_layers(sentiment_run):
+    teacher = json.loads((sentiment_run / "teacher" / "config.json").read_text())
+    student = json.loads((sentiment_run / "student" / "config.json").read_text())
+    assert student["num_hidden_layers"] == teacher["num_hidden_layers"] // 2
+
+
+def test_every_export_passed_parity(sentiment_run):
+    results = json.loads((sentiment_run / "export" / "parity.json").read_text())
+    assert {r["artifact"] for r in results} == {"model.onnx", "model.int8.onnx", "model.ort", "PocketBertSentiment.mlpackage"}
+    assert all(r["passed"] for r in results)
+    assert results[0]["n_examples"] == 48
+
+
+def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
+    """tokenizer.json through `tokenizers`, the model in plain onnxruntime, labels.json to decode."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from pocketbert.train.data import load_task_data, subsample
+
+    export = sentiment_run / "export"
+    tokenizer = Tokenizer.from_file(str(export / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(32)
+    labels = json.loads((export / "labels.json").read_text())
+    examples = subsample(load_task_data("sst2", "sentiment", shared_data).eval, 48, 13)
+    parity = {r["artifact"]: r for r in json.loads((export / "parity.json").read_text())}
+    for name in ("model.onnx", "model.int8.onnx", "model.ort"):
+        session = ort.InferenceSession(str(export / name), providers=["CPUExecutionProvider"])
+        correct = 0
+        for ex in examples:
+            ids = np.array([tokenizer.encode(ex.text).ids], dtype=np.int64)
+            logits = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+            correct += labels[int(logits.argmax())] == labels[ex.label]
+        assert correct / len(examples) == pytest.approx(parity[name]["metrics"]["accuracy"])
+
+
+def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
+    result = run_cli(capsys, "export", "--run", sentiment_run, "--data-dir", shared_data)
+    assert result.exit_code != 0
+    assert "export already exists: pass --overwrite" in error_line(result)
+
+
+def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("POCKETBERT_CACHE", str(tmp_path / "cache"))
+    result = run_cli(capsys, "bench", "--run", sentiment_run)
+    assert result.exit_code == 0, result.err
+    results = json.loads((sentiment_run / "bench" / "results.json").read_text())
+    assert {m["model"] for m in results["measurements"]} == {"student", "bert-base"}
+    assert results["models"]["bert-base"]["num_hidden_layers"] == 12
+    fp32 = next(c for c in results["comparisons"] if c["precision"] == "fp32")
+    assert fp32["latency_ratio"] < 1.0 and fp32["size_ratio"] > 10
+    report = (sentiment_run / "bench" / "report.md").read_text()
+    assert "faster and" in report and "smaller than BERT-base and keeps" in report
+    assert (sentiment_run / "bench" / "latency.png").is_file()
+
+
+def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
+    run = tmp_path / "qa"
+    common = ["--task", "qa", "--preset", "tiny", "--data-dir", shared_data]
+    assert run_cli(capsys, "train", "teacher", "--run", run, "--model", tiny_base, *common).exit_code == 0
+    distilled = run_cli(capsys, "train", "distill", "--run", run, *common)
+    assert distilled.exit_code == 0, distilled.err
+    assert "exact_match" in distilled.out and "f1" in distilled.out
+    exported = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data)
+    assert exported.exit_code == 0, exported.err
+    parity = json.loads((run / "export" / "parity.json").read_text())
+    assert all(r["passed"] for r in parity)
+    assert (run / "export" / "PocketBertQA.mlpackage").is_dir()
