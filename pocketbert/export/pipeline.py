@@ -67,7 +67,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
                                           "onnxruntime", precision))
         forward = coreml.coreml_forward(package, task)
-        logits = batched_logits(task, features[:n_coreml], pad_id, 1, forward, package.name)
+        # Whole examples only (a QA example spans several windows): the first n_coreml examples' features.
+        n_coreml_features = sum(1 for f in features if getattr(f, "example_index", 0) < n_coreml) \
+            if task.name == "qa" else n_coreml
+        logits = batched_logits(task, features[:n_coreml_features], pad_id, 1, forward, package.name)
         results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
                                       forward.runtime, "fp16"))
         steps.update()

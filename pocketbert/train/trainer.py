@@ -101,7 +101,7 @@ def train(
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
-            for name, value in {"loss": float(loss), **parts}.items():
+            for name, value in {"loss": loss.item(), **parts}.items():
                 running[name] = 0.98 * running.get(name, value) + 0.02 * value
             bar.set_postfix({k: f"{v:.3f}" for k, v in running.items()}, refresh=False)
             bar.update()
