@@ -62,15 +62,21 @@ def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:
     return path
 
 
+def check_writable(run_dir: Path, stage: str, overwrite: bool) -> Path:
+    """Refuse early, before any work, to replace a finished stage without --overwrite."""
+    final = stage_path(run_dir, stage)
+    if final.exists() and any(final.iterdir()) and not overwrite:
+        raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
+    return final
+
+
 @contextmanager
 def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
     """Yield a temporary folder; rename it into place only when the block finishes without error.
 
     An interrupted or failed stage leaves the earlier complete folder (or none), never a partial one.
     """
-    final = stage_path(run_dir, stage)
-    if final.exists() and any(final.iterdir()) and not overwrite:
-        raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
+    final = check_writable(run_dir, stage, overwrite)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()

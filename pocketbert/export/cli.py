@@ -20,5 +20,5 @@ def export(run, data_dir, parity_examples, coreml_examples, overwrite):
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
-        click.echo(f"  {r.artifact:<28} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  {metric}")
+        click.echo(f"  {r.artifact:<30} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  {metric}")
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")

@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, onnx_export, parity
 from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import (EXPORT_DIR, ONNX_FP32, ONNX_INT8, ORT_MODEL, ORT_REQUIRED_OPERATORS, PARITY,
+from pocketbert.rundir import (check_writable, EXPORT_DIR, ONNX_FP32, ONNX_INT8, ORT_MODEL, ORT_REQUIRED_OPERATORS, PARITY,
                                STUDENT_DIR, coreml_package_name, require_stage, staged_output)
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.models import load_stage_model, torch_forward
@@ -26,16 +26,18 @@ def path_size(path: Path) -> int:
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None) -> tuple[Path, list[parity.ParityResult]]:
     started = time.time()
+    check_writable(run_dir, EXPORT_DIR, overwrite)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     model, tokenizer, task, info = load_stage_model(student_dir)
     recipe = read_manifest(student_dir)["config"]["recipe"]
     export_cfg, eval_cfg = recipe.get("export", {}), recipe.get("eval", {})
     max_length = int(export_cfg.get("max_length", info["max_length"]))
     n_parity = parity_examples if parity_examples is not None else export_cfg.get("parity_examples")
-    n_coreml = coreml_examples if coreml_examples is not None else int(export_cfg.get("coreml_parity_examples", 8))
+    n_coreml = coreml_examples if coreml_examples is not None else export_cfg.get("coreml_parity_examples")
     seed = int(recipe.get("seed", 13))
     data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
+    n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=6, desc="export", unit="step")

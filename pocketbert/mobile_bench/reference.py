@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
+from pocketbert.export.onnx_export import FP32_NODE_PATTERNS, ONNX_OPSET, export_onnx, quantize_int8
 from pocketbert.rundir import ONNX_FP32, ONNX_INT8
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -45,7 +45,8 @@ def reference_onnx(task, source: str | None = None) -> tuple[dict[str, Path], st
     import transformers
 
     key = json.dumps([task.name, len(task.label_names), source, ONNX_OPSET, torch.__version__,
-                      transformers.__version__, onnxruntime.__version__, BERT_BASE_CONFIG], sort_keys=True)
+                      transformers.__version__, onnxruntime.__version__, BERT_BASE_CONFIG,
+                      [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True)
     folder = cache_root() / "reference" / hashlib.sha256(key.encode()).hexdigest()[:16]
     files = {"fp32": folder / ONNX_FP32, "int8": folder / ONNX_INT8}
     describe_file = folder / "describe.txt"

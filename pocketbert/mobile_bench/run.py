@@ -13,7 +13,7 @@ from pocketbert.export.onnx_export import ort_session
 from pocketbert.export.pipeline import path_size
 from pocketbert.manifest import git_commit, package_versions, read_manifest
 from pocketbert.mobile_bench import host, latency, reference, report
-from pocketbert.rundir import (BENCH_DIR, BENCH_PLOT, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, ONNX_FP32, ONNX_INT8,
+from pocketbert.rundir import (check_writable, BENCH_DIR, BENCH_PLOT, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, ONNX_FP32, ONNX_INT8,
                                STUDENT_DIR, require_stage, staged_output)
 from pocketbert.train.tasks import make_task
 
@@ -46,6 +46,7 @@ def comparisons(measurements: list[dict], sizes: dict) -> list[dict]:
 def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | None = None,
               threads: list[int] | None = None, repeats: int | None = None) -> tuple[Path, dict]:
     started = time.time()
+    check_writable(run_dir, BENCH_DIR, overwrite)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     student_manifest = read_manifest(student_dir)

@@ -13,7 +13,7 @@ import torch
 
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage, staged_output
+from pocketbert.rundir import check_writable, STUDENT_DIR, TEACHER_DIR, require_stage, staged_output
 from pocketbert.train import models, trainer
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.losses import hidden_cosine_loss
@@ -42,6 +42,7 @@ def distill_student(
     overwrite: bool = False,
 ) -> tuple[Path, dict]:
     started = time.time()
+    check_writable(run_dir, STUDENT_DIR, overwrite)
     seed = int(recipe.get("seed", 13))
     cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
     check_distill_config(cfg)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
-from pocketbert.rundir import TEACHER_DIR, staged_output
+from pocketbert.rundir import check_writable, TEACHER_DIR, staged_output
 from pocketbert.train import models, trainer
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.tasks import make_task
@@ -30,6 +30,7 @@ def fine_tune_teacher(
     overwrite: bool = False,
 ) -> tuple[Path, dict]:
     started = time.time()
+    check_writable(run_dir, TEACHER_DIR, overwrite)
     seed = int(recipe.get("seed", 13))
     cfg, eval_cfg = recipe["teacher"], recipe.get("eval", {})
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
