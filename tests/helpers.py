@@ -27,5 +27,6 @@ def run_cli(capsys, *args: str) -> CliResult:
 
 def error_line(result: CliResult) -> str:
     """The last non-progress line of stderr: what the user reads."""
-    lines = [l for l in result.err.replace("\r", "\n").splitlines() if l.strip() and "it/s" not in l and "step/s" not in l]
+    lines = [line for line in result.err.replace("\r", "\n").splitlines()
+             if line.strip() and "it/s" not in line and "step/s" not in line]
     return lines[-1] if lines else ""

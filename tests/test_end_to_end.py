@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import error_line, run_cli
 
 pytestmark = pytest.mark.slow

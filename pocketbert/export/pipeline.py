@@ -11,10 +11,21 @@ from tqdm.auto import tqdm
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, onnx_export, parity
 from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import (check_writable, EXPORT_DIR, ONNX_FP32, ONNX_INT8, ORT_MODEL, ORT_REQUIRED_OPERATORS, PARITY,
-                               STUDENT_DIR, coreml_package_name, require_stage, staged_output)
+from pocketbert.rundir import (
+    EXPORT_DIR,
+    ONNX_FP32,
+    ONNX_INT8,
+    ORT_MODEL,
+    ORT_REQUIRED_OPERATORS,
+    PARITY,
+    STUDENT_DIR,
+    check_writable,
+    coreml_package_name,
+    require_stage,
+    staged_output,
+)
 from pocketbert.train.data import load_task_data, subsample
-from pocketbert.train.models import load_stage_model, torch_forward
+from pocketbert.train.models import load_stage_model, load_tokenizer, torch_forward
 from pocketbert.train.tasks import batched_logits
 
 
@@ -41,26 +52,30 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=6, desc="export", unit="step")
+
+        def advance(next_step: str) -> None:
+            steps.set_postfix_str(next_step)
+            steps.update()
+
         app_files = bundle.write_app_files(model, tokenizer, task, out)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
-        from pocketbert.train.models import load_tokenizer
         app_tokenizer = load_tokenizer(str(out))
         features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
         pad_id = app_tokenizer.pad_token_id
         batch_size = int(eval_cfg.get("batch_size", 64))
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
-        steps.update()
+        advance("onnx")
 
         onnx_export.export_onnx(model, task, out / ONNX_FP32)
-        steps.set_postfix_str("int8"); steps.update()
+        advance("int8")
         onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8)
-        steps.set_postfix_str("ort"); steps.update()
+        advance("ort")
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
-        steps.set_postfix_str("coreml"); steps.update()
+        advance("coreml")
         package = out / coreml_package_name(task.name)
         description = f"pocketbert {task.name} student ({info.get('layer_map') and len(info['layer_map'])} layers)"
         coreml.convert_to_coreml(model, task, max_length, task.label_names, description).save(str(package))
-        steps.set_postfix_str("parity"); steps.update()
+        advance("parity")
 
         results = []
         for name, precision in ((ONNX_FP32, "fp32"), (ONNX_INT8, "int8"), (ORT_MODEL, "int8")):
@@ -75,7 +90,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         logits = batched_logits(task, features[:n_coreml_features], pad_id, 1, forward, package.name)
         results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
                                       forward.runtime, "fp16"))
-        steps.update()
+        advance("")
         steps.close()
 
         (out / PARITY).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")

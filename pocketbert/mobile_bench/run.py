@@ -13,8 +13,19 @@ from pocketbert.export.onnx_export import ort_session
 from pocketbert.export.pipeline import path_size
 from pocketbert.manifest import git_commit, package_versions, read_manifest
 from pocketbert.mobile_bench import host, latency, reference, report
-from pocketbert.rundir import (check_writable, BENCH_DIR, BENCH_PLOT, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, ONNX_FP32, ONNX_INT8,
-                               STUDENT_DIR, require_stage, staged_output)
+from pocketbert.rundir import (
+    BENCH_DIR,
+    BENCH_PLOT,
+    BENCH_REPORT,
+    BENCH_RESULTS,
+    EXPORT_DIR,
+    ONNX_FP32,
+    ONNX_INT8,
+    STUDENT_DIR,
+    check_writable,
+    require_stage,
+    staged_output,
+)
 from pocketbert.train.tasks import make_task
 
 RESULTS_SCHEMA = 1

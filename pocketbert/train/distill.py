@@ -13,7 +13,7 @@ import torch
 
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import check_writable, STUDENT_DIR, TEACHER_DIR, require_stage, staged_output
+from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, check_writable, require_stage, staged_output
 from pocketbert.train import models, trainer
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.losses import hidden_cosine_loss

@@ -146,7 +146,7 @@ class QATask:
 
     def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[str]:
         return qa_lib.best_spans(
-            examples, features, [l[:, 0] for l in logits], [l[:, 1] for l in logits],
+            examples, features, [row[:, 0] for row in logits], [row[:, 1] for row in logits],
             n_best=eval_cfg.get("n_best", 20), max_answer_length=eval_cfg.get("max_answer_length", 30),
         )
 

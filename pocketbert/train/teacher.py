@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
-from pocketbert.rundir import check_writable, TEACHER_DIR, staged_output
+from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
 from pocketbert.train import models, trainer
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.tasks import make_task

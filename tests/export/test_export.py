@@ -9,9 +9,9 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 
 from pocketbert.export import coreml, onnx_export, parity
 from pocketbert.export.wrapper import ExportWrapper
+from pocketbert.train.data import TextExample
 from pocketbert.train.models import torch_forward
 from pocketbert.train.tasks import QATask, SentimentTask, batched_logits
-from pocketbert.train.data import TextExample
 
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05

@@ -1,0 +1,46 @@
+"""The run-directory contract: a stage's folder appears whole or not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketbert.errors import RunDirError
+from pocketbert.rundir import MANIFEST, require_stage, staged_output
+
+
+def test_failed_stage_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with staged_output(tmp_path, "export") as out:
+            (out / "model.onnx").write_text("partial")
+            raise RuntimeError("conversion failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_overwrite_keeps_the_earlier_complete_folder(tmp_path):
+    with staged_output(tmp_path, "export") as out:
+        (out / "model.onnx").write_text("v1")
+    with pytest.raises(KeyboardInterrupt):
+        with staged_output(tmp_path, "export", overwrite=True) as out:
+            (out / "model.onnx").write_text("v2-partial")
+            raise KeyboardInterrupt
+    assert (tmp_path / "export" / "model.onnx").read_text() == "v1"
+    assert [p.name for p in tmp_path.iterdir()] == ["export"]
+
+
+def test_overwrite_replaces_and_refusal_without_it(tmp_path):
+    with staged_output(tmp_path, "student") as out:
+        (out / "a").write_text("1")
+    with pytest.raises(RunDirError, match="already exists: pass --overwrite"):
+        with staged_output(tmp_path, "student"):
+            pass
+    with staged_output(tmp_path, "student", overwrite=True) as out:
+        (out / "b").write_text("2")
+    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == ["b"]
+
+
+def test_require_stage_needs_a_manifest(tmp_path):
+    (tmp_path / "teacher").mkdir()
+    with pytest.raises(RunDirError, match="pocketbert train teacher"):
+        require_stage(tmp_path, "teacher", "pocketbert train teacher")
+    (tmp_path / "teacher" / MANIFEST).write_text("{}")
+    assert require_stage(tmp_path, "teacher", "x") == tmp_path / "teacher"
