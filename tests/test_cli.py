@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import error_line, run_cli
 
 
@@ -53,19 +54,17 @@ def test_missing_named_dataset_in_data_dir(capsys, tmp_path):
     assert_one_line_error(result, "sst2/train.tsv does not exist", "--data-dir")
 
 
-def test_malformed_data_file(capsys, tmp_path, tiny_base):
-    bad = tmp_path / "reviews.csv"
-    bad.write_text("review,stars\ngreat film,1\n")
+@pytest.mark.parametrize("name, content, fragments", [
+    ("reviews.csv", "review,stars\ngreat film,1\n", ("reviews.csv:1", "'label' column")),
+    ("reviews.jsonl", '{"text": "fine", "label": 1}\n{"text": "oops", "label": \n', ("reviews.jsonl:2", "not valid JSON")),
+    ("reviews.tsv", "text\tlabel\ngood\t1\n   \t0\n", ("reviews.tsv:3", "empty text")),
+])
+def test_malformed_data_file(capsys, tmp_path, tiny_base, name, content, fragments):
+    bad = tmp_path / name
+    bad.write_text(content)
     result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
-    assert_one_line_error(result, "reviews.csv:1", "'label' column")
+    assert_one_line_error(result, *fragments)
     assert_no_stage_written(tmp_path / "run")
-
-
-def test_broken_jsonl(capsys, tmp_path, tiny_base):
-    bad = tmp_path / "reviews.jsonl"
-    bad.write_text('{"text": "fine", "label": 1}\n{"text": "oops", "label": \n')
-    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
-    assert_one_line_error(result, "reviews.jsonl:2", "not valid JSON")
 
 
 def test_label_outside_label_set(capsys, tmp_path, tiny_base):
@@ -87,13 +86,6 @@ def test_eval_label_unseen_in_train(capsys, tmp_path, tiny_base):
     result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", train,
                      "--eval-file", dev, "--model", tiny_base)
     assert_one_line_error(result, "dev.jsonl:1", "label 'anger' is not in the label set (joy, sadness)")
-
-
-def test_empty_text(capsys, tmp_path, tiny_base):
-    bad = tmp_path / "reviews.tsv"
-    bad.write_text("text\tlabel\ngood\t1\n   \t0\n")
-    result = run_cli(capsys, "train", "teacher", "--run", tmp_path / "run", "--dataset", bad, "--model", tiny_base)
-    assert_one_line_error(result, "reviews.tsv:3", "empty text")
 
 
 def test_teacher_path_without_model(capsys, tmp_path, shared_data):

@@ -15,7 +15,7 @@ from pocketbert.errors import ConfigError
 from pocketbert.manifest import read_manifest, write_manifest
 from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, check_writable, require_stage, staged_output
 from pocketbert.train import models, trainer
-from pocketbert.train.data import load_task_data, subsample
+from pocketbert.train.data import load_task_data
 from pocketbert.train.losses import hidden_cosine_loss
 
 
@@ -68,10 +68,7 @@ def distill_student(
     need_hidden = weights["cos"] > 0
 
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
-        train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
-        eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
-        features = task.features(tokenizer, train_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
-        eval_features = task.features(tokenizer, eval_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+        _, eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(batch):
             inputs = {k: batch[k] for k in task.input_names}

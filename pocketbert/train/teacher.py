@@ -9,7 +9,7 @@ from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
 from pocketbert.train import models, trainer
-from pocketbert.train.data import load_task_data, subsample
+from pocketbert.train.data import load_task_data
 from pocketbert.train.tasks import make_task
 
 
@@ -43,10 +43,7 @@ def fine_tune_teacher(
     dev = trainer.pick_device(device)
 
     with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
-        train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
-        eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
-        features = task.features(tokenizer, train_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
-        eval_features = task.features(tokenizer, eval_examples, int(cfg["max_length"]), cfg.get("doc_stride"))
+        _, eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(batch):
             loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)
