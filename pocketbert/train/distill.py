@@ -86,7 +86,7 @@ def distill_student(
                 t_hidden = [t_out.hidden_states[k] for k in targets]
                 parts["cos"] = hidden_cosine_loss(s_hidden, t_hidden, batch["attention_mask"])
             loss = sum(weights[k] * v for k, v in parts.items())
-            return loss, {k: float(v) for k, v in parts.items()}
+            return loss, {k: v.item() for k, v in parts.items()}
 
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill")
         metrics = trainer.evaluate(student, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
