@@ -41,9 +41,6 @@ MODEL_CONFIG = "config.json"
 BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"
 BENCH_PLOT = "latency.png"
-BENCH_REFERENCE_DIR = "reference"  # BERT-base ONNX files built for the comparison
-
-STAGE_DIRS = (TEACHER_DIR, STUDENT_DIR, EXPORT_DIR, BENCH_DIR)
 
 
 def coreml_package_name(task: str) -> str:

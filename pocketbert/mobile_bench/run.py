@@ -19,6 +19,8 @@ from pocketbert.rundir import (
     BENCH_REPORT,
     BENCH_RESULTS,
     EXPORT_DIR,
+    LABELS,
+    MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
     STUDENT_DIR,
@@ -68,10 +70,10 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     repeats = repeats or int(cfg.get("repeats", 30))
     warmup = int(cfg.get("warmup", 5))
     seq_len, batch = int(cfg.get("sequence_length", 128)), int(cfg.get("batch_size", 1))
-    student_config = json.loads((export_dir / "config.json").read_text())
+    student_config = json.loads((export_dir / MODEL_CONFIG).read_text())
     if seq_len > student_config.get("max_position_embeddings", seq_len):
         raise RunDirError(f"bench sequence length {seq_len} exceeds the student's positions: lower bench.sequence_length")
-    labels = json.loads((export_dir / "labels.json").read_text())
+    labels = json.loads((export_dir / LABELS).read_text())
     task = make_task(export_manifest["config"]["task"], labels)
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
@@ -117,7 +119,6 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             },
             "measurements": measurements,
             "comparisons": comparisons(measurements, sizes),
-            "wall_time_s": None,
         }
         results["wall_time_s"] = round(time.time() - started, 1)
         (out / BENCH_RESULTS).write_text(json.dumps(results, indent=2) + "\n")

@@ -13,7 +13,7 @@ import torch
 
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, check_writable, require_stage, staged_output
+from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, check_writable, require_stage, staged_output
 from pocketbert.train import models, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.losses import hidden_cosine_loss
@@ -50,7 +50,7 @@ def distill_student(
     teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
-    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / "manifest.json").is_file() else {}
+    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
     if task.name == "sentiment" and data.label_names != task.label_names:
         raise ConfigError(f"the teacher knows labels {task.label_names}, the data has {data.label_names}: "

