@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -54,12 +55,14 @@ def reference_onnx(task, source: str | None = None) -> tuple[dict[str, Path], st
         return files, describe_file.read_text()
     tmp = folder.with_name(folder.name + f".tmp-{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
-    model, describe = build_bert_base(task, source)
-    export_onnx(model, task, tmp / ONNX_FP32)
-    quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
-    (tmp / "describe.txt").write_text(describe)
-    if folder.exists():
-        import shutil
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    try:
+        model, describe = build_bert_base(task, source)
+        export_onnx(model, task, tmp / ONNX_FP32)
+        quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
+        (tmp / "describe.txt").write_text(describe)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return files, describe
