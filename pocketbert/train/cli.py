@@ -49,11 +49,13 @@ def train():
               help="Checkpoint to fine-tune: 'minilm' (packaged all-MiniLM-L6-v2), a hub name, or a local folder.")
 @with_options(recipe_options)
 @click.option("--labels", default=None, help="Comma-separated label names for a local dataset (default: from the file).")
+@click.option("--trust-remote-code", is_flag=True,
+              help="Run Python code shipped with the checkpoint (off: only the model's weights and config are read).")
 @data_dir_option
 @device_option
 @overwrite_option
 def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
-            labels, data_dir, device, overwrite):
+            labels, trust_remote_code, data_dir, device, overwrite):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
     from pocketbert.train.teacher import fine_tune_teacher
 
@@ -61,7 +63,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
                                             "teacher.max_train_examples": max_train_examples}, set_items)
     label_names = [s.strip() for s in labels.split(",")] if labels else None
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
-                                      device, overwrite)
+                                      device, overwrite, trust_remote_code)
     click.echo(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
 
 

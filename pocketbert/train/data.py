@@ -124,7 +124,11 @@ def _clean_text(raw: Any, where: str) -> str:
     return text
 
 
+CSV_FIELD_LIMIT = 64 * 1024 * 1024  # characters; the csv module's default (131,072) rejects long reviews
+
+
 def _rows_delimited(path: Path, delimiter: str):
+    csv.field_size_limit(CSV_FIELD_LIMIT)
     with _open_text(path) as handle:
         reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
         try:
@@ -194,7 +198,11 @@ def read_sentiment_file(path: Path, label_names: list[str] | None = None) -> tup
     }.get(kind)
     if rows is None:
         raise DataError(f"{path}: a sentiment file must be .csv, .tsv, .jsonl(.gz) or .txt (text;label)")
-    raw_examples = [(where, _clean_text(text, where), _label_index(label, label_names, where)) for where, text, label in rows()]
+    try:
+        raw_examples = [(where, _clean_text(text, where), _label_index(label, label_names, where))
+                        for where, text, label in rows()]
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start} of a block: {exc.reason}); save it as UTF-8") from None
     if not raw_examples:
         raise DataError(f"{path} holds no examples; check that it is the right file")
     if label_names is None:
@@ -222,6 +230,8 @@ def read_squad_file(path: Path) -> list[QAExample]:
     try:
         with _open_text(path) as handle:
             doc = json.load(handle)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); it must be SQuAD-format JSON") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):

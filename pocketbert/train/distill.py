@@ -101,7 +101,7 @@ def distill_student(
                                 {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
         write_manifest(
             out, stage="student", started=started,
-            config={"recipe": recipe, "teacher": str(teacher_dir), "layer_map": layer_map,
+            config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "layer_map": layer_map,
                     "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
             inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
             metrics={

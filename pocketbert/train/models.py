@@ -44,25 +44,40 @@ def resolve_model_source(name: str) -> str:
     return name
 
 
-def load_tokenizer(source: str):
+def load_tokenizer(source: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(source)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot load a tokenizer from '{source}': {str(exc).splitlines()[0]}; "
-                         "pass a folder or hub name that has tokenizer files") from exc
+        raise _load_error(source, "a tokenizer", exc, "pass a folder or hub name that has tokenizer files") from exc
 
 
-def load_for_task(source: str, task, num_labels_from_source: bool = False):
-    """A model with the task's head. Fresh heads are initialised; existing ones must match the label set."""
+def _load_error(source: str, what: str, exc: Exception, advice: str) -> ModelError:
+    if "trust_remote_code" in str(exc):
+        return ModelError(f"'{source}' needs its own Python code to load, which pocketbert does not run by default; "
+                          "pass --trust-remote-code only if you trust its author")
+    return ModelError(f"cannot load {what} from '{source}': {str(exc).splitlines()[0]}; {advice}")
+
+
+def load_for_task(source: str, task, num_labels_from_source: bool = False, trust_remote_code: bool = False):
+    """A model with the task's head. Fresh heads are initialised; existing ones must match the label set.
+
+    Weights load only through safetensors or torch.load(weights_only=True): a checkpoint from a stranger
+    cannot run code, and neither can a model's own Python unless trust_remote_code is asked for.
+    """
+    import pickle
+
     quiet_transformers()  # the "newly initialized head" report is expected when fine-tuning
     kwargs = {} if num_labels_from_source else task.model_kwargs()
     try:
-        model = task.auto_model_class().from_pretrained(source, attn_implementation="eager", **kwargs)
+        model = task.auto_model_class().from_pretrained(
+            source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code, **kwargs)
+    except pickle.UnpicklingError as exc:
+        raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; "
+                         "use a checkpoint in safetensors format from a source you trust") from exc
     except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot load a model from '{source}': {str(exc).splitlines()[0]}; "
-                         "pass a Hugging Face folder or hub name") from exc
+        raise _load_error(source, "a model", exc, "pass a Hugging Face folder or hub name") from exc
     except RuntimeError as exc:  # size mismatch of a classification head
         raise ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels; "
                          "fine-tune a teacher for this label set with `pocketbert train teacher`") from exc

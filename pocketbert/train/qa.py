@@ -48,9 +48,14 @@ def build_qa_features(tokenizer, examples: list[QAExample], max_length: int, doc
             text, start_char = example.answers[0]
             end_char = start_char + len(text)
             context_tokens = [k for k, o in enumerate(offsets) if o is not None]
-            if context_tokens and offsets[context_tokens[0]][0] <= start_char and offsets[context_tokens[-1]][1] >= end_char:
-                feature.start_position = next(k for k in context_tokens if offsets[k][1] > start_char)
-                feature.end_position = max(k for k in context_tokens if offsets[k][0] < end_char)
+            # Tokens that overlap the answer. None when the window does not hold the whole answer, or when
+            # the tokenizer dropped every answer character (accents, format characters): then the
+            # target is [CLS], never a span beside the answer.
+            overlapping = [k for k in context_tokens if offsets[k][0] < end_char and offsets[k][1] > start_char]
+            whole_answer_inside = (context_tokens and offsets[context_tokens[0]][0] <= start_char
+                                   and offsets[context_tokens[-1]][1] >= end_char)
+            if overlapping and whole_answer_inside:
+                feature.start_position, feature.end_position = overlapping[0], overlapping[-1]
         features.append(feature)
     return features
 

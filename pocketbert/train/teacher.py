@@ -28,6 +28,7 @@ def fine_tune_teacher(
     label_names: list[str] | None = None,
     device: str | None = None,
     overwrite: bool = False,
+    trust_remote_code: bool = False,
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, TEACHER_DIR, overwrite)
@@ -36,9 +37,9 @@ def fine_tune_teacher(
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
     task = make_task(recipe["task"], data.label_names)
     source = models.resolve_model_source(model_name)
-    tokenizer = models.load_tokenizer(source)
+    tokenizer = models.load_tokenizer(source, trust_remote_code)
     trainer.set_seed(seed)
-    model = models.load_for_task(source, task)
+    model = models.load_for_task(source, task, trust_remote_code=trust_remote_code)
     check_max_length(model, int(cfg["max_length"]))
     dev = trainer.pick_device(device)
 
@@ -56,7 +57,8 @@ def fine_tune_teacher(
                                 {"doc_stride": cfg.get("doc_stride"), "base_model": model_name})
         write_manifest(
             out, stage="teacher", started=started,
-            config={"recipe": recipe, "base_model": model_name, "device": str(dev), "dataset": data.name},
+            config={"recipe": recipe, "seed": seed, "base_model": model_name, "device": str(dev), "dataset": data.name,
+                    "trust_remote_code": trust_remote_code},
             inputs={f"data_{k}": v for k, v in data.sources.items()},
             metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
         )

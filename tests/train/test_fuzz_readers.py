@@ -1,0 +1,189 @@
+"""Property-based tests of every dataset reader and of the QA span mapping.
+
+Whatever a file holds — random unicode, blank lines, very long lines, CRLF, a byte-order mark, wrong column
+counts — a reader returns exactly the rows that were written, or raises DataError. Never another exception,
+never a shifted or invented label.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pocketbert.errors import DataError
+from pocketbert.train.data import QAExample, read_sentiment_file, read_squad_file
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+LABELS = ["negative", "positive", "neutral"]
+LONG_LINE = 200_000  # characters: longer than the csv module's default field limit
+
+# Text with no characters that the format itself uses for structure; str.strip() decides emptiness.
+any_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+tsv_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\t\r\n"),
+                   max_size=40)
+semicolon_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\r\n"),
+                         max_size=40)
+rows = st.lists(st.tuples(st.none(), st.sampled_from(range(len(LABELS)))), min_size=1, max_size=8)
+
+
+def layout(lines: list[str], newline: str, bom: bool, blank_every: int) -> bytes:
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if blank_every and i % blank_every == 0:
+            out.append("")
+    return (("\ufeff" if bom else "") + newline.join(out) + newline).encode("utf-8")
+
+
+def expected(texts, labels):
+    """What a correct reader returns, or None when a row has empty text (a DataError is due)."""
+    if any(not t.strip() for t in texts):
+        return None
+    return [(t.strip(), label) for t, label in zip(texts, labels)]
+
+
+def check(path, want, names=LABELS):
+    if want is None:
+        with pytest.raises(DataError):
+            read_sentiment_file(path, names)
+        return
+    examples, got_names = read_sentiment_file(path, names)
+    assert got_names == names
+    assert [(e.text, e.label) for e in examples] == want
+
+
+formatting = dict(newline=st.sampled_from(["\n", "\r\n"]), bom=st.booleans(), blank_every=st.sampled_from([0, 1, 3]))
+
+
+@FUZZ
+@given(data=st.lists(st.tuples(tsv_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
+def test_tsv_round_trip(tmp_path_factory, data, newline, bom, blank_every):
+    path = tmp_path_factory.mktemp("tsv") / "d.tsv"
+    lines = ["sentence\tlabel"] + [f"{t}\t{LABELS[label]}" for t, label in data]
+    path.write_bytes(layout(lines, newline, bom, blank_every))
+    texts, labels = zip(*data)
+    want = expected(texts, labels)
+    # A line that is only whitespace reads as blank and is skipped; a text that is only whitespace then
+    # leaves the row with an empty text field: an error either way, as `expected` says.
+    check(path, want)
+
+
+@FUZZ
+@given(data=st.lists(st.tuples(any_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
+def test_csv_round_trip(tmp_path_factory, data, newline, bom, blank_every):
+    path = tmp_path_factory.mktemp("csv") / "d.csv"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator=newline)
+    writer.writerow(["text", "label"])
+    for t, label in data:
+        writer.writerow([t, str(label)])
+    path.write_bytes((("\ufeff" if bom else "") + buffer.getvalue()).encode("utf-8"))
+    texts, labels = zip(*data)
+    check(path, expected(texts, labels))
+
+
+@FUZZ
+@given(data=st.lists(st.tuples(any_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
+def test_jsonl_round_trip(tmp_path_factory, data, newline, bom, blank_every):
+    path = tmp_path_factory.mktemp("jsonl") / "d.jsonl"
+    lines = [json.dumps({"text": t, "label": LABELS[label]}, ensure_ascii=False) for t, label in data]
+    path.write_bytes(layout(lines, newline, bom, blank_every))
+    texts, labels = zip(*data)
+    check(path, expected(texts, labels))
+
+
+@FUZZ
+@given(data=st.lists(st.tuples(semicolon_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
+def test_semicolon_round_trip(tmp_path_factory, data, newline, bom, blank_every):
+    path = tmp_path_factory.mktemp("txt") / "d.txt"
+    lines = [f"{t};{LABELS[label]}" for t, label in data]
+    path.write_bytes(layout(lines, newline, bom, blank_every))
+    texts, labels = zip(*data)
+    check(path, expected(texts, labels))
+
+
+@FUZZ
+@given(content=st.binary(max_size=300), suffix=st.sampled_from([".tsv", ".csv", ".jsonl", ".txt"]))
+@example(content=b"text\tlabel\n\xff\xfe\t1\n", suffix=".tsv")
+@example(content=b"text,label\n\"unterminated,1\n", suffix=".csv")
+@example(content=b"text\tlabel\ngood\t1\tsurplus\n", suffix=".tsv")
+@example(content=b"text\tlabel\ngood\n", suffix=".tsv")
+@example(content=b'{"text": ["a"], "label": 1}\n', suffix=".jsonl")
+@example(content=b'{"text": "a", "label": true}\n', suffix=".jsonl")
+@example(content=b'{"text": "a", "label": 1.5}\n', suffix=".jsonl")
+@example(content=b"[1, 2]\n", suffix=".jsonl")
+def test_garbage_parses_or_raises_data_error(tmp_path_factory, content, suffix):
+    path = tmp_path_factory.mktemp("garbage") / f"d{suffix}"
+    path.write_bytes(content)
+    try:
+        examples, names = read_sentiment_file(path, LABELS)
+    except DataError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert all(0 <= e.label < len(LABELS) and e.text for e in examples)
+
+
+def test_very_long_line_parses(tmp_path):
+    path = tmp_path / "d.tsv"
+    path.write_text("text\tlabel\n" + "a" * LONG_LINE + "\t1\n")
+    examples, _ = read_sentiment_file(path, LABELS)
+    assert len(examples[0].text) == LONG_LINE and examples[0].label == 1
+
+
+@FUZZ
+@given(doc=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                            st.sampled_from(["data", "paragraphs", "context", "qas", "question", "id", "answers",
+                                             "text", "answer_start"]), inner, max_size=4),
+                        max_leaves=12))
+def test_squad_reader_never_crashes(tmp_path_factory, doc):
+    path = tmp_path_factory.mktemp("squad") / "s.json"
+    path.write_text(json.dumps(doc))
+    try:
+        examples = read_squad_file(path)
+    except DataError as exc:
+        assert "\n" not in str(exc)
+        return
+    for ex in examples:
+        assert isinstance(ex, QAExample)
+        for text, start in ex.answers:
+            assert ex.context[start:start + len(text)] == text
+
+
+# ---------------------------------------------------------------- QA span mapping
+
+words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12)
+
+
+@FUZZ
+@given(before=st.lists(words, max_size=30), answer=st.lists(words, min_size=1, max_size=4),
+       after=st.lists(words, max_size=30), question=words)
+@example(before=["the", "year"], answer=["\u0301\u0301"], after=["was", "good"], question="when")  # dropped by the tokenizer
+@example(before=["a"], answer=["\u200d"], after=[], question="what")
+@example(before=["x"] * 60, answer=["needle"], after=["y"] * 60, question="where")  # answer in a middle window
+def test_qa_span_mapping_covers_the_answer(wordpiece_tokenizer, before, answer, after, question):
+    from pocketbert.train.qa import build_qa_features
+
+    head = " ".join(before)
+    answer_text = " ".join(answer).strip()
+    if not answer_text or not question.strip():
+        return
+    context = (head + " " if head else "") + answer_text + (" " + " ".join(after) if after else "")
+    start = context.index(answer_text, len(head))
+    ex = QAExample("q", question.strip(), context, ((answer_text, start),))
+    features = build_qa_features(wordpiece_tokenizer, [ex], max_length=48, doc_stride=12)
+    end = start + len(answer_text)
+    for f in features:
+        assert 0 <= f.start_position <= f.end_position < len(f.input_ids)
+        if f.start_position == 0:
+            assert f.end_position == 0
+            continue
+        s, e = f.offsets[f.start_position], f.offsets[f.end_position]
+        # The labelled tokens overlap the answer and lie within it, up to the word pieces that straddle it.
+        assert s[0] < end and e[1] > start
+        assert s[1] > start and e[0] < end
