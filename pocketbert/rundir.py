@@ -24,6 +24,7 @@ TEACHER_DIR = "teacher"
 STUDENT_DIR = "student"
 EXPORT_DIR = "export"
 BENCH_DIR = "bench"
+CHECKPOINTS_DIR = "checkpoints"  # checkpoints/<stage>/last.pt while a training stage runs; removed when it ends
 
 MANIFEST = "manifest.json"
 LABELS = "labels.json"
@@ -49,6 +50,10 @@ def coreml_package_name(task: str) -> str:
 
 def stage_path(run_dir: Path, stage: str) -> Path:
     return Path(run_dir) / stage
+
+
+def checkpoint_folder(run_dir: Path, stage: str) -> Path:
+    return Path(run_dir) / CHECKPOINTS_DIR / stage
 
 
 def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:

@@ -49,13 +49,14 @@ def train():
               help="Checkpoint to fine-tune: 'minilm' (packaged all-MiniLM-L6-v2), a hub name, or a local folder.")
 @with_options(recipe_options)
 @click.option("--labels", default=None, help="Comma-separated label names for a local dataset (default: from the file).")
+@click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @click.option("--trust-remote-code", is_flag=True,
               help="Run Python code shipped with the checkpoint (off: only the model's weights and config are read).")
 @data_dir_option
 @device_option
 @overwrite_option
 def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
-            labels, trust_remote_code, data_dir, device, overwrite):
+            labels, resume, trust_remote_code, data_dir, device, overwrite):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
     from pocketbert.train.teacher import fine_tune_teacher
 
@@ -63,7 +64,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
                                             "teacher.max_train_examples": max_train_examples}, set_items)
     label_names = [s.strip() for s in labels.split(",")] if labels else None
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
-                                      device, overwrite, trust_remote_code)
+                                      device, overwrite, trust_remote_code, resume)
     click.echo(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
 
 
@@ -77,11 +78,12 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
 @click.option("--cos-weight", type=float, default=None, help="Weight of the hidden-state cosine loss.")
 @click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
+@click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @data_dir_option
 @device_option
 @overwrite_option
 def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
-            temperature, kl_weight, ce_weight, cos_weight, layer_map, data_dir, device, overwrite):
+            temperature, kl_weight, ce_weight, cos_weight, layer_map, resume, data_dir, device, overwrite):
     """Distil the teacher into a student with half its layers; writes <run>/student/."""
     from pocketbert.errors import ConfigError
     from pocketbert.train.distill import distill_student
@@ -95,7 +97,8 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "distill.temperature": temperature, "distill.kl_weight": kl_weight, "distill.ce_weight": ce_weight,
         "distill.cos_weight": cos_weight, "student.layer_map": parsed_map,
     }, set_items)
-    path, result = distill_student(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device, overwrite)
+    path, result = distill_student(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device, overwrite,
+                                   resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
     click.echo(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
                f" -> wrote {path}")

@@ -12,9 +12,16 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ConfigError
-from pocketbert.manifest import read_manifest, write_manifest
-from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, check_writable, require_stage, staged_output
-from pocketbert.train import models, trainer
+from pocketbert.manifest import read_manifest, sha256_of, write_manifest
+from pocketbert.rundir import (
+    MANIFEST,
+    STUDENT_DIR,
+    TEACHER_DIR,
+    check_writable,
+    require_stage,
+    staged_output,
+)
+from pocketbert.train import checkpoint, models, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.losses import hidden_cosine_loss
 
@@ -40,6 +47,7 @@ def distill_student(
     eval_file: Path | None = None,
     device: str | None = None,
     overwrite: bool = False,
+    resume: bool = False,
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
@@ -88,7 +96,11 @@ def distill_student(
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, {k: v.item() for k, v in parts.items()}
 
-        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill")
+        spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
+            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": sha256_of(teacher_dir),
+        }, features, resume)
+        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
+                              spec)
         metrics = trainer.evaluate(student, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
                                    "student eval")
         teacher_metrics = (teacher_manifest.get("metrics") or {}).get("eval")
@@ -111,4 +123,5 @@ def distill_student(
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },
         )
+    checkpoint.discard(spec)
     return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept}

@@ -8,7 +8,7 @@ from pathlib import Path
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
-from pocketbert.train import models, trainer
+from pocketbert.train import checkpoint, models, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.tasks import make_task
 
@@ -29,6 +29,7 @@ def fine_tune_teacher(
     device: str | None = None,
     overwrite: bool = False,
     trust_remote_code: bool = False,
+    resume: bool = False,
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, TEACHER_DIR, overwrite)
@@ -50,7 +51,10 @@ def fine_tune_teacher(
             loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)
             return loss, {}
 
-        stats = trainer.train(model, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "teacher")
+        spec = trainer.checkpoint_spec_for(run_dir, TEACHER_DIR, cfg, {
+            "cfg": cfg, "seed": seed, "base_model": model_name, "labels": task.label_names}, features, resume)
+        stats = trainer.train(model, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "teacher",
+                              spec)
         metrics = trainer.evaluate(model, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
                                    "teacher eval")
         models.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
@@ -62,5 +66,6 @@ def fine_tune_teacher(
             inputs={f"data_{k}": v for k, v in data.sources.items()},
             metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
         )
+    checkpoint.discard(spec)
     final = Path(run_dir) / TEACHER_DIR
     return final, metrics

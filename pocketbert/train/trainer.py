@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from pocketbert.errors import ConfigError
+from pocketbert.train import checkpoint
 from pocketbert.train.models import torch_forward
 from pocketbert.train.tasks import batched_logits
 
@@ -67,6 +68,20 @@ def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int
             task.features(tokenizer, eval_examples, length, stride))
 
 
+DEFAULT_CHECKPOINT_EVERY = 200  # steps
+
+
+def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features: list, resume: bool):
+    from pocketbert.rundir import checkpoint_folder
+
+    return checkpoint.CheckpointSpec(
+        folder=checkpoint_folder(run_dir, stage),
+        every=int(cfg.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY)),
+        fingerprint=checkpoint.fingerprint({"stage": stage, **identity}, features),
+        resume=resume,
+    )
+
+
 def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -81,8 +96,13 @@ def train(
     step_loss: Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float]]],
     seed: int,
     desc: str,
+    checkpoint_spec: checkpoint.CheckpointSpec | None = None,
 ) -> dict[str, float]:
-    """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics."""
+    """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics.
+
+    With a checkpoint spec, state is saved every `every` steps and, when resuming, training continues
+    after the saved step: same batches, same dropout draws, so the same final weights.
+    """
     from tqdm.auto import tqdm
 
     lengths = [len(f.input_ids) for f in features]
@@ -100,10 +120,15 @@ def train(
         optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
     )
     model.to(device).train()
-    running: dict[str, float] = {}
-    bar = tqdm(total=total, desc=desc, unit="step")
+    start, running = (checkpoint.load(checkpoint_spec, model, optimizer, schedule)
+                      if checkpoint_spec else (0, {}))
+    bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step")
+    step = 0
     for epoch in range(epochs):
         for idx in length_grouped_batches(lengths, batch_size, seed + epoch):
+            step += 1
+            if step <= start:
+                continue
             batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
             with autocast_for(device):
                 loss, parts = step_loss(batch)
@@ -116,6 +141,9 @@ def train(
                 running[name] = 0.98 * running.get(name, value) + 0.02 * value
             bar.set_postfix({k: f"{v:.3f}" for k, v in running.items()}, refresh=False)
             bar.update()
+            if checkpoint_spec and step % checkpoint_spec.every == 0 and step < total:
+                checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, running)
+            checkpoint.kill_if_asked("kill_after_step", step)
     bar.close()
     model.eval()
     return {f"final_{k}": round(v, 4) for k, v in running.items()} | {"steps": total, "train_examples": len(features)}
