@@ -58,14 +58,46 @@ def checkpoint_folder(run_dir: Path, stage: str) -> Path:
 
 def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:
     """The folder of a finished stage, or an error naming the command that makes it."""
+    recover_stage(run_dir, stage)
     path = stage_path(run_dir, stage)
     if not (path / MANIFEST).is_file():
         raise RunDirError(f"{path} holds no finished {stage} (no {MANIFEST}): run `{made_by}` first")
     return path
 
 
+def _owner_alive(folder: Path) -> bool:
+    """Temporary folders are named .<stage>.<kind>-<pid>-<random>: is that process still running?"""
+    try:
+        pid = int(folder.name.rsplit("-", 2)[-2])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_stage(run_dir: Path, stage: str) -> None:
+    """Undo what a killed stage left behind: its temporary folder, and a replaced folder not yet put back."""
+    final = stage_path(run_dir, stage)
+    parent = final.parent
+    if not parent.is_dir():
+        return
+    for leftover in sorted(parent.glob(f".{stage}.tmp-*")):
+        if not _owner_alive(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
+    for previous in sorted(parent.glob(f".{stage}.old-*")):
+        if _owner_alive(previous):
+            continue
+        if not final.exists():  # killed between moving the old folder aside and moving the new one in
+            os.replace(previous, final)
+        else:
+            shutil.rmtree(previous, ignore_errors=True)
+
+
 def check_writable(run_dir: Path, stage: str, overwrite: bool) -> Path:
     """Refuse early, before any work, to replace a finished stage without --overwrite."""
+    recover_stage(run_dir, stage)
     final = stage_path(run_dir, stage)
     if final.exists() and any(final.iterdir()) and not overwrite:
         raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
@@ -80,7 +112,7 @@ def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
     """
     final = check_writable(run_dir, stage, overwrite)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = final.parent / f".{stage}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         yield tmp
@@ -89,7 +121,7 @@ def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
         raise
     old = None
     if final.exists():
-        old = final.parent / f".{stage}.old-{uuid.uuid4().hex[:8]}"
+        old = final.parent / f".{stage}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.replace(final, old)
     os.replace(tmp, final)
     if old is not None:

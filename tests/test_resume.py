@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import error_line, run_cli
 from safetensors.torch import load_file
 
-from helpers import error_line, run_cli
 from pocketbert.train.checkpoint import FAULT_ENV
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pocketbert.errors import RunDirError
-from pocketbert.rundir import MANIFEST, require_stage, staged_output
+from pocketbert.rundir import MANIFEST, recover_stage, require_stage, staged_output
 
 
 def test_failed_stage_leaves_nothing(tmp_path):
@@ -44,3 +44,24 @@ def test_require_stage_needs_a_manifest(tmp_path):
         require_stage(tmp_path, "teacher", "pocketbert train teacher")
     (tmp_path / "teacher" / MANIFEST).write_text("{}")
     assert require_stage(tmp_path, "teacher", "x") == tmp_path / "teacher"
+
+
+def test_killed_between_the_two_renames_restores_the_earlier_folder(tmp_path):
+    dead_pid = 2 ** 22 + 12345  # above the default pid_max: no such process
+    aside = tmp_path / f".export.old-{dead_pid}-abcd1234"
+    aside.mkdir()
+    (aside / MANIFEST).write_text("{}")
+    leftover = tmp_path / f".export.tmp-{dead_pid}-abcd1234"
+    leftover.mkdir()
+    (leftover / "model.onnx").write_text("partial")
+    assert require_stage(tmp_path, "export", "pocketbert export") == tmp_path / "export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+
+
+def test_a_running_stage_keeps_its_temporary_folder(tmp_path):
+    import os
+
+    mine = tmp_path / f".export.tmp-{os.getpid()}-abcd1234"
+    mine.mkdir()
+    recover_stage(tmp_path, "export")
+    assert mine.exists()
