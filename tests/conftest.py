@@ -47,3 +47,17 @@ def make_tiny_base(folder: Path, tokenizer, layers: int = 2) -> Path:
 @pytest.fixture(scope="session")
 def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
     return make_tiny_base(tmp_path_factory.mktemp("tiny-base"), wordpiece_tokenizer)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Tests never read or fill the user's cache (teacher outputs, BERT-base exports)."""
+    from pocketbert.cache_dir import CACHE_ENV
+
+    previous = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("pocketbert-cache"))
+    yield Path(os.environ[CACHE_ENV])
+    if previous is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = previous

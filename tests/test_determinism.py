@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from safetensors.torch import load_file
-
 from helpers import run_cli
+from safetensors.torch import load_file
 
 
 def teacher(capsys, run, tiny_base, shared_data, seed):

@@ -49,6 +49,11 @@ def test_student_has_half_the_layers(sentiment_run):
     assert student["num_hidden_layers"] == teacher["num_hidden_layers"] // 2
 
 
+def test_distillation_reports_its_teacher_cache(sentiment_run):
+    report = json.loads((sentiment_run / "student" / "manifest.json").read_text())["metrics"]["teacher_cache"]
+    assert report["used"] and report["total_bytes"] <= report["limit_bytes"]
+
+
 def test_every_export_passed_parity(sentiment_run):
     results = json.loads((sentiment_run / "export" / "parity.json").read_text())
     assert {r["artifact"] for r in results} == {"model.onnx", "model.int8.onnx", "model.ort", "PocketBertSentiment.mlpackage"}
@@ -86,8 +91,7 @@ def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
     assert "export already exists: pass --overwrite" in error_line(result)
 
 
-def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("POCKETBERT_CACHE", str(tmp_path / "cache"))
+def test_bench_writes_results_and_report(sentiment_run, capsys):
     result = run_cli(capsys, "bench", "--run", sentiment_run)
     assert result.exit_code == 0, result.err
     results = json.loads((sentiment_run / "bench" / "results.json").read_text())

@@ -14,16 +14,12 @@ from pathlib import Path
 
 import torch
 
+from pocketbert.cache_dir import cache_root
 from pocketbert.export.onnx_export import FP32_NODE_PATTERNS, ONNX_OPSET, export_onnx, quantize_int8
 from pocketbert.rundir import ONNX_FP32, ONNX_INT8
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
-CACHE_ENV = "POCKETBERT_CACHE"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "pocketbert"))
 
 
 def build_bert_base(task, source: str | None = None):

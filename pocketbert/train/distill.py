@@ -21,7 +21,7 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
-from pocketbert.train import checkpoint, models, trainer
+from pocketbert.train import checkpoint, models, teacher_cache, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.losses import hidden_cosine_loss
 
@@ -78,26 +78,35 @@ def distill_student(
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
-        def step_loss(batch):
-            inputs = {k: batch[k] for k in task.input_names}
+        teacher_sha = sha256_of(teacher_dir)
+        cached, cache_report = teacher_cache.teacher_outputs(
+            teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
+            cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+
+        def teacher_step(inputs, idx, length):
+            if cached is not None:
+                return cached.batch(idx, length, dev)
             with torch.no_grad():
-                t_out = teacher(**inputs, output_hidden_states=need_hidden)
+                out = teacher(**inputs, output_hidden_states=need_hidden)
+            return task.logits(out), [out.hidden_states[k] for k in targets] if need_hidden else None
+
+        def step_loss(batch, idx):
+            inputs = {k: batch[k] for k in task.input_names}
+            t_logits, t_hidden = teacher_step(inputs, idx, batch["input_ids"].shape[1])
             s_out = student(**inputs, output_hidden_states=need_hidden)
-            s_logits, t_logits = task.logits(s_out), task.logits(t_out)
+            s_logits = task.logits(s_out)
             parts = {}
             if weights["kl"]:
                 parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
             if weights["ce"]:
                 parts["ce"] = task.hard_loss(s_logits, batch)
             if weights["cos"]:
-                s_hidden = list(s_out.hidden_states[1:])
-                t_hidden = [t_out.hidden_states[k] for k in targets]
-                parts["cos"] = hidden_cosine_loss(s_hidden, t_hidden, batch["attention_mask"])
+                parts["cos"] = hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, {k: v.item() for k, v in parts.items()}
 
         spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
-            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": sha256_of(teacher_dir),
+            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": teacher_sha,
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
                               spec)
@@ -118,7 +127,7 @@ def distill_student(
             inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
             metrics={
                 "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": primary,
-                "fraction_of_teacher_kept": kept, "train": stats,
+                "fraction_of_teacher_kept": kept, "train": stats, "teacher_cache": cache_report,
                 "parameters": sum(p.numel() for p in student.parameters()),
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },

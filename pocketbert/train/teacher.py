@@ -47,7 +47,7 @@ def fine_tune_teacher(
     with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
-        def step_loss(batch):
+        def step_loss(batch, idx):
             loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)
             return loss, {}
 

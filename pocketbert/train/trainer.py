@@ -93,7 +93,7 @@ def train(
     pad_id: int,
     cfg: dict,
     device: torch.device,
-    step_loss: Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float]]],
+    step_loss: Callable[[dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]],
     seed: int,
     desc: str,
     checkpoint_spec: checkpoint.CheckpointSpec | None = None,
@@ -131,7 +131,7 @@ def train(
                 continue
             batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
             with autocast_for(device):
-                loss, parts = step_loss(batch)
+                loss, parts = step_loss(batch, idx)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from pocketbert.errors import DataError
 from pocketbert.train.data import QAExample, read_sentiment_file, read_squad_file
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomize: CI sees the same cases on every run; run with --hypothesis-seed=random to explore further.
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
 LABELS = ["negative", "positive", "neutral"]
 LONG_LINE = 200_000  # characters: longer than the csv module's default field limit
 
@@ -75,10 +77,14 @@ def test_tsv_round_trip(tmp_path_factory, data, newline, bom, blank_every):
 
 @FUZZ
 @given(data=st.lists(st.tuples(any_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
+@example(data=[("0\r", 0)], newline="\n", bom=False, blank_every=0)
+@example(data=[('say "hi",\nthen go', 1)], newline="\r\n", bom=True, blank_every=0)
 def test_csv_round_trip(tmp_path_factory, data, newline, bom, blank_every):
     path = tmp_path_factory.mktemp("csv") / "d.csv"
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator=newline)
+    # QUOTE_ALL: with QUOTE_MINIMAL the writer leaves a lone "\r" unquoted when lines end in "\n", which is
+    # not a valid CSV row (the reader then rightly reports a wrong column count).
+    writer = csv.writer(buffer, lineterminator=newline, quoting=csv.QUOTE_ALL)
     writer.writerow(["text", "label"])
     for t, label in data:
         writer.writerow([t, str(label)])

@@ -1,0 +1,197 @@
+"""Teacher outputs computed once per example, kept on disk in fp16, reused across epochs and runs.
+
+An entry is keyed by the teacher's files, the exact token ids of the training features and the hidden
+layers the loss needs, so a change to any of them makes a new entry. Entries are written into a temporary
+folder and renamed into place when complete; a failed write (a full disk) leaves no entry. The whole cache
+is bounded: old entries are evicted to make room, and an entry larger than the bound is not cached at all.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pocketbert.cache_dir import cache_root
+from pocketbert.errors import PocketbertError
+
+CACHE_SUBDIR = "teacher-outputs"
+DEFAULT_LIMIT_MB = 4096
+SHARD_BYTES = 64 * 1024 * 1024  # outputs are flushed to disk in files of about this size
+META = "meta.json"
+BYTES_PER_VALUE = 2  # fp16
+
+
+class CacheError(PocketbertError):
+    """The teacher-output cache could not be written."""
+
+
+@dataclass
+class TeacherOutputs:
+    """Per-feature teacher logits ([classes] or [length, 2]) and hidden states ([length, layers, hidden])."""
+
+    logits: list[np.ndarray]
+    hidden: list[np.ndarray] | None
+
+    def batch(self, idx: list[int], length: int, device) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        def stack(rows):
+            if rows[0].ndim == 1:
+                return torch.from_numpy(np.stack(rows)).float().to(device)
+            out = np.zeros((len(rows), length, *rows[0].shape[1:]), dtype=np.float16)
+            for i, row in enumerate(rows):
+                out[i, : len(row)] = row
+            return torch.from_numpy(out).float().to(device)
+
+        logits = stack([self.logits[i] for i in idx])
+        if self.hidden is None:
+            return logits, None
+        hidden = stack([self.hidden[i] for i in idx])  # [batch, length, layers, hidden]
+        return logits, list(hidden.unbind(dim=2))
+
+
+def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list) -> str:
+    digest = hashlib.sha256(json.dumps([teacher_sha, task_name, targets]).encode())
+    for f in features:
+        digest.update(np.asarray(f.input_ids, dtype=np.int64).tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()[:24]
+
+
+def estimate_bytes(features: list, n_logits_per_token: int | None, n_classes: int, n_targets: int, hidden: int) -> int:
+    tokens = sum(len(f.input_ids) for f in features)
+    logits = tokens * n_logits_per_token if n_logits_per_token else len(features) * n_classes
+    return (logits + tokens * n_targets * hidden) * BYTES_PER_VALUE
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _write_shard(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _evict_for(root: Path, needed: int, limit: int, keep: Path) -> None:
+    """Remove least recently used entries until `needed` more bytes fit under `limit`."""
+    entries = sorted((p for p in root.iterdir() if p.is_dir() and (p / META).is_file() and p != keep),
+                     key=lambda p: (p / META).stat().st_mtime)
+    total = sum(folder_bytes(p) for p in entries)
+    while entries and total + needed > limit:
+        oldest = entries.pop(0)
+        total -= folder_bytes(oldest)
+        shutil.rmtree(oldest, ignore_errors=True)
+
+
+def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> None:
+    from tqdm.auto import tqdm
+
+    order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+    buffer: dict[str, np.ndarray] = {}
+    buffered = 0
+    shard = 0
+
+    def flush():
+        nonlocal buffer, buffered, shard
+        if buffer:
+            _write_shard(out_dir / f"shard-{shard:05d}.npz", buffer)
+            shard += 1
+            buffer, buffered = {}, 0
+
+    with torch.no_grad():
+        for start in tqdm(range(0, len(order), batch_size), desc="teacher outputs", unit="batch"):
+            idx = order[start:start + batch_size]
+            batch = task.collate([features[i] for i in idx], pad_id)
+            inputs = {k: torch.from_numpy(batch[k]).to(device) for k in task.input_names}
+            out = teacher(**inputs, output_hidden_states=targets is not None)
+            logits = task.logits(out).float().cpu().numpy().astype(np.float16)
+            hidden = (torch.stack([out.hidden_states[k] for k in targets], dim=2).float().cpu().numpy()
+                      .astype(np.float16) if targets is not None else None)
+            lengths = batch["attention_mask"].sum(axis=1)
+            for row, i in enumerate(idx):
+                n = int(lengths[row])
+                buffer[f"logits_{i}"] = logits[row] if logits.ndim == 2 else logits[row, :n]
+                if hidden is not None:
+                    buffer[f"hidden_{i}"] = hidden[row, :n]
+                buffered += buffer[f"logits_{i}"].nbytes + (hidden[row, :n].nbytes if hidden is not None else 0)
+            if buffered >= SHARD_BYTES:
+                flush()
+    flush()
+
+
+def _load(entry: Path, n_features: int, with_hidden: bool) -> TeacherOutputs:
+    logits: list = [None] * n_features
+    hidden: list | None = [None] * n_features if with_hidden else None
+    for shard in sorted(entry.glob("shard-*.npz")):
+        with np.load(shard) as data:
+            for name in data.files:
+                kind, i = name.split("_")
+                (logits if kind == "logits" else hidden)[int(i)] = data[name]
+    if any(x is None for x in logits) or (hidden is not None and any(x is None for x in hidden)):
+        raise CacheError(f"the teacher-output cache entry {entry} is incomplete: delete it and run again")
+    return TeacherOutputs(logits, hidden)
+
+
+def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[int] | None, teacher_sha: str,
+                    device, limit_mb: float = DEFAULT_LIMIT_MB, batch_size: int = 64,
+                    root: Path | None = None) -> tuple[TeacherOutputs | None, dict]:
+    """Cached teacher outputs for `features` (computing them on a miss), and a report of the cache's use.
+
+    Returns (None, report) when caching is off (limit 0) or the entry would not fit under the limit:
+    the caller then runs the teacher at every step.
+    """
+    root = (root or cache_root()) / CACHE_SUBDIR
+    limit = int(float(limit_mb) * 1024 * 1024)
+    config = teacher.config
+    n_classes = len(getattr(task, "label_names", []) or [])
+    per_token = 2 if task.name == "qa" else None
+    needed = estimate_bytes(features, per_token, n_classes, len(targets or []), config.hidden_size)
+    key = entry_key(teacher_sha, task.name, targets, features)
+    entry = root / key
+    report = {"path": str(entry), "limit_bytes": limit, "entry_bytes_estimate": needed}
+    if limit <= 0:
+        return None, {**report, "used": False, "reason": "caching is off (teacher_cache_mb: 0)"}
+    if needed > limit:
+        return None, {**report, "used": False,
+                      "reason": f"the outputs need {needed / 2**20:.0f} MB, over the cache's {limit / 2**20:.0f} MB limit"}
+    if (entry / META).is_file():
+        outputs = _load(entry, len(features), targets is not None)
+        os.utime(entry / META)  # most recently used
+        return outputs, {**report, "used": True, "hit": True, "entry_bytes": folder_bytes(entry),
+                         "total_bytes": folder_bytes(root)}
+    root.mkdir(parents=True, exist_ok=True)
+    _evict_for(root, needed, limit, keep=entry)
+    tmp = root / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    tmp.mkdir()
+    try:
+        _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
+        (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "created": time.time()}))
+        if entry.exists():
+            shutil.rmtree(entry)
+        os.replace(tmp, entry)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CacheError(
+                f"the disk filled up while writing teacher outputs ({needed / 2**20:.0f} MB) to {root}: free space, "
+                "point POCKETBERT_CACHE at another disk, or set distill.teacher_cache_mb=0 to skip the cache"
+            ) from None
+        raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
+                         "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    outputs = _load(entry, len(features), targets is not None)
+    return outputs, {**report, "used": True, "hit": False, "entry_bytes": folder_bytes(entry),
+                     "total_bytes": folder_bytes(root)}
