@@ -46,12 +46,13 @@ bench: $(RUN_DIR)/bench/results.json
 
 $(RUN_DIR)/teacher/manifest.json: | $(STAMP)
 	$(POCKETBERT) train teacher --run $(RUN_DIR) --task $(TASK) --dataset $(DATASET) --model $(TEACHER) \
-	  --preset $(PRESET) --device $(DEVICE) $(DATA_OPT)
+	  --preset $(PRESET) --device $(DEVICE) $(DATA_OPT) --resume
 
+# --resume continues a stage that was killed (from its last checkpoint); with none it starts afresh.
 # Make rebuilds a stage only when its input is newer, so replacing the earlier output is what was asked for.
 $(RUN_DIR)/student/manifest.json: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
 	$(POCKETBERT) train distill --run $(RUN_DIR) --task $(TASK) --dataset $(DATASET) --preset $(PRESET) \
-	  --device $(DEVICE) $(DATA_OPT) --overwrite
+	  --device $(DEVICE) $(DATA_OPT) --overwrite --resume
 
 $(RUN_DIR)/export/manifest.json: $(RUN_DIR)/student/manifest.json | $(STAMP)
 	$(POCKETBERT) export --run $(RUN_DIR) $(DATA_OPT) --overwrite
