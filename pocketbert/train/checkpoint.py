@@ -75,7 +75,13 @@ def load(spec: CheckpointSpec, model, optimizer, scheduler) -> tuple[int, dict]:
     target = spec.folder / CHECKPOINT_FILE
     if not spec.resume or not target.is_file():
         return 0, {}
-    state = torch.load(target, weights_only=True, map_location="cpu")
+    import pickle
+
+    try:
+        state = torch.load(target, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
+        raise ConfigError(f"the checkpoint {target} is unreadable ({type(exc).__name__}): remove it, "
+                          "or run without --resume") from None
     if state["fingerprint"] != spec.fingerprint:
         raise ConfigError(f"the checkpoint in {spec.folder} was written for another configuration (recipe, teacher "
                           "or data differ): run again without --resume, or remove that folder")
