@@ -6,7 +6,6 @@ leaves either the previous checkpoint or the new one. It loads with torch.load(w
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -18,6 +17,7 @@ import torch
 from pocketbert.errors import ConfigError
 
 CHECKPOINT_FILE = "last.pt"
+PARTIAL_FILE = "last.pt.partial"  # written first, renamed over CHECKPOINT_FILE when complete
 FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N" or "kill_in_checkpoint:N"
 
 
@@ -31,10 +31,10 @@ class CheckpointSpec:
 
 def fingerprint(identity: dict, features: list) -> str:
     """What a checkpoint is valid for: the stage's settings and the exact token ids and targets it trains on."""
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
-    for f in features:
-        digest.update(str(f.input_ids).encode())
-        digest.update(str(getattr(f, "label", (getattr(f, "start_position", 0), getattr(f, "end_position", 0)))).encode())
+    from pocketbert.train.tasks import features_digest
+
+    digest = features_digest(features, with_targets=True)
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 
 
@@ -61,7 +61,7 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, running: 
         "running": running,
     }
     target = spec.folder / CHECKPOINT_FILE
-    partial = target.with_suffix(".pt.partial")
+    partial = spec.folder / PARTIAL_FILE
     torch.save(state, partial)
     if _fault("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
@@ -98,7 +98,7 @@ def discard(spec: CheckpointSpec | None) -> None:
     """A finished stage needs no checkpoint."""
     if spec is None:
         return
-    for name in (CHECKPOINT_FILE, CHECKPOINT_FILE.replace(".pt", ".pt.partial")):
+    for name in (CHECKPOINT_FILE, PARTIAL_FILE):
         (spec.folder / name).unlink(missing_ok=True)
     try:
         spec.folder.rmdir()

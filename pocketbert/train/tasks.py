@@ -156,6 +156,20 @@ class QATask:
         return metrics
 
 
+def features_digest(features: list, with_targets: bool):
+    """A sha256 over the token ids (and the training targets) of features, in order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for f in features:
+        digest.update(np.asarray(f.input_ids, dtype=np.int64).tobytes())
+        if with_targets:
+            target = f.label if isinstance(f, TextFeature) else (f.start_position, f.end_position)
+            digest.update(repr(target).encode())
+        digest.update(b"|")
+    return digest
+
+
 def make_task(task: str, label_names: list[str] | None = None):
     check_task(task)
     return SentimentTask(label_names or []) if task == "sentiment" else QATask()

@@ -9,7 +9,6 @@ is bounded: old entries are evicted to make room, and an entry larger than the b
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -59,10 +58,10 @@ class TeacherOutputs:
 
 
 def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list) -> str:
-    digest = hashlib.sha256(json.dumps([teacher_sha, task_name, targets]).encode())
-    for f in features:
-        digest.update(np.asarray(f.input_ids, dtype=np.int64).tobytes())
-        digest.update(b"|")
+    from pocketbert.train.tasks import features_digest
+
+    digest = features_digest(features, with_targets=False)
+    digest.update(json.dumps([teacher_sha, task_name, targets]).encode())
     return digest.hexdigest()[:24]
 
 
