@@ -65,8 +65,8 @@ def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:
     return path
 
 
-def _owner_alive(folder: Path) -> bool:
-    """Temporary folders are named .<stage>.<kind>-<pid>-<random>: is that process still running?"""
+def owner_alive(folder: Path) -> bool:
+    """Temporary folders are named .<name>.<kind>-<pid>-<random>: is that process still running?"""
     try:
         pid = int(folder.name.rsplit("-", 2)[-2])
         os.kill(pid, 0)
@@ -84,10 +84,10 @@ def recover_stage(run_dir: Path, stage: str) -> None:
     if not parent.is_dir():
         return
     for leftover in sorted(parent.glob(f".{stage}.tmp-*")):
-        if not _owner_alive(leftover):
+        if not owner_alive(leftover):
             shutil.rmtree(leftover, ignore_errors=True)
     for previous in sorted(parent.glob(f".{stage}.old-*")):
-        if _owner_alive(previous):
+        if owner_alive(previous):
             continue
         if not final.exists():  # killed between moving the old folder aside and moving the new one in
             os.replace(previous, final)

@@ -22,6 +22,7 @@ import torch
 
 from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
+from pocketbert.rundir import owner_alive
 
 CACHE_SUBDIR = "teacher-outputs"
 DEFAULT_LIMIT_MB = 4096
@@ -170,6 +171,9 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
         return outputs, {**report, "used": True, "hit": True, "entry_bytes": folder_bytes(entry),
                          "total_bytes": folder_bytes(root)}
     root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".*.tmp-*"):  # left by a run that was killed while filling the cache
+        if not owner_alive(stale):
+            shutil.rmtree(stale, ignore_errors=True)
     _evict_for(root, needed, limit, keep=entry)
     tmp = root / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     tmp.mkdir()

@@ -99,3 +99,16 @@ def test_full_disk_is_a_clear_error_and_leaves_no_entry(tmp_path, monkeypatch):
     monkeypatch.setattr(teacher_cache, "_write_shard", real_write)
     outputs, report = run(tmp_path, features())
     assert report["used"] and not report["hit"] and outputs is not None
+
+
+def test_run_killed_while_filling_the_cache_leaves_nothing_behind(tmp_path):
+    root = tmp_path / teacher_cache.CACHE_SUBDIR
+    root.mkdir()
+    dead_pid = 2 ** 22 + 4321  # above the default pid_max: no such process
+    stale = root / f".0123abcd.tmp-{dead_pid}-aa11bb"
+    stale.mkdir()
+    (stale / "shard-00000.npz").write_bytes(b"partial")
+    _, report = run(tmp_path, features())
+    assert report["used"]
+    assert not stale.exists()
+    assert [p.name for p in root.iterdir()] == [report["path"].rsplit("/", 1)[-1]]
