@@ -105,14 +105,14 @@ def check_writable(run_dir: Path, stage: str, overwrite: bool) -> Path:
 
 
 @contextmanager
-def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
-    """Yield a temporary folder; rename it into place only when the block finishes without error.
+def atomic_folder(final: Path):
+    """Yield a temporary sibling of `final`; it replaces `final` only when the block finishes without error.
 
-    An interrupted or failed stage leaves the earlier complete folder (or none), never a partial one.
+    Its name, .<name>.tmp-<pid>-<random>, lets a later run tell a killed writer's leftovers (owner_alive).
     """
-    final = check_writable(run_dir, stage, overwrite)
+    final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{stage}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         yield tmp
@@ -121,8 +121,18 @@ def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
         raise
     old = None
     if final.exists():
-        old = final.parent / f".{stage}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.replace(final, old)
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
+    """Yield a temporary folder for a stage; it becomes <run>/<stage> only when the block finishes.
+
+    An interrupted or failed stage leaves the earlier complete folder (or none), never a partial one.
+    """
+    with atomic_folder(check_writable(run_dir, stage, overwrite)) as tmp:
+        yield tmp

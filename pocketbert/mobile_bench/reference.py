@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 import torch
 
 from pocketbert.cache_dir import cache_root
 from pocketbert.export.onnx_export import FP32_NODE_PATTERNS, ONNX_OPSET, export_onnx, quantize_int8
-from pocketbert.rundir import ONNX_FP32, ONNX_INT8
+from pocketbert.rundir import ONNX_FP32, ONNX_INT8, atomic_folder
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -49,16 +47,9 @@ def reference_onnx(task, source: str | None = None) -> tuple[dict[str, Path], st
     describe_file = folder / "describe.txt"
     if all(p.is_file() for p in files.values()) and describe_file.is_file():
         return files, describe_file.read_text()
-    tmp = folder.with_name(folder.name + f".tmp-{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
+    with atomic_folder(folder) as tmp:
         model, describe = build_bert_base(task, source)
         export_onnx(model, task, tmp / ONNX_FP32)
         quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
         (tmp / "describe.txt").write_text(describe)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return files, describe

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 
 from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
-from pocketbert.rundir import owner_alive
+from pocketbert.rundir import atomic_folder, owner_alive
 
 CACHE_SUBDIR = "teacher-outputs"
 DEFAULT_LIMIT_MB = 4096
@@ -175,16 +174,11 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
         if not owner_alive(stale):
             shutil.rmtree(stale, ignore_errors=True)
     _evict_for(root, needed, limit, keep=entry)
-    tmp = root / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    tmp.mkdir()
     try:
-        _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
-        (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "created": time.time()}))
-        if entry.exists():
-            shutil.rmtree(entry)
-        os.replace(tmp, entry)
+        with atomic_folder(entry) as tmp:
+            _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
+            (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "created": time.time()}))
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(
                 f"the disk filled up while writing teacher outputs ({needed / 2**20:.0f} MB) to {root}: free space, "
@@ -192,9 +186,6 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
             ) from None
         raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
                          "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     outputs = _load(entry, len(features), targets is not None)
     return outputs, {**report, "used": True, "hit": False, "entry_bytes": folder_bytes(entry),
                      "total_bytes": folder_bytes(root)}
