@@ -33,6 +33,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def path_size(path: Path) -> int:
+    """Bytes of a file, or of all files in a folder (an .mlpackage, a cache entry)."""
+    path = Path(path)
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def package_versions() -> dict[str, str]:
     versions = {"python": sys.version.split()[0]}
     for name in RECORDED_PACKAGES:

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, onnx_export, parity
-from pocketbert.manifest import read_manifest, write_manifest
+from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
     ONNX_FP32,
@@ -27,11 +27,6 @@ from pocketbert.rundir import (
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.models import load_stage_model, load_tokenizer, torch_forward
 from pocketbert.train.tasks import batched_logits
-
-
-def path_size(path: Path) -> int:
-    path = Path(path)
-    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,

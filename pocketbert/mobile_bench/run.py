@@ -10,8 +10,7 @@ from tqdm.auto import tqdm
 
 from pocketbert.errors import RunDirError
 from pocketbert.export.onnx_export import ort_session
-from pocketbert.export.pipeline import path_size
-from pocketbert.manifest import git_commit, package_versions, read_manifest
+from pocketbert.manifest import git_commit, package_versions, path_size, read_manifest
 from pocketbert.mobile_bench import host, latency, reference, report
 from pocketbert.rundir import (
     BENCH_DIR,

@@ -21,6 +21,7 @@ import torch
 
 from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
+from pocketbert.manifest import path_size
 from pocketbert.rundir import atomic_folder, owner_alive
 
 CACHE_SUBDIR = "teacher-outputs"
@@ -71,10 +72,6 @@ def estimate_bytes(features: list, n_logits_per_token: int | None, n_classes: in
     return (logits + tokens * n_targets * hidden) * BYTES_PER_VALUE
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-
-
 def _write_shard(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open(path, "wb") as handle:
         np.savez(handle, **arrays)
@@ -86,17 +83,19 @@ def _evict_for(root: Path, needed: int, limit: int, keep: Path) -> None:
     """Remove least recently used entries until `needed` more bytes fit under `limit`."""
     entries = sorted((p for p in root.iterdir() if p.is_dir() and (p / META).is_file() and p != keep),
                      key=lambda p: (p / META).stat().st_mtime)
-    total = sum(folder_bytes(p) for p in entries)
+    total = sum(path_size(p) for p in entries)
     while entries and total + needed > limit:
         oldest = entries.pop(0)
-        total -= folder_bytes(oldest)
+        total -= path_size(oldest)
         shutil.rmtree(oldest, ignore_errors=True)
 
 
-def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> None:
+def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> TeacherOutputs:
+    """Run the teacher over `features`, writing shards to out_dir; returns the outputs it wrote."""
     from tqdm.auto import tqdm
 
     order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+    outputs = TeacherOutputs([None] * len(features), [None] * len(features) if targets is not None else None)
     buffer: dict[str, np.ndarray] = {}
     buffered = 0
     shard = 0
@@ -120,13 +119,17 @@ def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_d
             lengths = batch["attention_mask"].sum(axis=1)
             for row, i in enumerate(idx):
                 n = int(lengths[row])
-                buffer[f"logits_{i}"] = logits[row] if logits.ndim == 2 else logits[row, :n]
+                # Copies, so that the padded batch arrays are not kept alive behind each row.
+                row_logits = logits[row] if logits.ndim == 2 else logits[row, :n]
+                outputs.logits[i] = buffer[f"logits_{i}"] = row_logits.copy()
+                buffered += outputs.logits[i].nbytes
                 if hidden is not None:
-                    buffer[f"hidden_{i}"] = hidden[row, :n]
-                buffered += buffer[f"logits_{i}"].nbytes + (hidden[row, :n].nbytes if hidden is not None else 0)
+                    outputs.hidden[i] = buffer[f"hidden_{i}"] = hidden[row, :n].copy()
+                    buffered += outputs.hidden[i].nbytes
             if buffered >= SHARD_BYTES:
                 flush()
     flush()
+    return outputs
 
 
 def _load(entry: Path, n_features: int, with_hidden: bool) -> TeacherOutputs:
@@ -167,8 +170,8 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     if (entry / META).is_file():
         outputs = _load(entry, len(features), targets is not None)
         os.utime(entry / META)  # most recently used
-        return outputs, {**report, "used": True, "hit": True, "entry_bytes": folder_bytes(entry),
-                         "total_bytes": folder_bytes(root)}
+        return outputs, {**report, "used": True, "hit": True, "entry_bytes": path_size(entry),
+                         "total_bytes": path_size(root)}
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".*.tmp-*"):  # left by a run that was killed while filling the cache
         if not owner_alive(stale):
@@ -176,7 +179,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     _evict_for(root, needed, limit, keep=entry)
     try:
         with atomic_folder(entry) as tmp:
-            _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
+            outputs = _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
             (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "created": time.time()}))
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -186,6 +189,5 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
             ) from None
         raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
                          "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
-    outputs = _load(entry, len(features), targets is not None)
-    return outputs, {**report, "used": True, "hit": False, "entry_bytes": folder_bytes(entry),
-                     "total_bytes": folder_bytes(root)}
+    return outputs, {**report, "used": True, "hit": False, "entry_bytes": path_size(entry),
+                     "total_bytes": path_size(root)}
