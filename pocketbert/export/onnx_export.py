@@ -53,11 +53,16 @@ def fp32_nodes(model_path: Path) -> list[str]:
 def quantize_int8(source: Path, target: Path) -> Path:
     """Dynamic int8 quantization of weights, per channel (it keeps far more accuracy than per tensor)."""
     quantization = require("onnxruntime.quantization", "export")
-    logging.getLogger().setLevel(logging.ERROR)  # its "consider pre-processing" advice is for static quantization
-    quantization.quantize_dynamic(
-        str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
-        nodes_to_exclude=fp32_nodes(source),
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its root-logger advice to pre-process is meant for static quantization
+    try:
+        quantization.quantize_dynamic(
+            str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
+            nodes_to_exclude=fp32_nodes(source),
+        )
+    finally:
+        root.setLevel(level)
     return target
 
 
