@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 
@@ -30,3 +33,9 @@ def error_line(result: CliResult) -> str:
     lines = [line for line in result.err.replace("\r", "\n").splitlines()
              if line.strip() and "it/s" not in line and "step/s" not in line]
     return lines[-1] if lines else ""
+
+
+def cli_process(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own: for runs that are killed, or that must start from a clean interpreter."""
+    return subprocess.run([sys.executable, "-m", "pocketbert.cli", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})

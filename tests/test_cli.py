@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import error_line, run_cli
+from helpers import cli_process, error_line, run_cli
 
 
 def test_help_imports_no_torch():
@@ -118,9 +118,7 @@ def test_unknown_preset(capsys, tmp_path):
 
 
 def test_debug_env_shows_traceback(tmp_path):
-    env = {"POCKETBERT_DEBUG": "1", "PATH": ""}
-    proc = subprocess.run([sys.executable, "-m", "pocketbert.cli", "train", "teacher", "--run", str(tmp_path / "r"),
-                           "--task", "nope"], capture_output=True, text=True, env={**__import__("os").environ, **env})
+    proc = cli_process("train", "teacher", "--run", tmp_path / "r", "--task", "nope", env={"POCKETBERT_DEBUG": "1"})
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr and "ConfigError" in proc.stderr
 

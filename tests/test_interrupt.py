@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -10,6 +9,7 @@ import sys
 import time
 
 import pytest
+from helpers import cli_process
 
 from pocketbert import rundir
 from pocketbert.train.checkpoint import FAULT_ENV
@@ -18,11 +18,6 @@ pytestmark = pytest.mark.slow
 EXPORT_FILES = (rundir.MANIFEST, rundir.PARITY, rundir.ONNX_FP32, rundir.ONNX_INT8, rundir.ORT_MODEL, rundir.LABELS,
                 *rundir.TOKENIZER_FILES)
 KILL_DELAYS_S = (0.5, 8.0)  # export of the tiny student takes about 10 s in a fresh process
-
-
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pocketbert.cli", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
 
 
 def start(*args):
@@ -40,7 +35,7 @@ def student_run(tmp_path_factory, tiny_base, shared_data):
     run = tmp_path_factory.mktemp("interrupt") / "run"
     for args in (["train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data],
                  ["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data]):
-        done = cli(*args)
+        done = cli_process(*args)
         assert done.returncode == 0, done.stderr
     return run
 
@@ -54,7 +49,7 @@ def kill_after(process, delay):
 
 def test_killed_teacher_training_leaves_no_teacher(tmp_path, tiny_base, shared_data):
     run = tmp_path / "run"
-    killed = cli("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data,
+    killed = cli_process("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data,
                  env={FAULT_ENV: "kill_after_step:2"})
     assert killed.returncode == -signal.SIGKILL
     assert not (run / rundir.TEACHER_DIR).exists()
@@ -74,10 +69,10 @@ def test_export_killed_at_random_moments(student_run, shared_data):
             rundir.recover_stage(student_run, rundir.EXPORT_DIR)
             assert is_complete_export(export)
         if not export.exists():
-            done = cli("export", "--run", student_run, "--data-dir", shared_data)
+            done = cli_process("export", "--run", student_run, "--data-dir", shared_data)
             assert done.returncode == 0, done.stderr
         previous = (export / rundir.MANIFEST).read_text()
-    done = cli("export", "--run", student_run, "--data-dir", shared_data, "--overwrite")
+    done = cli_process("export", "--run", student_run, "--data-dir", shared_data, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert is_complete_export(export)
     assert not [p.name for p in student_run.iterdir() if p.name.startswith(".")], "temporary folders were not cleaned"

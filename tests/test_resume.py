@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import subprocess
-import sys
 
 import pytest
-from helpers import error_line, run_cli
+from helpers import cli_process, error_line, run_cli
 from safetensors.torch import load_file
 
 from pocketbert.train.checkpoint import FAULT_ENV
@@ -20,15 +17,10 @@ SIGKILL_EXIT = -9
 DISTILL = ["--preset", "tiny", "--max-train-examples", "96", "--set", "distill.checkpoint_every=2"]
 
 
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pocketbert.cli", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-
-
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory, tiny_base, shared_data):
     run = tmp_path_factory.mktemp("resume") / "base"
-    done = cli("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data)
+    done = cli_process("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data)
     assert done.returncode == 0, done.stderr
     return run
 
@@ -42,7 +34,7 @@ def fresh_copy(teacher_run, name):
 @pytest.fixture(scope="module")
 def uninterrupted(teacher_run, shared_data):
     run = fresh_copy(teacher_run, "uninterrupted")
-    done = cli("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data)
+    done = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data)
     assert done.returncode == 0, done.stderr
     return load_file(run / "student" / "model.safetensors")
 
@@ -51,13 +43,13 @@ def uninterrupted(teacher_run, shared_data):
 def test_resume_after_sigkill_gives_identical_weights(teacher_run, uninterrupted, shared_data, fault):
     step = random.Random(fault).choice([2, 3, 4, 5]) if fault == "kill_after_step" else 4
     run = fresh_copy(teacher_run, f"killed-{fault}")
-    killed = cli("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data,
+    killed = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data,
                  env={FAULT_ENV: f"{fault}:{step}"})
     assert killed.returncode == SIGKILL_EXIT
     assert not (run / "student").exists(), "a killed stage must leave no student folder"
     assert (run / "checkpoints" / "student" / "last.pt").is_file()
 
-    resumed = cli("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data, "--resume")
+    resumed = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed at step" in resumed.stderr
     weights = load_file(run / "student" / "model.safetensors")
@@ -69,7 +61,7 @@ def test_resume_after_sigkill_gives_identical_weights(teacher_run, uninterrupted
 
 def test_resume_from_another_configuration_is_refused(teacher_run, shared_data, capsys):
     run = fresh_copy(teacher_run, "other-config")
-    killed = cli("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data, env={FAULT_ENV: "kill_after_step:3"})
+    killed = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data, env={FAULT_ENV: "kill_after_step:3"})
     assert killed.returncode == SIGKILL_EXIT
     result = run_cli(capsys, "train", "distill", "--run", run, *DISTILL, "--temperature", "4", "--data-dir", shared_data,
                      "--resume")
