@@ -5,7 +5,8 @@
       student/   same, for the distilled student
       export/    model.onnx, model.int8.onnx, model.ort, model.required_operators.config,
                  <Name>.mlpackage, tokenizer files, config.json, labels.json, parity.json, manifest.json
-      bench/     results.json (source of truth), report.md, latency.png
+      bench/     results.json (source of truth), report.md, report.html, plots
+      bench_imports/  phone measurements brought in by `pocketbert bench import`
 """
 
 from __future__ import annotations
@@ -41,7 +42,15 @@ MODEL_CONFIG = "config.json"
 
 BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"
-BENCH_PLOT = "latency.png"
+BENCH_HTML = "report.html"  # self-contained: plots embedded
+BENCH_PLOTS = {  # plot name -> file, written beside report.md
+    "runtimes": "latency.png",
+    "sequence": "latency_vs_sequence.png",
+    "batch": "latency_vs_batch.png",
+    "variants": "accuracy_latency_size.png",
+    "roofline": "roofline.png",
+}
+BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 
 
 def coreml_package_name(task: str) -> str:

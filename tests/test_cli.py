@@ -107,6 +107,22 @@ def test_bench_without_export(capsys, tmp_path):
     assert_one_line_error(result, "no finished export", "pocketbert export")
 
 
+@pytest.mark.parametrize("args, message", [
+    (("--threads", "0"), "--threads must be positive"),
+    (("--threads", "one"), "--threads must be comma-separated integers"),
+    (("--time-cap", "-1"), "--time-cap must be a positive number"),
+])
+def test_bench_bad_options(capsys, tmp_path, args, message):
+    result = run_cli(capsys, "bench", "--run", tmp_path / "run", *args)
+    assert_one_line_error(result, message, message.split()[0])
+
+
+def test_bench_without_run_and_bad_import(capsys, tmp_path):
+    assert_one_line_error(run_cli(capsys, "bench"), "name the run to benchmark", "pocketbert bench --run")
+    result = run_cli(capsys, "bench", "import", tmp_path / "x.json", "--run", tmp_path / "run", "--device", "iPhone 15")
+    assert_one_line_error(result, "--device must be a key like iphone-15-pro", "iphone-15-pro")
+
+
 def test_distill_without_teacher(capsys, tmp_path):
     result = run_cli(capsys, "train", "distill", "--run", tmp_path / "run")
     assert_one_line_error(result, "no finished teacher", "pocketbert train teacher")

@@ -91,17 +91,47 @@ def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
     assert "export already exists: pass --overwrite" in error_line(result)
 
 
-def test_bench_writes_results_and_report(sentiment_run, capsys):
+def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
     result = run_cli(capsys, "bench", "--run", sentiment_run)
     assert result.exit_code == 0, result.err
-    results = json.loads((sentiment_run / "bench" / "results.json").read_text())
-    assert {m["model"] for m in results["measurements"]} == {"student", "bert-base"}
+    bench_dir = sentiment_run / "bench"
+    results = json.loads((bench_dir / "results.json").read_text())
+    headline = {(m["model"], m["runtime"], m["model_format"]) for m in results["measurements"]
+                if m["sweep"] == "headline"}
+    assert {("student", "onnxruntime", "onnx"), ("student", "onnxruntime", "ort"), ("student", "pytorch", "pytorch"),
+            ("bert-base", "onnxruntime", "onnx"), ("teacher", "onnxruntime", "onnx")} <= headline
     assert results["models"]["bert-base"]["num_hidden_layers"] == 12
-    fp32 = next(c for c in results["comparisons"] if c["precision"] == "fp32")
+    assert all(m["repeats"] >= 3 and m["ci_low_ms"] <= m["median_ms"] <= m["ci_high_ms"]
+               for m in results["measurements"])
+    assert {m["sequence_length"] for m in results["measurements"] if m["sweep"] == "sequence"} == {16}
+    assert {m["tokenization"] for m in results["measurements"]} == {"excluded", "only", "included"}
+    assert results["cold_start"] and all(c["load_ms"] > 0 for c in results["cold_start"])
+    coreml = [r for r in results["runners"] if r["runtime"] == "coreml"]
+    assert len(coreml) == 4 and all(not r["available"] and "macOS" in r["reason"] for r in coreml)
+    fp32 = next(c for c in results["comparisons"] if c["precision"] == "fp32" and c["baseline"] == "bert-base")
     assert fp32["latency_ratio"] < 1.0 and fp32["size_ratio"] > 10
-    report = (sentiment_run / "bench" / "report.md").read_text()
+    assert results["estimated_comparisons"] and results["estimates"]["host"]
+    assert results["graph_costs"]["headline"]["student"]["flops"] > 0
+    report = (bench_dir / "report.md").read_text()
     assert "faster and" in report and "smaller than BERT-base and keeps" in report
-    assert (sentiment_run / "bench" / "latency.png").is_file()
+    assert (bench_dir / "report.html").read_text().count("data:image/png;base64,") >= 4
+
+    # a phone measurement joins the report without measuring again
+    phone = tmp_path / "iphone.json"
+    phone.write_text(json.dumps({"xcode_performance_report": {
+        "device": "iPhone 15 Pro", "os": "iOS 18.1", "compute_units": "All", "prediction_median_ms": 1.9,
+        "load_median_ms": 40.0}}))
+    imported = run_cli(capsys, "bench", "import", phone, "--run", sentiment_run, "--device", "iphone-15-pro")
+    assert imported.exit_code == 0, imported.err
+    results = json.loads((bench_dir / "results.json").read_text())
+    row = next(e for e in results["estimates"]["devices"] if e["device"] == "iphone-15-pro"
+               and e["model"] == "student" and e["compute_unit"] == "neural_engine")
+    assert row["measured_ms"] == 1.9 and row["measured_over_floor"] == pytest.approx(1.9 / row["floor_ms"])
+    assert "iPhone 15 Pro" in (bench_dir / "report.md").read_text()
+
+    # a results file compared with itself: every row "same", nothing flagged
+    compared = run_cli(capsys, "bench", "compare", bench_dir / "results.json", bench_dir / "results.json")
+    assert compared.exit_code == 0 and "0 regression(s)" in compared.out
 
 
 def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):

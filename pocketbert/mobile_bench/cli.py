@@ -1,29 +1,97 @@
-"""`pocketbert bench`: a thin command over mobile_bench.run."""
+"""`pocketbert bench`: measure and report; `bench import` a phone measurement; `bench compare` two results."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import click
 
-from pocketbert.cli_options import overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import overwrite_option, resolve_run_dir
+
+DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
-@click.command()
-@run_option
+@click.group(invoke_without_command=True)
+@click.option("--run", "run", default=None, metavar="NAME|PATH", help="Run directory: a name under runs/, or a path.")
 @click.option("--reference", "reference_source", default=None,
               help="BERT-base checkpoint (hub name or folder); default: its architecture built from the config.")
-@click.option("--threads", default=None, help="Comma-separated thread counts (default: the recipe's).")
-@click.option("--repeats", type=int, default=None, help="Timed runs per model (default: the recipe's).")
+@click.option("--threads", default=None, help="Comma-separated ONNX Runtime thread counts (default: the recipe's).")
+@click.option("--time-cap", type=float, default=None,
+              help="Seconds of timed repeats per configuration at most (default: the recipe's).")
 @overwrite_option
-def bench(run, reference_source, threads, repeats, overwrite):
-    """Time the exported student against BERT-base; writes <run>/bench/results.json and report.md."""
+@click.pass_context
+def bench(ctx, run, reference_source, threads, time_cap, overwrite):
+    """Time the exported student against BERT-base (and its teacher); write <run>/bench/results.json,
+    report.md and report.html.
+
+    \b
+    Subcommands:
+      pocketbert bench import FILE --run R --device iphone-15-pro   a phone measurement into the report
+      pocketbert bench compare A.json B.json                        changes between two results, noise-aware
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     from pocketbert.errors import ConfigError
     from pocketbert.mobile_bench.report import headline_sentence
     from pocketbert.mobile_bench.run import bench_run
 
+    if run is None:
+        raise ConfigError("name the run to benchmark: pocketbert bench --run NAME")
     try:
         thread_list = [int(t) for t in threads.split(",")] if threads else None
     except ValueError:
         raise ConfigError(f"--threads must be comma-separated integers like 1,2 (got '{threads}')") from None
-    path, results = bench_run(resolve_run_dir(run), overwrite, reference_source, thread_list, repeats)
+    if thread_list and min(thread_list) < 1:
+        raise ConfigError(f"--threads must be positive (got '{threads}')")
+    if time_cap is not None and time_cap <= 0:
+        raise ConfigError(f"--time-cap must be a positive number of seconds (got {time_cap})")
+    path, results = bench_run(resolve_run_dir(run), overwrite, reference_source, thread_list, time_cap)
     click.echo(headline_sentence(results))
-    click.echo(f"bench: {len(results['measurements'])} measurements -> wrote {path}/results.json and report.md")
+    check = results.get("architecture_check")
+    if check:
+        click.echo(f"architecture check: 6-of-12-layer student / BERT-base = {check['latency_ratio']:.3f} measured, "
+                   f"{check['flop_ratio']:.3f} in FLOPs (bar {check['bar']})")
+    click.echo(f"bench: {len(results['measurements'])} measurements in {results['wall_time_s']} s -> wrote "
+               f"{path}/results.json, report.md and report.html")
+
+
+@bench.command("import")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--run", "run", required=True, metavar="NAME|PATH", help="Run directory the measurement belongs to.")
+@click.option("--device", "device_key", required=True,
+              help="Device key, e.g. iphone-15-pro (the keys of device_profiles.yaml get roofline floors).")
+@click.option("--model", default="student", show_default=True, help="Which model was measured: student, bert-base, teacher.")
+@click.option("--precision", default="fp16", show_default=True, help="Precision of the measured .mlpackage.")
+@click.option("--sequence-length", type=int, default=None, help="Sequence length measured (default: the bench's).")
+@click.option("--batch", type=int, default=1, show_default=True)
+def import_measurement(file, run, device_key, model, precision, sequence_length, batch):
+    """Bring a latency measured on a phone (Xcode performance report or coremltools benchmark JSON) into the run."""
+    from pocketbert.errors import ConfigError
+    from pocketbert.mobile_bench.run import import_phone_measurement
+
+    if not DEVICE_KEY.match(device_key):
+        raise ConfigError(f"--device must be a key like iphone-15-pro (lower case, digits, '-'), got '{device_key}'")
+    if model not in ("student", "bert-base", "teacher"):
+        raise ConfigError(f"--model must be student, bert-base or teacher (got '{model}')")
+    saved, refreshed = import_phone_measurement(resolve_run_dir(run), Path(file), device_key, model, precision,
+                                                batch, sequence_length)
+    click.echo(f"bench import: {saved}" + (f"; re-rendered {refreshed}" if refreshed else
+                                           "; run `pocketbert bench` to include it in the report"))
+
+
+@bench.command("compare")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+def compare(before, after):
+    """Change between two results.json files; exits 1 when a regression beyond noise is found."""
+    from pocketbert.mobile_bench.compare import (
+        compare_results,
+        load_results,
+        render_comparison,
+    )
+
+    result = compare_results(load_results(before), load_results(after))
+    click.echo(render_comparison(result))
+    if result["regressions"]:
+        raise SystemExit(1)

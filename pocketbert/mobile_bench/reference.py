@@ -1,7 +1,10 @@
-"""BERT-base, the reference the student is compared with, exported the same way as the student.
+"""The models the student is compared with, exported the same way as the student and cached.
 
-Latency does not depend on weight values, so without hub access BERT-base is built from its config
-(12 layers, hidden 768, 12 heads, FFN 3072, the uncased vocabulary) with seeded random weights.
+- BERT-base: without hub access it is built from its config (12 layers, hidden 768, 12 heads, FFN 3072,
+  the uncased vocabulary) with seeded random weights: latency does not depend on weight values.
+- A DistilBERT-shaped student of BERT-base (6 of its 12 layers), built the same way: the architecture check
+  that a half-depth student runs in about half the time.
+- The run's own teacher, when it is not BERT-base.
 """
 
 from __future__ import annotations
@@ -13,43 +16,88 @@ from pathlib import Path
 import torch
 
 from pocketbert.cache_dir import cache_root
-from pocketbert.export.onnx_export import FP32_NODE_PATTERNS, ONNX_OPSET, export_onnx, quantize_int8
+from pocketbert.export.onnx_export import (
+    FP32_NODE_PATTERNS,
+    ONNX_OPSET,
+    export_onnx,
+    quantize_int8,
+)
 from pocketbert.rundir import ONNX_FP32, ONNX_INT8, atomic_folder
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
+HALF_DEPTH_LAYERS = 6  # DistilBERT: every other layer of BERT-base
+PYTORCH_DIR = "pytorch"
+DESCRIBE_FILE = "describe.txt"
 
 
-def build_bert_base(task, source: str | None = None):
-    """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config."""
+def _from_config(task, layers: int):
     from transformers import BertConfig
 
-    from pocketbert.train.models import load_for_task
-
-    if source:
-        return load_for_task(source, task), f"{source} (pretrained weights)"
     torch.manual_seed(0)
-    config = BertConfig(**BERT_BASE_CONFIG, **task.model_kwargs())
+    config = BertConfig(**{**BERT_BASE_CONFIG, "num_hidden_layers": layers}, **task.model_kwargs())
     config._attn_implementation = "eager"
-    return task.auto_model_class().from_config(config).eval(), "bert-base architecture from its config (random weights)"
+    return task.auto_model_class().from_config(config).eval()
 
 
-def reference_onnx(task, source: str | None = None) -> tuple[dict[str, Path], str]:
-    """fp32 and int8 ONNX files of BERT-base, cached by what determines them."""
+def _cache_key(*parts) -> str:
     import onnxruntime
     import transformers
 
-    key = json.dumps([task.name, len(task.label_names), source, ONNX_OPSET, torch.__version__,
-                      transformers.__version__, onnxruntime.__version__, BERT_BASE_CONFIG,
-                      [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True)
-    folder = cache_root() / "reference" / hashlib.sha256(key.encode()).hexdigest()[:16]
-    files = {"fp32": folder / ONNX_FP32, "int8": folder / ONNX_INT8}
-    describe_file = folder / "describe.txt"
-    if all(p.is_file() for p in files.values()) and describe_file.is_file():
-        return files, describe_file.read_text()
+    key = json.dumps([*parts, ONNX_OPSET, torch.__version__, transformers.__version__, onnxruntime.__version__,
+                      [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
+    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
+    folder = cache_root() / "reference" / f"{kind}-{key}"
+    wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
+    wanted += [folder / ONNX_INT8] if with_int8 else []
+    wanted += [folder / PYTORCH_DIR / "config.json"] if with_pytorch else []
+    if all(p.is_file() for p in wanted):
+        return folder, (folder / DESCRIBE_FILE).read_text()
     with atomic_folder(folder) as tmp:
-        model, describe = build_bert_base(task, source)
+        model, task, describe = build()
         export_onnx(model, task, tmp / ONNX_FP32)
-        quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
-        (tmp / "describe.txt").write_text(describe)
-    return files, describe
+        if with_int8:
+            quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
+        if with_pytorch:
+            model.save_pretrained(tmp / PYTORCH_DIR)
+        (tmp / DESCRIBE_FILE).write_text(describe)
+    return folder, describe
+
+
+def bert_base(task, source: str | None = None) -> tuple[Path, str]:
+    """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config."""
+    from pocketbert.train.models import load_for_task
+
+    def build():
+        if source:
+            return load_for_task(source, task), task, f"{source} (pretrained weights)"
+        return _from_config(task, BERT_BASE_CONFIG["num_hidden_layers"]), task, \
+            "bert-base architecture from its config (random weights)"
+
+    return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), source, BERT_BASE_CONFIG),
+                          build, with_int8=True, with_pytorch=True)
+
+
+def half_depth_student(task) -> tuple[Path, str]:
+    """BERT-base's architecture with 6 layers: the DistilBERT student shape, for the architecture check."""
+    def build():
+        return _from_config(task, HALF_DEPTH_LAYERS), task, \
+            f"{HALF_DEPTH_LAYERS}-layer student of BERT-base from its config (random weights)"
+
+    return _cached_export("half-depth", _cache_key(task.name, len(task.label_names), HALF_DEPTH_LAYERS,
+                                                   BERT_BASE_CONFIG), build, with_int8=False, with_pytorch=False)
+
+
+def teacher(task, teacher_dir: Path, teacher_sha256: str) -> tuple[Path, str]:
+    """The run's teacher exported like the student, keyed by its weights' digest."""
+    from pocketbert.train.models import load_for_task
+
+    def build():
+        return load_for_task(str(teacher_dir), task), task, f"the run's teacher ({teacher_dir})"
+
+    return _cached_export("teacher", _cache_key(task.name, len(task.label_names), teacher_sha256), build,
+                          with_int8=True, with_pytorch=False)

@@ -1,15 +1,25 @@
-"""report.md and latency.png, rendered from results.json alone: every number here comes from that file."""
+"""report.md and a self-contained report.html, rendered from results.json alone.
+
+Both come from one document model (headings, paragraphs, tables, images), so they always say the same thing.
+Measured and estimated figures sit in separate tables, each table saying which it holds.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 from pathlib import Path
+
+from pocketbert.mobile_bench import derive, plots
+from pocketbert.rundir import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape
 
 
 def headline(results: dict) -> dict | None:
-    rows = [r for r in results["comparisons"] if r["precision"] == HEADLINE_PRECISION]
+    rows = [r for r in results["comparisons"] if r["precision"] == HEADLINE_PRECISION and r["baseline"] == derive.BERT_BASE
+            and r["device"] == derive.HOST and r["runtime"] == "onnxruntime" and r["model_format"] == "onnx"]
     if not rows:
         return None
     row = min(rows, key=lambda r: r["threads"])
@@ -22,96 +32,281 @@ def headline_sentence(results: dict) -> str:
     if h is None:
         return "No student/BERT-base pair was measured at the same precision."
     kept = f"{h['percent_of_teacher_kept']:.1f} %" if h["percent_of_teacher_kept"] is not None else "an unknown share"
+    proto = results["protocol"]
     return (f"The student is {h['percent_faster']:.0f} % faster and {h['size_ratio']:.1f}× smaller than BERT-base "
             f"and keeps {kept} of its teacher's accuracy "
-            f"({h['precision']}, onnxruntime, {h['threads']} thread{'s' if h['threads'] > 1 else ''}, "
-            f"batch {results['protocol']['batch_size']}, sequence {results['protocol']['sequence_length']}).")
+            f"(measured: {h['precision']}, onnxruntime, {h['threads']} thread{'s' if h['threads'] > 1 else ''}, "
+            f"batch {proto['batch_size']}, sequence {proto['sequence_length']}, {results['host']['cpu']}).")
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
+def _ms(value) -> str:
+    return "–" if value is None else f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
-def render_markdown(results: dict, plot_name: str | None) -> str:
+def _mb(n) -> str:
+    return "–" if n is None else f"{n / 1e6:.1f} MB"
+
+
+def _pct(value) -> str:
+    return "–" if value is None else f"{value:.0f} %"
+
+
+def _runtime(row: dict) -> str:
+    return row["runtime"] if row["model_format"] == row["runtime"] else f"{row['runtime']} {row['model_format']}"
+
+
+def _setting(row: dict) -> str:
+    if row.get("threads"):
+        return f"{row['threads']} thread{'s' if row['threads'] > 1 else ''}"
+    return row.get("compute_units") or "–"
+
+
+def _device_name(results: dict, key: str) -> str:
+    if key == derive.HOST:
+        return f"this host ({results['host']['cpu']})"
+    return results["profiles"].get(key, {}).get("name", key)
+
+
+def build_document(results: dict, images: dict) -> list[tuple]:
     host, proto, acc = results["host"], results["protocol"], results["accuracy"]
-    lines = [
-        "# pocketbert latency report",
-        "",
-        f"**{headline_sentence(results)}**",
-        "",
-        "\"X % faster\" is BERT-base's median latency over the student's, minus one (the DistilBERT paper's usage); "
-        "\"Y× smaller\" compares ONNX file sizes at the same precision.",
-        "",
-        "## Measured here",
-        "",
-        f"- Device: {host['cpu']}, {host['cores']} cores, {host['os']} ({', '.join(host['isa_flags']) or 'no listed ISA flags'})",
-        f"- Runtime: onnxruntime {results['versions'].get('onnxruntime', '?')}, CPUExecutionProvider",
-        f"- Input: batch {proto['batch_size']}, sequence {proto['sequence_length']}, {proto['inputs']}",
-        f"- Protocol: {proto['warmup']} warm-up runs, then {proto['repeats']} timed runs; median and p90",
-        "",
-        "| model | precision | threads | median ms | p90 ms | file size |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for m in results["measurements"]:
-        size = results["models"][m["model"]]["files"][m["precision"]]["size_bytes"]
-        lines.append(f"| {m['model']} | {m['precision']} | {m['threads']} | {m['median_ms']:.1f} | {m['p90_ms']:.1f} | {_mb(size)} |")
-    lines += ["", "## Student against BERT-base", "",
-              "| precision | threads | student ms | BERT-base ms | latency ratio | faster | smaller |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
-    for c in results["comparisons"]:
-        lines.append(f"| {c['precision']} | {c['threads']} | {c['student_median_ms']:.1f} | {c['bert_base_median_ms']:.1f} "
-                     f"| {c['latency_ratio']:.3f} | {c['percent_faster']:.0f} % | {c['size_ratio']:.1f}× |")
     kept = acc["fraction_of_teacher_kept"]
-    lines += ["", "## Accuracy", "",
-              f"{acc['metric']} on {acc['eval_set']}: student {acc['student']:.4f}, teacher {acc['teacher']:.4f}"
-              + (f" ({100 * kept:.1f} % kept)." if kept is not None else "."),
-              "", "| exported model | runtime | examples | " + acc["metric"] + " | agreement with the student |",
-              "|---|---|---:|---:|---:|"]
-    for name, e in acc["exported"].items():
-        value = f"{e['value']:.4f}" if e["value"] is not None else "–"
-        lines.append(f"| {name} | {e['runtime']} | {e['n_examples']} | {value} | {100 * e['agreement_with_student']:.1f} % |")
-    models = results["models"]
-    lines += ["", "## Models", ""]
-    for name, m in models.items():
-        lines.append(f"- **{name}**: {m['num_hidden_layers']} layers, hidden {m['hidden_size']}, "
-                     f"{m['num_attention_heads']} heads, FFN {m['intermediate_size']} — {m['description']}")
-    if plot_name:
-        lines += ["", f"![median latency]({plot_name})"]
-    lines += ["", f"Rendered from results.json (git {results.get('git_commit') or 'unknown'})."]
-    return "\n".join(lines) + "\n"
+    kept_text = f"{100 * kept:.1f} %" if kept is not None else "–"
+    doc: list[tuple] = [("h1", "pocketbert latency report"), ("strong", headline_sentence(results)),
+                        ("p", "\"X % faster\" is the baseline's median latency over the student's, minus one (the "
+                              "DistilBERT paper's usage); \"Y× smaller\" compares file sizes at the same precision; "
+                              "the accuracy kept is the student's over its teacher's on the same evaluation set. "
+                              "Measured figures were timed by pocketbert on the named device; estimated figures are "
+                              "roofline floors computed from a device profile. No table mixes the two.")]
+
+    doc.append(("h2", "Student against BERT-base and the teacher — measured"))
+    rows = [[_device_name(results, c["device"]), c["baseline"], _runtime(c), c["precision"],
+             _setting(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]), f"{c['latency_ratio']:.3f}",
+             _pct(c["percent_faster"]), "–" if c["size_ratio"] is None else f"{c['size_ratio']:.1f}×", kept_text]
+            for c in results["comparisons"]]
+    doc.append(("table", ["device", "against", "runtime", "precision", "setting", "student ms", "baseline ms",
+                          "latency ratio", "faster", "smaller", "accuracy kept"], rows))
+
+    doc.append(("h2", "Student against BERT-base and the teacher — estimated for phones"))
+    doc.append(("p", "Roofline floors (see below): the fastest each phone could possibly run each model. The ratio "
+                     "of floors is an estimate of the speed-up, not a measurement."))
+    rows = [[_device_name(results, c["device"]), c["baseline"], c["compute_unit"], c["precision"],
+             _ms(c["student_floor_ms"]), _ms(c["baseline_floor_ms"]), f"{c['latency_ratio']:.3f}",
+             _pct(c["percent_faster"]), f"{c['size_ratio']:.1f}×", kept_text]
+            for c in results["estimated_comparisons"]]
+    doc.append(("table", ["device", "against", "compute unit", "precision", "student floor ms", "baseline floor ms",
+                          "floor ratio", "faster (est.)", "smaller", "accuracy kept"], rows))
+
+    check = results.get("architecture_check")
+    if check:
+        doc.append(("h2", "Architecture check: half the layers, half the time?"))
+        verdict = "within" if check["passes"] else "above"
+        doc.append(("p", f"{check['student']}, against BERT-base at batch {check['batch']}, sequence "
+                         f"{check['sequence_length']}, {check['runtime']}: measured latency ratio "
+                         f"**{check['latency_ratio']:.3f}** beside a FLOP ratio of {check['flop_ratio']:.3f} "
+                         f"({_ms(check['student_ms'])} ms against {_ms(check['bert_base_ms'])} ms), {verdict} the "
+                         f"bar of {check['bar']}. The embeddings and the classifier do not shrink with depth, so the "
+                         "FLOP ratio sits just above one half."))
+
+    doc.append(("h2", "Measured here"))
+    doc.append(("list", [
+        f"Device: {host['cpu']}, {host['cores']} cores, {host['os']}, {host['machine']} "
+        f"(ISA: {', '.join(host['isa_flags']) or 'none of the listed flags'})",
+        "Runtimes: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()
+                                 if k in ("onnxruntime", "torch", "tokenizers", "coremltools")),
+        f"Input: batch {proto['batch_size']}, sequence {proto['sequence_length']}, {proto['inputs']}",
+        f"Protocol: {proto['warmup']} warm-up runs, then repeats until the {proto['interval']} is within "
+        f"{100 * proto['target_relative_half_width']:.0f} % of it (at least {proto['min_repeats']}, at most "
+        f"{proto['max_repeats']} repeats or {proto['time_cap_s']} s). Thread counts above the "
+        f"{host['cores']} cores share cores.",
+    ]))
+    rows = [[m["model"], _runtime(m), m["precision"], _setting(m), _ms(m["median_ms"]),
+             f"{_ms(m['ci_low_ms'])}–{_ms(m['ci_high_ms'])}", _ms(m["p90_ms"]), str(m["repeats"]), m["stop_reason"]]
+            for m in derive.headline_rows(results) if m.get("device", derive.HOST) == derive.HOST]
+    doc.append(("table", ["model", "runtime", "precision", "setting", "median ms", "95 % interval", "p90 ms",
+                          "repeats", "stopped by"], rows))
+    if "runtimes" in images:
+        doc.append(("img", images["runtimes"], "median latency per runtime setting"))
+
+    unavailable = [r for r in results["runners"] if not r["available"]]
+    doc.append(("h3", "Runners that cannot run here"))
+    if unavailable:
+        doc.append(("table", ["model", "runner", "why"], [[r["model"], r["runner"], r["reason"]] for r in unavailable]))
+    else:
+        doc.append(("p", "None: every runner in the plan ran on this host."))
+
+    imported = [m for m in results["measurements"] if m.get("device", derive.HOST) != derive.HOST]
+    doc.append(("h3", "Measured on phones (imported)"))
+    if imported:
+        doc.append(("table", ["device", "model", "compute units", "precision", "median ms", "load ms", "source"],
+                    [[m.get("device_name") or m["device"], m["model"], m.get("compute_units") or "–", m["precision"],
+                      _ms(m["median_ms"]), _ms((m.get("cold_start") or {}).get("load_ms")), m["source"]]
+                     for m in imported]))
+    else:
+        doc.append(("p", "None yet: `pocketbert bench import` brings in an Xcode performance report or a coremltools "
+                         "device benchmark."))
+
+    doc.append(("h3", "Cold start (load, then the first inference)"))
+    doc.append(("table", ["model", "runtime", "precision", "setting", "load ms", "first inference ms", "total ms",
+                          "repeats (median)"],
+                [[c["model"], _runtime(c), c["precision"], _setting(c), _ms(c["load_ms"]),
+                  _ms(c["first_inference_ms"]), _ms(c["total_ms"]), str(c["repeats"])] for c in results["cold_start"]]))
+
+    tok = [m for m in results["measurements"] if m.get("tokenization") in ("only", "included")]
+    doc.append(("h3", "Tokenization included and excluded"))
+    if tok:
+        excluded = {(m["precision"]): m for m in derive.headline_rows(results)
+                    if m["model"] == derive.STUDENT and m["runtime"] == "onnxruntime" and m["model_format"] == "onnx"
+                    and m.get("threads") == 1 and m.get("device", derive.HOST) == derive.HOST}
+        rows = []
+        for m in tok:
+            without = excluded.get(m["precision"])
+            rows.append([m["model"], m["precision"], m["tokenization"], _ms(m["median_ms"]),
+                         _ms(without["median_ms"]) if without and m["tokenization"] == "included" else "–"])
+        doc.append(("p", "One real evaluation example per call, tokenized with the exported tokenizer.json and padded "
+                         f"to {proto['sequence_length']} tokens, 1 thread."))
+        doc.append(("table", ["what", "precision", "tokenization", "median ms", "model alone ms"], rows))
+    else:
+        doc.append(("p", "Not measured: the run's evaluation file is not readable from here."))
+
+    doc.append(("h2", "Sweeps"))
+    for axis, title in (("sequence", "sequence length"), ("batch", "batch size")):
+        sweep_rows = [m for m in results["measurements"] if m.get("device", derive.HOST) == derive.HOST
+                      and m.get("tokenization") == "excluded" and m["runtime"] == "onnxruntime"
+                      and m["model_format"] == "onnx" and m.get("threads") == proto["sweep_threads"]
+                      and m["model"] in (derive.STUDENT, derive.BERT_BASE)
+                      and ((axis == "sequence" and m["batch"] == proto["batch_size"] and m["sequence_length"] in proto["sequence_sweep"])
+                           or (axis == "batch" and m["sequence_length"] == proto["sequence_length"]
+                               and m["batch"] in proto["batch_sweep"] and m["precision"] == "fp32"))]
+        sweep_rows.sort(key=lambda m: (m["model"], m["precision"], m["batch"], m["sequence_length"]))
+        doc.append(("h3", f"Latency against {title} (measured, onnxruntime, {proto['sweep_threads']} thread)"))
+        doc.append(("table", ["model", "precision", "batch", "sequence", "median ms", "ms per example"],
+                    [[m["model"], m["precision"], str(m["batch"]), str(m["sequence_length"]), _ms(m["median_ms"]),
+                      _ms(m["median_ms"] / m["batch"])] for m in sweep_rows]))
+        if axis in images:
+            doc.append(("img", images[axis], f"latency against {title}"))
+
+    doc.append(("h2", "Export variants: size, accuracy on their own runtime, latency"))
+    doc.append(("table", ["artifact", "precision", "size", acc["metric"], "agreement with the student", "examples",
+                          "evaluated on", "median ms here"],
+                [[v["artifact"], v["precision"], _mb(v["size_bytes"]), "–" if v["metric"] is None else f"{v['metric']:.4f}",
+                  f"{100 * v['agreement_with_student']:.2f} %", str(v["n_examples"]), v["runtime"],
+                  _ms(v["latency_ms"]) if v["latency_ms"] is not None else "not measurable here"]
+                 for v in results["variants"]]))
+    doc.append(("p", f"{acc['metric']} on {acc['eval_set']}: student {acc['student']:.4f}, teacher {acc['teacher']:.4f}"
+                     + (f" ({100 * kept:.1f} % kept)." if kept is not None else ".")))
+    if "variants" in images:
+        doc.append(("img", images["variants"], "accuracy against latency and size"))
+
+    doc.append(("h2", "Roofline estimates"))
+    doc.append(("p", "floor = max(FLOPs / peak compute, bytes / memory bandwidth). FLOPs are counted on the exported "
+                     "ONNX graph (a multiply-add is 2), bytes are the weights as stored plus inputs and outputs: the "
+                     "least an inference must read. Estimated, not measured: real kernels run below peak."))
+    doc.append(("table", ["model", "GFLOPs per inference", "of which MatMul", "weights fp32", "weights int8",
+                          "activations written"],
+                [[name, f"{c['flops'] / 1e9:.2f}", f"{100 * c['matmul_flops'] / c['flops']:.1f} %",
+                  _mb(c["weight_bytes"].get("fp32")), _mb(c["weight_bytes"].get("int8")), _mb(c["activation_bytes"])]
+                 for name, c in results["graph_costs"]["headline"].items()]))
+    doc.append(("h3", "Phones (estimated; measured where a phone measurement was imported)"))
+    doc.append(("table", ["device", "unit", "precision", "model", "floor ms", "bound", "measured ms", "measured / floor"],
+                [[_device_name(results, e["device"]), e["compute_unit"], e["precision"], e["model"], _ms(e["floor_ms"]),
+                  e["bound"], _ms(e["measured_ms"]),
+                  "–" if e["measured_over_floor"] is None else f"{e['measured_over_floor']:.1f}×"]
+                 for e in results["estimates"]["devices"]]))
+    if "roofline" in images:
+        doc.append(("img", images["roofline"], "roofline floors per phone"))
+    doc.append(("h3", "This host: measured beside its floor (fp32)"))
+    doc.append(("table", ["model", "runtime", "threads", "batch", "sequence", "floor ms", "bound", "measured ms",
+                          "measured / floor"],
+                [[e["model"], _runtime(e), str(e["threads"]), str(e["batch"]),
+                  str(e["sequence_length"]), _ms(e["floor_ms"]), e["bound"], _ms(e["measured_ms"]),
+                  f"{e['measured_over_floor']:.1f}×"] for e in results["estimates"]["host"]]))
+
+    doc.append(("h3", "Device profiles and their sources"))
+    profile_rows = []
+    for key, p in [(derive.HOST, results["host_profile"]), *results["profiles"].items()]:
+        bw = p["memory_bandwidth_gbs"]
+        profile_rows.append([p["name"], "memory", "–", f"{bw['value']} GB/s", bw["derivation"], "; ".join(bw["source"])])
+        for unit, precisions in p["compute"].items():
+            for precision, e in precisions.items():
+                profile_rows.append([p["name"], unit, precision, f"{e['peak_gflops']} GFLOP/s", e["derivation"],
+                                     "; ".join(e["source"])])
+    doc.append(("table", ["device", "unit", "precision", "peak", "how", "source"], profile_rows))
+
+    doc.append(("h2", "Models"))
+    doc.append(("list", [f"{name}: {m['num_hidden_layers']} layers, hidden {m['hidden_size']}, "
+                         f"{m['num_attention_heads']} heads, FFN {m['intermediate_size']} — {m['description']}"
+                         for name, m in results["models"].items()]))
+    doc.append(("p", f"Rendered from results.json (git {results.get('git_commit') or 'unknown'}, "
+                     f"written {results['created']}, bench took {results.get('wall_time_s', '?')} s)."))
+    return doc
 
 
-def plot_latency(results: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = sorted({(m["precision"], m["threads"]) for m in results["measurements"]})
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.38
-    for offset, (model, colour) in zip((-width / 2, width / 2), (("student", "#2a9d8f"), ("bert-base", "#8d99ae"))):
-        rows = [next((m for m in results["measurements"] if m["model"] == model and (m["precision"], m["threads"]) == g), None)
-                for g in groups]
-        xs = [i + offset for i, r in enumerate(rows) if r]
-        medians = [r["median_ms"] for r in rows if r]
-        errors = [r["p90_ms"] - r["median_ms"] for r in rows if r]
-        ax.bar(xs, medians, width, yerr=[[0] * len(errors), errors], label=model, color=colour, capsize=3)
-    ax.set_xticks(range(len(groups)), [f"{p}\n{t} thread{'s' if t > 1 else ''}" for p, t in groups])
-    ax.set_ylabel("median latency, ms (whisker: p90)")
-    proto = results["protocol"]
-    ax.set_title(f"onnxruntime, batch {proto['batch_size']}, sequence {proto['sequence_length']} — {results['host']['cpu']}",
-                 fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+def render_markdown(doc: list[tuple]) -> str:
+    out = []
+    for block in doc:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            out += ["#" * int(kind[1]) + " " + block[1], ""]
+        elif kind == "strong":
+            out += [f"**{block[1]}**", ""]
+        elif kind == "p":
+            out += [block[1], ""]
+        elif kind == "list":
+            out += [f"- {item}" for item in block[1]] + [""]
+        elif kind == "table":
+            headers, rows = block[1], block[2]
+            out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows] + [""]
+        elif kind == "img":
+            out += [f"![{block[2]}]({Path(block[1]).name})", ""]
+    return "\n".join(out)
 
 
-def write_report(results_path: Path, report_path: Path, plot_path: Path | None) -> Path:
+def _inline(text: str) -> str:
+    """Escape, then render the two inline marks the report uses: **bold** and `code`."""
+    escaped = html.escape(text)
+    parts = escaped.split("**")
+    escaped = "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+    parts = escaped.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+STYLE = """body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222}table{border-collapse:collapse;margin:.6em 0 1.4em;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#f2f2f2}
+img{max-width:100%;border:1px solid #eee}.headline{font-size:1.15em;background:#eef7f6;padding:.8em;
+border-left:4px solid #2a9d8f}code{background:#f4f4f4;padding:0 .2em}"""
+
+
+def render_html(doc: list[tuple]) -> str:
+    """One file with every plot embedded as a data URI: it can be mailed or attached to a pull request."""
+    body = []
+    for block in doc:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            body.append(f"<{kind}>{_inline(block[1])}</{kind}>")
+        elif kind == "strong":
+            body.append(f'<p class="headline">{_inline(block[1])}</p>')
+        elif kind == "p":
+            body.append(f"<p>{_inline(block[1])}</p>")
+        elif kind == "list":
+            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
+        elif kind == "table":
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>" for row in block[2])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif kind == "img":
+            data = base64.b64encode(Path(block[1]).read_bytes()).decode()
+            body.append(f'<img alt="{html.escape(block[2])}" src="data:image/png;base64,{data}">')
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pocketbert latency report</title>"
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def write_reports(results_path: Path, folder: Path) -> dict:
+    """Plots, report.md and report.html beside results.json; returns the paths written."""
     results = json.loads(Path(results_path).read_text())
-    if plot_path is not None:
-        plot_latency(results, plot_path)
-    report_path.write_text(render_markdown(results, plot_path.name if plot_path else None))
-    return report_path
+    images = plots.draw_all(results, Path(folder), BENCH_PLOTS)
+    doc = build_document(results, images)
+    (Path(folder) / BENCH_REPORT).write_text(render_markdown(doc))
+    (Path(folder) / BENCH_HTML).write_text(render_html(doc))
+    return {"markdown": Path(folder) / BENCH_REPORT, "html": Path(folder) / BENCH_HTML, **images}

@@ -1,4 +1,4 @@
-"""`pocketbert bench`: time the exported student and BERT-base on ONNX Runtime; write results.json first."""
+"""`pocketbert bench`: measure, count and estimate; write results.json first, then render the reports from it."""
 
 from __future__ import annotations
 
@@ -8,105 +8,254 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.errors import RunDirError
-from pocketbert.export.onnx_export import ort_session
-from pocketbert.manifest import git_commit, package_versions, path_size, read_manifest
-from pocketbert.mobile_bench import host, latency, reference, report
+from pocketbert.errors import ConfigError, RunDirError
+from pocketbert.manifest import (
+    git_commit,
+    package_versions,
+    path_size,
+    read_manifest,
+    sha256_of,
+)
+from pocketbert.mobile_bench import (
+    derive,
+    graph_cost,
+    host,
+    profiles,
+    reference,
+    report,
+)
+from pocketbert.mobile_bench.latency import synthetic_inputs
+from pocketbert.mobile_bench.runners import COREML_COMPUTE_UNITS, Runner, cold_start
+from pocketbert.mobile_bench.stats import measure_until_stable
+from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
 from pocketbert.rundir import (
     BENCH_DIR,
-    BENCH_PLOT,
-    BENCH_REPORT,
+    BENCH_IMPORTS_DIR,
     BENCH_RESULTS,
     EXPORT_DIR,
     LABELS,
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
+    ORT_MODEL,
     STUDENT_DIR,
+    TEACHER_DIR,
     check_writable,
+    coreml_package_name,
     require_stage,
     staged_output,
 )
 from pocketbert.train.tasks import make_task
 
-RESULTS_SCHEMA = 1
+RESULTS_SCHEMA = 2
+BENCH_DEFAULTS = {
+    "sequence_length": 128, "batch_size": 1, "threads": [1, 2, 4], "pytorch_threads": [1, 2],
+    "warmup": 3, "min_repeats": 10, "max_repeats": 300, "time_cap_s": 4.0,
+    "sequence_sweep": [32, 64, 128, 256, 512], "batch_sweep": [1, 2, 4, 8], "sweep_threads": 1,
+    "cold_start_repeats": 3, "tokenization_examples": 200, "architecture_check": True,
+}
+MEASURED_HERE = "measured here"
+
+
+RETIRED_KEYS = ("repeats",)  # older recipes: replaced by min/max repeats and the interval target
+
+
+def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None) -> dict:
+    given = {k: v for k, v in (recipe.get("bench") or {}).items() if k not in RETIRED_KEYS}
+    unknown = sorted(set(given) - set(BENCH_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown bench setting(s) {', '.join(unknown)} in the recipe: "
+                          f"use {', '.join(sorted(BENCH_DEFAULTS))}")
+    cfg = {**BENCH_DEFAULTS, **given}
+    for key in ("threads", "pytorch_threads", "sequence_sweep", "batch_sweep"):
+        if not cfg[key] or not all(isinstance(v, int) and v > 0 for v in cfg[key]):
+            raise ConfigError(f"bench.{key} must be a list of positive integers (got {cfg[key]})")
+    if threads:
+        cfg["threads"] = threads
+    if time_cap_s:
+        cfg["time_cap_s"] = time_cap_s
+    return cfg
 
 
 def _model_summary(config: dict) -> dict:
     return {k: config.get(k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")}
 
 
-def comparisons(measurements: list[dict], sizes: dict) -> list[dict]:
-    """Student against BERT-base for each precision and thread count measured for both."""
-    by_key = {(m["model"], m["precision"], m["threads"]): m for m in measurements}
-    rows = []
-    for (model, precision, threads), student in by_key.items():
-        if model != "student" or ("bert-base", precision, threads) not in by_key:
-            continue
-        bert = by_key[("bert-base", precision, threads)]
-        ratio = student["median_ms"] / bert["median_ms"]
-        rows.append({
-            "precision": precision, "threads": threads,
-            "student_median_ms": student["median_ms"], "bert_base_median_ms": bert["median_ms"],
-            "latency_ratio": ratio,
-            "percent_faster": 100.0 * (bert["median_ms"] / student["median_ms"] - 1.0),
-            "size_ratio": sizes["bert-base"][precision] / sizes["student"][precision],
-        })
-    return sorted(rows, key=lambda r: (r["precision"], r["threads"]))
+def _artifact_format(name: str) -> str:
+    return "mlpackage" if name.endswith(".mlpackage") else "ort" if name.endswith(".ort") else "onnx"
+
+
+class Bench:
+    """Runs the measurement plan; every row carries its full setting so results can be compared later."""
+
+    def __init__(self, task, cfg: dict, vocab_size: int):
+        self.task, self.cfg, self.vocab_size = task, cfg, vocab_size
+        self.rows: dict[tuple, dict] = {}
+
+    def inputs(self, batch: int, length: int) -> dict:
+        return synthetic_inputs(list(self.task.input_names), batch, length, self.vocab_size)
+
+    def measure(self, model: str, runner: Runner, batch: int, length: int, sweep: str) -> dict:
+        key = (model, runner.runtime, runner.model_format, runner.precision, runner.threads, runner.compute_units,
+               batch, length)
+        if key in self.rows:
+            return self.rows[key]
+        inputs = self.inputs(batch, length)
+        run = runner.load(self.task)
+        stats = measure_until_stable(lambda: run(inputs), self.cfg["warmup"], self.cfg["min_repeats"],
+                                     self.cfg["max_repeats"], self.cfg["time_cap_s"])
+        row = {"model": model, "runtime": runner.runtime, "model_format": runner.model_format,
+               "precision": runner.precision, "threads": runner.threads, "compute_units": runner.compute_units,
+               "batch": batch, "sequence_length": length, "tokenization": "excluded", "sweep": sweep,
+               "device": derive.HOST, "source": MEASURED_HERE, **stats.to_dict()}
+        self.rows[key] = row
+        return row
+
+
+def _runners(files: dict, threads: list[int], pytorch_threads: list[int]) -> list[tuple[str, Runner]]:
+    """The headline plan: every model on every runtime and setting that applies to it."""
+    plan = []
+    for model, fs in files.items():
+        for t in threads:
+            for precision in ("fp32", "int8"):
+                if f"onnx-{precision}" in fs:
+                    plan.append((model, Runner("onnxruntime", "onnx", fs[f"onnx-{precision}"], precision, threads=t)))
+            if "ort-int8" in fs:
+                plan.append((model, Runner("onnxruntime", "ort", fs["ort-int8"], "int8", threads=t)))
+        if "pytorch-fp32" in fs:
+            plan += [(model, Runner("pytorch", "pytorch", fs["pytorch-fp32"], "fp32", threads=t)) for t in pytorch_threads]
+        if "mlpackage-fp16" in fs:
+            plan += [(model, Runner("coreml", "mlpackage", fs["mlpackage-fp16"], "fp16", compute_units=cu))
+                     for cu in COREML_COMPUTE_UNITS]
+    return plan
+
+
+def _files_entry(fs: dict) -> dict:
+    return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
+
+
+def collect_imports(run_dir: Path) -> list[dict]:
+    folder = Path(run_dir) / BENCH_IMPORTS_DIR
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
 def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | None = None,
-              threads: list[int] | None = None, repeats: int | None = None) -> tuple[Path, dict]:
+              threads: list[int] | None = None, time_cap_s: float | None = None) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, BENCH_DIR, overwrite)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    student_manifest = read_manifest(student_dir)
-    export_manifest = read_manifest(export_dir)
-    recipe = student_manifest["config"]["recipe"]
-    cfg = recipe.get("bench", {})
-    threads = threads or list(cfg.get("threads", [1, 2]))
-    repeats = repeats or int(cfg.get("repeats", 30))
-    warmup = int(cfg.get("warmup", 5))
-    seq_len, batch = int(cfg.get("sequence_length", 128)), int(cfg.get("batch_size", 1))
+    student_manifest, export_manifest = read_manifest(student_dir), read_manifest(export_dir)
+    cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s)
+    seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])
     student_config = json.loads((export_dir / MODEL_CONFIG).read_text())
-    if seq_len > student_config.get("max_position_embeddings", seq_len):
-        raise RunDirError(f"bench sequence length {seq_len} exceeds the student's positions: lower bench.sequence_length")
+    max_positions = student_config.get("max_position_embeddings", seq_len)
+    if seq_len > max_positions:
+        raise RunDirError(f"bench sequence length {seq_len} exceeds the student's {max_positions} positions: "
+                          "lower bench.sequence_length")
     labels = json.loads((export_dir / LABELS).read_text())
     task = make_task(export_manifest["config"]["task"], labels)
+    seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])})
+    batch_sweep = sorted(set(cfg["batch_sweep"]))
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
-        ref_files, ref_describe = reference.reference_onnx(task, reference_source)
-        files = {"student": {"fp32": export_dir / ONNX_FP32, "int8": export_dir / ONNX_INT8}, "bert-base": ref_files}
-        sizes = {m: {p: path_size(f) for p, f in fs.items()} for m, fs in files.items()}
-        inputs = latency.synthetic_inputs(list(task.input_names), batch, seq_len, student_config["vocab_size"])
-        plan = [(m, p, t) for t in threads for p in ("fp32", "int8") for m in ("student", "bert-base")]
-        measurements = []
-        for model, precision, n_threads in tqdm(plan, desc="bench", unit="model"):
-            session = ort_session(files[model][precision], threads=n_threads)
-            stats = latency.time_session(session, inputs, warmup, repeats)
-            measurements.append({"model": model, "precision": precision, "threads": n_threads, **stats.to_dict()})
+        progress = tqdm(total=6, desc="bench: exporting reference models", unit="step", leave=False)
+        bert_dir, bert_describe = reference.bert_base(task, reference_source)
+        progress.update()
+        models = {
+            derive.STUDENT: {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
+                             "parameters": student_manifest["metrics"].get("parameters")},
+            derive.BERT_BASE: {"description": bert_describe, **_model_summary(reference.BERT_BASE_CONFIG)},
+        }
+        mlpackage = export_dir / coreml_package_name(task.name)
+        files = {
+            derive.STUDENT: {"onnx-fp32": export_dir / ONNX_FP32, "onnx-int8": export_dir / ONNX_INT8,
+                             "ort-int8": export_dir / ORT_MODEL, "pytorch-fp32": student_dir,
+                             **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {})},
+            derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
+                               "pytorch-fp32": bert_dir / reference.PYTORCH_DIR},
+        }
+        teacher_dir = Path(run_dir) / TEACHER_DIR
+        teacher_config = json.loads((teacher_dir / MODEL_CONFIG).read_text()) if teacher_dir.is_dir() else None
+        if teacher_config and _model_summary(teacher_config) != _model_summary(reference.BERT_BASE_CONFIG):
+            t_dir, t_describe = reference.teacher(task, teacher_dir, sha256_of(teacher_dir))
+            models[derive.TEACHER] = {"description": t_describe, **_model_summary(teacher_config)}
+            files[derive.TEACHER] = {"onnx-fp32": t_dir / ONNX_FP32, "onnx-int8": t_dir / ONNX_INT8,
+                                     "pytorch-fp32": teacher_dir}
+        progress.update()
+        if cfg["architecture_check"]:
+            half_dir, half_describe = reference.half_depth_student(task)
+            models[derive.HALF_DEPTH] = {"description": half_describe,
+                                         **_model_summary({**reference.BERT_BASE_CONFIG,
+                                                           "num_hidden_layers": reference.HALF_DEPTH_LAYERS})}
+            files[derive.HALF_DEPTH] = {"onnx-fp32": half_dir / ONNX_FP32}
+        progress.update()
+        for name, fs in files.items():
+            models[name]["files"] = _files_entry(fs)
+
+        bench = Bench(task, cfg, student_config["vocab_size"])
+        headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
+        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"])
+        runners_status = []
+        for model, runner in plan:
+            reason = runner.unavailable_reason()
+            runners_status.append({"model": model, "runner": runner.label(), "runtime": runner.runtime,
+                                   "available": reason is None, "reason": reason})
+        runnable = [(m, r) for m, r in plan if r.unavailable_reason() is None]
+        sweep_runners = {
+            (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg["sweep_threads"])
+            for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}
+        progress.close()
+
+        work = [("headline", m, r, batch, seq_len) for m, r in runnable]
+        if derive.HALF_DEPTH in files:
+            work.append(("headline", derive.HALF_DEPTH,
+                         Runner("onnxruntime", "onnx", files[derive.HALF_DEPTH]["onnx-fp32"], "fp32", threads=1),
+                         batch, seq_len))
+        work += [("sequence", m, r, batch, s) for (m, _), r in sweep_runners.items() for s in seq_sweep]
+        work += [("batch", m, r, b, seq_len) for (m, p), r in sweep_runners.items() if p == "fp32" for b in batch_sweep]
+        for sweep, model, runner, b, s in tqdm(work, desc="bench: latency", unit="config"):
+            bench.measure(model, runner, b, s, sweep)
+
+        cold = []
+        cold_plan = [(m, r) for m, r in runnable if r.threads in (None, min(cfg["threads"]), min(cfg["pytorch_threads"]))]
+        inputs = bench.inputs(batch, seq_len)
+        for model, runner in tqdm(cold_plan, desc="bench: cold start", unit="runner"):
+            samples = [cold_start(runner, task, inputs) for _ in range(int(cfg["cold_start_repeats"]))]
+            median = {k: sorted(s[k] for s in samples)[len(samples) // 2] for k in samples[0]}
+            cold.append({"model": model, "runtime": runner.runtime, "model_format": runner.model_format,
+                         "precision": runner.precision, "threads": runner.threads,
+                         "compute_units": runner.compute_units, "repeats": len(samples), **median})
+
+        tokenization = _tokenization_rows(bench, export_dir, student_manifest, files[derive.STUDENT], seq_len,
+                                          int(cfg["tokenization_examples"]))
+
+        costs = _graph_costs(bench, files, batch, seq_len, seq_sweep, batch_sweep)
+        host_info = host.host_info()
+        thread_counts = sorted({*cfg["threads"], *cfg["pytorch_threads"], cfg["sweep_threads"]})
+        phone_profiles = profiles.load_profiles()
         student_metrics = student_manifest["metrics"]
         primary = student_metrics["primary_metric"]
-        parity = export_manifest["metrics"]["parity"]
+        sizes = export_manifest["metrics"]["sizes_bytes"]
         results = {
             "schema": RESULTS_SCHEMA,
-            "kind": "measured",
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "run": str(run_dir),
             "git_commit": git_commit(),
             "versions": package_versions(),
-            "host": host.host_info(),
-            "runtime": {"name": "onnxruntime", "provider": "CPUExecutionProvider"},
-            "protocol": {"batch_size": batch, "sequence_length": seq_len, "threads": threads, "warmup": warmup,
-                         "repeats": repeats, "inputs": "random in-vocabulary token ids, full attention"},
-            "models": {
-                "student": {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
-                            "parameters": student_metrics.get("parameters"),
-                            "files": {p: {"path": str(f), "size_bytes": sizes["student"][p]} for p, f in files["student"].items()}},
-                "bert-base": {"description": ref_describe, **_model_summary(reference.BERT_BASE_CONFIG),
-                              "files": {p: {"path": str(f), "size_bytes": sizes["bert-base"][p]} for p, f in ref_files.items()}},
-            },
+            "host": host_info,
+            "host_profile": profiles.measure_host(thread_counts, host_info["cpu"]),
+            "profiles": {k: profiles.resolve_sources(p, phone_profiles["sources"])
+                         for k, p in phone_profiles["devices"].items()},
+            "protocol": {"batch_size": batch, "sequence_length": seq_len, "threads": cfg["threads"],
+                         "pytorch_threads": cfg["pytorch_threads"], "warmup": cfg["warmup"],
+                         "min_repeats": cfg["min_repeats"], "max_repeats": cfg["max_repeats"],
+                         "time_cap_s": cfg["time_cap_s"], "interval": "95 % order-statistic interval of the median",
+                         "target_relative_half_width": 0.02, "sequence_sweep": seq_sweep, "batch_sweep": batch_sweep,
+                         "sweep_threads": cfg["sweep_threads"], "cold_start_repeats": cfg["cold_start_repeats"],
+                         "inputs": "random in-vocabulary token ids, full attention"},
+            "models": models,
+            "runners": runners_status,
             "accuracy": {
                 "metric": primary,
                 "eval_set": f"{student_manifest['config']['dataset']} eval ({student_metrics['eval']['n_examples']} examples)",
@@ -114,13 +263,99 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                 "teacher": student_metrics["teacher_eval"][primary],
                 "fraction_of_teacher_kept": student_metrics["fraction_of_teacher_kept"],
                 "exported": {name: {"value": r["metrics"].get(primary), "agreement_with_student": r["agreement"],
-                                    "n_examples": r["n_examples"], "runtime": r["runtime"]} for name, r in parity.items()},
+                                    "n_examples": r["n_examples"], "runtime": r["runtime"],
+                                    "precision": r["precision"], "model_format": _artifact_format(name),
+                                    "size_bytes": sizes.get(name)}
+                             for name, r in export_manifest["metrics"]["parity"].items()},
             },
-            "measurements": measurements,
-            "comparisons": comparisons(measurements, sizes),
+            "measurements": list(bench.rows.values()) + tokenization + collect_imports(run_dir),
+            "cold_start": cold,
+            "graph_costs": costs,
         }
+        derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)
         (out / BENCH_RESULTS).write_text(json.dumps(results, indent=2) + "\n")
-        report.write_report(out / BENCH_RESULTS, out / BENCH_REPORT, out / BENCH_PLOT)
-    final = Path(run_dir) / BENCH_DIR
-    return final, results
+        report.write_reports(out / BENCH_RESULTS, out)
+    return Path(run_dir) / BENCH_DIR, results
+
+
+def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, student_files: dict, seq_len: int,
+                       n_examples: int) -> list[dict]:
+    """Tokenizer alone, and tokenizer plus the student, on real eval texts (one example per call, as in an app)."""
+    texts = eval_texts(student_manifest, bench.task, n_examples)
+    if not texts:
+        return []
+    tokenize = tokenizer_runner(export_dir, seq_len)
+    rows = []
+    cycle = {"i": 0}
+
+    def next_text():
+        cycle["i"] = (cycle["i"] + 1) % len(texts)
+        return texts[cycle["i"]]
+
+    stats = measure_until_stable(lambda: tokenize(next_text()), bench.cfg["warmup"], bench.cfg["min_repeats"],
+                                 bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
+    base = {"runtime": "tokenizers", "model_format": "tokenizer.json", "threads": 1, "compute_units": None,
+            "batch": 1, "sequence_length": seq_len, "sweep": "tokenization", "device": derive.HOST,
+            "source": MEASURED_HERE}
+    rows.append({**base, "model": "tokenizer", "precision": "-", "tokenization": "only", **stats.to_dict()})
+    for precision in ("fp32", "int8"):
+        run = Runner("onnxruntime", "onnx", student_files[f"onnx-{precision}"], precision, threads=1).load(bench.task)
+        stats = measure_until_stable(lambda run=run: run(tokenize(next_text())), bench.cfg["warmup"],
+                                     bench.cfg["min_repeats"],
+                                     bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
+        rows.append({**base, "model": derive.STUDENT, "runtime": "onnxruntime", "model_format": "onnx",
+                     "precision": precision, "tokenization": "included", **stats.to_dict()})
+    return rows
+
+
+def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep: list[int],
+                 batch_sweep: list[int]) -> dict:
+    """FLOPs and bytes per model at the headline shape, and per shape for the swept models."""
+    def cost(model: str, b: int, s: int) -> dict:
+        counted = graph_cost.count_graph_cost(files[model]["onnx-fp32"], bench.inputs(b, s))
+        weights = {"fp32": counted.weight_bytes}
+        if "onnx-int8" in files[model]:
+            weights["int8"] = graph_cost.weight_bytes(files[model]["onnx-int8"])
+        return {"flops": counted.flops, "matmul_flops": counted.matmul_flops, "io_bytes": counted.io_bytes,
+                "activation_bytes": counted.activation_bytes, "weight_bytes": weights}
+
+    jobs = [(m, batch, seq_len) for m in files]
+    jobs += [(m, batch, s) for m in (derive.STUDENT, derive.BERT_BASE) for s in seq_sweep]
+    jobs += [(m, b, seq_len) for m in (derive.STUDENT, derive.BERT_BASE) for b in batch_sweep]
+    by_shape: dict[str, dict] = {}
+    for model, b, s in tqdm(sorted(set(jobs)), desc="bench: counting FLOPs", unit="graph"):
+        by_shape.setdefault(model, {})[f"{b}x{s}"] = cost(model, b, s)
+    return {"headline": {m: shapes[f"{batch}x{seq_len}"] for m, shapes in by_shape.items()}, "by_shape": by_shape}
+
+
+def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
+                             sequence_length: int | None) -> tuple[Path, Path | None]:
+    """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
+    import os
+
+    from pocketbert.mobile_bench.phone_import import import_phone_file
+
+    results_path = Path(run_dir) / BENCH_DIR / BENCH_RESULTS
+    existing = json.loads(results_path.read_text()) if results_path.is_file() else None
+    if sequence_length is None:
+        if existing is None:
+            raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
+        sequence_length = existing["protocol"]["sequence_length"]
+    row = import_phone_file(file, device_key, model, precision, batch, sequence_length)
+    name = f"{device_key}-{model}-{row['compute_units'].lower()}-{precision}-b{batch}-s{sequence_length}.json"
+    imports = Path(run_dir) / BENCH_IMPORTS_DIR
+    imports.mkdir(parents=True, exist_ok=True)
+    target = imports / name
+    partial = imports / f".{name}.tmp-{os.getpid()}"  # renamed into place: a killed import leaves no half file
+    partial.write_text(json.dumps(row, indent=2) + "\n")
+    os.replace(partial, target)
+    if existing is None:
+        return target, None
+    existing["measurements"] = [m for m in existing["measurements"] if m.get("device", derive.HOST) == derive.HOST]
+    existing["measurements"] += collect_imports(run_dir)
+    derive.derive(existing)
+    with staged_output(run_dir, BENCH_DIR, overwrite=True) as out:
+        (out / BENCH_RESULTS).write_text(json.dumps(existing, indent=2) + "\n")
+        report.write_reports(out / BENCH_RESULTS, out)
+    return target, Path(run_dir) / BENCH_DIR

@@ -1,23 +1,157 @@
-"""Latency statistics, the student/BERT-base comparison and the report rendered from results."""
+"""What the report states, derived from synthetic results: comparisons, estimates, checks, and both renderings."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
-from pocketbert.mobile_bench.latency import summarize, synthetic_inputs
-from pocketbert.mobile_bench.report import headline, headline_sentence, write_report
-from pocketbert.mobile_bench.run import comparisons
+from pocketbert.mobile_bench import derive, profiles
+from pocketbert.mobile_bench.latency import synthetic_inputs
+from pocketbert.mobile_bench.report import headline, headline_sentence, write_reports
+
+HEADLINE = dict(batch=1, sequence_length=128)
 
 
-def test_summarize():
-    stats = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
-    assert stats.median_ms == 3.0 and stats.min_ms == 1.0 and stats.mean_ms == 3.0
-    assert stats.p90_ms == pytest.approx(4.6)
-    with pytest.raises(ValueError):
-        summarize([])
+def measurement(model, median, precision="fp32", threads=1, runtime="onnxruntime", fmt="onnx", **shape):
+    return {"model": model, "runtime": runtime, "model_format": fmt, "precision": precision, "threads": threads,
+            "compute_units": None, **HEADLINE, **shape, "tokenization": "excluded", "sweep": "headline",
+            "device": "host", "source": "measured here", "median_ms": median, "ci_low_ms": median * 0.99,
+            "ci_high_ms": median * 1.01, "ci_relative_half_width": 0.01, "p90_ms": median * 1.05,
+            "mean_ms": median, "min_ms": median * 0.98, "repeats": 12, "converged": True,
+            "stop_reason": "interval within target"}
+
+
+def cost(gflops, fp32_mb, int8_mb=None):
+    weights = {"fp32": fp32_mb * 1e6, **({"int8": int8_mb * 1e6} if int8_mb else {})}
+    return {"flops": gflops * 1e9, "matmul_flops": gflops * 0.99e9, "io_bytes": 2048, "activation_bytes": 4e7,
+            "weight_bytes": weights}
+
+
+def synthetic_results() -> dict:
+    data = profiles.load_profiles()
+    models = {}
+    for name, layers, hidden, sizes in (("student", 3, 384, {"onnx-fp32": 70e6, "onnx-int8": 23e6}),
+                                        ("bert-base", 12, 768, {"onnx-fp32": 438e6, "onnx-int8": 195e6}),
+                                        ("teacher", 6, 384, {"onnx-fp32": 91e6, "onnx-int8": 34e6}),
+                                        ("half-depth", 6, 768, {"onnx-fp32": 268e6})):
+        models[name] = {"description": name, "num_hidden_layers": layers, "hidden_size": hidden,
+                        "num_attention_heads": 12, "intermediate_size": 4 * hidden,
+                        "files": {k: {"path": f"{name}/{k}", "size_bytes": int(v)} for k, v in sizes.items()}}
+    measurements = [measurement("student", 8.0), measurement("bert-base", 114.0), measurement("teacher", 16.0),
+                    measurement("half-depth", 57.0), measurement("student", 5.0, "int8"),
+                    measurement("bert-base", 69.0, "int8"), measurement("student", 2.0, sequence_length=32),
+                    measurement("bert-base", 40.0, sequence_length=32)]
+    headline_costs = {"student": cost(1.45, 69.6, 22.8), "bert-base": cost(22.45, 437.5, 194.7),
+                      "teacher": cost(2.9, 90.9, 33.5), "half-depth": cost(11.23, 267.6)}
+    return {
+        "created": "2026-11-21T00:00:00", "git_commit": "abc", "wall_time_s": 1.0,
+        "versions": {"onnxruntime": "1.31.1", "torch": "2.13.0"},
+        "host": {"cpu": "Test CPU", "cores": 2, "os": "Linux", "machine": "x86_64", "isa_flags": ["avx2"]},
+        "host_profile": {"name": "this host", "memory_bandwidth_gbs": {"value": 40.0, "source": ["measured"],
+                                                                      "derivation": "copy"},
+                         "compute": {"cpu": {"fp32": {"peak_gflops": 400.0, "per_thread_count": {"1": 200.0},
+                                                      "source": ["measured"], "derivation": "matmul"}}}},
+        "profiles": {k: profiles.resolve_sources(p, data["sources"]) for k, p in data["devices"].items()},
+        "protocol": {"batch_size": 1, "sequence_length": 128, "threads": [1], "pytorch_threads": [1], "warmup": 3,
+                     "min_repeats": 10, "max_repeats": 300, "time_cap_s": 4.0, "interval": "95 % interval",
+                     "target_relative_half_width": 0.02, "sequence_sweep": [32, 128], "batch_sweep": [1],
+                     "sweep_threads": 1, "cold_start_repeats": 3, "inputs": "random ids"},
+        "models": models,
+        "runners": [{"model": "student", "runner": "coreml mlpackage fp16, ALL", "runtime": "coreml",
+                     "available": False, "reason": "Core ML predictions need macOS; this host runs Linux"}],
+        "accuracy": {"metric": "accuracy", "eval_set": "sst2 eval (872 examples)", "student": 0.868, "teacher": 0.882,
+                     "fraction_of_teacher_kept": 0.868 / 0.882,
+                     "exported": {"model.onnx": {"value": 0.868, "agreement_with_student": 1.0, "n_examples": 872,
+                                                 "runtime": "onnxruntime", "precision": "fp32", "model_format": "onnx",
+                                                 "size_bytes": 70_000_000},
+                                  "Model.mlpackage": {"value": 0.89, "agreement_with_student": 1.0, "n_examples": 100,
+                                                      "runtime": "MIL interpreter", "precision": "fp16",
+                                                      "model_format": "mlpackage", "size_bytes": 35_000_000}}},
+        "measurements": measurements,
+        "cold_start": [{"model": "student", "runtime": "onnxruntime", "model_format": "onnx", "precision": "fp32",
+                        "threads": 1, "compute_units": None, "repeats": 3, "load_ms": 30.0,
+                        "first_inference_ms": 9.0, "total_ms": 39.0}],
+        "graph_costs": {"headline": headline_costs,
+                        "by_shape": {m: {"1x128": c} for m, c in headline_costs.items()}},
+    }
+
+
+def test_measured_comparisons_against_bert_base_and_teacher():
+    results = derive.derive(synthetic_results())
+    rows = {(c["baseline"], c["precision"]): c for c in results["comparisons"]}
+    bert = rows[("bert-base", "fp32")]
+    assert bert["latency_ratio"] == pytest.approx(8 / 114) and bert["percent_faster"] == pytest.approx(1325.0)
+    assert bert["size_ratio"] == pytest.approx(438 / 70)
+    assert rows[("teacher", "fp32")]["percent_faster"] == pytest.approx(100.0)
+    assert rows[("bert-base", "int8")]["size_ratio"] == pytest.approx(195 / 23)
+    assert all(c["kind"] == "measured" for c in results["comparisons"])
+    # sequence-32 rows are sweep points, not headline comparisons
+    assert len([c for c in results["comparisons"] if c["baseline"] == "bert-base"]) == 2
+
+
+def test_estimated_comparisons_cover_every_phone_and_unit():
+    results = derive.derive(synthetic_results())
+    est = results["estimated_comparisons"]
+    assert {e["device"] for e in est} == {"iphone-7-plus", "iphone-13", "iphone-15-pro", "pixel-8"}
+    ane = next(e for e in est if e["device"] == "iphone-15-pro" and e["compute_unit"] == "neural_engine"
+               and e["baseline"] == "bert-base")
+    assert all(e["kind"] == "estimated" for e in est)
+    floors = {e["model"]: e for e in results["estimates"]["devices"]
+              if e["device"] == "iphone-15-pro" and e["compute_unit"] == "neural_engine"}
+    assert ane["latency_ratio"] == pytest.approx(floors["student"]["floor_ms"] / floors["bert-base"]["floor_ms"])
+    # BERT-base fp16 on a 51.2 GB/s phone: 219 MB of weights take at least 4.27 ms
+    assert floors["bert-base"]["floor_ms"] == pytest.approx((437.5e6 / 2 + 2048) / 51.2e9 * 1e3)
+
+
+def test_architecture_check_and_host_floors():
+    results = derive.derive(synthetic_results())
+    check = results["architecture_check"]
+    assert check["latency_ratio"] == pytest.approx(57 / 114) and check["passes"]
+    assert check["flop_ratio"] == pytest.approx(11.23 / 22.45)
+    host = {(e["model"], e["precision"]): e for e in results["estimates"]["host"]}
+    assert ("student", "int8") not in host  # an fp32 peak is no floor for int8 kernels
+    assert host[("student", "fp32")]["floor_ms"] == pytest.approx(1.45e9 / 200e9 * 1e3)
+    assert host[("student", "fp32")]["measured_over_floor"] == pytest.approx(8.0 / 7.25)
+
+
+def test_phone_measurement_sits_beside_its_floor():
+    raw = synthetic_results()
+    raw["measurements"].append({**measurement("student", 3.4, "fp16", threads=None, runtime="coreml",
+                                              fmt="mlpackage"), "compute_units": "ALL", "device": "iphone-15-pro",
+                                "source": "imported"})
+    results = derive.derive(raw)
+    row = next(e for e in results["estimates"]["devices"] if e["device"] == "iphone-15-pro"
+               and e["model"] == "student" and e["compute_unit"] == "neural_engine")
+    assert row["measured_ms"] == 3.4 and row["measured_over_floor"] == pytest.approx(3.4 / row["floor_ms"])
+
+
+def test_headline_sentence():
+    results = derive.derive(synthetic_results())
+    assert headline(results)["percent_of_teacher_kept"] == pytest.approx(98.41, abs=0.01)
+    assert headline_sentence(results).startswith(
+        "The student is 1325 % faster and 6.3× smaller than BERT-base and keeps 98.4 % of its teacher's accuracy")
+
+
+def test_reports_render_from_results_json_alone(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(derive.derive(synthetic_results())))
+    written = write_reports(path, tmp_path)
+    md, page = written["markdown"].read_text(), written["html"].read_text()
+    sentence = headline_sentence(json.loads(path.read_text()))
+    assert sentence in md and sentence.replace("'", "&#x27;") in page
+    for section in ("— measured", "— estimated for phones", "Architecture check", "Cold start", "Roofline estimates",
+                    "Runners that cannot run here", "Device profiles and their sources"):
+        assert section in md and section in page
+    assert "Core ML predictions need macOS" in md
+    assert "| iPhone 15 Pro | bert-base | neural_engine | fp16 |" in md
+    # self-contained: every image inline, nothing fetched from elsewhere
+    images = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert images and all(src.startswith("data:image/png;base64,") for src in images)
+    assert not re.search(r'(src|href)="https?://', page)
+    assert (tmp_path / "latency.png").stat().st_size > 10_000 and (tmp_path / "roofline.png").is_file()
 
 
 def test_synthetic_inputs_are_real_token_ids():
@@ -26,55 +160,3 @@ def test_synthetic_inputs_are_real_token_ids():
     assert inputs["input_ids"].min() >= 1000 and inputs["input_ids"].max() < 30522
     assert inputs["attention_mask"].all()
     assert set(np.unique(inputs["token_type_ids"])) == {0, 1}
-
-
-def synthetic_results():
-    measurements = [
-        {"model": "student", "precision": "fp32", "threads": 1, "median_ms": 40.0, "p90_ms": 44.0},
-        {"model": "bert-base", "precision": "fp32", "threads": 1, "median_ms": 150.0, "p90_ms": 160.0},
-        {"model": "student", "precision": "int8", "threads": 1, "median_ms": 10.0, "p90_ms": 11.0},
-        {"model": "bert-base", "precision": "int8", "threads": 1, "median_ms": 40.0, "p90_ms": 41.0},
-    ]
-    sizes = {"student": {"fp32": 70_000_000, "int8": 18_000_000}, "bert-base": {"fp32": 438_000_000, "int8": 110_000_000}}
-    models = {name: {"description": name, "num_hidden_layers": 3, "hidden_size": 384, "num_attention_heads": 12,
-                     "intermediate_size": 1536,
-                     "files": {p: {"path": f"{p}.onnx", "size_bytes": s} for p, s in sizes[name].items()}}
-              for name in sizes}
-    return {
-        "protocol": {"batch_size": 1, "sequence_length": 128, "threads": [1], "warmup": 1, "repeats": 3,
-                     "inputs": "random ids"},
-        "host": {"cpu": "Test CPU", "cores": 2, "os": "Linux", "isa_flags": ["avx2"]},
-        "versions": {"onnxruntime": "1.31.1"},
-        "models": models,
-        "accuracy": {"metric": "accuracy", "eval_set": "sst2 eval (872 examples)", "student": 0.88, "teacher": 0.90,
-                     "fraction_of_teacher_kept": 0.88 / 0.90,
-                     "exported": {"model.onnx": {"value": 0.88, "agreement_with_student": 1.0, "n_examples": 872,
-                                                 "runtime": "onnxruntime"}}},
-        "measurements": measurements,
-        "comparisons": comparisons(measurements, sizes),
-    }
-
-
-def test_comparisons_arithmetic():
-    rows = {r["precision"]: r for r in synthetic_results()["comparisons"]}
-    assert rows["fp32"]["latency_ratio"] == pytest.approx(40 / 150)
-    assert rows["fp32"]["percent_faster"] == pytest.approx(275.0)
-    assert rows["fp32"]["size_ratio"] == pytest.approx(438 / 70)
-    assert rows["int8"]["percent_faster"] == pytest.approx(300.0)
-
-
-def test_headline_uses_fp32_and_accuracy_kept():
-    results = synthetic_results()
-    h = headline(results)
-    assert h["precision"] == "fp32" and h["percent_of_teacher_kept"] == pytest.approx(97.78, abs=0.01)
-    sentence = headline_sentence(results)
-    assert sentence.startswith("The student is 275 % faster and 6.3× smaller than BERT-base and keeps 97.8 %")
-
-
-def test_report_renders_from_results_json(tmp_path):
-    results_path = tmp_path / "results.json"
-    results_path.write_text(json.dumps(synthetic_results()))
-    write_report(results_path, tmp_path / "report.md", tmp_path / "latency.png")
-    text = (tmp_path / "report.md").read_text()
-    assert "275 % faster" in text and "| fp32 | 1 | 40.0 | 150.0 | 0.267 |" in text
-    assert (tmp_path / "latency.png").stat().st_size > 10_000

@@ -1,0 +1,97 @@
+"""Runners: one way of executing a model (runtime, file format, threads or compute units).
+
+Each runner says whether it can run on this machine; one that cannot says why, and the report shows it.
+`load()` returns a callable running one inference on prepared inputs; loading and the first inference are
+timed apart from the steady state (cold start).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+COREML_COMPUTE_UNITS = ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL")
+
+
+@dataclass
+class Runner:
+    runtime: str  # onnxruntime | pytorch | coreml
+    model_format: str  # onnx | ort | pytorch | mlpackage
+    path: Path
+    precision: str
+    threads: int | None = None
+    compute_units: str | None = None
+
+    def unavailable_reason(self) -> str | None:
+        if self.runtime == "coreml" and platform.system() != "Darwin":
+            return f"Core ML predictions need macOS; this host runs {platform.system()}"
+        if not Path(self.path).exists():
+            return f"{self.path} does not exist"
+        return None
+
+    def label(self) -> str:
+        setting = f"{self.threads} thread{'s' if self.threads != 1 else ''}" if self.threads else self.compute_units
+        return f"{self.runtime} {self.model_format} {self.precision}, {setting}"
+
+    def load(self, task) -> Callable[[dict], object]:
+        if self.runtime == "onnxruntime":
+            return _load_ort(self.path, self.threads or 1)
+        if self.runtime == "pytorch":
+            return _load_torch(self.path, task, self.threads or 1)
+        if self.runtime == "coreml":
+            return _load_coreml(self.path, self.compute_units or "ALL")
+        raise ValueError(f"unknown runtime {self.runtime}")
+
+
+def _load_ort(path: Path, threads: int):
+    from pocketbert.export.onnx_export import ort_session
+
+    session = ort_session(path, threads=threads)
+    names = {i.name for i in session.get_inputs()}
+
+    def run(inputs: dict):
+        return session.run(None, {k: v for k, v in inputs.items() if k in names})
+
+    return run
+
+
+def _load_torch(path: Path, task, threads: int):
+    import torch
+
+    from pocketbert.train.models import load_for_task
+
+    torch.set_num_threads(threads)
+    model = load_for_task(str(path), task).eval()
+
+    def run(inputs: dict):
+        with torch.inference_mode():
+            return model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+
+    return run
+
+
+def _load_coreml(path: Path, compute_units: str):
+    from pocketbert.export.coreml import import_coremltools
+
+    ct = import_coremltools()
+    model = ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
+
+    def run(inputs: dict):
+        return model.predict({k: v.astype(np.int32) for k, v in inputs.items()})
+
+    return run
+
+
+def cold_start(runner: Runner, task, inputs: dict) -> dict:
+    """Load plus first inference, timed apart, in a fresh runtime object."""
+    t0 = time.perf_counter()
+    run = runner.load(task)
+    t1 = time.perf_counter()
+    run(inputs)
+    t2 = time.perf_counter()
+    return {"load_ms": (t1 - t0) * 1000.0, "first_inference_ms": (t2 - t1) * 1000.0, "total_ms": (t2 - t0) * 1000.0}
