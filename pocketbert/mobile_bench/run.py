@@ -112,7 +112,8 @@ class Bench:
         return row
 
 
-def _runners(files: dict, threads: list[int], pytorch_threads: list[int]) -> list[tuple[str, Runner]]:
+def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
+             coreml_max_sequence: int | None) -> list[tuple[str, Runner]]:
     """The headline plan: every model on every runtime and setting that applies to it."""
     plan = []
     for model, fs in files.items():
@@ -125,8 +126,8 @@ def _runners(files: dict, threads: list[int], pytorch_threads: list[int]) -> lis
         if "pytorch-fp32" in fs:
             plan += [(model, Runner("pytorch", "pytorch", fs["pytorch-fp32"], "fp32", threads=t)) for t in pytorch_threads]
         if "mlpackage-fp16" in fs:
-            plan += [(model, Runner("coreml", "mlpackage", fs["mlpackage-fp16"], "fp16", compute_units=cu))
-                     for cu in COREML_COMPUTE_UNITS]
+            plan += [(model, Runner("coreml", "mlpackage", fs["mlpackage-fp16"], "fp16", compute_units=cu,
+                                    max_sequence=coreml_max_sequence)) for cu in COREML_COMPUTE_UNITS]
     return plan
 
 
@@ -195,13 +196,14 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
 
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
-        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"])
+        export_max = export_manifest["config"].get("max_length")
+        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"], export_max)
         runners_status = []
         for model, runner in plan:
-            reason = runner.unavailable_reason()
+            reason = runner.unavailable_reason(batch, seq_len)
             runners_status.append({"model": model, "runner": runner.label(), "runtime": runner.runtime,
                                    "available": reason is None, "reason": reason})
-        runnable = [(m, r) for m, r in plan if r.unavailable_reason() is None]
+        runnable = [(m, r) for m, r in plan if r.unavailable_reason(batch, seq_len) is None]
         sweep_runners = {
             (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg["sweep_threads"])
             for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}

@@ -26,10 +26,14 @@ class Runner:
     precision: str
     threads: int | None = None
     compute_units: str | None = None
+    max_sequence: int | None = None  # the .mlpackage's upper bound on sequence length (batch is fixed at 1)
 
-    def unavailable_reason(self) -> str | None:
+    def unavailable_reason(self, batch: int = 1, sequence_length: int | None = None) -> str | None:
         if self.runtime == "coreml" and platform.system() != "Darwin":
             return f"Core ML predictions need macOS; this host runs {platform.system()}"
+        if self.runtime == "coreml" and (batch != 1 or (self.max_sequence and sequence_length
+                                                         and sequence_length > self.max_sequence)):
+            return f"the .mlpackage takes batch 1 and at most {self.max_sequence} tokens (export.max_length)"
         if not Path(self.path).exists():
             return f"{self.path} does not exist"
         return None

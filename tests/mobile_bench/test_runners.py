@@ -1,0 +1,39 @@
+"""Runners say why they cannot run; those that can load, run, and time a cold start."""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+import pytest
+from test_roofline import matmul_model
+
+from pocketbert.mobile_bench.runners import Runner, cold_start
+
+
+@pytest.mark.skipif(platform.system() == "Darwin", reason="Core ML runs on macOS")
+def test_core_ml_runner_explains_why_it_cannot_run_here(tmp_path):
+    package = tmp_path / "Model.mlpackage"
+    package.mkdir()
+    reason = Runner("coreml", "mlpackage", package, "fp16", compute_units="CPU_AND_NE").unavailable_reason()
+    assert "need macOS" in reason and platform.system() in reason
+
+
+def test_missing_model_and_out_of_range_shapes_are_reported(tmp_path):
+    assert "does not exist" in Runner("onnxruntime", "onnx", tmp_path / "gone.onnx", "fp32", threads=1).unavailable_reason()
+    package = tmp_path / "Model.mlpackage"
+    package.mkdir()
+    runner = Runner("coreml", "mlpackage", package, "fp16", compute_units="ALL", max_sequence=64)
+    assert runner.unavailable_reason(1, 128) is not None  # on macOS: the length bound; elsewhere: the OS
+
+
+def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
+    path = matmul_model(tmp_path / "mm.onnx", 4, 16, 8)
+    runner = Runner("onnxruntime", "onnx", path, "fp32", threads=1)
+    assert runner.unavailable_reason() is None and runner.label() == "onnxruntime onnx fp32, 1 thread"
+    inputs = {"x": np.ones((4, 16), dtype=np.float32)}
+    (out,) = runner.load(task=None)(inputs)
+    assert out.shape == (4, 8) and (out >= 0).all()  # Relu
+    timing = cold_start(runner, None, inputs)
+    assert timing["load_ms"] > 0 and timing["first_inference_ms"] > 0
+    assert timing["total_ms"] == pytest.approx(timing["load_ms"] + timing["first_inference_ms"])
