@@ -26,7 +26,10 @@ from pocketbert.mobile_bench import (
 )
 from pocketbert.mobile_bench.latency import synthetic_inputs
 from pocketbert.mobile_bench.runners import COREML_COMPUTE_UNITS, Runner, cold_start
-from pocketbert.mobile_bench.stats import measure_until_stable
+from pocketbert.mobile_bench.stats import (
+    TARGET_RELATIVE_HALF_WIDTH,
+    measure_until_stable,
+)
 from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
 from pocketbert.rundir import (
     BENCH_DIR,
@@ -156,44 +159,13 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                           "lower bench.sequence_length")
     labels = json.loads((export_dir / LABELS).read_text())
     task = make_task(export_manifest["config"]["task"], labels)
-    seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])})
+    longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
+    seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= longest})
     batch_sweep = sorted(set(cfg["batch_sweep"]))
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
-        progress = tqdm(total=6, desc="bench: exporting reference models", unit="step", leave=False)
-        bert_dir, bert_describe = reference.bert_base(task, reference_source)
-        progress.update()
-        models = {
-            derive.STUDENT: {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
-                             "parameters": student_manifest["metrics"].get("parameters")},
-            derive.BERT_BASE: {"description": bert_describe, **_model_summary(reference.BERT_BASE_CONFIG)},
-        }
-        mlpackage = export_dir / coreml_package_name(task.name)
-        files = {
-            derive.STUDENT: {"onnx-fp32": export_dir / ONNX_FP32, "onnx-int8": export_dir / ONNX_INT8,
-                             "ort-int8": export_dir / ORT_MODEL, "pytorch-fp32": student_dir,
-                             **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {})},
-            derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
-                               "pytorch-fp32": bert_dir / reference.PYTORCH_DIR},
-        }
-        teacher_dir = Path(run_dir) / TEACHER_DIR
-        teacher_config = json.loads((teacher_dir / MODEL_CONFIG).read_text()) if teacher_dir.is_dir() else None
-        if teacher_config and _model_summary(teacher_config) != _model_summary(reference.BERT_BASE_CONFIG):
-            t_dir, t_describe = reference.teacher(task, teacher_dir, sha256_of(teacher_dir))
-            models[derive.TEACHER] = {"description": t_describe, **_model_summary(teacher_config)}
-            files[derive.TEACHER] = {"onnx-fp32": t_dir / ONNX_FP32, "onnx-int8": t_dir / ONNX_INT8,
-                                     "pytorch-fp32": teacher_dir}
-        progress.update()
-        if cfg["architecture_check"]:
-            half_dir, half_describe = reference.half_depth_student(task)
-            models[derive.HALF_DEPTH] = {"description": half_describe,
-                                         **_model_summary({**reference.BERT_BASE_CONFIG,
-                                                           "num_hidden_layers": reference.HALF_DEPTH_LAYERS})}
-            files[derive.HALF_DEPTH] = {"onnx-fp32": half_dir / ONNX_FP32}
-        progress.update()
-        for name, fs in files.items():
-            models[name]["files"] = _files_entry(fs)
-
+        models, files = _models_and_files(run_dir, task, cfg, export_dir, student_dir, student_manifest,
+                                          student_config, reference_source)
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
@@ -207,7 +179,6 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         sweep_runners = {
             (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg["sweep_threads"])
             for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}
-        progress.close()
 
         work = [("headline", m, r, batch, seq_len) for m, r in runnable]
         if derive.HALF_DEPTH in files:
@@ -253,7 +224,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                          "pytorch_threads": cfg["pytorch_threads"], "warmup": cfg["warmup"],
                          "min_repeats": cfg["min_repeats"], "max_repeats": cfg["max_repeats"],
                          "time_cap_s": cfg["time_cap_s"], "interval": "95 % order-statistic interval of the median",
-                         "target_relative_half_width": 0.02, "sequence_sweep": seq_sweep, "batch_sweep": batch_sweep,
+                         "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH, "sequence_sweep": seq_sweep, "batch_sweep": batch_sweep,
                          "sweep_threads": cfg["sweep_threads"], "cold_start_repeats": cfg["cold_start_repeats"],
                          "inputs": "random in-vocabulary token ids, full attention"},
             "models": models,
@@ -279,6 +250,46 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         (out / BENCH_RESULTS).write_text(json.dumps(results, indent=2) + "\n")
         report.write_reports(out / BENCH_RESULTS, out)
     return Path(run_dir) / BENCH_DIR, results
+
+
+def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_dir: Path, student_manifest: dict,
+                      student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
+    """What each compared model is, and its files per format and precision (exporting references once)."""
+    progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
+    bert_dir, bert_describe = reference.bert_base(task, reference_source)
+    progress.update()
+    models = {
+        derive.STUDENT: {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
+                         "parameters": student_manifest["metrics"].get("parameters")},
+        derive.BERT_BASE: {"description": bert_describe, **_model_summary(reference.BERT_BASE_CONFIG)},
+    }
+    mlpackage = export_dir / coreml_package_name(task.name)
+    files = {
+        derive.STUDENT: {"onnx-fp32": export_dir / ONNX_FP32, "onnx-int8": export_dir / ONNX_INT8,
+                         "ort-int8": export_dir / ORT_MODEL, "pytorch-fp32": student_dir,
+                         **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {})},
+        derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
+                           "pytorch-fp32": bert_dir / reference.PYTORCH_DIR},
+    }
+    teacher_dir = Path(run_dir) / TEACHER_DIR
+    teacher_config = json.loads((teacher_dir / MODEL_CONFIG).read_text()) if teacher_dir.is_dir() else None
+    if teacher_config and _model_summary(teacher_config) != _model_summary(reference.BERT_BASE_CONFIG):
+        t_dir, t_describe = reference.teacher(task, teacher_dir, sha256_of(teacher_dir))
+        models[derive.TEACHER] = {"description": t_describe, **_model_summary(teacher_config)}
+        files[derive.TEACHER] = {"onnx-fp32": t_dir / ONNX_FP32, "onnx-int8": t_dir / ONNX_INT8,
+                                 "pytorch-fp32": teacher_dir}
+    progress.update()
+    if cfg["architecture_check"]:
+        half_dir, half_describe = reference.half_depth_student(task)
+        models[derive.HALF_DEPTH] = {"description": half_describe,
+                                     **_model_summary({**reference.BERT_BASE_CONFIG,
+                                                       "num_hidden_layers": reference.HALF_DEPTH_LAYERS})}
+        files[derive.HALF_DEPTH] = {"onnx-fp32": half_dir / ONNX_FP32}
+    progress.update()
+    progress.close()
+    for name, fs in files.items():
+        models[name]["files"] = _files_entry(fs)
+    return models, files
 
 
 def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, student_files: dict, seq_len: int,
