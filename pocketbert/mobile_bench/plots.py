@@ -117,11 +117,20 @@ def plot_variants(results: dict, path: Path) -> Path | None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     largest = max(v["size_bytes"] or 1 for v in rows)
-    for v in rows:
+    for i, v in enumerate(sorted(rows, key=lambda r: r["latency_ms"])):
         area = 80 + 900 * (v["size_bytes"] or 0) / largest
         ax.scatter(v["latency_ms"], v["metric"], s=area, alpha=0.6, color=COLOURS[derive.STUDENT], edgecolors="k")
-        ax.annotate(f"{v['artifact']}\n{(v['size_bytes'] or 0) / 1e6:.1f} MB", (v["latency_ms"], v["metric"]),
-                    fontsize=7, xytext=(6, 6), textcoords="offset points")
+        # neighbours often share a latency (the .ort and the int8 .onnx): stagger their labels
+        ax.annotate(f"{v['artifact']}, {(v['size_bytes'] or 0) / 1e6:.1f} MB", (v["latency_ms"], v["metric"]),
+                    fontsize=7, xytext=(8, 8 + 12 * (i % 3)), textcoords="offset points",
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
+    teacher = next((m for m in derive.headline_rows(results) if m["model"] == derive.TEACHER
+                    and m["runtime"] == "onnxruntime" and m["model_format"] == "onnx" and m["precision"] == "fp32"
+                    and m.get("threads") == min(results["protocol"]["threads"])
+                    and m.get("device", derive.HOST) == derive.HOST), None)
+    if teacher:
+        ax.scatter(teacher["median_ms"], results["accuracy"]["teacher"], marker="D", color=COLOURS[derive.TEACHER],
+                   edgecolors="k", label="teacher (fp32 .onnx)")
     acc = results["accuracy"]
     ax.axhline(acc["teacher"], color=COLOURS[derive.TEACHER], linestyle=":", label=f"teacher {acc['metric']}")
     ax.set_xlabel("median latency measured here, ms (1 thread)")

@@ -37,3 +37,15 @@ def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
     timing = cold_start(runner, None, inputs)
     assert timing["load_ms"] > 0 and timing["first_inference_ms"] > 0
     assert timing["total_ms"] == pytest.approx(timing["load_ms"] + timing["first_inference_ms"])
+
+
+def test_bench_settings_are_checked():
+    from pocketbert.errors import ConfigError
+    from pocketbert.mobile_bench.run import BENCH_DEFAULTS, bench_config
+
+    assert bench_config({"bench": {"repeats": 30}}, None, None) == BENCH_DEFAULTS  # an older recipe still runs
+    assert bench_config({}, [1, 4], 2.0)["threads"] == [1, 4]
+    with pytest.raises(ConfigError, match="unknown bench setting.*treads"):
+        bench_config({"bench": {"treads": [1]}}, None, None)
+    with pytest.raises(ConfigError, match="bench.sequence_sweep must be a list of positive integers"):
+        bench_config({"bench": {"sequence_sweep": [0, 128]}}, None, None)
