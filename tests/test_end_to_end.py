@@ -104,7 +104,8 @@ def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
     assert all(m["repeats"] >= 3 and m["ci_low_ms"] <= m["median_ms"] <= m["ci_high_ms"]
                for m in results["measurements"])
     assert {m["sequence_length"] for m in results["measurements"] if m["sweep"] == "sequence"} == {16}
-    assert {m["tokenization"] for m in results["measurements"]} == {"excluded", "only", "included"}
+    assert {m["tokenization"] for m in results["measurements"]} == {"excluded", "only", "excluded (same texts)",
+                                                                     "included"}
     assert results["cold_start"] and all(c["load_ms"] > 0 for c in results["cold_start"])
     coreml = [r for r in results["runners"] if r["runtime"] == "coreml"]
     assert len(coreml) == 4 and all(not r["available"] and "macOS" in r["reason"] for r in coreml)

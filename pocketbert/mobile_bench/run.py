@@ -292,33 +292,40 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_
     return models, files
 
 
+TOKENIZATION_EXCLUDED_SAME_TEXTS = "excluded (same texts)"
+
+
 def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, student_files: dict, seq_len: int,
                        n_examples: int) -> list[dict]:
-    """Tokenizer alone, and tokenizer plus the student, on real eval texts (one example per call, as in an app)."""
+    """Tokenizer alone, the student alone on the same texts tokenized beforehand, and both together: one real
+    eval example per call, as in an app. Measured back to back, so the difference is the tokenizer's share."""
     texts = eval_texts(student_manifest, bench.task, n_examples)
     if not texts:
         return []
     tokenize = tokenizer_runner(export_dir, seq_len)
-    rows = []
-    cycle = {"i": 0}
+    pretokenized = [tokenize(t) for t in texts]
+    position = {"i": 0}
 
-    def next_text():
-        cycle["i"] = (cycle["i"] + 1) % len(texts)
-        return texts[cycle["i"]]
+    def next_index() -> int:
+        position["i"] = (position["i"] + 1) % len(texts)
+        return position["i"]
 
-    stats = measure_until_stable(lambda: tokenize(next_text()), bench.cfg["warmup"], bench.cfg["min_repeats"],
-                                 bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
+    def measure(run_once) -> dict:
+        return measure_until_stable(run_once, bench.cfg["warmup"], bench.cfg["min_repeats"], bench.cfg["max_repeats"],
+                                    bench.cfg["time_cap_s"]).to_dict()
+
     base = {"runtime": "tokenizers", "model_format": "tokenizer.json", "threads": 1, "compute_units": None,
             "batch": 1, "sequence_length": seq_len, "sweep": "tokenization", "device": derive.HOST,
             "source": MEASURED_HERE}
-    rows.append({**base, "model": "tokenizer", "precision": "-", "tokenization": "only", **stats.to_dict()})
+    rows = [{**base, "model": "tokenizer", "precision": "-", "tokenization": "only",
+             **measure(lambda: tokenize(texts[next_index()]))}]
     for precision in ("fp32", "int8"):
         run = Runner("onnxruntime", "onnx", student_files[f"onnx-{precision}"], precision, threads=1).load(bench.task)
-        stats = measure_until_stable(lambda run=run: run(tokenize(next_text())), bench.cfg["warmup"],
-                                     bench.cfg["min_repeats"],
-                                     bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
-        rows.append({**base, "model": derive.STUDENT, "runtime": "onnxruntime", "model_format": "onnx",
-                     "precision": precision, "tokenization": "included", **stats.to_dict()})
+        model = {**base, "model": derive.STUDENT, "runtime": "onnxruntime", "model_format": "onnx",
+                 "precision": precision}
+        rows.append({**model, "tokenization": TOKENIZATION_EXCLUDED_SAME_TEXTS,
+                     **measure(lambda run=run: run(pretokenized[next_index()]))})
+        rows.append({**model, "tokenization": "included", **measure(lambda run=run: run(tokenize(texts[next_index()])))})
     return rows
 
 
