@@ -101,7 +101,7 @@ def build_document(results: dict, images: dict) -> list[tuple]:
         doc.append(("h2", "Architecture check: half the layers, half the time?"))
         verdict = "within" if check["passes"] else "above"
         doc.append(("p", f"{check['student']}, against BERT-base at batch {check['batch']}, sequence "
-                         f"{check['sequence_length']}, {check['runtime']}: measured latency ratio "
+                         f"{check['sequence_length']}, {check['runtime']}, the two timed in turn: measured latency ratio "
                          f"**{check['latency_ratio']:.3f}** beside a FLOP ratio of {check['flop_ratio']:.3f} "
                          f"({_ms(check['student_ms'])} ms against {_ms(check['bert_base_ms'])} ms), {verdict} the "
                          f"bar of {check['bar']}. The embeddings and the classifier do not shrink with depth, so the "

@@ -28,6 +28,7 @@ from pocketbert.mobile_bench.latency import synthetic_inputs
 from pocketbert.mobile_bench.runners import COREML_COMPUTE_UNITS, Runner, cold_start
 from pocketbert.mobile_bench.stats import (
     TARGET_RELATIVE_HALF_WIDTH,
+    measure_interleaved,
     measure_until_stable,
 )
 from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
@@ -181,14 +182,12 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}
 
         work = [("headline", m, r, batch, seq_len) for m, r in runnable]
-        if derive.HALF_DEPTH in files:
-            work.append(("headline", derive.HALF_DEPTH,
-                         Runner("onnxruntime", "onnx", files[derive.HALF_DEPTH]["onnx-fp32"], "fp32", threads=1),
-                         batch, seq_len))
         work += [("sequence", m, r, batch, s) for (m, _), r in sweep_runners.items() for s in seq_sweep]
         work += [("batch", m, r, b, seq_len) for (m, p), r in sweep_runners.items() if p == "fp32" for b in batch_sweep]
         for sweep, model, runner, b, s in tqdm(work, desc="bench: latency", unit="config"):
             bench.measure(model, runner, b, s, sweep)
+
+        architecture_pair = _architecture_pair(bench, files, batch, seq_len) if derive.HALF_DEPTH in files else None
 
         cold = []
         cold_plan = [(m, r) for m, r in runnable if r.threads in (None, min(cfg["threads"]), min(cfg["pytorch_threads"]))]
@@ -243,6 +242,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             },
             "measurements": list(bench.rows.values()) + tokenization + collect_imports(run_dir),
             "cold_start": cold,
+            "architecture_pair": architecture_pair,
             "graph_costs": costs,
         }
         derive.derive(results)
@@ -290,6 +290,24 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_
     for name, fs in files.items():
         models[name]["files"] = _files_entry(fs)
     return models, files
+
+
+def _architecture_pair(bench: Bench, files: dict, batch: int, seq_len: int) -> dict:
+    """The half-depth student and BERT-base timed in turn (fp32, 1 thread), for a ratio free of the machine's drift."""
+    runners = {m: Runner("onnxruntime", "onnx", files[m]["onnx-fp32"], "fp32", threads=1)
+               for m in (derive.HALF_DEPTH, derive.BERT_BASE)}
+    inputs = bench.inputs(batch, seq_len)
+    loaded = [runners[m].load(bench.task) for m in runners]
+    stats = measure_interleaved([lambda run=run: run(inputs) for run in loaded], bench.cfg["warmup"],
+                                bench.cfg["min_repeats"], bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
+    pair = dict(zip(runners, (s.to_dict() for s in stats)))
+    half = pair[derive.HALF_DEPTH]
+    bench.rows[("architecture", derive.HALF_DEPTH)] = {
+        "model": derive.HALF_DEPTH, "runtime": "onnxruntime", "model_format": "onnx", "precision": "fp32",
+        "threads": 1, "compute_units": None, "batch": batch, "sequence_length": seq_len, "tokenization": "excluded",
+        "sweep": "architecture", "device": derive.HOST, "source": MEASURED_HERE, **half}
+    return {"batch": batch, "sequence_length": seq_len, "runtime": "onnxruntime fp32, 1 thread",
+            "order": "interleaved", **pair}
 
 
 TOKENIZATION_EXCLUDED_SAME_TEXTS = "excluded (same texts)"

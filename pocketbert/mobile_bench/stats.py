@@ -66,22 +66,35 @@ def measure_until_stable(run_once: Callable[[], None], warmup: int, min_repeats:
                          time_cap_s: float, target: float = TARGET_RELATIVE_HALF_WIDTH,
                          clock: Callable[[], float] = time.perf_counter) -> LatencyStats:
     """Warm up, then repeat until the median's interval is within `target` of it, `max_repeats`, or `time_cap_s`."""
-    for _ in range(warmup):
-        run_once()
-    samples: list[float] = []
+    return measure_interleaved([run_once], warmup, min_repeats, max_repeats, time_cap_s, target, clock)[0]
+
+
+def measure_interleaved(runs: list[Callable[[], None]], warmup: int, min_repeats: int, max_repeats: int,
+                        time_cap_s: float, target: float = TARGET_RELATIVE_HALF_WIDTH,
+                        clock: Callable[[], float] = time.perf_counter) -> list[LatencyStats]:
+    """Several models timed in turn (A B A B ...), so a drift of the machine's speed shifts them alike: their
+    ratio stays honest. Stops when every interval meets the target, or at a cap (the time cap is per model)."""
+    for run_once in runs:
+        for _ in range(warmup):
+            run_once()
+    samples: list[list[float]] = [[] for _ in runs]
     started = clock()
     min_repeats = max(min_repeats, MIN_SAMPLES_FOR_INTERVAL)
     while True:
-        t0 = clock()
-        run_once()
-        samples.append((clock() - t0) * 1000.0)
-        n = len(samples)
-        if n >= min_repeats and relative_half_width(samples) <= target:
-            return summarize(samples, "interval within target", target)
-        if n >= max_repeats:
-            return summarize(samples, "repeat cap", target)
-        if clock() - started >= time_cap_s and n >= 3:
-            return summarize(samples, "time cap", target)
+        for run_once, taken in zip(runs, samples):
+            t0 = clock()
+            run_once()
+            taken.append((clock() - t0) * 1000.0)
+        n = len(samples[0])
+        if n >= min_repeats and all(relative_half_width(taken) <= target for taken in samples):
+            reason = "interval within target"
+        elif n >= max_repeats:
+            reason = "repeat cap"
+        elif clock() - started >= time_cap_s * len(runs) and n >= 3:
+            reason = "time cap"
+        else:
+            continue
+        return [summarize(taken, reason, target) for taken in samples]
 
 
 def intervals_overlap(a: dict, b: dict) -> bool:

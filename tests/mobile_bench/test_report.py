@@ -74,6 +74,8 @@ def synthetic_results() -> dict:
         "cold_start": [{"model": "student", "runtime": "onnxruntime", "model_format": "onnx", "precision": "fp32",
                         "threads": 1, "compute_units": None, "repeats": 3, "load_ms": 30.0,
                         "first_inference_ms": 9.0, "total_ms": 39.0}],
+        "architecture_pair": {"batch": 1, "sequence_length": 128, "runtime": "onnxruntime fp32, 1 thread",
+                              "order": "interleaved", "half-depth": {"median_ms": 57.0}, "bert-base": {"median_ms": 114.0}},
         "graph_costs": {"headline": headline_costs,
                         "by_shape": {m: {"1x128": c} for m, c in headline_costs.items()}},
     }

@@ -8,6 +8,7 @@ import pytest
 from pocketbert.mobile_bench.stats import (
     MIN_SAMPLES_FOR_INTERVAL,
     TARGET_RELATIVE_HALF_WIDTH,
+    measure_interleaved,
     measure_until_stable,
     median_interval,
     summarize,
@@ -78,3 +79,15 @@ def test_noisy_latency_runs_until_a_cap():
     stats = measure_until_stable(clock.run_once, warmup=0, min_repeats=10, max_repeats=100, time_cap_s=1.0,
                                  target=0.0, clock=clock)
     assert stats.stop_reason == "time cap" and stats.repeats == 3
+
+
+def test_interleaved_models_share_the_machines_drift():
+    # the machine slows by 1 % per round; A takes 10 ms and B 20 ms at the start of the run
+    durations = []
+    for i in range(200):
+        durations += [0.010 * 1.01**i, 0.020 * 1.01**i]
+    clock = FakeClock(durations)
+    a, b = measure_interleaved([clock.run_once, clock.run_once], warmup=0, min_repeats=6, max_repeats=12,
+                               time_cap_s=60, clock=clock)
+    assert a.repeats == b.repeats == 12
+    assert b.median_ms / a.median_ms == pytest.approx(2.0)  # timed one after the other, the ratio would drift
