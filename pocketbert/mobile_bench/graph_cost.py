@@ -39,23 +39,31 @@ class GraphCost:
         return {**asdict(self), "minimum_bytes": self.minimum_bytes}
 
 
-def weight_bytes(model_path: Path) -> int:
-    import onnx
+def _initializer_bytes(model) -> int:
     from onnx import numpy_helper
 
-    model = onnx.load(str(model_path))
     return int(sum(numpy_helper.to_array(init).nbytes for init in model.graph.initializer))
 
 
+def weight_bytes(model_path: Path) -> int:
+    import onnx
+
+    return _initializer_bytes(onnx.load(str(model_path)))
+
+
 def count_graph_cost(model_path: Path, inputs: dict) -> GraphCost:
-    """Run the fp32 graph once with every node output exposed and count what each node computes."""
+    return count_graph_costs(model_path, [inputs])[0]
+
+
+def count_graph_costs(model_path: Path, inputs_per_shape: list[dict]) -> list[GraphCost]:
+    """Run the fp32 graph once per input shape with every node output exposed and count what each node computes.
+    One session serves every shape: building it is the expensive part for a large model."""
     import onnx
     import onnxruntime as ort
-    from onnx import numpy_helper
 
     model = onnx.load(str(model_path))
     initializer_shapes = {i.name: tuple(i.dims) for i in model.graph.initializer}
-    weights = int(sum(numpy_helper.to_array(i).nbytes for i in model.graph.initializer))
+    weights = _initializer_bytes(model)
     graph_outputs = [o.name for o in model.graph.output]
     exposed = set(graph_outputs)
     for node in model.graph.node:
@@ -68,13 +76,18 @@ def count_graph_cost(model_path: Path, inputs: dict) -> GraphCost:
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(names, inputs)))
+    return [_count(model.graph, initializer_shapes, weights, graph_outputs, inputs,
+                   dict(zip(names, session.run(names, inputs)))) for inputs in inputs_per_shape]
+
+
+def _count(graph, initializer_shapes: dict, weights: int, graph_outputs: list[str], inputs: dict,
+           values: dict) -> GraphCost:
     shapes = {**initializer_shapes, **{k: tuple(np.shape(v)) for k, v in inputs.items()},
               **{k: tuple(np.shape(v)) for k, v in values.items()}}
     nbytes = {k: int(np.asarray(v).nbytes) for k, v in values.items()}
 
     matmul = other = 0
-    for node in model.graph.node:
+    for node in graph.node:
         out = shapes.get(node.output[0]) if node.output else None
         if out is None:
             continue

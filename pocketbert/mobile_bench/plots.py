@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketbert.mobile_bench import derive
+from pocketbert.mobile_bench.runners import runtime_text, setting_text
 
 COLOURS = {derive.STUDENT: "#2a9d8f", derive.BERT_BASE: "#8d99ae", derive.TEACHER: "#e9c46a",
            derive.HALF_DEPTH: "#e76f51"}
@@ -28,8 +29,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def _setting(m: dict) -> str:
-    setting = f"{m['threads']} thr" if m.get("threads") else m.get("compute_units") or ""
-    return f"{m['runtime']} {m['model_format']} {m['precision']}, {setting}"
+    return f"{runtime_text(m)} {m['precision']}, {setting_text(m)}"
 
 
 def plot_runtimes(results: dict, path: Path) -> Path | None:

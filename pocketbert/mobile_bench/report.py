@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from pocketbert.mobile_bench import derive, plots
+from pocketbert.mobile_bench.runners import runtime_text, setting_text
 from pocketbert.rundir import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape
@@ -51,16 +52,6 @@ def _pct(value) -> str:
     return "–" if value is None else f"{value:.0f} %"
 
 
-def _runtime(row: dict) -> str:
-    return row["runtime"] if row["model_format"] == row["runtime"] else f"{row['runtime']} {row['model_format']}"
-
-
-def _setting(row: dict) -> str:
-    if row.get("threads"):
-        return f"{row['threads']} thread{'s' if row['threads'] > 1 else ''}"
-    return row.get("compute_units") or "–"
-
-
 def _device_name(results: dict, key: str) -> str:
     if key == derive.HOST:
         return f"this host ({results['host']['cpu']})"
@@ -79,8 +70,8 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                               "roofline floors computed from a device profile. No table mixes the two.")]
 
     doc.append(("h2", "Student against BERT-base and the teacher — measured"))
-    rows = [[_device_name(results, c["device"]), c["baseline"], _runtime(c), c["precision"],
-             _setting(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]), f"{c['latency_ratio']:.3f}",
+    rows = [[_device_name(results, c["device"]), c["baseline"], runtime_text(c), c["precision"],
+             setting_text(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]), f"{c['latency_ratio']:.3f}",
              _pct(c["percent_faster"]), "–" if c["size_ratio"] is None else f"{c['size_ratio']:.1f}×", kept_text]
             for c in results["comparisons"]]
     doc.append(("table", ["device", "against", "runtime", "precision", "setting", "student ms", "baseline ms",
@@ -119,7 +110,7 @@ def build_document(results: dict, images: dict) -> list[tuple]:
         f"{proto['max_repeats']} repeats or {proto['time_cap_s']} s). Thread counts above the "
         f"{host['cores']} cores share cores.",
     ]))
-    rows = [[m["model"], _runtime(m), m["precision"], _setting(m), _ms(m["median_ms"]),
+    rows = [[m["model"], runtime_text(m), m["precision"], setting_text(m), _ms(m["median_ms"]),
              f"{_ms(m['ci_low_ms'])}–{_ms(m['ci_high_ms'])}", _ms(m["p90_ms"]), str(m["repeats"]), m["stop_reason"]]
             for m in derive.headline_rows(results) if m.get("device", derive.HOST) == derive.HOST]
     doc.append(("table", ["model", "runtime", "precision", "setting", "median ms", "95 % interval", "p90 ms",
@@ -148,7 +139,7 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     doc.append(("h3", "Cold start (load, then the first inference)"))
     doc.append(("table", ["model", "runtime", "precision", "setting", "load ms", "first inference ms", "total ms",
                           "repeats (median)"],
-                [[c["model"], _runtime(c), c["precision"], _setting(c), _ms(c["load_ms"]),
+                [[c["model"], runtime_text(c), c["precision"], setting_text(c), _ms(c["load_ms"]),
                   _ms(c["first_inference_ms"]), _ms(c["total_ms"]), str(c["repeats"])] for c in results["cold_start"]]))
 
     tok = [m for m in results["measurements"] if m.get("sweep") == "tokenization"]
@@ -212,7 +203,7 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     doc.append(("h3", "This host: measured beside its floor (fp32)"))
     doc.append(("table", ["model", "runtime", "threads", "batch", "sequence", "floor ms", "bound", "measured ms",
                           "measured / floor"],
-                [[e["model"], _runtime(e), str(e["threads"]), str(e["batch"]),
+                [[e["model"], runtime_text(e), str(e["threads"]), str(e["batch"]),
                   str(e["sequence_length"]), _ms(e["floor_ms"]), e["bound"], _ms(e["measured_ms"]),
                   f"{e['measured_over_floor']:.1f}×"] for e in results["estimates"]["host"]]))
 

@@ -89,6 +89,13 @@ def _artifact_format(name: str) -> str:
     return "mlpackage" if name.endswith(".mlpackage") else "ort" if name.endswith(".ort") else "onnx"
 
 
+def _row(model: str, setting: dict, batch: int, length: int, sweep: str, stats: dict,
+         tokenization: str = "excluded") -> dict:
+    """One measurement as results.json records it: what ran, at which shape, and its statistics."""
+    return {"model": model, **setting, "batch": batch, "sequence_length": length, "tokenization": tokenization,
+            "sweep": sweep, "device": derive.HOST, "source": MEASURED_HERE, **stats}
+
+
 class Bench:
     """Runs the measurement plan; every row carries its full setting so results can be compared later."""
 
@@ -108,12 +115,8 @@ class Bench:
         run = runner.load(self.task)
         stats = measure_until_stable(lambda: run(inputs), self.cfg["warmup"], self.cfg["min_repeats"],
                                      self.cfg["max_repeats"], self.cfg["time_cap_s"])
-        row = {"model": model, "runtime": runner.runtime, "model_format": runner.model_format,
-               "precision": runner.precision, "threads": runner.threads, "compute_units": runner.compute_units,
-               "batch": batch, "sequence_length": length, "tokenization": "excluded", "sweep": sweep,
-               "device": derive.HOST, "source": MEASURED_HERE, **stats.to_dict()}
-        self.rows[key] = row
-        return row
+        self.rows[key] = _row(model, runner.setting(), batch, length, sweep, stats.to_dict())
+        return self.rows[key]
 
 
 def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
@@ -171,12 +174,11 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
         plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"], export_max)
-        runners_status = []
-        for model, runner in plan:
-            reason = runner.unavailable_reason(batch, seq_len)
-            runners_status.append({"model": model, "runner": runner.label(), "runtime": runner.runtime,
-                                   "available": reason is None, "reason": reason})
-        runnable = [(m, r) for m, r in plan if r.unavailable_reason(batch, seq_len) is None]
+        reasons = [runner.unavailable_reason(batch, seq_len) for _, runner in plan]
+        runners_status = [{"model": model, "runner": runner.label(), "runtime": runner.runtime,
+                           "available": reason is None, "reason": reason}
+                          for (model, runner), reason in zip(plan, reasons)]
+        runnable = [entry for entry, reason in zip(plan, reasons) if reason is None]
         sweep_runners = {
             (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg["sweep_threads"])
             for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}
@@ -195,9 +197,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         for model, runner in tqdm(cold_plan, desc="bench: cold start", unit="runner"):
             samples = [cold_start(runner, task, inputs) for _ in range(int(cfg["cold_start_repeats"]))]
             median = {k: sorted(s[k] for s in samples)[len(samples) // 2] for k in samples[0]}
-            cold.append({"model": model, "runtime": runner.runtime, "model_format": runner.model_format,
-                         "precision": runner.precision, "threads": runner.threads,
-                         "compute_units": runner.compute_units, "repeats": len(samples), **median})
+            cold.append({"model": model, **runner.setting(), "repeats": len(samples), **median})
 
         tokenization = _tokenization_rows(bench, export_dir, student_manifest, files[derive.STUDENT], seq_len,
                                           int(cfg["tokenization_examples"]))
@@ -301,11 +301,8 @@ def _architecture_pair(bench: Bench, files: dict, batch: int, seq_len: int) -> d
     stats = measure_interleaved([lambda run=run: run(inputs) for run in loaded], bench.cfg["warmup"],
                                 bench.cfg["min_repeats"], bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
     pair = dict(zip(runners, (s.to_dict() for s in stats)))
-    half = pair[derive.HALF_DEPTH]
-    bench.rows[("architecture", derive.HALF_DEPTH)] = {
-        "model": derive.HALF_DEPTH, "runtime": "onnxruntime", "model_format": "onnx", "precision": "fp32",
-        "threads": 1, "compute_units": None, "batch": batch, "sequence_length": seq_len, "tokenization": "excluded",
-        "sweep": "architecture", "device": derive.HOST, "source": MEASURED_HERE, **half}
+    bench.rows[("architecture", derive.HALF_DEPTH)] = _row(derive.HALF_DEPTH, runners[derive.HALF_DEPTH].setting(),
+                                                           batch, seq_len, "architecture", pair[derive.HALF_DEPTH])
     return {"batch": batch, "sequence_length": seq_len, "runtime": "onnxruntime fp32, 1 thread",
             "order": "interleaved", **pair}
 
@@ -332,39 +329,37 @@ def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, s
         return measure_until_stable(run_once, bench.cfg["warmup"], bench.cfg["min_repeats"], bench.cfg["max_repeats"],
                                     bench.cfg["time_cap_s"]).to_dict()
 
-    base = {"runtime": "tokenizers", "model_format": "tokenizer.json", "threads": 1, "compute_units": None,
-            "batch": 1, "sequence_length": seq_len, "sweep": "tokenization", "device": derive.HOST,
-            "source": MEASURED_HERE}
-    rows = [{**base, "model": "tokenizer", "precision": "-", "tokenization": "only",
-             **measure(lambda: tokenize(texts[next_index()]))}]
+    tokenizer = {"runtime": "tokenizers", "model_format": "tokenizer.json", "precision": "-", "threads": 1,
+                 "compute_units": None}
+    rows = [_row("tokenizer", tokenizer, 1, seq_len, "tokenization", measure(lambda: tokenize(texts[next_index()])),
+                 "only")]
     for precision in ("fp32", "int8"):
-        run = Runner("onnxruntime", "onnx", student_files[f"onnx-{precision}"], precision, threads=1).load(bench.task)
-        model = {**base, "model": derive.STUDENT, "runtime": "onnxruntime", "model_format": "onnx",
-                 "precision": precision}
-        rows.append({**model, "tokenization": TOKENIZATION_EXCLUDED_SAME_TEXTS,
-                     **measure(lambda run=run: run(pretokenized[next_index()]))})
-        rows.append({**model, "tokenization": "included", **measure(lambda run=run: run(tokenize(texts[next_index()])))})
+        runner = Runner("onnxruntime", "onnx", student_files[f"onnx-{precision}"], precision, threads=1)
+        run = runner.load(bench.task)
+        rows.append(_row(derive.STUDENT, runner.setting(), 1, seq_len, "tokenization",
+                         measure(lambda run=run: run(pretokenized[next_index()])), TOKENIZATION_EXCLUDED_SAME_TEXTS))
+        rows.append(_row(derive.STUDENT, runner.setting(), 1, seq_len, "tokenization",
+                         measure(lambda run=run: run(tokenize(texts[next_index()]))), "included"))
     return rows
 
 
 def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep: list[int],
                  batch_sweep: list[int]) -> dict:
     """FLOPs and bytes per model at the headline shape, and per shape for the swept models."""
-    def cost(model: str, b: int, s: int) -> dict:
-        counted = graph_cost.count_graph_cost(files[model]["onnx-fp32"], bench.inputs(b, s))
-        weights = {"fp32": counted.weight_bytes}
+    shapes = {m: {(batch, seq_len)} for m in files}
+    for m in (derive.STUDENT, derive.BERT_BASE):
+        shapes[m] |= {(batch, s) for s in seq_sweep} | {(b, seq_len) for b in batch_sweep}
+    by_shape: dict[str, dict] = {}
+    for model in tqdm(files, desc="bench: counting FLOPs", unit="model"):
+        ordered = sorted(shapes[model])
+        counted = graph_cost.count_graph_costs(files[model]["onnx-fp32"], [bench.inputs(b, s) for b, s in ordered])
+        weights = {"fp32": counted[0].weight_bytes}  # weights do not depend on the input shape
         if "onnx-int8" in files[model]:
             weights["int8"] = graph_cost.weight_bytes(files[model]["onnx-int8"])
-        return {"flops": counted.flops, "matmul_flops": counted.matmul_flops, "io_bytes": counted.io_bytes,
-                "activation_bytes": counted.activation_bytes, "weight_bytes": weights}
-
-    jobs = [(m, batch, seq_len) for m in files]
-    jobs += [(m, batch, s) for m in (derive.STUDENT, derive.BERT_BASE) for s in seq_sweep]
-    jobs += [(m, b, seq_len) for m in (derive.STUDENT, derive.BERT_BASE) for b in batch_sweep]
-    by_shape: dict[str, dict] = {}
-    for model, b, s in tqdm(sorted(set(jobs)), desc="bench: counting FLOPs", unit="graph"):
-        by_shape.setdefault(model, {})[f"{b}x{s}"] = cost(model, b, s)
-    return {"headline": {m: shapes[f"{batch}x{seq_len}"] for m, shapes in by_shape.items()}, "by_shape": by_shape}
+        by_shape[model] = {f"{b}x{s}": {"flops": c.flops, "matmul_flops": c.matmul_flops, "io_bytes": c.io_bytes,
+                                        "activation_bytes": c.activation_bytes, "weight_bytes": weights}
+                           for (b, s), c in zip(ordered, counted)}
+    return {"headline": {m: costs[f"{batch}x{seq_len}"] for m, costs in by_shape.items()}, "by_shape": by_shape}
 
 
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,

@@ -16,6 +16,19 @@ from pathlib import Path
 import numpy as np
 
 COREML_COMPUTE_UNITS = ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL")
+SETTING_FIELDS = ("runtime", "model_format", "precision", "threads", "compute_units")  # what a results row records
+
+
+def runtime_text(row: dict) -> str:
+    """'onnxruntime ort', or just 'pytorch' where the format is the runtime's own."""
+    return row["runtime"] if row["model_format"] == row["runtime"] else f"{row['runtime']} {row['model_format']}"
+
+
+def setting_text(row: dict) -> str:
+    """'2 threads', or the Core ML compute units."""
+    if row.get("threads"):
+        return f"{row['threads']} thread{'s' if row['threads'] > 1 else ''}"
+    return row.get("compute_units") or "–"
 
 
 @dataclass
@@ -38,9 +51,12 @@ class Runner:
             return f"{self.path} does not exist"
         return None
 
+    def setting(self) -> dict:
+        return {field: getattr(self, field) for field in SETTING_FIELDS}
+
     def label(self) -> str:
-        setting = f"{self.threads} thread{'s' if self.threads != 1 else ''}" if self.threads else self.compute_units
-        return f"{self.runtime} {self.model_format} {self.precision}, {setting}"
+        setting = self.setting()
+        return f"{runtime_text(setting)} {self.precision}, {setting_text(setting)}"
 
     def load(self, task) -> Callable[[dict], object]:
         if self.runtime == "onnxruntime":

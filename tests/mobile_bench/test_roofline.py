@@ -9,7 +9,7 @@ import pytest
 
 from pocketbert.errors import ConfigError
 from pocketbert.mobile_bench import profiles, roofline
-from pocketbert.mobile_bench.graph_cost import count_graph_cost, weight_bytes
+from pocketbert.mobile_bench.graph_cost import count_graph_cost, count_graph_costs, weight_bytes
 
 
 def matmul_model(path, m: int, k: int, n: int):
@@ -38,6 +38,11 @@ def test_flops_and_bytes_of_a_known_graph(tmp_path):
     assert cost.weight_bytes == weight_bytes(path) == 4 * (k * n + n)
     assert cost.io_bytes == 4 * (m * k + m * n)
     assert cost.minimum_bytes == cost.weight_bytes + cost.io_bytes
+    # one session, several shapes: each counted as if alone
+    wide, narrow = count_graph_costs(path, [{"x": np.ones((2 * m, k), dtype=np.float32)},
+                                            {"x": np.ones((1, k), dtype=np.float32)}])
+    assert wide.matmul_flops == 2 * cost.matmul_flops and narrow.matmul_flops == 2 * k * n
+    assert wide.weight_bytes == narrow.weight_bytes == cost.weight_bytes
 
 
 def test_flops_of_the_exported_tiny_bert_match_the_formula(tmp_path, tiny_base):
