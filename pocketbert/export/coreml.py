@@ -1,7 +1,8 @@
 """Core ML ML Program export (fp16, flexible sequence length, iOS 16+) and its numerical check off macOS.
 
 MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL
-program from the spec and evaluating every operation with coremltools' own numpy value inference.
+program from the spec and evaluating every operation with coremltools' own numpy value inference, or a kernel of mil_kernels
+where that inference is missing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
+from pocketbert.export import mil_kernels
 from pocketbert.export.wrapper import ExportWrapper
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
@@ -128,7 +130,8 @@ class MILInterpreter:
             for op in fn.operations:
                 if op.op_type == "const":
                     continue
-                result = op.value_inference()
+                kernel = mil_kernels.KERNELS.get(op.op_type)
+                result = kernel(op) if kernel else op.value_inference()
                 results = result if len(op.outputs) > 1 else (result,)
                 for out, value in zip(op.outputs, results):
                     bind(out, value)

@@ -68,7 +68,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
         advance("coreml")
         package = out / coreml_package_name(task.name)
-        description = f"pocketbert {task.name} student ({info.get('layer_map') and len(info['layer_map'])} layers)"
+        shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{len(info.get('layer_map') or [])}-layer"
+        description = f"pocketbert {task.name} student ({shape})"
         coreml.convert_to_coreml(model, task, max_length, task.label_names, description).save(str(package))
         advance("parity")
 

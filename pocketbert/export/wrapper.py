@@ -19,7 +19,8 @@ class ExportWrapper(torch.nn.Module):
         super().__init__()
         self.model = model
         self.task_name = task.name
-        self.additive_mask = additive_mask
+        # Models with no attention (the BiLSTM student) take the 0/1 mask as it is.
+        self.additive_mask = additive_mask and getattr(model, "takes_additive_mask", True)
         self.mask_value = mask_value
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):

@@ -26,6 +26,10 @@ recipe_options = [
     click.option("--epochs", type=int, default=None, help="Override the recipe's epochs."),
     click.option("--max-train-examples", type=int, default=None, help="Train on a seeded subset of this size."),
     click.option("--seed", type=int, default=None, help="Override the recipe's seed."),
+    click.option("--hard-loss", type=click.Choice(["ce", "focal"]), default=None,
+                 help="Hard-label loss: cross-entropy, or focal loss (Lin et al. 2017)."),
+    click.option("--focal-gamma", type=float, default=None, help="Focal loss gamma (default 2)."),
+    click.option("--focal-alpha", type=float, default=None, help="Focal loss alpha, one weight for every class."),
     click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override any recipe key, e.g. distill.temperature=4."),
 ]
 
@@ -55,13 +59,15 @@ def train():
 @data_dir_option
 @device_option
 @overwrite_option
-def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
-            labels, resume, trust_remote_code, data_dir, device, overwrite):
+def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
+            focal_gamma, focal_alpha, set_items, labels, resume, trust_remote_code, data_dir, device, overwrite):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
     from pocketbert.train.teacher import fine_tune_teacher
 
-    recipe = _recipe(task, preset, config, {"dataset": dataset, "seed": seed, "teacher.epochs": epochs,
-                                            "teacher.max_train_examples": max_train_examples}, set_items)
+    recipe = _recipe(task, preset, config, {
+        "dataset": dataset, "seed": seed, "teacher.epochs": epochs, "teacher.max_train_examples": max_train_examples,
+        "teacher.hard_loss": hard_loss, "teacher.focal_gamma": focal_gamma, "teacher.focal_alpha": focal_alpha,
+    }, set_items)
     label_names = [s.strip() for s in labels.split(",")] if labels else None
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
                                       device, overwrite, trust_remote_code, resume)
@@ -73,6 +79,12 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
 @with_options(recipe_options)
+@click.option("--recipe", "distill_recipe", type=click.Choice(["distilbert", "tang"]), default=None,
+              help="distilbert: half-depth transformer student (KL, CE, cosine); tang: BiLSTM student, logit MSE, "
+                   "augmented transfer set (default: the recipe file's distill.recipe, else distilbert).")
+@click.option("--alpha", type=float, default=None, help="Tang recipe: weight of the hard-label loss against logit MSE.")
+@click.option("--cross-domain", default=None, metavar="NAME,...",
+              help="Also evaluate student and teacher on these datasets, e.g. imdb (sets eval.cross_domain).")
 @click.option("--temperature", type=float, default=None, help="Softmax temperature T of the soft targets.")
 @click.option("--kl-weight", type=float, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
 @click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
@@ -82,11 +94,10 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @data_dir_option
 @device_option
 @overwrite_option
-def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, set_items,
-            temperature, kl_weight, ce_weight, cos_weight, layer_map, resume, data_dir, device, overwrite):
-    """Distil the teacher into a student with half its layers; writes <run>/student/."""
+def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
+            focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight, cos_weight, layer_map, resume, data_dir, device, overwrite):
+    """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.errors import ConfigError
-    from pocketbert.train.distill import distill_student
 
     try:
         parsed_map = [int(i) for i in layer_map.split(",")] if layer_map else None
@@ -95,13 +106,32 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
     recipe = _recipe(task, preset, config, {
         "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
         "distill.temperature": temperature, "distill.kl_weight": kl_weight, "distill.ce_weight": ce_weight,
-        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map,
+        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map, "distill.recipe": distill_recipe,
+        "distill.alpha": alpha, "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma,
+        "distill.focal_alpha": focal_alpha,
+        "eval.cross_domain": [n.strip() for n in cross_domain.split(",")] if cross_domain else None,
     }, set_items)
-    path, result = distill_student(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device, overwrite,
-                                   resume)
+    path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
+                                      overwrite, resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
     click.echo(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
                f" -> wrote {path}")
+    for name, pair in result.get("cross_domain", {}).items():
+        click.echo(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
+
+
+def run_distill_recipe(run_dir, recipe, *args):
+    """The recipe named by distill.recipe: distilbert (default) or tang."""
+    from pocketbert.errors import ConfigError
+
+    name = recipe["distill"].get("recipe") or "distilbert"
+    if name == "distilbert":
+        from pocketbert.train.distill import distill_student
+        return distill_student(run_dir, recipe, *args)
+    if name == "tang":
+        from pocketbert.train.tang import distill_bilstm
+        return distill_bilstm(run_dir, recipe, *args)
+    raise ConfigError(f"unknown distill.recipe '{name}': use distilbert or tang")
 
 
 def _format_metrics(metrics: dict) -> str:

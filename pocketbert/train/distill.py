@@ -21,9 +21,8 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
-from pocketbert.train import checkpoint, models, teacher_cache, trainer
-from pocketbert.train.data import load_task_data
-from pocketbert.train.losses import hidden_cosine_loss
+from pocketbert.train import checkpoint, losses, models, teacher_cache, trainer
+from pocketbert.train.data import load_task_data, subsample
 
 
 def aligned_teacher_layers(n_student: int, n_teacher: int) -> list[int]:
@@ -37,6 +36,69 @@ def check_distill_config(cfg: dict) -> None:
     weights = [float(cfg.get(k, 0.0)) for k in ("kl_weight", "ce_weight", "cos_weight")]
     if any(w < 0 for w in weights) or sum(weights) == 0:
         raise ConfigError("loss weights kl_weight, ce_weight, cos_weight must be >= 0 and not all 0")
+
+
+def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None, data_dir: Path | None,
+                          eval_file: Path | None, seed: int):
+    """The run's (or the given) teacher with its tokenizer and task, and the recipe's data in its label order."""
+    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
+    if info["task"] != recipe["task"]:
+        raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
+    data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
+    if task.name == "sentiment" and data.label_names != task.label_names:
+        raise ConfigError(f"the teacher knows labels {task.label_names}, the data has {data.label_names}: "
+                          "distil on the teacher's dataset")
+    return teacher, tokenizer, task, teacher_dir, data
+
+
+def evaluate_against_teacher(student, teacher, teacher_dir: Path, task, eval_examples, eval_features, pad_id: int,
+                             eval_cfg: dict, dev) -> tuple[dict, dict, float | None]:
+    """Student metrics, the teacher's on the same examples (from its manifest when it has them), and the kept fraction."""
+    metrics = trainer.evaluate(student, task, eval_examples, eval_features, pad_id, eval_cfg, dev, "student eval")
+    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
+    teacher_metrics = (teacher_manifest.get("metrics") or {}).get("eval")
+    if teacher_metrics is None or teacher_metrics.get("n_examples") != metrics["n_examples"]:
+        teacher_metrics = trainer.evaluate(teacher, task, eval_examples, eval_features, pad_id, eval_cfg, dev,
+                                           "teacher eval")
+    primary = task.primary_metric
+    kept = metrics[primary] / teacher_metrics[primary] if teacher_metrics[primary] else None
+    return metrics, teacher_metrics, kept
+
+
+DEFAULT_CROSS_DOMAIN_EXAMPLES = 2000  # per extra dataset; IMDb reviews are long to run the teacher on
+
+
+def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir: Path | None, dev) -> dict:
+    """Student and teacher on the eval split of every dataset in `eval.cross_domain` (train on one, test on others)."""
+    eval_cfg = recipe.get("eval", {})
+    names = eval_cfg.get("cross_domain") or []
+    if task.name != "sentiment" or not names:
+        return {}
+    seed = int(recipe.get("seed", 13))
+    n = eval_cfg.get("cross_domain_max_examples", DEFAULT_CROSS_DOMAIN_EXAMPLES)
+    length = int(recipe["distill"]["max_length"])
+    results = {}
+    for name in names:
+        other = load_task_data(name, task.name, data_dir, None, task.label_names, seed)
+        if other.label_names != task.label_names:
+            raise ConfigError(f"eval.cross_domain dataset '{name}' has labels {other.label_names}, the model "
+                              f"{task.label_names}: list only datasets with the same labels")
+        examples = subsample(other.eval, n, seed)
+        features = task.features(tokenizer, examples, length)
+        results[name] = {
+            "student": trainer.evaluate(student, task, examples, features, tokenizer.pad_token_id, eval_cfg, dev,
+                                        f"student on {name}"),
+            "teacher": trainer.evaluate(teacher, task, examples, features, tokenizer.pad_token_id, eval_cfg, dev,
+                                        f"teacher on {name}"),
+        }
+    return results
+
+
+def freeze(teacher, dev):
+    teacher.to(dev).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
 
 
 def distill_student(
@@ -54,26 +116,18 @@ def distill_student(
     seed = int(recipe.get("seed", 13))
     cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
     check_distill_config(cfg)
-    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
-    teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
-    if info["task"] != recipe["task"]:
-        raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
-    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
-    data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
-    if task.name == "sentiment" and data.label_names != task.label_names:
-        raise ConfigError(f"the teacher knows labels {task.label_names}, the data has {data.label_names}: "
-                          "distil on the teacher's dataset")
+    teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
+                                                                        eval_file, seed)
     trainer.set_seed(seed)
     student, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
     dev = trainer.pick_device(device)
-    teacher.to(dev).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
+    freeze(teacher, dev)
     n_teacher, n_student = models.layer_count(teacher.config), len(layer_map)
     targets = aligned_teacher_layers(n_student, n_teacher)
     temperature = float(cfg["temperature"])
     weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
     need_hidden = weights["cos"] > 0
+    hard_loss = losses.hard_label_loss(cfg)
 
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
@@ -99,9 +153,9 @@ def distill_student(
             if weights["kl"]:
                 parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
             if weights["ce"]:
-                parts["ce"] = task.hard_loss(s_logits, batch)
+                parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
             if weights["cos"]:
-                parts["cos"] = hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
+                parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, {k: v.item() for k, v in parts.items()}
 
@@ -110,14 +164,9 @@ def distill_student(
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
                               spec)
-        metrics = trainer.evaluate(student, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
-                                   "student eval")
-        teacher_metrics = (teacher_manifest.get("metrics") or {}).get("eval")
-        if teacher_metrics is None or teacher_metrics.get("n_examples") != metrics["n_examples"]:
-            teacher_metrics = trainer.evaluate(teacher, task, eval_examples, eval_features, tokenizer.pad_token_id,
-                                               eval_cfg, dev, "teacher eval")
-        primary = task.primary_metric
-        kept = metrics[primary] / teacher_metrics[primary] if teacher_metrics[primary] else None
+        metrics, teacher_metrics, kept = evaluate_against_teacher(
+            student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
+        cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
         models.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
                                 {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
         write_manifest(
@@ -126,11 +175,12 @@ def distill_student(
                     "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
             inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
             metrics={
-                "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": primary,
-                "fraction_of_teacher_kept": kept, "train": stats, "teacher_cache": cache_report,
+                "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
+                "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats, "teacher_cache": cache_report,
                 "parameters": sum(p.numel() for p in student.parameters()),
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },
         )
     checkpoint.discard(spec)
-    return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept}
+    return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,
+                                         "cross_domain": cross_domain}

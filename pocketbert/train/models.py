@@ -85,9 +85,13 @@ def load_for_task(source: str, task, num_labels_from_source: bool = False, trust
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None) -> None:
-    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task."""
+    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task.
+
+    model None: the caller saved weights of its own format (the BiLSTM student) and names it in `extra`.
+    """
     quiet_transformers()
-    model.save_pretrained(folder, safe_serialization=True)
+    if model is not None:
+        model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     info = {"task": task.name, "label_names": task.label_names, "max_length": max_length, **(extra or {})}
     (Path(folder) / TASK_INFO).write_text(json.dumps(info, indent=2) + "\n")
@@ -104,7 +108,12 @@ def load_stage_model(folder: Path):
         raise ModelError(f"{folder} was not written by pocketbert (no {TASK_INFO}); train it with `pocketbert train`")
     info = json.loads(info_path.read_text())
     task = make_task(info["task"], info["label_names"])
-    model = load_for_task(str(folder), task, num_labels_from_source=True)
+    if info.get("architecture") == "bilstm":
+        from pocketbert.train.bilstm import load_bilstm
+
+        model = load_bilstm(folder)
+    else:
+        model = load_for_task(str(folder), task, num_labels_from_source=True)
     model.eval()
     return model, load_tokenizer(str(folder)), task, info
 

@@ -11,12 +11,11 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from pocketbert.config import check_task
 from pocketbert.train import qa as qa_lib
 from pocketbert.train.data import QAExample, TextExample
-from pocketbert.train.losses import soft_target_kl
+from pocketbert.train.losses import cross_entropy, soft_target_kl
 
 
 @dataclass
@@ -69,8 +68,8 @@ class SentimentTask:
     def logits(self, outputs) -> torch.Tensor:
         return outputs.logits
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(logits.float(), batch["labels"])
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
+        return loss_fn(logits, batch["labels"])
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
         return soft_target_kl(student, teacher, temperature)
@@ -130,10 +129,9 @@ class QATask:
     def logits(self, outputs) -> torch.Tensor:
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=-1)  # [batch, length, 2]
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
-        return 0.5 * (F.cross_entropy(masked[..., 0], batch["start_positions"])
-                      + F.cross_entropy(masked[..., 1], batch["end_positions"]))
+        return 0.5 * (loss_fn(masked[..., 0], batch["start_positions"]) + loss_fn(masked[..., 1], batch["end_positions"]))
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
         mask = batch["attention_mask"]

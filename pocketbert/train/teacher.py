@@ -8,7 +8,7 @@ from pathlib import Path
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
-from pocketbert.train import checkpoint, models, trainer
+from pocketbert.train import checkpoint, losses, models, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.tasks import make_task
 
@@ -43,12 +43,13 @@ def fine_tune_teacher(
     model = models.load_for_task(source, task, trust_remote_code=trust_remote_code)
     check_max_length(model, int(cfg["max_length"]))
     dev = trainer.pick_device(device)
+    hard_loss = losses.hard_label_loss(cfg)
 
     with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(batch, idx):
-            loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch)
+            loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch, hard_loss)
             return loss, {}
 
         spec = trainer.checkpoint_spec_for(run_dir, TEACHER_DIR, cfg, {

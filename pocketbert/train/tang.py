@@ -1,0 +1,111 @@
+"""`pocketbert train distill --recipe tang`: Tang et al. 2019, BERT into a BiLSTM.
+
+Transfer set: the training examples plus augmented copies (augment.py), every one labelled by the teacher.
+Loss: alpha * hard-label loss (original examples only) + (1 - alpha) * MSE(student logits, teacher logits);
+alpha = 0, pure distillation, was the paper's best.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch.nn.functional as F
+
+from pocketbert.errors import ConfigError
+from pocketbert.manifest import sha256_of, write_manifest
+from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
+from pocketbert.train import augment, bilstm, checkpoint, losses, models, teacher_cache, trainer
+from pocketbert.train.data import subsample
+from pocketbert.train.distill import cross_domain_eval, evaluate_against_teacher, freeze, load_teacher_and_data
+
+RECIPE = "tang"
+
+
+def check_tang_config(cfg: dict) -> float:
+    alpha = float(cfg.get("alpha", 0.0))
+    if not 0.0 <= alpha <= 1.0:
+        raise ConfigError(f"distill.alpha must be between 0 (pure distillation) and 1 (labels only); got {alpha}")
+    return alpha
+
+
+def distill_bilstm(
+    run_dir: Path,
+    recipe: dict,
+    teacher_dir: Path | None = None,
+    data_dir: Path | None = None,
+    eval_file: Path | None = None,
+    device: str | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+) -> tuple[Path, dict]:
+    started = time.time()
+    check_writable(run_dir, STUDENT_DIR, overwrite)
+    seed = int(recipe.get("seed", 13))
+    cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
+    alpha = check_tang_config(cfg)
+    augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
+    hard_loss = losses.hard_label_loss(cfg)
+    teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
+                                                                        eval_file, seed)
+    if task.name != "sentiment":
+        raise ConfigError("the BiLSTM student classifies sentences: use --recipe distilbert for QA")
+    if tokenizer.mask_token is None:
+        raise ConfigError("the teacher's tokenizer has no mask token for augmentation: set augment.p_mask=0")
+    trainer.set_seed(seed)
+    student = bilstm.build_bilstm(recipe.get("bilstm") or {}, teacher, tokenizer, len(task.label_names))
+    dev = trainer.pick_device(device)
+    freeze(teacher, dev)
+    length = int(cfg["max_length"])
+
+    with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
+        originals = subsample(data.train, cfg.get("max_train_examples"), seed)
+        transfer, transfer_report = augment.transfer_set(originals, augment_cfg, tokenizer.mask_token, seed)
+        features = task.features(tokenizer, transfer, length)
+        eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
+        eval_features = task.features(tokenizer, eval_examples, length)
+        teacher_sha = sha256_of(teacher_dir)
+        cached, cache_report = teacher_cache.teacher_outputs(
+            teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
+            cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+        if cached is None:
+            raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
+                              f"{cache_report['reason']}; raise distill.teacher_cache_mb")
+
+        def step_loss(batch, idx):
+            t_logits, _ = cached.batch(idx, batch["input_ids"].shape[1], dev)
+            s_logits = student(batch["input_ids"], batch["attention_mask"]).logits.float()
+            parts = {"mse": F.mse_loss(s_logits, t_logits)}
+            if alpha:
+                parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+            loss = (1.0 - alpha) * parts["mse"] + alpha * parts.get("ce", 0.0)
+            return loss, {k: v.item() for k, v in parts.items()}
+
+        spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
+            "cfg": cfg, "seed": seed, "recipe": RECIPE, "bilstm": recipe.get("bilstm"), "teacher": teacher_sha,
+        }, features, resume)
+        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed,
+                              "distill (BiLSTM)", spec)
+        metrics, teacher_metrics, kept = evaluate_against_teacher(
+            student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
+        cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
+        bilstm.save_bilstm(student, out)
+        models.save_stage_model(None, tokenizer, out, task, length,
+                                {"architecture": bilstm.ARCHITECTURE, "recipe": RECIPE})
+        write_manifest(
+            out, stage="student", started=started,
+            config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "distill_recipe": RECIPE,
+                    "device": str(dev), "dataset": data.name},
+            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
+            metrics={
+                "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
+                "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats,
+                "transfer_set": transfer_report, "teacher_cache": cache_report,
+                "parameters": student.parameter_count(include_embeddings=True),
+                "parameters_without_embeddings": student.parameter_count(),
+                "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
+            },
+        )
+    checkpoint.discard(spec)
+    return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,
+                                         "cross_domain": cross_domain}
