@@ -15,7 +15,8 @@ def resolve_run_dir(run: str) -> Path:
     return Path(run) if (os.sep in run or run.startswith(".")) else DEFAULT_RUNS_ROOT / run
 
 
-run_option = click.option("--run", "run", required=True, metavar="NAME|PATH",
+# --run-dir spells the same option for torchrun, whose own parser takes "--run" for its "--run-path".
+run_option = click.option("--run", "--run-dir", "run", required=True, metavar="NAME|PATH",
                           help="Run directory: a name under runs/, or a path.")
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace this stage's earlier output.")
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="POCKETBERT_DATA_DIR",

@@ -50,6 +50,11 @@ BENCH_PLOTS = {  # plot name -> file, written beside report.md
     "variants": "accuracy_latency_size.png",
     "roofline": "roofline.png",
 }
+ABLATION_DIR = "ablation"  # ablation/<variant>/student/ per variant, and the table beside them
+ABLATION_RESULTS = "ablation.json"
+ABLATION_TABLE = "ablation.md"
+ABLATION_PLOT = "ablation.png"
+TRAIN_BENCH_RESULTS = "train_bench.json"  # `pocketbert bench train`, in the run directory
 BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 
 

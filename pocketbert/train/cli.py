@@ -71,7 +71,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
     label_names = [s.strip() for s in labels.split(",")] if labels else None
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
                                       device, overwrite, trust_remote_code, resume)
-    click.echo(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
+    _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
 
 
 @train.command()
@@ -89,13 +89,16 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--kl-weight", type=float, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
 @click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
 @click.option("--cos-weight", type=float, default=None, help="Weight of the hidden-state cosine loss.")
+@click.option("--student-model", default=None, metavar="NAME|PATH",
+              help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
 @click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @data_dir_option
 @device_option
 @overwrite_option
 def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-            focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight, cos_weight, layer_map, resume, data_dir, device, overwrite):
+            focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight,
+            cos_weight, student_model, layer_map, resume, data_dir, device, overwrite):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.errors import ConfigError
 
@@ -106,7 +109,8 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
     recipe = _recipe(task, preset, config, {
         "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
         "distill.temperature": temperature, "distill.kl_weight": kl_weight, "distill.ce_weight": ce_weight,
-        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map, "distill.recipe": distill_recipe,
+        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map, "student.model": student_model,
+        "distill.recipe": distill_recipe,
         "distill.alpha": alpha, "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma,
         "distill.focal_alpha": focal_alpha,
         "eval.cross_domain": [n.strip() for n in cross_domain.split(",")] if cross_domain else None,
@@ -114,10 +118,10 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
                                       overwrite, resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
-    click.echo(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
-               f" -> wrote {path}")
+    _say(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
+         f" -> wrote {path}")
     for name, pair in result.get("cross_domain", {}).items():
-        click.echo(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
+        _say(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
 
 
 def run_distill_recipe(run_dir, recipe, *args):
@@ -134,5 +138,39 @@ def run_distill_recipe(run_dir, recipe, *args):
     raise ConfigError(f"unknown distill.recipe '{name}': use distilbert or tang")
 
 
+def _say(message: str) -> None:
+    """Under torchrun, process 0 speaks for all."""
+    from pocketbert.train.distributed import is_main
+
+    if is_main():
+        click.echo(message)
+
+
 def _format_metrics(metrics: dict) -> str:
     return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+
+
+@train.command()
+@run_option
+@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
+              help="A fine-tuned teacher folder (default: <run>/teacher).")
+@with_options(recipe_options)
+@click.option("--variants", default=None, metavar="NAME,...",
+              help="Variants to run (default all): full, no_kl, no_ce, no_cos, random_init.")
+@data_dir_option
+@device_option
+def ablate(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
+           focal_gamma, focal_alpha, set_items, variants, data_dir, device):
+    """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
+    from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
+    from pocketbert.train.ablate import ablate as run_ablation
+
+    recipe = _recipe(task, preset, config, {
+        "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
+        "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma, "distill.focal_alpha": focal_alpha,
+    }, set_items)
+    run_dir = resolve_run_dir(run)
+    run_ablation(run_dir, recipe, teacher_dir, data_dir, device,
+                 [v.strip() for v in variants.split(",")] if variants else None)
+    table = run_dir / ABLATION_DIR / ABLATION_TABLE
+    _say(table.read_text() + f"-> wrote {table}")

@@ -21,7 +21,7 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
-from pocketbert.train import checkpoint, losses, models, teacher_cache, trainer
+from pocketbert.train import checkpoint, distributed, losses, models, teacher_cache, trainer
 from pocketbert.train.data import load_task_data, subsample
 
 
@@ -95,10 +95,55 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
     return results
 
 
+def pretrained_student(source: str, teacher, teacher_tokenizer, task, aligns_hidden: bool):
+    """A student loaded from a checkpoint (a fresh task head) rather than cut from the teacher; it must read the
+    teacher's token ids, and align hidden states only when its width is the teacher's."""
+    student_tokenizer = models.load_tokenizer(models.resolve_model_source(source))
+    if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
+        raise ConfigError(f"student '{source}' has another vocabulary than the teacher ({len(student_tokenizer)} vs "
+                          f"{len(teacher_tokenizer)} tokens): pick a student that shares the teacher's tokenizer, "
+                          "or leave student.model unset to cut one from the teacher")
+    student = models.load_for_task(models.resolve_model_source(source), task)
+    if aligns_hidden and student.config.hidden_size != teacher.config.hidden_size:
+        raise ConfigError(f"student hidden size {student.config.hidden_size} differs from the teacher's "
+                          f"{teacher.config.hidden_size}, so hidden states cannot be aligned: set --cos-weight 0")
+    return student, None
+
+
 def freeze(teacher, dev):
     teacher.to(dev).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
+
+
+def distillation_loss(task, teacher, cached, weights: dict, temperature: float, targets: list[int], hard_loss, dev):
+    """step_loss(forward_model, batch, indices) of the DistilBERT recipe; teacher outputs from `cached` when given,
+    else from the teacher at every step."""
+    need_hidden = weights["cos"] > 0
+
+    def teacher_step(inputs, idx, length):
+        if cached is not None:
+            return cached.batch(idx, length, dev)
+        with torch.no_grad():
+            out = teacher(**inputs, output_hidden_states=need_hidden)
+        return task.logits(out), [out.hidden_states[k] for k in targets] if need_hidden else None
+
+    def step_loss(forward_model, batch, idx):
+        inputs = {k: batch[k] for k in task.input_names}
+        t_logits, t_hidden = teacher_step(inputs, idx, batch["input_ids"].shape[1])
+        s_out = forward_model(**inputs, output_hidden_states=need_hidden)
+        s_logits = task.logits(s_out)
+        parts = {}
+        if weights["kl"]:
+            parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
+        if weights["ce"]:
+            parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+        if weights["cos"]:
+            parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
+        loss = sum(weights[k] * v for k, v in parts.items())
+        return loss, {k: v.item() for k, v in parts.items()}
+
+    return step_loss
 
 
 def distill_student(
@@ -119,48 +164,35 @@ def distill_student(
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
                                                                         eval_file, seed)
     trainer.set_seed(seed)
-    student, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
+    weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
+    student_cfg = recipe.get("student") or {}
+    if student_cfg.get("model"):
+        student, layer_map = pretrained_student(student_cfg["model"], teacher, tokenizer, task, weights["cos"] > 0)
+    else:
+        student, layer_map = models.build_student(teacher, student_cfg.get("layer_map"))
+        if student_cfg.get("init", "teacher") == "random":  # the ablation's control: no teacher weights
+            student.apply(student._init_weights)
     dev = trainer.pick_device(device)
     freeze(teacher, dev)
-    n_teacher, n_student = models.layer_count(teacher.config), len(layer_map)
+    n_teacher, n_student = models.layer_count(teacher.config), models.layer_count(student.config)
     targets = aligned_teacher_layers(n_student, n_teacher)
     temperature = float(cfg["temperature"])
-    weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
     need_hidden = weights["cos"] > 0
     hard_loss = losses.hard_label_loss(cfg)
 
-    with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
+    with distributed.main_writes(staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         teacher_sha = sha256_of(teacher_dir)
-        cached, cache_report = teacher_cache.teacher_outputs(
-            teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
-            cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+        with distributed.main_first():
+            cached, cache_report = teacher_cache.teacher_outputs(
+                teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
+                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
 
-        def teacher_step(inputs, idx, length):
-            if cached is not None:
-                return cached.batch(idx, length, dev)
-            with torch.no_grad():
-                out = teacher(**inputs, output_hidden_states=need_hidden)
-            return task.logits(out), [out.hidden_states[k] for k in targets] if need_hidden else None
-
-        def step_loss(batch, idx):
-            inputs = {k: batch[k] for k in task.input_names}
-            t_logits, t_hidden = teacher_step(inputs, idx, batch["input_ids"].shape[1])
-            s_out = student(**inputs, output_hidden_states=need_hidden)
-            s_logits = task.logits(s_out)
-            parts = {}
-            if weights["kl"]:
-                parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
-            if weights["ce"]:
-                parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
-            if weights["cos"]:
-                parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
-            loss = sum(weights[k] * v for k, v in parts.items())
-            return loss, {k: v.item() for k, v in parts.items()}
+        step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 
         spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
-            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": teacher_sha,
+            "cfg": cfg, "seed": seed, "layer_map": layer_map, "student": student_cfg, "teacher": teacher_sha,
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
                               spec)
@@ -181,6 +213,7 @@ def distill_student(
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },
         )
-    checkpoint.discard(spec)
+    if distributed.is_main():
+        checkpoint.discard(spec)
     return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,
                                          "cross_domain": cross_domain}

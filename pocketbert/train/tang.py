@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
-from pocketbert.train import augment, bilstm, checkpoint, losses, models, teacher_cache, trainer
+from pocketbert.train import augment, bilstm, checkpoint, distributed, losses, models, teacher_cache, trainer
 from pocketbert.train.data import subsample
 from pocketbert.train.distill import cross_domain_eval, evaluate_against_teacher, freeze, load_teacher_and_data
 
@@ -58,23 +58,24 @@ def distill_bilstm(
     freeze(teacher, dev)
     length = int(cfg["max_length"])
 
-    with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
+    with distributed.main_writes(staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
         originals = subsample(data.train, cfg.get("max_train_examples"), seed)
         transfer, transfer_report = augment.transfer_set(originals, augment_cfg, tokenizer.mask_token, seed)
         features = task.features(tokenizer, transfer, length)
         eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
         eval_features = task.features(tokenizer, eval_examples, length)
         teacher_sha = sha256_of(teacher_dir)
-        cached, cache_report = teacher_cache.teacher_outputs(
-            teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
-            cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+        with distributed.main_first():
+            cached, cache_report = teacher_cache.teacher_outputs(
+                teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
+                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
         if cached is None:
             raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
                               f"{cache_report['reason']}; raise distill.teacher_cache_mb")
 
-        def step_loss(batch, idx):
+        def step_loss(forward_model, batch, idx):
             t_logits, _ = cached.batch(idx, batch["input_ids"].shape[1], dev)
-            s_logits = student(batch["input_ids"], batch["attention_mask"]).logits.float()
+            s_logits = forward_model(batch["input_ids"], batch["attention_mask"]).logits.float()
             parts = {"mse": F.mse_loss(s_logits, t_logits)}
             if alpha:
                 parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
@@ -106,6 +107,7 @@ def distill_bilstm(
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },
         )
-    checkpoint.discard(spec)
+    if distributed.is_main():
+        checkpoint.discard(spec)
     return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,
                                          "cross_domain": cross_domain}

@@ -8,7 +8,7 @@ from pathlib import Path
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
-from pocketbert.train import checkpoint, losses, models, trainer
+from pocketbert.train import checkpoint, distributed, losses, models, trainer
 from pocketbert.train.data import load_task_data
 from pocketbert.train.tasks import make_task
 
@@ -45,11 +45,12 @@ def fine_tune_teacher(
     dev = trainer.pick_device(device)
     hard_loss = losses.hard_label_loss(cfg)
 
-    with staged_output(run_dir, TEACHER_DIR, overwrite) as out:
+    with distributed.main_writes(staged_output(run_dir, TEACHER_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
-        def step_loss(batch, idx):
-            loss = task.hard_loss(task.logits(model(**{k: batch[k] for k in task.input_names})), batch, hard_loss)
+        def step_loss(forward_model, batch, idx):
+            loss = task.hard_loss(task.logits(forward_model(**{k: batch[k] for k in task.input_names})), batch,
+                                  hard_loss)
             return loss, {}
 
         spec = trainer.checkpoint_spec_for(run_dir, TEACHER_DIR, cfg, {
@@ -67,6 +68,7 @@ def fine_tune_teacher(
             inputs={f"data_{k}": v for k, v in data.sources.items()},
             metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
         )
-    checkpoint.discard(spec)
+    if distributed.is_main():
+        checkpoint.discard(spec)
     final = Path(run_dir) / TEACHER_DIR
     return final, metrics

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from pocketbert.errors import ConfigError
-from pocketbert.train import checkpoint
+from pocketbert.train import checkpoint, distributed
 from pocketbert.train.models import torch_forward
 from pocketbert.train.tasks import batched_logits
 
@@ -21,13 +21,14 @@ MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, th
 def pick_device(requested: str | None = None) -> torch.device:
     """CUDA when there is one, else the CPU; `requested` ('cpu', 'cuda', 'cuda:1') overrides."""
     if requested in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return distributed.init(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device {requested} asked for, but this machine has no CUDA GPU: use --device cpu")
     try:
-        return torch.device(requested)
+        device = torch.device(requested)
     except RuntimeError as exc:
         raise ConfigError(f"unknown --device '{requested}': use auto, cpu or cuda") from exc
+    return distributed.init(device)
 
 
 def autocast_for(device: torch.device):
@@ -93,22 +94,31 @@ def train(
     pad_id: int,
     cfg: dict,
     device: torch.device,
-    step_loss: Callable[[dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]],
+    step_loss: Callable[[torch.nn.Module, dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, float]]],
     seed: int,
     desc: str,
     checkpoint_spec: checkpoint.CheckpointSpec | None = None,
 ) -> dict[str, float]:
     """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics.
 
-    With a checkpoint spec, state is saved every `every` steps and, when resuming, training continues
-    after the saved step: same batches, same dropout draws, so the same final weights.
+    step_loss(forward_model, batch, indices) computes the loss through forward_model: the model itself, or
+    its DDP / torch.compile wrapper. With a checkpoint spec, state is saved every `every` steps and, when
+    resuming, training continues after the saved step: same batches, same dropout draws, same final weights.
     """
     from tqdm.auto import tqdm
 
     lengths = [len(f.input_ids) for f in features]
     epochs = int(cfg.get("epochs", 1))
     batch_size = int(cfg["batch_size"])
-    steps_per_epoch = math.ceil(len(features) / batch_size)
+    world, rank = distributed.world_size(), distributed.rank()
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        batches = length_grouped_batches(lengths, batch_size, seed + epoch)
+        if world > 1:  # every process takes as many steps, or DDP's all-reduce would wait forever
+            batches = batches[rank:len(batches) // world * world:world]
+        return batches
+
+    steps_per_epoch = len(epoch_batches(0))
     total = max(1, epochs * steps_per_epoch)
     warmup = int(total * float(cfg.get("warmup_ratio", 0.0)))
     optimizer = torch.optim.AdamW(
@@ -122,16 +132,20 @@ def train(
     model.to(device).train()
     start, running = (checkpoint.load(checkpoint_spec, model, optimizer, schedule)
                       if checkpoint_spec else (0, {}))
-    bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step")
+    forward_model = distributed.wrap(model, device, find_unused=task.name == "qa")
+    if cfg.get("compile"):
+        forward_model = torch.compile(forward_model, dynamic=True)  # dynamic: every batch has its own length
+    bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step",
+               disable=not distributed.is_main())
     step = 0
     for epoch in range(epochs):
-        for idx in length_grouped_batches(lengths, batch_size, seed + epoch):
+        for idx in epoch_batches(epoch):
             step += 1
             if step <= start:
                 continue
             batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
             with autocast_for(device):
-                loss, parts = step_loss(batch, idx)
+                loss, parts = step_loss(forward_model, batch, idx)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -141,12 +155,14 @@ def train(
                 running[name] = 0.98 * running.get(name, value) + 0.02 * value
             bar.set_postfix({k: f"{v:.3f}" for k, v in running.items()}, refresh=False)
             bar.update()
-            if checkpoint_spec and step % checkpoint_spec.every == 0 and step < total:
+            if checkpoint_spec and step % checkpoint_spec.every == 0 and step < total and distributed.is_main():
                 checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, running)
             checkpoint.kill_if_asked("kill_after_step", step)
     bar.close()
     model.eval()
-    return {f"final_{k}": round(v, 4) for k, v in running.items()} | {"steps": total, "train_examples": len(features)}
+    return ({f"final_{k}": round(v, 4) for k, v in running.items()}
+            | {"steps": total, "train_examples": len(features), "distributed": distributed.summary(model),
+               "compiled": bool(cfg.get("compile"))})
 
 
 def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,

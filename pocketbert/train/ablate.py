@@ -1,0 +1,125 @@
+"""`pocketbert train ablate`: the DistilBERT recipe with each loss removed in turn, and from a random student.
+
+Like Table 4 of Sanh et al. 2019: every variant is a full distillation from the same teacher on the same
+data; the table is each variant's dev metric and its change from the full recipe. Each variant keeps its
+student in <run>/ablation/<variant>/, so a killed ablation continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+from pocketbert.errors import ConfigError
+from pocketbert.manifest import read_manifest
+from pocketbert.rundir import (
+    ABLATION_DIR,
+    ABLATION_PLOT,
+    ABLATION_RESULTS,
+    ABLATION_TABLE,
+    MANIFEST,
+    STUDENT_DIR,
+    TEACHER_DIR,
+    require_stage,
+)
+from pocketbert.train.distill import distill_student
+
+FULL = "full"
+# variant -> (what the table calls it, the recipe keys it changes)
+VARIANTS = {
+    FULL: ("KL + CE + cosine, teacher init", {}),
+    "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
+    "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
+    "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
+    "random_init": ("random student init", {"student.init": "random"}),
+}
+
+
+def variant_recipe(recipe: dict, changes: dict) -> dict:
+    from pocketbert.config import apply_overrides
+
+    return apply_overrides(copy.deepcopy(recipe), changes)
+
+
+def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_dir: Path | None = None,
+           device: str | None = None, variants: list[str] | None = None) -> dict:
+    if (recipe["distill"].get("recipe") or "distilbert") != "distilbert":
+        raise ConfigError("the ablation removes the DistilBERT recipe's losses: run it with --recipe distilbert")
+    names = variants or list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise ConfigError(f"unknown ablation variant {unknown[0]}: choose from {', '.join(VARIANTS)}")
+    if FULL not in names:
+        names = [FULL, *names]
+    run_dir = Path(run_dir)
+    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    folder = run_dir / ABLATION_DIR
+    started = time.time()
+    rows = []
+    for name in names:
+        label, changes = VARIANTS[name]
+        variant_run = folder / name
+        manifest_path = variant_run / STUDENT_DIR / MANIFEST
+        specific = variant_recipe(recipe, changes)
+        if not _done_with(manifest_path, specific):
+            distill_student(variant_run, specific, teacher_dir, data_dir, None, device, overwrite=True, resume=True)
+        metrics = read_manifest(variant_run / STUDENT_DIR)["metrics"]
+        rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics["eval"],
+                     "primary_metric": metrics["primary_metric"], "teacher_eval": metrics["teacher_eval"]})
+    primary = rows[0]["primary_metric"]
+    full = rows[0]["eval"][primary]
+    for row in rows:
+        row["delta"] = row["eval"][primary] - full
+    result = {"primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
+              "recipe": recipe, "rows": rows, "seconds": round(time.time() - started, 1)}
+    (folder / ABLATION_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
+    (folder / ABLATION_TABLE).write_text(render_table(result))
+    plot_ablation(result, folder / ABLATION_PLOT)
+    return result
+
+
+def _done_with(manifest_path: Path, recipe: dict) -> bool:
+    """A variant finished earlier with exactly this recipe need not run again."""
+    if not manifest_path.is_file():
+        return False
+    return json.loads(manifest_path.read_text()).get("config", {}).get("recipe") == recipe
+
+
+def render_table(result: dict) -> str:
+    primary = result["primary_metric"]
+    teacher = result["teacher_eval"][primary]
+    lines = [
+        f"# Ablation of the DistilBERT recipe ({primary} on the dev set)",
+        "",
+        f"Teacher: {teacher:.4f}. Each row is a full distillation; Δ is against the first row.",
+        "",
+        f"| variant | {primary} | Δ (points) |",
+        "|---|---:|---:|",
+    ]
+    for row in result["rows"]:
+        delta = "—" if row["variant"] == FULL else f"{100 * row['delta']:+.2f}"
+        lines.append(f"| {row['label']} | {row['eval'][primary]:.4f} | {delta} |")
+    n = result["rows"][0]["eval"].get("n_examples")
+    lines += ["", f"{n} dev examples; {result['seconds']:.0f} s for the variants run this time."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_ablation(result: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"][1:]
+    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.55 * max(1, len(rows))))
+    deltas = [100 * r["delta"] for r in rows]
+    ax.barh([r["label"] for r in rows], deltas, color=["#e76f51" if d < 0 else "#2a9d8f" for d in deltas])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"change in dev {result['primary_metric']} (points) against the full recipe")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
