@@ -60,6 +60,17 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def command_line() -> str:
+    """The command that made a stage, as the user typed it (the CLI's own name, then its arguments)."""
+    import shlex
+    import sys
+
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    if program in ("__main__.py", "cli.py"):
+        program = "pocketbert"
+    return shlex.join([program, *sys.argv[1:]])
+
+
 def write_manifest(
     stage_dir: Path,
     *,
@@ -79,6 +90,7 @@ def write_manifest(
         "metrics": metrics,
         "versions": package_versions(),
         "git_commit": git_commit(),
+        "command": command_line(),
         "host": {"machine": platform.machine(), "system": platform.system(), "processor": platform.processor()},
     }
     if extra:

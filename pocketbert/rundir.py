@@ -23,6 +23,7 @@ DEFAULT_RUNS_ROOT = Path("runs")
 
 TEACHER_DIR = "teacher"
 STUDENT_DIR = "student"
+MLM_STUDENT_DIR = "student_mlm"  # `train mlm`: a task-agnostic student, input to `train distill --student-model`
 EXPORT_DIR = "export"
 BENCH_DIR = "bench"
 CHECKPOINTS_DIR = "checkpoints"  # checkpoints/<stage>/last.pt while a training stage runs; removed when it ends

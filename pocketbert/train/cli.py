@@ -174,3 +174,31 @@ def ablate(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, m
                  [v.strip() for v in variants.split(",")] if variants else None)
     table = run_dir / ABLATION_DIR / ABLATION_TABLE
     _say(table.read_text() + f"-> wrote {table}")
+
+
+@train.command()
+@run_option
+@click.option("--teacher-model", "teacher_model", required=True, metavar="NAME|PATH",
+              help="A checkpoint with its masked-LM head (a hub name like bert-base-uncased, or a local folder).")
+@click.option("--corpus", type=click.Path(path_type=Path), required=True, help="Plain UTF-8 text, one passage a line.")
+@click.option("--task", default="sentiment", show_default=True, help="Recipe file family to read the mlm: section from.")
+@click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml.")
+@click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
+@click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's.")
+@click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override a recipe key, e.g. mlm.epochs=2.")
+@click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
+@device_option
+@overwrite_option
+def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
+    """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
+    from pocketbert.errors import ConfigError
+    from pocketbert.train.mlm import distill_masked_lm
+
+    try:
+        parsed_map = [int(i) for i in layer_map.split(",")] if layer_map else None
+    except ValueError:
+        raise ConfigError(f"--layer-map must be comma-separated layer numbers like 0,2,4 (got '{layer_map}')") from None
+    recipe = _recipe(task, preset, config, {"student.layer_map": parsed_map}, set_items)
+    path, result = distill_masked_lm(resolve_run_dir(run), recipe, teacher_model, corpus, device, overwrite, resume)
+    ppl = result["perplexity"]
+    _say(f"masked-LM student: held-out perplexity {ppl['student']:.2f} (teacher {ppl['teacher']:.2f}) -> wrote {path}")

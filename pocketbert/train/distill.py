@@ -70,9 +70,14 @@ DEFAULT_CROSS_DOMAIN_EXAMPLES = 2000  # per extra dataset; IMDb reviews are long
 
 
 def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir: Path | None, dev) -> dict:
-    """Student and teacher on the eval split of every dataset in `eval.cross_domain` (train on one, test on others)."""
+    """Student and teacher on the eval split of every dataset in `eval.cross_domain` (train on one, test on others).
+
+    eval.cross_domain is a list of dataset names, or a mapping from the training dataset to such a list.
+    """
     eval_cfg = recipe.get("eval", {})
     names = eval_cfg.get("cross_domain") or []
+    if isinstance(names, dict):  # {training dataset: [datasets to evaluate on]}, so one preset serves several
+        names = names.get(recipe["dataset"]) or []
     if task.name != "sentiment" or not names:
         return {}
     seed = int(recipe.get("seed", 13))

@@ -162,7 +162,12 @@ def features_digest(features: list, with_targets: bool):
     for f in features:
         digest.update(np.asarray(f.input_ids, dtype=np.int64).tobytes())
         if with_targets:
-            target = f.label if isinstance(f, TextFeature) else (f.start_position, f.end_position)
+            if isinstance(f, TextFeature):
+                target = f.label
+            elif hasattr(f, "start_position"):
+                target = (f.start_position, f.end_position)
+            else:  # masked-LM features: the masked tokens
+                target = f.labels
             digest.update(repr(target).encode())
         digest.update(b"|")
     return digest

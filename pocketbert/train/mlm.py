@@ -1,0 +1,190 @@
+"""`pocketbert train mlm`: the task-agnostic stage of DistilBERT, masked-LM distillation on plain text.
+
+The teacher needs its masked-LM head. The student is cut from it (every other layer) and learns from
+soft-target KL on the masked positions, the masked-LM cross-entropy and cosine alignment of hidden states.
+The result, <run>/student_mlm/, is a Hugging Face folder with the teacher's vocabulary: pass it to
+`pocketbert train distill --student-model` for the task-specific stage.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pocketbert.errors import ConfigError, DataError, ModelError
+from pocketbert.manifest import write_manifest
+from pocketbert.rundir import MLM_STUDENT_DIR, check_writable, staged_output
+from pocketbert.train import checkpoint, distributed, losses, models, trainer
+from pocketbert.train.distill import aligned_teacher_layers, freeze
+
+DEFAULTS = {"max_length": 128, "batch_size": 32, "epochs": 1, "learning_rate": 5.0e-4, "warmup_ratio": 0.05,
+            "weight_decay": 0.01, "temperature": 2.0, "kl_weight": 5.0, "ce_weight": 2.0, "cos_weight": 1.0,
+            "mask_probability": 0.15, "max_train_examples": None, "checkpoint_every": 200}
+HELD_OUT_FRACTION = 20  # one text in 20, at most HELD_OUT_MAX, is kept out of training to measure perplexity
+HELD_OUT_MAX = 256
+MASKED_LM_HEAD_PREFIXES = ("cls.predictions", "lm_head", "vocab_projector", "vocab_transform", "generator_lm_head")
+
+
+@dataclass
+class MaskedFeature:
+    input_ids: list[int]  # with [MASK] and random tokens in place
+    labels: list[int]     # the original token where masked, IGNORE_LABEL elsewhere
+
+
+class MaskedLMTask:
+    """What the training loop needs of a task, for masked-LM batches."""
+
+    name = "mlm"
+
+    @staticmethod
+    def collate(features: list[MaskedFeature], pad_id: int) -> dict[str, np.ndarray]:
+        width = max(len(f.input_ids) for f in features)
+        ids = np.full((len(features), width), pad_id, dtype=np.int64)
+        labels = np.full((len(features), width), losses.IGNORE_LABEL, dtype=np.int64)
+        for i, f in enumerate(features):
+            ids[i, :len(f.input_ids)] = f.input_ids
+            labels[i, :len(f.labels)] = f.labels
+        mask = (np.arange(width)[None, :] < np.array([len(f.input_ids) for f in features])[:, None]).astype(np.int64)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def read_corpus(path: Path) -> list[str]:
+    """Non-empty lines of a UTF-8 text file."""
+    try:
+        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read corpus {path}: {exc}; pass a UTF-8 text file, one passage a line") from exc
+    lines = [line for line in lines if line]
+    if not lines:
+        raise DataError(f"corpus {path} has no text; pass a UTF-8 text file, one passage a line")
+    return lines
+
+
+def mask_tokens(ids: list[int], tokenizer, probability: float, rng: random.Random) -> MaskedFeature:
+    """BERT's masking: of the chosen tokens, 80 % become [MASK], 10 % a random token, 10 % stay."""
+    special = set(tokenizer.all_special_ids)
+    out, labels = list(ids), [losses.IGNORE_LABEL] * len(ids)
+    for i, token in enumerate(ids):
+        if token in special or rng.random() >= probability:
+            continue
+        labels[i] = token
+        roll = rng.random()
+        if roll < 0.8:
+            out[i] = tokenizer.mask_token_id
+        elif roll < 0.9:
+            out[i] = rng.randrange(len(tokenizer))
+    return MaskedFeature(out, labels)
+
+
+def load_masked_lm_teacher(source: str):
+    """The teacher with its masked-LM head, or an error saying it has none."""
+    import pickle
+
+    from transformers import AutoModelForMaskedLM
+
+    models.quiet_transformers()
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True, weights_only=True,
+                                                           attn_implementation="eager")
+    except pickle.UnpicklingError as exc:
+        raise ModelError(f"refused to load '{source}': its pickled weights would run code; use safetensors") from exc
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot load a masked-LM model from '{source}': {str(exc).splitlines()[0]}") from exc
+    if any(key.startswith(MASKED_LM_HEAD_PREFIXES) for key in info.get("missing_keys", [])):
+        raise ConfigError(f"'{source}' has no masked-LM head (its checkpoint lacks the prediction layer), so there "
+                          "is nothing to distil on plain text: use a checkpoint saved with its MLM head "
+                          "(e.g. bert-base-uncased) or go straight to `pocketbert train distill`")
+    return model.eval()
+
+
+def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: Path, device: str | None = None,
+                      overwrite: bool = False, resume: bool = False) -> tuple[Path, dict]:
+    started = time.time()
+    check_writable(run_dir, MLM_STUDENT_DIR, overwrite)
+    cfg = {**DEFAULTS, **(recipe.get("mlm") or {})}
+    seed = int(recipe.get("seed", 13))
+    if float(cfg["temperature"]) <= 0:
+        raise ConfigError(f"mlm.temperature must be > 0 (got {cfg['temperature']}); 2 to 4 is usual")
+    if not 0 < float(cfg["mask_probability"]) < 1:
+        raise ConfigError("mlm.mask_probability must be between 0 and 1 (BERT used 0.15)")
+    source = models.resolve_model_source(teacher_source)
+    tokenizer = models.load_tokenizer(source)
+    if tokenizer.mask_token_id is None:
+        raise ConfigError(f"the tokenizer of '{teacher_source}' has no [MASK] token: it cannot drive masked-LM")
+    teacher = load_masked_lm_teacher(source)
+    texts = read_corpus(corpus)
+    if cfg["max_train_examples"]:
+        texts = random.Random(seed).sample(texts, min(len(texts), int(cfg["max_train_examples"])))
+    trainer.set_seed(seed)
+    student, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
+    dev = trainer.pick_device(device)
+    freeze(teacher, dev)
+    targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))
+    temperature, task = float(cfg["temperature"]), MaskedLMTask()
+    weights = {k: float(cfg[f"{k}_weight"]) for k in ("kl", "ce", "cos")}
+
+    with distributed.main_writes(staged_output(run_dir, MLM_STUDENT_DIR, overwrite)) as out:
+        encoded = tokenizer(texts, truncation=True, max_length=int(cfg["max_length"]))["input_ids"]
+        rng = random.Random(seed)
+        masked_all = [mask_tokens(ids, tokenizer, float(cfg["mask_probability"]), rng) for ids in encoded]
+        n_held = min(HELD_OUT_MAX, len(masked_all) // HELD_OUT_FRACTION)  # perplexity on text not trained on
+        held_out, features = masked_all[:n_held], masked_all[n_held:]
+
+        def step_loss(forward_model, batch, idx):
+            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            with torch.no_grad():
+                t_out = teacher(**inputs, output_hidden_states=weights["cos"] > 0)
+            s_out = forward_model(**inputs, output_hidden_states=weights["cos"] > 0)
+            masked = batch["labels"] != losses.IGNORE_LABEL
+            parts = {}
+            if masked.any():
+                parts["kl"] = losses.soft_target_kl(s_out.logits[masked], t_out.logits[masked], temperature)
+                parts["ce"] = F.cross_entropy(s_out.logits[masked].float(), batch["labels"][masked])
+            if weights["cos"]:
+                parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]),
+                                                         [t_out.hidden_states[k] for k in targets],
+                                                         batch["attention_mask"])
+            loss = sum(weights[k] * v for k, v in parts.items()) if parts else s_out.logits.sum() * 0.0
+            return loss, {k: v.item() for k, v in parts.items()}
+
+        spec = trainer.checkpoint_spec_for(run_dir, MLM_STUDENT_DIR, cfg, {
+            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": teacher_source}, features, resume)
+        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed,
+                              "masked-LM distill", spec)
+        perplexities = {name: masked_lm_perplexity(m, held_out, tokenizer.pad_token_id, dev)
+                        for name, m in (("student", student), ("teacher", teacher))}
+        student.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
+        (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": layer_map, "teacher": teacher_source}) + "\n")
+        write_manifest(out, stage="student_mlm", started=started,
+                       config={"recipe": recipe, "mlm": cfg, "teacher": teacher_source, "layer_map": layer_map,
+                               "corpus": str(corpus), "device": str(dev)},
+                       inputs={"corpus": Path(corpus)},
+                       metrics={"train": stats, "masked_lm_perplexity_held_out": perplexities,
+                                "held_out_texts": n_held,
+                                "texts": len(texts)})
+    if distributed.is_main():
+        checkpoint.discard(spec)
+    return Path(run_dir) / MLM_STUDENT_DIR, {"perplexity": perplexities}
+
+
+@torch.no_grad()
+def masked_lm_perplexity(model, features: list[MaskedFeature], pad_id: int, dev, batch_size: int = 32) -> float:
+    """exp(mean cross-entropy on the masked tokens): the student's against the teacher's, on the same masks."""
+    model.to(dev).eval()
+    total, count = 0.0, 0
+    for start in range(0, len(features), batch_size):
+        batch = trainer.to_device(MaskedLMTask.collate(features[start:start + batch_size], pad_id), dev)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        masked = batch["labels"] != losses.IGNORE_LABEL
+        if masked.any():
+            total += F.cross_entropy(logits[masked].float(), batch["labels"][masked], reduction="sum").item()
+            count += int(masked.sum())
+    return float(np.exp(total / count)) if count else float("nan")

@@ -1,0 +1,208 @@
+"""The training recipes through the real CLI on a tiny teacher: Tang et al., ablation, masked-LM, cross-domain,
+the training benchmark, DDP with two processes, and the errors a user can cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+from helpers import error_line, run_cli
+
+from pocketbert.rundir import ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE, TRAIN_BENCH_RESULTS
+
+pytestmark = pytest.mark.slow
+TINY = ["--preset", "tiny"]
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory, tiny_base, shared_data):
+    from pocketbert.cli import main
+
+    run = tmp_path_factory.mktemp("recipes") / "base"
+    try:
+        main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), *TINY, "--data-dir", str(shared_data)])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    return run
+
+
+def copy_run(teacher_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(teacher_run / "teacher", run / "teacher")
+    return run
+
+
+def manifest(path):
+    return json.loads((path / "manifest.json").read_text())
+
+
+def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path, shared_data):
+    from pocketbert.train.models import load_stage_model
+
+    run = copy_run(teacher_run, tmp_path)
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "tang", "--set", "augment.n_iter=3",
+                     "--alpha", "0.5", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    metrics = manifest(run / "student")["metrics"]
+    assert metrics["transfer_set"]["augmented"] > 0
+    assert set(metrics["train"]) >= {"final_mse", "final_ce"}  # alpha 0.5: both losses
+    model, _, task, info = load_stage_model(run / "student")
+    assert info["architecture"] == "bilstm" and type(model).__name__ == "BiLSTMClassifier"
+    exported = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data)
+    assert exported.exit_code == 0, exported.err
+    parity = json.loads((run / "export" / "parity.json").read_text())
+    assert len(parity) == 4 and all(p["passed"] for p in parity)
+
+
+def test_cross_domain_and_focal_distillation(capsys, teacher_run, tmp_path, shared_data):
+    run = copy_run(teacher_run, tmp_path)
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--hard-loss", "focal", "--focal-gamma", "2",
+                     "--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=16", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    m = manifest(run / "student")
+    assert m["config"]["recipe"]["distill"]["hard_loss"] == "focal"
+    imdb = m["metrics"]["cross_domain"]["imdb"]
+    assert imdb["student"]["n_examples"] == imdb["teacher"]["n_examples"] == 16
+    assert "on imdb" in result.out
+
+
+def test_ablation_table_from_real_runs(capsys, teacher_run, tmp_path, shared_data):
+    run = copy_run(teacher_run, tmp_path)
+    result = run_cli(capsys, "train", "ablate", "--run", run, *TINY, "--max-train-examples", "32",
+                     "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    folder = run / ABLATION_DIR
+    table = json.loads((folder / ABLATION_RESULTS).read_text())
+    assert [r["variant"] for r in table["rows"]] == ["full", "no_kl", "no_ce", "no_cos", "random_init"]
+    for row in table["rows"]:
+        student = manifest(folder / row["variant"] / "student")
+        assert row["eval"] == student["metrics"]["eval"]
+        assert row["delta"] == pytest.approx(row["eval"]["accuracy"] - table["rows"][0]["eval"]["accuracy"])
+    weights = manifest(folder / "no_kl" / "student")["config"]["recipe"]["distill"]
+    assert weights["kl_weight"] == 0.0 and weights["ce_weight"] > 0
+    assert (folder / ABLATION_PLOT).stat().st_size > 0
+    assert "random student init" in (folder / ABLATION_TABLE).read_text()
+
+
+def test_random_init_student_does_not_start_from_the_teacher(teacher_run):
+    from pocketbert.train.models import build_student, load_stage_model
+
+    teacher, *_ = load_stage_model(teacher_run / "teacher")
+    student, _ = build_student(teacher)
+    copied = student.bert.embeddings.word_embeddings.weight.detach().clone()
+    student.apply(student._init_weights)
+    assert not (student.bert.embeddings.word_embeddings.weight == copied).all()
+
+
+def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, shared_data):
+    from pocketbert.train.train_bench import pad_to
+    import numpy as np
+
+    widened = pad_to({"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}, 8, 0)
+    assert widened["input_ids"].shape == (2, 8) and widened["attention_mask"][:, 3:].sum() == 0
+    run = copy_run(teacher_run, tmp_path)
+    result = run_cli(capsys, "bench", "train", "--run", run, *TINY, "--examples", "32", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    out = json.loads((run / TRAIN_BENCH_RESULTS).read_text())
+    assert out["timings"]["pocketbert_warm_cache"]["cache_hit"] and not out["timings"]["pocketbert_cold_cache"]["cache_hit"]
+    reference = out["timings"]["reference"]["examples_per_second"]
+    assert out["speedup_warm_cache"] == pytest.approx(out["timings"]["pocketbert_warm_cache"]["examples_per_second"]
+                                                      / reference)
+
+
+def test_masked_lm_stage_feeds_task_distillation(capsys, tmp_path, wordpiece_tokenizer, tiny_base, shared_data):
+    import torch
+    from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
+
+    from conftest import TINY_CONFIG
+
+    teacher = tmp_path / "mlm-teacher"
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=wordpiece_tokenizer.vocab_size, **TINY_CONFIG)).save_pretrained(teacher)
+    wordpiece_tokenizer.save_pretrained(teacher)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(line.split("\t")[0] for line in
+                                (shared_data / "sst2" / "train.tsv").read_text().splitlines()[1:81]))
+    run = tmp_path / "run"
+    result = run_cli(capsys, "train", "mlm", "--run", run, "--teacher-model", teacher, "--corpus", corpus, *TINY,
+                     "--set", "mlm.max_length=32")
+    assert result.exit_code == 0, result.err
+    student = AutoModelForMaskedLM.from_pretrained(run / "student_mlm")
+    assert student.config.num_hidden_layers == 1
+    assert manifest(run / "student_mlm")["metrics"]["held_out_texts"] == 4
+    no_head = run_cli(capsys, "train", "mlm", "--run", tmp_path / "other", "--teacher-model", tiny_base,
+                      "--corpus", corpus)
+    assert no_head.exit_code == 2 and "has no masked-LM head" in error_line(no_head)
+    shutil.copytree(teacher, run / "teacher-src")
+    task_teacher = run_cli(capsys, "train", "teacher", "--run", run, "--model", teacher, *TINY, "--data-dir", shared_data)
+    assert task_teacher.exit_code == 0, task_teacher.err
+    distilled = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--student-model", run / "student_mlm",
+                        "--data-dir", shared_data)
+    assert distilled.exit_code == 0, distilled.err
+
+
+def make_other_vocabulary_model(folder, vocab_words):
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    vocab = folder / "vocab.txt"
+    folder.mkdir()
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *vocab_words]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--temperature", "0"], ["temperature must be > 0"]),
+    (["--temperature", "-2"], ["temperature must be > 0"]),
+    (["--layer-map", "0,7"], ["out of range", "0..1"]),
+    (["--recipe", "tang", "--alpha", "1.5"], ["alpha must be between 0"]),
+    (["--hard-loss", "focal", "--focal-gamma", "-1"], ["focal_gamma must be >= 0"]),
+])
+def test_bad_distillation_options_are_one_line_errors(capsys, teacher_run, tmp_path, shared_data, args, fragments):
+    run = copy_run(teacher_run, tmp_path)
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, *args, "--data-dir", shared_data)
+    assert result.exit_code == 2
+    line = error_line(result)
+    assert line.startswith("error:") and all(f in line for f in fragments)
+    assert not (run / "student").exists()
+
+
+def test_student_with_another_vocabulary_is_refused(capsys, teacher_run, tmp_path, shared_data):
+    run = copy_run(teacher_run, tmp_path)
+    other = make_other_vocabulary_model(tmp_path / "other-vocab", ["good", "bad", "film"])
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--student-model", other,
+                     "--data-dir", shared_data)
+    assert result.exit_code == 2
+    line = error_line(result)
+    assert "another vocabulary than the teacher" in line and "shares the teacher's tokenizer" in line
+    assert not (run / "student").exists()
+
+
+def test_ddp_two_processes_on_the_cpu(teacher_run, tmp_path, shared_data):
+    run = copy_run(teacher_run, tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with socket.socket() as probe:  # a free port for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+         "--master_port", str(port),
+         "--no-python", shutil.which("pocketbert") or "pocketbert", "train", "distill", "--run-dir", str(run), *TINY,
+         "--data-dir", str(shared_data)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    train = manifest(run / "student")["metrics"]["train"]
+    assert train["distributed"] == {"world_size": 2, "backend": "gloo", "replicas_identical": True}
+    # 64 examples in batches of 16: 4 batches, 2 per process
+    assert train["steps"] == 2
+    assert done.stdout.count("-> wrote") == 1  # process 0 alone reports and writes
+    assert not list(run.glob(".student*"))
