@@ -89,6 +89,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--kl-weight", type=float, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
 @click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
 @click.option("--cos-weight", type=float, default=None, help="Weight of the hidden-state cosine loss.")
+@click.option("--compile", "compile_student", is_flag=True, help="Wrap the student in torch.compile.")
 @click.option("--student-model", default=None, metavar="NAME|PATH",
               help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
 @click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
@@ -98,7 +99,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @overwrite_option
 def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
             focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight,
-            cos_weight, student_model, layer_map, resume, data_dir, device, overwrite):
+            cos_weight, compile_student, student_model, layer_map, resume, data_dir, device, overwrite):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.errors import ConfigError
 
@@ -112,7 +113,7 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "distill.cos_weight": cos_weight, "student.layer_map": parsed_map, "student.model": student_model,
         "distill.recipe": distill_recipe,
         "distill.alpha": alpha, "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma,
-        "distill.focal_alpha": focal_alpha,
+        "distill.focal_alpha": focal_alpha, "distill.compile": compile_student or None,
         "eval.cross_domain": [n.strip() for n in cross_domain.split(",")] if cross_domain else None,
     }, set_items)
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,

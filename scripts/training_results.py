@@ -1,0 +1,51 @@
+"""Collect the training results of finished runs into one JSON, each with the command that made it.
+
+    python scripts/training_results.py runs/sst2-xdomain runs/sst2-bilstm runs/emotion-default > results/training.json
+
+Reads only what the stages wrote: student/manifest.json (and teacher/manifest.json), ablation/ablation.json
+and train_bench.json where a run has them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_results(run: Path) -> dict:
+    out: dict = {"run": str(run)}
+    student = read(run / "student" / "manifest.json")
+    if student:
+        m = student["metrics"]
+        out["student"] = {
+            "command": student.get("command"), "recipe": student["config"].get("distill_recipe", "distilbert"),
+            "dataset": student["config"].get("dataset"), "eval": m["eval"], "teacher_eval": m["teacher_eval"],
+            "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
+            "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],
+            "transfer_set": m.get("transfer_set"), "wall_time_s": student["wall_time_s"],
+            "teacher": student["config"].get("teacher"),
+        }
+    teacher = read(run / "teacher" / "manifest.json")
+    if teacher:
+        out["teacher"] = {"command": teacher.get("command"), "eval": teacher["metrics"]["eval"],
+                          "wall_time_s": teacher["wall_time_s"]}
+    ablation = read(run / "ablation" / "ablation.json")
+    if ablation:
+        out["ablation"] = {"primary_metric": ablation["primary_metric"],
+                           "rows": [{k: r[k] for k in ("variant", "label", "eval", "delta")} for r in ablation["rows"]]}
+    bench = read(run / "train_bench.json")
+    if bench:
+        out["train_bench"] = bench
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python scripts/training_results.py RUN_DIR [RUN_DIR ...]")
+    json.dump([run_results(Path(p)) for p in sys.argv[1:]], sys.stdout, indent=2)
+    sys.stdout.write("\n")
