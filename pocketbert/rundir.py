@@ -33,6 +33,7 @@ LABELS = "labels.json"
 TASK_INFO = "pocketbert_task.json"  # task, labels and max length, saved beside the HF weights
 
 ONNX_FP32 = "model.onnx"
+ONNX_FP16 = "model.fp16.onnx"
 ONNX_INT8 = "model.int8.onnx"
 ORT_MODEL = "model.ort"
 ORT_REQUIRED_OPERATORS = "model.required_operators.config"

@@ -6,13 +6,15 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from pocketbert.errors import ExportError
-from pocketbert.export import bundle, coreml, onnx_export, parity
+from pocketbert.export import bundle, coreml, int8_budget, onnx_export, parity
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
+    ONNX_FP16,
     ONNX_FP32,
     ONNX_INT8,
     ORT_MODEL,
@@ -27,6 +29,31 @@ from pocketbert.rundir import (
 from pocketbert.train.data import load_task_data, subsample
 from pocketbert.train.models import load_stage_model, load_tokenizer, torch_forward
 from pocketbert.train.tasks import batched_logits
+
+
+def choose_int8_precision(model, task, tokenizer, data, export_cfg: dict, eval_cfg: dict, max_length: int,
+                          doc_stride, seed: int, fp32_path: Path) -> dict:
+    """The FFN projections the int8 model keeps in fp32, chosen on training examples within the size budget."""
+    import tempfile
+
+    candidates = onnx_export.fp32_nodes(fp32_path)
+    if not candidates:
+        return {"fp32_nodes": [], "candidates": [], "trials": []}
+    n = int(export_cfg.get("int8_calibration_examples", int8_budget.DEFAULT_CALIBRATION_EXAMPLES))
+    features = task.features(tokenizer, subsample(data.train, n, seed), max_length, doc_stride)
+    pad_id, batch_size = tokenizer.pad_token_id, int(eval_cfg.get("batch_size", 64))
+    reference = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task))
+
+    def agreement_of(path: Path) -> float:
+        logits = batched_logits(task, features, pad_id, batch_size,
+                                onnx_export.ort_forward(onnx_export.ort_session(path), task))
+        return float(np.mean([int8_budget.answers_agree(a, b) for a, b in zip(logits, reference)]))
+
+    with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
+        choice = int8_budget.choose_fp32_nodes(
+            fp32_path, candidates, Path(tmp), agreement_of, onnx_export.quantize_int8,
+            float(export_cfg.get("int8_size_budget", int8_budget.INT8_SIZE_BUDGET)))
+    return {**choice, "calibration_examples": len(features)}
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
@@ -46,7 +73,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
-        steps = tqdm(total=6, desc="export", unit="step")
+        steps = tqdm(total=7, desc="export", unit="step")
 
         def advance(next_step: str) -> None:
             steps.set_postfix_str(next_step)
@@ -62,8 +89,12 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         advance("onnx")
 
         onnx_export.export_onnx(model, task, out / ONNX_FP32)
+        advance("fp16")
+        onnx_export.convert_fp16(out / ONNX_FP32, out / ONNX_FP16)
         advance("int8")
-        onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8)
+        int8_choice = choose_int8_precision(model, task, app_tokenizer, data, export_cfg, eval_cfg, max_length,
+                                            info.get("doc_stride"), seed, out / ONNX_FP32)
+        onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8, int8_choice["fp32_nodes"])
         advance("ort")
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
         advance("coreml")
@@ -74,7 +105,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         advance("parity")
 
         results = []
-        for name, precision in ((ONNX_FP32, "fp32"), (ONNX_INT8, "int8"), (ORT_MODEL, "int8")):
+        for name, precision in ((ONNX_FP32, "fp32"), (ONNX_FP16, "fp16"), (ONNX_INT8, "int8"), (ORT_MODEL, "int8")):
             session = onnx_export.ort_session(out / name)
             logits = batched_logits(task, features, pad_id, batch_size, onnx_export.ort_forward(session, task), name)
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
@@ -93,7 +124,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         failed = [r for r in results if not r.passed]
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
-        sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_INT8, out / ORT_MODEL, package]}
+        sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_FP16, out / ONNX_INT8, out / ORT_MODEL,
+                                                 package]}
         write_manifest(
             out, stage="export", started=started,
             config={"max_length": max_length, "task": task.name, "onnx_opset": onnx_export.ONNX_OPSET,
@@ -101,7 +133,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreml_parity_examples": n_coreml, "dataset": data.name},
             inputs={"student": student_dir},
             metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
-                     "student_eval_on_parity_set": results[0].student_metrics},
+                     "student_eval_on_parity_set": results[0].student_metrics, "int8_mixed_precision": int8_choice},
             extra={"app_files": [p.name for p in app_files]},
         )
     return Path(run_dir) / EXPORT_DIR, results

@@ -1,0 +1,61 @@
+"""The int8 model's fp32 projections: chosen greedily on real ONNX Runtime agreement, within the size budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from pocketbert.export import int8_budget, onnx_export
+from pocketbert.train.tasks import SentimentTask
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model, task = BertForSequenceClassification(config).eval(), SentimentTask(["a", "b", "c"])
+    folder = tmp_path_factory.mktemp("int8")
+    onnx_export.export_onnx(model, task, folder / "model.onnx")
+    rng = np.random.default_rng(0)
+    inputs = {"input_ids": rng.integers(5, 200, size=(64, 12)), "attention_mask": np.ones((64, 12), np.int64)}
+    reference = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(inputs)
+
+    def agreement_of(path):
+        logits = onnx_export.ort_forward(onnx_export.ort_session(path), task)(inputs)
+        return float(np.mean([int8_budget.answers_agree(a, b) for a, b in zip(logits, reference)]))
+
+    return folder, agreement_of
+
+
+def test_candidates_are_the_ffn_output_projections(exported):
+    folder, _ = exported
+    assert len(onnx_export.fp32_nodes(folder / "model.onnx")) == 3
+
+
+@pytest.mark.parametrize("budget", [0.30, 0.45, 1.0])
+def test_choice_stays_within_budget_and_records_its_trials(exported, tmp_path, budget):
+    folder, agreement_of = exported
+    source = folder / "model.onnx"
+    candidates = onnx_export.fp32_nodes(source)
+    choice = int8_budget.choose_fp32_nodes(source, candidates, tmp_path, agreement_of, onnx_export.quantize_int8,
+                                           budget)
+    assert set(choice["fp32_nodes"]) <= set(candidates)
+    assert choice["trials"][0]["fp32_nodes"] == [] and len(choice["trials"]) >= 1
+    if choice["fp32_nodes"]:
+        assert choice["size_fraction"] <= budget
+        assert choice["agreement"] > choice["trials"][0]["agreement"]  # kept only because it helped
+    chosen = [t for t in choice["trials"] if t["fp32_nodes"] == choice["fp32_nodes"]]
+    assert chosen and chosen[0]["agreement"] == choice["agreement"]
+    assert not list(tmp_path.glob("trial-*.onnx"))  # trial models are removed
+
+
+def test_sizes_grow_with_each_fp32_projection(exported, tmp_path):
+    folder, _ = exported
+    source = folder / "model.onnx"
+    nodes = onnx_export.fp32_nodes(source)
+    sizes = [onnx_export.quantize_int8(source, tmp_path / f"k{k}.onnx", nodes[:k]).stat().st_size for k in range(4)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[3]
