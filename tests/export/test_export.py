@@ -16,6 +16,7 @@ from pocketbert.train.tasks import QATask, SentimentTask, batched_logits
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05
 COREML_FP16_TOLERANCE = 0.02
+ONNX_FP16_TOLERANCE = 0.02
 
 
 def tiny(cls, **extra):
@@ -40,6 +41,7 @@ def sentiment_exports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sentiment")
     onnx_export.export_onnx(model, task, folder / "model.onnx")
     onnx_export.quantize_int8(folder / "model.onnx", folder / "model.int8.onnx")
+    onnx_export.convert_fp16(folder / "model.onnx", folder / "model.fp16.onnx")
     onnx_export.convert_to_ort(folder / "model.int8.onnx", folder / "model.ort", folder / "ops.config")
     coreml.convert_to_coreml(model, task, 64, task.label_names, "test").save(str(folder / "T.mlpackage"))
     return model, task, folder
@@ -54,6 +56,18 @@ def test_onnx_fp32_matches_torch_at_a_new_length(sentiment_exports):
     b = batch(length=27)  # traced at 16: the sequence axis must be dynamic
     out = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(b)
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
+
+
+def test_fp16_onnx_keeps_io_types_and_stays_close(sentiment_exports):
+    import onnx
+
+    model, task, folder = sentiment_exports
+    graph = onnx.load(str(folder / "model.fp16.onnx")).graph
+    assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # fp32 logits for the app
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
+    b = batch()
+    out = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.fp16.onnx"), task)(b)
+    assert np.abs(out - reference(model, task, b)).max() < ONNX_FP16_TOLERANCE
 
 
 def test_int8_and_ort_stay_close(sentiment_exports):
