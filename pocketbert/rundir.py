@@ -60,8 +60,10 @@ TRAIN_BENCH_RESULTS = "train_bench.json"  # `pocketbert bench train`, in the run
 BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 
 
-def coreml_package_name(task: str) -> str:
-    return {"sentiment": "PocketBertSentiment", "qa": "PocketBertQA"}.get(task, "PocketBert") + COREML_PACKAGE_SUFFIX
+def coreml_package_name(task: str, variant: str = "fp16") -> str:
+    """PocketBertSentiment.mlpackage for the fp16 program, PocketBertSentiment.<variant>.mlpackage for the others."""
+    stem = {"sentiment": "PocketBertSentiment", "qa": "PocketBertQA"}.get(task, "PocketBert")
+    return stem + ("" if variant == "fp16" else f".{variant}") + COREML_PACKAGE_SUFFIX
 
 
 def stage_path(run_dir: Path, stage: str) -> Path:

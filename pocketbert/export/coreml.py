@@ -23,6 +23,38 @@ from pocketbert.export import mil_kernels
 from pocketbert.export.wrapper import ExportWrapper
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
+BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
+BLOCK_SIZE = 32          # input channels sharing one int4 scale
+# Weight compressions of the fp16 program, each its own .mlpackage; "fp16" is the program itself.
+COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block")
+PARITY_PRECISION = {"fp16": "fp16", "int8": "int8-weights", "6bit": "6bit", "4bit": "4bit", "int4-block": "int4-block"}
+
+
+def minimum_ios(variant: str) -> str:
+    return BLOCKWISE_IOS if variant == "int4-block" else MINIMUM_IOS
+
+
+def compress(mlmodel, variant: str):
+    """The fp16 program with its weights compressed: int8 (per channel), 6- or 4-bit k-means palettes, or
+    int4 in blocks of BLOCK_SIZE (the program must target iOS 18). Activations stay fp16."""
+    if variant == "fp16":
+        return mlmodel
+    import_coremltools()
+    cto = require("coremltools.optimize.coreml", "export")
+    if variant == "int8":
+        op_config = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8")
+        compressor = cto.linear_quantize_weights
+    elif variant in ("6bit", "4bit"):
+        op_config = cto.OpPalettizerConfig(nbits=int(variant[0]), mode="kmeans")
+        compressor = cto.palettize_weights
+    elif variant == "int4-block":
+        op_config = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int4", granularity="per_block",
+                                                block_size=BLOCK_SIZE)
+        compressor = cto.linear_quantize_weights
+    else:
+        raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
+    with _quiet():
+        return compressor(mlmodel, cto.OptimizationConfig(global_config=op_config))
 
 
 @contextlib.contextmanager
@@ -43,7 +75,8 @@ def import_coremltools():
         return require("coremltools", "export")
 
 
-def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str):
+def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,
+                      target: str = MINIMUM_IOS):
     """An in-memory ML Program; the caller saves it and validates the saved copy."""
     ct = import_coremltools()
     wrapper = ExportWrapper(model, task, additive_mask=True).eval()
@@ -57,7 +90,7 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
             inputs=[ct.TensorType(name=n, shape=ct.Shape((1, length)), dtype=np.int32) for n in names],
             outputs=[ct.TensorType(name=n) for n in task.output_names],
             convert_to="mlprogram",
-            minimum_deployment_target=getattr(ct.target, MINIMUM_IOS),
+            minimum_deployment_target=getattr(ct.target, target),
             compute_precision=ct.precision.FLOAT16,
         )
     mlmodel.author = "pocketbert"
@@ -111,6 +144,9 @@ class MILInterpreter:
             spec = mlmodel.get_spec()
             self.program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
         self.function = self.program.functions["main"]
+        # Compressed weights (palettized, int8, block-wise int4) decompressed once, not at every prediction.
+        self.materialized = {op.name: op.materialized_val_inference() for op in self.function.operations
+                             if op.op_type.startswith("constexpr_")}
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         fn = self.function
@@ -130,8 +166,11 @@ class MILInterpreter:
             for op in fn.operations:
                 if op.op_type == "const":
                     continue
-                kernel = mil_kernels.KERNELS.get(op.op_type)
-                result = kernel(op) if kernel else op.value_inference()
+                if op.name in self.materialized:
+                    result = self.materialized[op.name]
+                else:
+                    kernel = mil_kernels.KERNELS.get(op.op_type)
+                    result = kernel(op) if kernel else op.value_inference()
                 results = result if len(op.outputs) > 1 else (result,)
                 for out, value in zip(op.outputs, results):
                     bind(out, value)

@@ -57,7 +57,8 @@ def choose_int8_precision(model, task, tokenizer, data, export_cfg: dict, eval_c
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
-               parity_examples: int | None = None) -> tuple[Path, list[parity.ParityResult]]:
+               parity_examples: int | None = None, coreml_variants: list[str] | None = None,
+               ) -> tuple[Path, list[parity.ParityResult]]:
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
@@ -71,6 +72,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
+    variants = list(coreml_variants or export_cfg.get("coreml_variants") or ["fp16"])
+    unknown = [v for v in variants if v not in coreml.COREML_VARIANTS]
+    if unknown or "fp16" not in variants:
+        raise ExportError(f"export.coreml_variants must include fp16 and only {', '.join(coreml.COREML_VARIANTS)} "
+                          f"(got {variants})")
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=7, desc="export", unit="step")
@@ -98,10 +104,17 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         advance("ort")
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
         advance("coreml")
-        package = out / coreml_package_name(task.name)
         shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{len(info.get('layer_map') or [])}-layer"
         description = f"pocketbert {task.name} student ({shape})"
-        coreml.convert_to_coreml(model, task, max_length, task.label_names, description).save(str(package))
+        packages = {}
+        programs = {}  # minimum iOS -> the fp16 program converted for it
+        for variant in variants:
+            target = coreml.minimum_ios(variant)
+            if target not in programs:
+                programs[target] = coreml.convert_to_coreml(model, task, max_length, task.label_names, description,
+                                                            target)
+            packages[variant] = out / coreml_package_name(task.name, variant)
+            coreml.compress(programs[target], variant).save(str(packages[variant]))
         advance("parity")
 
         results = []
@@ -110,13 +123,14 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             logits = batched_logits(task, features, pad_id, batch_size, onnx_export.ort_forward(session, task), name)
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
                                           "onnxruntime", precision))
-        forward = coreml.coreml_forward(package, task)
         # Whole examples only (a QA example spans several windows): the first n_coreml examples' features.
         n_coreml_features = sum(1 for f in features if getattr(f, "example_index", 0) < n_coreml) \
             if task.name == "qa" else n_coreml
-        logits = batched_logits(task, features[:n_coreml_features], pad_id, 1, forward, package.name)
-        results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
-                                      forward.runtime, "fp16"))
+        for variant, package in packages.items():
+            forward = coreml.coreml_forward(package, task)
+            logits = batched_logits(task, features[:n_coreml_features], pad_id, 1, forward, package.name)
+            results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
+                                          forward.runtime, coreml.PARITY_PRECISION[variant]))
         advance("")
         steps.close()
 
@@ -125,11 +139,12 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
         sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_FP16, out / ONNX_INT8, out / ORT_MODEL,
-                                                 package]}
+                                                 *packages.values()]}
         write_manifest(
             out, stage="export", started=started,
             config={"max_length": max_length, "task": task.name, "onnx_opset": onnx_export.ONNX_OPSET,
-                    "coreml_minimum_deployment_target": coreml.MINIMUM_IOS, "parity_examples": len(examples),
+                    "coreml_minimum_deployment_target": {v: coreml.minimum_ios(v) for v in variants},
+                    "coreml_variants": variants, "parity_examples": len(examples),
                     "coreml_parity_examples": n_coreml, "dataset": data.name},
             inputs={"student": student_dir},
             metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
