@@ -152,3 +152,27 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
     result = parity.compare(task, [TextExample("x", 0)] * 3, feats, list(ref), list(out), {}, "corrupt.onnx",
                             "onnxruntime", "fp32")
     assert not result.passed
+
+
+@pytest.mark.parametrize("variant, tolerance", [("int8", 0.02), ("6bit", 0.05), ("4bit", 0.2), ("int4-block", 0.2)])
+def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports, tmp_path, variant, tolerance):
+    from pocketbert.manifest import path_size
+
+    model, task, folder = sentiment_exports
+    program = coreml.convert_to_coreml(model, task, 64, task.label_names, "test", coreml.minimum_ios(variant))
+    package = tmp_path / f"T.{variant}.mlpackage"
+    coreml.compress(program, variant).save(str(package))
+    assert path_size(package) < path_size(folder / "T.mlpackage")
+    b = batch()
+    got = coreml.coreml_forward(package, task)(b)
+    assert np.abs(got - reference(model, task, b)).max() < tolerance
+    spec = coreml.load_mlpackage(package).get_spec()
+    assert spec.description.metadata.author == "pocketbert"  # compression keeps what Xcode shows
+
+
+def test_unknown_core_ml_variant_is_refused(sentiment_exports):
+    from pocketbert.errors import ExportError
+
+    model, task, _ = sentiment_exports
+    with pytest.raises(ExportError, match="unknown Core ML variant"):
+        coreml.compress(coreml.convert_to_coreml(model, task, 64, task.label_names, "test"), "2bit")
