@@ -10,7 +10,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pocketbert.errors import ExportError
-from pocketbert.export import bundle, coreml, int8_budget, onnx_export, parity
+from pocketbert.export import bundle, coreml, int8_budget, mobile_usability, onnx_export, parity
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
@@ -103,6 +103,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8, int8_choice["fp32_nodes"])
         advance("ort")
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
+        # The .ort is the int8 graph; the fp32 one shows what an accelerator could take without quantized ops.
+        ort_usability = {name: mobile_usability.usability(out / name) for name in (ONNX_FP32, ONNX_INT8)}
         advance("coreml")
         shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{len(info.get('layer_map') or [])}-layer"
         description = f"pocketbert {task.name} student ({shape})"
@@ -148,7 +150,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreml_parity_examples": n_coreml, "dataset": data.name},
             inputs={"student": student_dir},
             metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
-                     "student_eval_on_parity_set": results[0].student_metrics, "int8_mixed_precision": int8_choice},
+                     "student_eval_on_parity_set": results[0].student_metrics, "int8_mixed_precision": int8_choice,
+                     "ort_mobile_usability": ort_usability},
             extra={"app_files": [p.name for p in app_files]},
         )
     return Path(run_dir) / EXPORT_DIR, results

@@ -176,3 +176,19 @@ def test_unknown_core_ml_variant_is_refused(sentiment_exports):
     model, task, _ = sentiment_exports
     with pytest.raises(ExportError, match="unknown Core ML variant"):
         coreml.compress(coreml.convert_to_coreml(model, task, 64, task.label_names, "test"), "2bit")
+
+
+def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
+    from pocketbert.export.mobile_usability import PROVIDERS, usability
+
+    _, _, folder = sentiment_exports
+    verdict = usability(folder / "model.onnx")
+    assert set(verdict) == set(PROVIDERS)
+    for provider in verdict.values():
+        for shapes in ("dynamic_shapes", "fixed_shapes"):
+            part = provider[shapes]
+            assert part["suitability"] in ("YES", "MAYBE", "NO")
+            assert 0 <= part["supported_nodes"] <= part["nodes"] and part["nodes"] > 0
+        # fixing the shapes can only let a provider take more nodes
+        assert provider["fixed_shapes"]["supported_nodes"] >= provider["dynamic_shapes"]["supported_nodes"]
+        assert provider["advice"]
