@@ -39,6 +39,8 @@ ORT_MODEL = "model.ort"
 ORT_REQUIRED_OPERATORS = "model.required_operators.config"
 COREML_PACKAGE_SUFFIX = ".mlpackage"
 PARITY = "parity.json"
+IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
+ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 MODEL_CONFIG = "config.json"
 

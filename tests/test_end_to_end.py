@@ -57,7 +57,7 @@ def test_distillation_reports_its_teacher_cache(sentiment_run):
 def test_every_export_passed_parity(sentiment_run):
     results = json.loads((sentiment_run / "export" / "parity.json").read_text())
     assert {r["artifact"] for r in results} == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.ort",
-                                                "PocketBertSentiment.mlpackage"}
+                                                "PocketBertSentiment.mlpackage", "PocketBertSentiment.6bit.mlpackage"}
     assert all(r["passed"] for r in results)
     assert results[0]["n_examples"] == 48
 
@@ -84,6 +84,35 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
             logits = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
             correct += labels[int(logits.argmax())] == labels[ex.label]
         assert correct / len(examples) == pytest.approx(parity[name]["metrics"]["accuracy"])
+
+
+def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
+    from pocketbert.export.coreml import coreml_forward
+    from pocketbert.train.tasks import make_task
+
+    result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
+    assert result.exit_code == 0, result.err
+    ios = tmp_path / "ios"
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "tokenizer.json",
+                                              "tokenizer_config.json", "config.json", "labels.json", "README.md"}
+    readme = (ios / "README.md").read_text()
+    assert "AutoTokenizer.from(modelFolder:" in readme and "PocketBertSentiment(configuration:" in readme
+    # the app's copy is the 6-bit model: it answers as that variant did in the export
+    task = make_task("sentiment", json.loads((ios / "labels.json").read_text()))
+    ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    expected = coreml_forward(sentiment_run / "export" / "PocketBertSentiment.6bit.mlpackage", task)(batch)
+    assert np.array_equal(coreml_forward(ios / "PocketBertSentiment.mlpackage", task)(batch), expected)
+
+    result = run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android")
+    assert result.exit_code == 0, result.err
+    android = tmp_path / "android"
+    assert {"model.ort", "model.required_operators.config", "vocab.txt", "labels.json"} <= {p.name for p in android.iterdir()}
+    assert "OrtEnvironment.getEnvironment()" in (android / "README.md").read_text()
+
+    missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "4bit", "--out", tmp_path / "x")
+    assert missing.exit_code == 2 and "has no Core ML 4bit variant" in error_line(missing)
+    assert not (tmp_path / "x").exists()
 
 
 def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):

@@ -2,26 +2,61 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from pocketbert.cli_options import data_dir_option, overwrite_option, resolve_run_dir, run_option
 
+out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
+                          help="Folder to write (default: <run>/ios or <run>/android).")
 
-@click.command()
-@run_option
+
+@click.group(invoke_without_command=True)
+@click.option("--run", "--run-dir", "run", default=None, metavar="NAME|PATH",
+              help="Run directory: a name under runs/, or a path.")
 @data_dir_option
 @click.option("--parity-examples", type=int, default=None, help="Eval examples for the ONNX parity check (default: recipe).")
 @click.option("--coreml-examples", type=int, default=None, help="Eval examples for the Core ML parity check (default: recipe).")
 @click.option("--coreml-variants", default=None, metavar="V,...",
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @overwrite_option
-def export(run, data_dir, parity_examples, coreml_examples, coreml_variants, overwrite):
-    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile and Core ML; writes <run>/export/."""
+@click.pass_context
+def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, overwrite):
+    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile and Core ML; writes <run>/export/.
+
+    `export ios` and `export android` then make the folder an app takes."""
+    from pocketbert.errors import ConfigError
     from pocketbert.export.pipeline import export_run
 
+    if ctx.invoked_subcommand is not None:
+        return
+    if run is None:
+        raise ConfigError("export needs --run: the run directory whose student to export")
     variants = [v.strip() for v in coreml_variants.split(",")] if coreml_variants else None
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples, variants)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<38} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  {metric}")
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
+
+
+@export.command()
+@run_option
+@click.option("--variant", default="fp16", show_default=True, help="Core ML weights: fp16, int8, 6bit, 4bit, int4-block.")
+@out_option
+def ios(run, variant, out):
+    """The .mlpackage, swift-transformers tokenizer files, labels and a Swift README; writes <run>/ios/."""
+    from pocketbert.export.app_bundle import ios_bundle
+
+    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out)}")
+
+
+@export.command()
+@run_option
+@out_option
+def android(run, out):
+    """model.ort, its operator list, vocab, labels and a Kotlin README; writes <run>/android/."""
+    from pocketbert.export.app_bundle import android_bundle
+
+    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out)}")
