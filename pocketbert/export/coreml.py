@@ -26,8 +26,11 @@ MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
 BLOCK_SIZE = 32          # input channels sharing one int4 scale
 # Weight compressions of the fp16 program, each its own .mlpackage; "fp16" is the program itself.
-COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block")
-PARITY_PRECISION = {"fp16": "fp16", "int8": "int8-weights", "6bit": "6bit", "4bit": "4bit", "int4-block": "int4-block"}
+# "fixed": fp16 at one input shape, (1, max_length); the Neural Engine runs only fixed shapes, so the app pads.
+COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block", "fixed")
+PARITY_PRECISION = {"fp16": "fp16", "int8": "int8-weights", "6bit": "6bit", "4bit": "4bit", "int4-block": "int4-block",
+                    "fixed": "fp16"}
+FIXED_LENGTH_KEY = "fixed_length"  # metadata of a fixed-shape program
 
 
 def minimum_ios(variant: str) -> str:
@@ -37,7 +40,7 @@ def minimum_ios(variant: str) -> str:
 def compress(mlmodel, variant: str):
     """The fp16 program with its weights compressed: int8 (per channel), 6- or 4-bit k-means palettes, or
     int4 in blocks of BLOCK_SIZE (the program must target iOS 18). Activations stay fp16."""
-    if variant == "fp16":
+    if variant in ("fp16", "fixed"):
         return mlmodel
     import_coremltools()
     cto = require("coremltools.optimize.coreml", "export")
@@ -76,15 +79,18 @@ def import_coremltools():
 
 
 def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,
-                      target: str = MINIMUM_IOS):
-    """An in-memory ML Program; the caller saves it and validates the saved copy."""
+                      target: str = MINIMUM_IOS, fixed: bool = False):
+    """An in-memory ML Program; the caller saves it and validates the saved copy.
+
+    Sequence length 1..max_length, or with `fixed` exactly max_length (padded by the app, masked here).
+    """
     ct = import_coremltools()
-    wrapper = ExportWrapper(model, task, additive_mask=True).eval()
+    wrapper = ExportWrapper(model, task, additive_mask=True, fixed_length=max_length if fixed else None).eval()
     names = list(task.input_names)
-    example = tuple(torch.ones(1, min(16, max_length), dtype=torch.int32) for _ in names)
+    example = tuple(torch.ones(1, max_length if fixed else min(16, max_length), dtype=torch.int32) for _ in names)
     with _quiet(), torch.no_grad():
         traced = torch.jit.trace(wrapper, example)
-        length = ct.RangeDim(lower_bound=1, upper_bound=max_length, default=max_length)
+        length = max_length if fixed else ct.RangeDim(lower_bound=1, upper_bound=max_length, default=max_length)
         mlmodel = ct.convert(
             traced,
             inputs=[ct.TensorType(name=n, shape=ct.Shape((1, length)), dtype=np.int32) for n in names],
@@ -98,7 +104,8 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
     mlmodel.short_description = description
     mlmodel.version = __version__
     input_help = {
-        "input_ids": "WordPiece token ids from tokenizer.json, [CLS] ... [SEP], shape (1, length), length <= %d" % max_length,
+        "input_ids": "WordPiece token ids from tokenizer.json, [CLS] ... [SEP], " + (
+            f"padded with 0 to shape (1, {max_length})" if fixed else f"shape (1, length), length <= {max_length}"),
         "attention_mask": "1 for real tokens, 0 for padding, same shape as input_ids",
         "token_type_ids": "0 for question tokens, 1 for context tokens",
     }
@@ -114,6 +121,8 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
     mlmodel.user_defined_metadata["labels"] = ",".join(label_names)
     mlmodel.user_defined_metadata["task"] = task.name
     mlmodel.user_defined_metadata["max_length"] = str(max_length)
+    if fixed:
+        mlmodel.user_defined_metadata[FIXED_LENGTH_KEY] = str(max_length)
     return mlmodel
 
 
@@ -191,6 +200,7 @@ class MILInterpreter:
 
 def coreml_forward(mlpackage: Path, task):
     """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time."""
+    fixed = load_mlpackage(mlpackage).user_defined_metadata.get(FIXED_LENGTH_KEY)
     if platform.system() == "Darwin":
         model = load_mlpackage(mlpackage)
         predict = model.predict
@@ -203,11 +213,13 @@ def coreml_forward(mlpackage: Path, task):
         rows = []
         for i in range(batch["input_ids"].shape[0]):
             n = int(batch["attention_mask"][i].sum())
-            # Core ML runs each sequence at its own length: no padding to mask.
+            # A flexible program runs each sequence at its own length; a fixed one takes it padded and masked.
             inputs = {k: batch[k][i:i + 1, :n].astype(np.int32) for k in task.input_names}
+            if fixed:
+                inputs = {k: np.pad(v, ((0, 0), (0, int(fixed) - n))) for k, v in inputs.items()}
             out = predict(inputs)
             if task.name == "qa":
-                row = np.stack([out["start_logits"][0], out["end_logits"][0]], axis=-1)
+                row = np.stack([out["start_logits"][0][:n], out["end_logits"][0][:n]], axis=-1)
                 row = np.pad(row, ((0, batch["input_ids"].shape[1] - n), (0, 0)))
             else:
                 row = out["logits"][0]

@@ -109,14 +109,13 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{len(info.get('layer_map') or [])}-layer"
         description = f"pocketbert {task.name} student ({shape})"
         packages = {}
-        programs = {}  # minimum iOS -> the fp16 program converted for it
+        programs = {}  # (minimum iOS, fixed shape) -> the fp16 program converted for it
         for variant in variants:
-            target = coreml.minimum_ios(variant)
-            if target not in programs:
-                programs[target] = coreml.convert_to_coreml(model, task, max_length, task.label_names, description,
-                                                            target)
+            key = (coreml.minimum_ios(variant), variant == "fixed")
+            if key not in programs:
+                programs[key] = coreml.convert_to_coreml(model, task, max_length, task.label_names, description, *key)
             packages[variant] = out / coreml_package_name(task.name, variant)
-            coreml.compress(programs[target], variant).save(str(packages[variant]))
+            coreml.compress(programs[key], variant).save(str(packages[variant]))
         advance("parity")
 
         results = []

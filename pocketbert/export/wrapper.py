@@ -15,8 +15,15 @@ class ExportWrapper(torch.nn.Module):
     masking utilities (their `new_ones` has no Core ML converter).
     """
 
-    def __init__(self, model, task, additive_mask: bool = False, mask_value: float = ADDITIVE_MASK_VALUE):
+    def __init__(self, model, task, additive_mask: bool = False, mask_value: float = ADDITIVE_MASK_VALUE,
+                 fixed_length: int | None = None):
         super().__init__()
+        # At one fixed length, position ids (and token types) are constants here: traced from the model's own
+        # buffers they become shape arithmetic that the Core ML converter cannot fold.
+        self.fixed_length = fixed_length
+        if fixed_length is not None:
+            self.register_buffer("position_ids", torch.arange(fixed_length)[None, :], persistent=False)
+            self.register_buffer("zero_token_types", torch.zeros(1, fixed_length, dtype=torch.long), persistent=False)
         self.model = model
         self.task_name = task.name
         # Models with no attention (the BiLSTM student) take the 0/1 mask as it is.
@@ -30,6 +37,9 @@ class ExportWrapper(torch.nn.Module):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
+        if self.fixed_length is not None and getattr(self.model, "takes_additive_mask", True):
+            kwargs["position_ids"] = self.position_ids
+            kwargs.setdefault("token_type_ids", self.zero_token_types)
         out = self.model(**kwargs)
         if self.task_name == "qa":
             return out.start_logits, out.end_logits

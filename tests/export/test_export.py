@@ -192,3 +192,17 @@ def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
         # fixing the shapes can only let a provider take more nodes
         assert provider["fixed_shapes"]["supported_nodes"] >= provider["dynamic_shapes"]["supported_nodes"]
         assert provider["advice"]
+
+
+def test_fixed_shape_variant_takes_padded_input_and_answers_like_torch(sentiment_exports, tmp_path):
+    model, task, _ = sentiment_exports
+    package = tmp_path / "T.fixed.mlpackage"
+    coreml.convert_to_coreml(model, task, 24, task.label_names, "test", fixed=True).save(str(package))
+    spec = coreml.load_mlpackage(package).get_spec()
+    assert list(spec.description.input[0].type.multiArrayType.shape) == [1, 24]
+    assert not spec.description.input[0].type.multiArrayType.HasField("shapeRange")
+    program_input = spec.mlProgram.functions["main"].inputs[0].type.tensorType
+    assert [d.constant.size for d in program_input.dimensions] == [1, 24]  # fixed in the program itself
+    b = batch(length=20)  # row 1 is padded: the mask must hide the pad positions in the fixed program too
+    got = coreml.coreml_forward(package, task)(b)
+    assert np.abs(got - reference(model, task, b)).max() < COREML_FP16_TOLERANCE
