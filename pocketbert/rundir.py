@@ -35,6 +35,7 @@ TASK_INFO = "pocketbert_task.json"  # task, labels and max length, saved beside 
 ONNX_FP32 = "model.onnx"
 ONNX_FP16 = "model.fp16.onnx"
 ONNX_INT8 = "model.int8.onnx"
+ONNX_QDQ = "model.qdq.onnx"  # static int8, QuantizeLinear/DequantizeLinear around MatMul/Gemm
 ORT_MODEL = "model.ort"
 ORT_REQUIRED_OPERATORS = "model.required_operators.config"
 COREML_PACKAGE_SUFFIX = ".mlpackage"

@@ -56,8 +56,9 @@ def test_distillation_reports_its_teacher_cache(sentiment_run):
 
 def test_every_export_passed_parity(sentiment_run):
     results = json.loads((sentiment_run / "export" / "parity.json").read_text())
-    assert {r["artifact"] for r in results} == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.ort",
-                                                "PocketBertSentiment.mlpackage", "PocketBertSentiment.6bit.mlpackage"}
+    assert {r["artifact"] for r in results} == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx",
+                                                "model.ort", "PocketBertSentiment.mlpackage",
+                                                "PocketBertSentiment.6bit.mlpackage"}
     assert all(r["passed"] for r in results)
     assert results[0]["n_examples"] == 48
 
@@ -76,7 +77,7 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     labels = json.loads((export / "labels.json").read_text())
     examples = subsample(load_task_data("sst2", "sentiment", shared_data).eval, 48, 13)
     parity = {r["artifact"]: r for r in json.loads((export / "parity.json").read_text())}
-    for name in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.ort"):
+    for name in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx", "model.ort"):
         session = ort.InferenceSession(str(export / name), providers=["CPUExecutionProvider"])
         correct = 0
         for ex in examples:

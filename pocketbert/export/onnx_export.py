@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import re
 import shutil
@@ -64,6 +66,45 @@ def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None
             str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
             nodes_to_exclude=fp32_nodes(source) if keep_fp32 is None else list(keep_fp32),
         )
+    finally:
+        root.setLevel(level)
+    return target
+
+
+STATIC_OP_TYPES = ("MatMul", "Gemm")  # the weight products; softmax, layer norm and GELU stay in float
+CALIBRATION_METHOD = "Percentile"       # MinMax lets GELU outliers stretch the activation scale
+
+
+def quantize_static_qdq(source: Path, target: Path, calibration_inputs: list[dict],
+                        op_types: tuple[str, ...] = STATIC_OP_TYPES) -> Path:
+    """int8 weights and activations as QuantizeLinear/DequantizeLinear pairs around MatMul/Gemm, with activation
+    ranges calibrated on real examples (one sequence each, at its own length). Runtimes with int8 kernels
+    (XNNPACK, NNAPI, QNN) fuse the pairs; the others dequantize. Percentile calibration stacks activations:
+    every calibration row must have the same length (pad them, masked)."""
+    quantization = require("onnxruntime.quantization", "export")
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.rows = iter(calibration_inputs)
+
+        def get_next(self):
+            return next(self.rows, None)
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        # its calibrator prints histogram settings to stdout
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+            prepared = Path(tmp) / "prepared.onnx"
+            quantization.shape_inference.quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+            quantization.quantize_static(
+                str(prepared), str(target), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                op_types_to_quantize=list(op_types), per_channel=True,
+                activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+                calibrate_method=getattr(quantization.CalibrationMethod, CALIBRATION_METHOD),
+                extra_options={"CalibPercentile": 99.99},
+            )
     finally:
         root.setLevel(level)
     return target

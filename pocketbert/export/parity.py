@@ -15,10 +15,10 @@ INT8_MIN_AGREEMENT = 0.99    # int8 weights move logits; answers must still agre
 # QA answers are spans chosen among near-equal scores, so a tiny logit change can move a span by one word
 # without any loss of quality: QA is gated on the metric (F1 points) instead of exact span agreement.
 QA_MAX_F1_DROP = 1.0
-# Compressed weights (Core ML int8, palettes, int4 blocks) trade answers for size by design: they are gated on
-# the task metric, at most one point lost.
+# Static int8 (activations too) and compressed Core ML weights (int8, palettes, int4 blocks) trade answers for
+# size by design: they are gated on the task metric, at most one point lost.
 SENTIMENT_MAX_ACCURACY_DROP = 0.01
-COMPRESSED = ("int8-weights", "6bit", "4bit", "int4-block")
+COMPRESSED = ("int8-static", "int8-weights", "6bit", "4bit", "int4-block")
 
 
 @dataclass(frozen=True)

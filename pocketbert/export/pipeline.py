@@ -17,6 +17,7 @@ from pocketbert.rundir import (
     ONNX_FP16,
     ONNX_FP32,
     ONNX_INT8,
+    ONNX_QDQ,
     ORT_MODEL,
     ORT_REQUIRED_OPERATORS,
     PARITY,
@@ -31,18 +32,27 @@ from pocketbert.train.models import load_stage_model, load_tokenizer, torch_forw
 from pocketbert.train.tasks import batched_logits
 
 
-def choose_int8_precision(model, task, tokenizer, data, export_cfg: dict, eval_cfg: dict, max_length: int,
-                          doc_stride, seed: int, fp32_path: Path) -> dict:
-    """The FFN projections the int8 model keeps in fp32, chosen on training examples within the size budget."""
+STATIC_CALIBRATION_ROWS = 128  # of the calibration set, for static int8's activation ranges
+
+
+def calibration_set(model, task, tokenizer, data, export_cfg: dict, eval_cfg: dict, max_length: int, doc_stride,
+                    seed: int) -> tuple[list, list]:
+    """Training examples (never the eval set the parity gate uses) as features, with the student's logits."""
+    n = int(export_cfg.get("calibration_examples", int8_budget.DEFAULT_CALIBRATION_EXAMPLES))
+    features = task.features(tokenizer, subsample(data.train, n, seed), max_length, doc_stride)
+    logits = batched_logits(task, features, tokenizer.pad_token_id, int(eval_cfg.get("batch_size", 64)),
+                            torch_forward(model, task))
+    return features, logits
+
+
+def choose_int8_precision(task, features: list, reference: list, pad_id: int, batch_size: int, export_cfg: dict,
+                          fp32_path: Path) -> dict:
+    """The FFN projections the int8 model keeps in fp32, chosen on the calibration set within the size budget."""
     import tempfile
 
     candidates = onnx_export.fp32_nodes(fp32_path)
     if not candidates:
         return {"fp32_nodes": [], "candidates": [], "trials": []}
-    n = int(export_cfg.get("int8_calibration_examples", int8_budget.DEFAULT_CALIBRATION_EXAMPLES))
-    features = task.features(tokenizer, subsample(data.train, n, seed), max_length, doc_stride)
-    pad_id, batch_size = tokenizer.pad_token_id, int(eval_cfg.get("batch_size", 64))
-    reference = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task))
 
     def agreement_of(path: Path) -> float:
         logits = batched_logits(task, features, pad_id, batch_size,
@@ -54,6 +64,12 @@ def choose_int8_precision(model, task, tokenizer, data, export_cfg: dict, eval_c
             fp32_path, candidates, Path(tmp), agreement_of, onnx_export.quantize_int8,
             float(export_cfg.get("int8_size_budget", int8_budget.INT8_SIZE_BUDGET)))
     return {**choice, "calibration_examples": len(features)}
+
+
+def static_calibration_rows(task, features: list, pad_id: int, limit: int) -> list[dict]:
+    """Rows of one sequence each, all padded to one length (the calibrator stacks them)."""
+    batch = task.collate(features[:limit], pad_id)
+    return [{name: batch[name][i:i + 1] for name in task.input_names} for i in range(batch["input_ids"].shape[0])]
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
@@ -79,7 +95,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                           f"(got {variants})")
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
-        steps = tqdm(total=7, desc="export", unit="step")
+        steps = tqdm(total=8, desc="export", unit="step")
 
         def advance(next_step: str) -> None:
             steps.set_postfix_str(next_step)
@@ -98,9 +114,14 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         advance("fp16")
         onnx_export.convert_fp16(out / ONNX_FP32, out / ONNX_FP16)
         advance("int8")
-        int8_choice = choose_int8_precision(model, task, app_tokenizer, data, export_cfg, eval_cfg, max_length,
-                                            info.get("doc_stride"), seed, out / ONNX_FP32)
+        calibration, calibration_logits = calibration_set(model, task, app_tokenizer, data, export_cfg, eval_cfg,
+                                                          max_length, info.get("doc_stride"), seed)
+        int8_choice = choose_int8_precision(task, calibration, calibration_logits, pad_id, batch_size, export_cfg,
+                                            out / ONNX_FP32)
         onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8, int8_choice["fp32_nodes"])
+        advance("static int8")
+        onnx_export.quantize_static_qdq(out / ONNX_FP32, out / ONNX_QDQ, static_calibration_rows(
+            task, calibration, pad_id, int(export_cfg.get("static_calibration_examples", STATIC_CALIBRATION_ROWS))))
         advance("ort")
         onnx_export.convert_to_ort(out / ONNX_INT8, out / ORT_MODEL, out / ORT_REQUIRED_OPERATORS)
         # The .ort is the int8 graph; the fp32 one shows what an accelerator could take without quantized ops.
@@ -119,7 +140,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         advance("parity")
 
         results = []
-        for name, precision in ((ONNX_FP32, "fp32"), (ONNX_FP16, "fp16"), (ONNX_INT8, "int8"), (ORT_MODEL, "int8")):
+        for name, precision in ((ONNX_FP32, "fp32"), (ONNX_FP16, "fp16"), (ONNX_INT8, "int8"),
+                                (ONNX_QDQ, "int8-static"), (ORT_MODEL, "int8")):
             session = onnx_export.ort_session(out / name)
             logits = batched_logits(task, features, pad_id, batch_size, onnx_export.ort_forward(session, task), name)
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
@@ -139,8 +161,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         failed = [r for r in results if not r.passed]
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
-        sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_FP16, out / ONNX_INT8, out / ORT_MODEL,
-                                                 *packages.values()]}
+        sizes = {p.name: path_size(p) for p in [out / ONNX_FP32, out / ONNX_FP16, out / ONNX_INT8, out / ONNX_QDQ,
+                                                 out / ORT_MODEL, *packages.values()]}
         write_manifest(
             out, stage="export", started=started,
             config={"max_length": max_length, "task": task.name, "onnx_opset": onnx_export.ONNX_OPSET,
