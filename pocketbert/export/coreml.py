@@ -20,16 +20,18 @@ import torch
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
 from pocketbert.export import mil_kernels
-from pocketbert.export.wrapper import ExportWrapper
+from pocketbert.export.wrapper import ClassifierWrapper, ExportWrapper
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
 BLOCK_SIZE = 32          # input channels sharing one int4 scale
 # Weight compressions of the fp16 program, each its own .mlpackage; "fp16" is the program itself.
 # "fixed": fp16 at one input shape, (1, max_length); the Neural Engine runs only fixed shapes, so the app pads.
-COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block", "fixed")
+# "classifier" (sentiment): fp16 with Core ML classifier outputs, a label and a probability per label.
+COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block", "fixed", "classifier")
 PARITY_PRECISION = {"fp16": "fp16", "int8": "int8-weights", "6bit": "6bit", "4bit": "4bit", "int4-block": "int4-block",
-                    "fixed": "fp16"}
+                    "fixed": "fp16", "classifier": "probabilities"}
+CLASSIFIER_LABEL, CLASSIFIER_PROBABILITIES = "label", "label_probs"  # the classifier's outputs, as Core ML names them
 FIXED_LENGTH_KEY = "fixed_length"  # metadata of a fixed-shape program
 
 
@@ -40,7 +42,7 @@ def minimum_ios(variant: str) -> str:
 def compress(mlmodel, variant: str):
     """The fp16 program with its weights compressed: int8 (per channel), 6- or 4-bit k-means palettes, or
     int4 in blocks of BLOCK_SIZE (the program must target iOS 18). Activations stay fp16."""
-    if variant in ("fp16", "fixed"):
+    if variant in ("fp16", "fixed", "classifier"):
         return mlmodel
     import_coremltools()
     cto = require("coremltools.optimize.coreml", "export")
@@ -79,13 +81,18 @@ def import_coremltools():
 
 
 def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,
-                      target: str = MINIMUM_IOS, fixed: bool = False):
+                      target: str = MINIMUM_IOS, fixed: bool = False, classifier: bool = False):
     """An in-memory ML Program; the caller saves it and validates the saved copy.
 
     Sequence length 1..max_length, or with `fixed` exactly max_length (padded by the app, masked here).
+    With `classifier` (sentiment), the outputs are Core ML's classifier pair: the label and its probabilities.
     """
     ct = import_coremltools()
+    if classifier and task.name != "sentiment":
+        raise ExportError("classifier outputs are for sentence classification; QA exports start and end logits")
     wrapper = ExportWrapper(model, task, additive_mask=True, fixed_length=max_length if fixed else None).eval()
+    if classifier:
+        wrapper = ClassifierWrapper(wrapper).eval()
     names = list(task.input_names)
     example = tuple(torch.ones(1, max_length if fixed else min(16, max_length), dtype=torch.int32) for _ in names)
     with _quiet(), torch.no_grad():
@@ -94,7 +101,11 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
         mlmodel = ct.convert(
             traced,
             inputs=[ct.TensorType(name=n, shape=ct.Shape((1, length)), dtype=np.int32) for n in names],
-            outputs=[ct.TensorType(name=n) for n in task.output_names],
+            outputs=[ct.TensorType(name="probabilities")] if classifier else
+            [ct.TensorType(name=n) for n in task.output_names],
+            classifier_config=ct.ClassifierConfig(label_names, predicted_feature_name=CLASSIFIER_LABEL,
+                                                  predicted_probabilities_output="probabilities")
+            if classifier else None,
             convert_to="mlprogram",
             minimum_deployment_target=getattr(ct.target, target),
             compute_precision=ct.precision.FLOAT16,
@@ -113,10 +124,12 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
         "logits": "unnormalised class scores, in the order of labels.json",
         "start_logits": "score of each token being the answer start",
         "end_logits": "score of each token being the answer end",
+        CLASSIFIER_LABEL: "the most probable label",
+        CLASSIFIER_PROBABILITIES: "probability of each label",
     }
     for name in names:
         mlmodel.input_description[name] = input_help[name]
-    for name in task.output_names:
+    for name in (CLASSIFIER_LABEL, CLASSIFIER_PROBABILITIES) if classifier else task.output_names:
         mlmodel.output_description[name] = output_help[name]
     mlmodel.user_defined_metadata["labels"] = ",".join(label_names)
     mlmodel.user_defined_metadata["task"] = task.name
@@ -165,7 +178,8 @@ class MILInterpreter:
             touched.append((var, var._sym_type))
             var._sym_val = _Value(value)
             # Ops infer values from their inputs' types too: give every var the concrete shape it has now.
-            var._sym_type = self._concrete_type(value)
+            if not isinstance(value, (str, dict)):  # a classifier's label and probabilities keep their types
+                var._sym_type = self._concrete_type(value)
 
         try:
             for name, var in fn.inputs.items():
@@ -183,7 +197,8 @@ class MILInterpreter:
                 results = result if len(op.outputs) > 1 else (result,)
                 for out, value in zip(op.outputs, results):
                     bind(out, value)
-            return {v.name: np.asarray(v.val, dtype=np.float32) for v in fn.outputs}
+            return {v.name: v.val if isinstance(v.val, (str, dict)) else np.asarray(v.val, dtype=np.float32)
+                    for v in fn.outputs}
         finally:
             for var, sym_type in touched:
                 var._sym_val = None
@@ -218,7 +233,10 @@ def coreml_forward(mlpackage: Path, task):
             if fixed:
                 inputs = {k: np.pad(v, ((0, 0), (0, int(fixed) - n))) for k, v in inputs.items()}
             out = predict(inputs)
-            if task.name == "qa":
+            if CLASSIFIER_PROBABILITIES in out:  # log-probabilities: the same answers as logits
+                probabilities = out[CLASSIFIER_PROBABILITIES]
+                row = np.log(np.maximum([probabilities[label] for label in task.label_names], 1e-12))
+            elif task.name == "qa":
                 row = np.stack([out["start_logits"][0][:n], out["end_logits"][0][:n]], axis=-1)
                 row = np.pad(row, ((0, batch["input_ids"].shape[1] - n), (0, 0)))
             else:

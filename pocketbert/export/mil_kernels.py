@@ -1,4 +1,5 @@
-"""numpy kernels for MIL ops whose coremltools value inference is missing (lstm) or fails under numpy 2 (reduce_*).
+"""numpy kernels for MIL ops whose coremltools value inference is missing (lstm, classify) or fails under
+numpy 2 (reduce_*).
 
 Each kernel takes the operation and returns its output value(s), following the op's definition in
 coremltools.converters.mil.mil.ops.defs.
@@ -69,4 +70,11 @@ def _lstm(op):
     return outputs, np.concatenate([r[1] for r in runs], axis=1), np.concatenate([r[2] for r in runs], axis=1)
 
 
-KERNELS = {"lstm": _lstm, **{name: _reduce for name in _REDUCTIONS}}
+def _classify(op):
+    """The label with the highest probability, and every label's probability."""
+    probabilities = np.asarray(op.probabilities.val, dtype=np.float32).reshape(-1)
+    classes = list(op.classes.val)
+    return classes[int(np.argmax(probabilities))], {c: float(p) for c, p in zip(classes, probabilities)}
+
+
+KERNELS = {"lstm": _lstm, "classify": _classify, **{name: _reduce for name in _REDUCTIONS}}

@@ -132,7 +132,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         packages = {}
         programs = {}  # (minimum iOS, fixed shape) -> the fp16 program converted for it
         for variant in variants:
-            key = (coreml.minimum_ios(variant), variant == "fixed")
+            key = (coreml.minimum_ios(variant), variant == "fixed", variant == "classifier")
             if key not in programs:
                 programs[key] = coreml.convert_to_coreml(model, task, max_length, task.label_names, description, *key)
             packages[variant] = out / coreml_package_name(task.name, variant)

@@ -44,3 +44,14 @@ class ExportWrapper(torch.nn.Module):
         if self.task_name == "qa":
             return out.start_logits, out.end_logits
         return (out.logits,)
+
+
+class ClassifierWrapper(torch.nn.Module):
+    """Class probabilities of one sentence, shape [classes]: what Core ML's classifier outputs are built on."""
+
+    def __init__(self, wrapper: ExportWrapper):
+        super().__init__()
+        self.wrapper = wrapper
+
+    def forward(self, input_ids, attention_mask):
+        return torch.softmax(self.wrapper(input_ids, attention_mask)[0].float(), dim=-1)[0]

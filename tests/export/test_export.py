@@ -206,3 +206,21 @@ def test_fixed_shape_variant_takes_padded_input_and_answers_like_torch(sentiment
     b = batch(length=20)  # row 1 is padded: the mask must hide the pad positions in the fixed program too
     got = coreml.coreml_forward(package, task)(b)
     assert np.abs(got - reference(model, task, b)).max() < COREML_FP16_TOLERANCE
+
+
+def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports, tmp_path):
+    model, task, _ = sentiment_exports
+    package = tmp_path / "T.classifier.mlpackage"
+    coreml.convert_to_coreml(model, task, 32, task.label_names, "test", classifier=True).save(str(package))
+    spec = coreml.load_mlpackage(package).get_spec()
+    assert spec.description.predictedFeatureName == coreml.CLASSIFIER_LABEL
+    assert {o.name for o in spec.description.output} == {coreml.CLASSIFIER_LABEL, coreml.CLASSIFIER_PROBABILITIES}
+    b = batch(length=12)
+    expected = torch.softmax(torch.from_numpy(reference(model, task, b)), dim=-1).numpy()
+    interpreter = coreml.MILInterpreter(package)
+    for i in range(3):
+        n = int(b["attention_mask"][i].sum())
+        out = interpreter.predict({k: b[k][i:i + 1, :n] for k in task.input_names})
+        probabilities = np.array([out[coreml.CLASSIFIER_PROBABILITIES][label] for label in task.label_names])
+        assert np.abs(probabilities - expected[i]).max() < COREML_FP16_TOLERANCE
+        assert out[coreml.CLASSIFIER_LABEL] == task.label_names[int(expected[i].argmax())]
