@@ -21,25 +21,31 @@ final class SentimentClassifier {{
         labels = try JSONDecoder().decode([String].self, from: data)
     }}
 
-    /// The label and its probability. Core ML takes each sentence at its own length: no padding.
+    /// The label and its probability. {length_note}
     func classify(_ text: String) throws -> (label: String, probability: Float) {{
         let ids = Array(tokenizer.encode(text: text).prefix(maxLength))  // [CLS] ... [SEP]
-        let shape = [1, ids.count] as [NSNumber]
+        let length = {array_length}
+        let shape = [1, length] as [NSNumber]
         let inputIds = try MLMultiArray(shape: shape, dataType: .int32)
         let mask = try MLMultiArray(shape: shape, dataType: .int32)
-        for (i, id) in ids.enumerated() {{
-            inputIds[i] = NSNumber(value: id)
-            mask[i] = 1
+        for i in 0..<length {{
+            inputIds[i] = NSNumber(value: i < ids.count ? ids[i] : 0)
+            mask[i] = i < ids.count ? 1 : 0
         }}
-        let logits = try model.prediction(input_ids: inputIds, attention_mask: mask).logits
+{decode}
+    }}
+}}
+```'''
+
+SWIFT_DECODE_LOGITS = '''        let logits = try model.prediction(input_ids: inputIds, attention_mask: mask).logits
         let scores = (0..<labels.count).map {{ logits[$0].floatValue }}
         let top = scores.max()!
         let exps = scores.map {{ exp($0 - top) }}
         let best = scores.firstIndex(of: top)!
-        return (labels[best], exps[best] / exps.reduce(0, +))
-    }}
-}}
-```'''
+        return (labels[best], exps[best] / exps.reduce(0, +))'''
+
+SWIFT_DECODE_CLASSIFIER = '''        let out = try model.prediction(input_ids: inputIds, attention_mask: mask)
+        return (out.label, Float(out.label_probs[out.label] ?? 0))  // Core ML's classifier outputs'''
 
 SWIFT_QA = '''```swift
 import CoreML
@@ -213,14 +219,26 @@ class QuestionAnswerer(context: Context) {{
 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, max_length: int,
                metrics: dict, n_examples: int) -> str:
-    code = (SWIFT_QA if task == "qa" else SWIFT_SENTIMENT).format(model_class=model_class, max_length=max_length)
+    fixed = variant == "fixed"
+    if task == "qa":
+        code = SWIFT_QA.format(model_class=model_class, max_length=max_length)
+    else:
+        decode = SWIFT_DECODE_CLASSIFIER if variant == "classifier" else SWIFT_DECODE_LOGITS
+        code = SWIFT_SENTIMENT.format(
+            model_class=model_class, max_length=max_length, array_length="maxLength" if fixed else "ids.count",
+            decode=decode.replace("{{", "{").replace("}}", "}"),
+            length_note="The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."
+            if fixed else "Core ML takes each sentence at its own length: no padding.")
     return _readme("iOS", files, code, variant, metrics, n_examples, [
         "Add the folder to the Xcode project as a folder reference (blue), so `Bundle.main.url(forResource:"
         " \"pocketbert\", withExtension: nil)` finds the tokenizer files; Xcode compiles the .mlpackage and "
         f"generates the `{model_class}` class.",
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
-        "The model accepts 1 to %d tokens and runs each input at its own length." % max_length,
+        f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the Neural "
+        "Engine needs; short inputs pay for the padding." if fixed else
+        f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; the "
+        "Neural Engine wants the `fixed` variant).",
     ])
 
 
