@@ -206,3 +206,18 @@ def test_ddp_two_processes_on_the_cpu(teacher_run, tmp_path, shared_data):
     assert train["steps"] == 2
     assert done.stdout.count("-> wrote") == 1  # process 0 alone reports and writes
     assert not list(run.glob(".student*"))
+
+
+def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_path, shared_data):
+    from transformers import AutoModelForSequenceClassification
+
+    run = copy_run(teacher_run, tmp_path)
+    assert run_cli(capsys, "train", "distill", "--run", run, *TINY, "--data-dir", shared_data).exit_code == 0
+    result = run_cli(capsys, "train", "prune", "--run", run, *TINY, "--ffn-ratio", "0.5", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    pruned = tmp_path / "run-pruned"
+    student = manifest(pruned / "student")
+    assert student["config"]["recipe"]["prune"]["intermediate_size_after"] == 32  # tiny: 64 channels, halved
+    assert AutoModelForSequenceClassification.from_pretrained(pruned / "student").config.intermediate_size == 32
+    exported = run_cli(capsys, "export", "--run", pruned, "--data-dir", shared_data)
+    assert exported.exit_code == 0, exported.err

@@ -1,0 +1,94 @@
+"""`pocketbert train prune`: structured pruning of the student's FFN channels, then a short recovery distillation.
+
+torch-pruning removes the same share of intermediate channels from every layer (the least important by
+their weights' L2 norm, with the rows of the output projection they feed), so `intermediate_size` in the
+Hugging Face config still describes every layer and the pruned student reloads with from_pretrained.
+Attention heads are not pruned: transformers derives a BERT head's width from hidden_size / num_heads, so a
+model with fewer heads of the same width has no config that from_pretrained could rebuild it from.
+
+The pruned, recovered student is a run of its own (<run>-pruned by default: teacher/ linked to the original
+run's, student/), so `pocketbert export --run <run>-pruned` exports it like any student.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+
+import torch
+
+from pocketbert.errors import ConfigError, ModelError, require
+from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.train import models
+
+DEFAULTS = {"ffn_ratio": 0.5, "round_to": 8, "recovery_epochs": 1, "recovery_max_train_examples": 20000}
+
+
+def ffn_layers(model) -> list[tuple[torch.nn.Linear, torch.nn.Linear]]:
+    """(up projection, down projection) of every BERT-family FFN."""
+    pairs = []
+    for module in model.modules():
+        up = getattr(getattr(module, "intermediate", None), "dense", None)
+        down = getattr(getattr(module, "output", None), "dense", None)
+        if isinstance(up, torch.nn.Linear) and isinstance(down, torch.nn.Linear) and up.out_features == down.in_features:
+            pairs.append((up, down))
+    return pairs
+
+
+def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
+    """Remove `ratio` of every FFN's channels in place; returns what changed. The config follows."""
+    tp = require("torch_pruning", "export")
+    if not 0.0 < ratio < 1.0:
+        raise ConfigError(f"prune.ffn_ratio must be between 0 and 1 (got {ratio}); 0.5 halves every FFN")
+    pairs = ffn_layers(model)
+    if not pairs:
+        raise ModelError(f"found no BERT-style FFN (intermediate.dense / output.dense) in a {type(model).__name__}")
+    before = model.config.intermediate_size
+    keep = {up for up, _ in pairs}
+    ignored = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m not in keep]
+    embeddings = model.get_input_embeddings()
+    example = {"input_ids": torch.randint(5, embeddings.num_embeddings, (1, 12)),
+               "attention_mask": torch.ones(1, 12, dtype=torch.long)}
+    pruner = tp.pruner.MetaPruner(
+        model, example_inputs=example, importance=tp.importance.GroupMagnitudeImportance(p=2), pruning_ratio=ratio,
+        ignored_layers=[*ignored, embeddings], global_pruning=False, round_to=round_to,
+        output_transform=lambda out: sum(v.float().sum() for v in out.values() if torch.is_tensor(v)),
+    )
+    model.eval()
+    pruner.step()
+    sizes = {up.out_features for up, _ in pairs}
+    if len(sizes) != 1:
+        raise ModelError(f"pruning left FFNs of different widths {sorted(sizes)}: no single config describes them")
+    model.config.intermediate_size = sizes.pop()
+    return {"intermediate_size_before": before, "intermediate_size_after": model.config.intermediate_size,
+            "layers": len(pairs)}
+
+
+def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data_dir: Path | None = None,
+                  device: str | None = None, overwrite: bool = False) -> tuple[Path, dict]:
+    from pocketbert.train.distill import distill_student
+
+    cfg = {**DEFAULTS, **(recipe.get("prune") or {})}
+    run_dir = Path(run_dir)
+    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
+    student, tokenizer, task, info = models.load_stage_model(student_dir)
+    if info.get("architecture") == "bilstm":
+        raise ConfigError("prune works on transformer students; the BiLSTM student has no FFN to prune")
+    before = sum(p.numel() for p in student.parameters())
+    change = prune_ffn(student, float(cfg["ffn_ratio"]), int(cfg["round_to"]))
+    change["parameters_before"], change["parameters_after"] = before, sum(p.numel() for p in student.parameters())
+    with tempfile.TemporaryDirectory(prefix="pocketbert-pruned-") as tmp:
+        models.save_stage_model(student, tokenizer, Path(tmp), task, int(info["max_length"]),
+                                {"doc_stride": info.get("doc_stride")})
+        # the pruned weights must rebuild from the config alone, or no app tool could load them
+        models.load_stage_model(Path(tmp))
+        recovery = copy.deepcopy(recipe)
+        recovery.setdefault("student", {})["model"] = tmp
+        recovery["distill"]["epochs"] = int(cfg["recovery_epochs"])
+        recovery["distill"]["max_train_examples"] = cfg["recovery_max_train_examples"]
+        recovery["prune"] = {**cfg, **change}
+        path, result = distill_student(out_run, recovery, teacher_dir, data_dir, None, device, overwrite)
+    return path, {**result, "pruning": change}
