@@ -37,7 +37,8 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples, variants)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
-        click.echo(f"  {r.artifact:<38} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  {metric}")
+        click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "
+                   f"{metric}  {1000 * r.seconds_per_sequence:.1f} ms/sequence")
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 

@@ -56,6 +56,7 @@ class ParityResult:
     max_abs_diff_allowed: float | None
     max_metric_drop: float | None
     passed: bool
+    seconds_per_sequence: float | None = None  # the runtime's time per model input (a QA example has several)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -143,17 +143,21 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         for name, precision in ((ONNX_FP32, "fp32"), (ONNX_FP16, "fp16"), (ONNX_INT8, "int8"),
                                 (ONNX_QDQ, "int8-static"), (ORT_MODEL, "int8")):
             session = onnx_export.ort_session(out / name)
+            started_run = time.perf_counter()
             logits = batched_logits(task, features, pad_id, batch_size, onnx_export.ort_forward(session, task), name)
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, name,
                                           "onnxruntime", precision))
+            results[-1].seconds_per_sequence = (time.perf_counter() - started_run) / len(features)
         # Whole examples only (a QA example spans several windows): the first n_coreml examples' features.
         n_coreml_features = sum(1 for f in features if getattr(f, "example_index", 0) < n_coreml) \
             if task.name == "qa" else n_coreml
         for variant, package in packages.items():
             forward = coreml.coreml_forward(package, task)
+            started_run = time.perf_counter()
             logits = batched_logits(task, features[:n_coreml_features], pad_id, 1, forward, package.name)
             results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, package.name,
                                           forward.runtime, coreml.PARITY_PRECISION[variant]))
+            results[-1].seconds_per_sequence = (time.perf_counter() - started_run) / max(1, n_coreml_features)
         advance("")
         steps.close()
 
