@@ -60,6 +60,7 @@ def test_every_export_passed_parity(sentiment_run):
                                                 "model.ort", "PocketBertSentiment.mlpackage",
                                                 "PocketBertSentiment.6bit.mlpackage"}
     assert all(r["passed"] for r in results)
+    assert all(r["seconds_per_sequence"] > 0 for r in results)
     assert results[0]["n_examples"] == 48
 
 
