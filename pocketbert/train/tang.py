@@ -15,9 +15,23 @@ import torch.nn.functional as F
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
-from pocketbert.train import augment, bilstm, checkpoint, distributed, losses, models, teacher_cache, trainer
+from pocketbert.train import (
+    augment,
+    bilstm,
+    checkpoint,
+    distributed,
+    losses,
+    models,
+    teacher_cache,
+    trainer,
+)
 from pocketbert.train.data import subsample
-from pocketbert.train.distill import cross_domain_eval, evaluate_against_teacher, freeze, load_teacher_and_data
+from pocketbert.train.distill import (
+    cross_domain_eval,
+    evaluate_against_teacher,
+    freeze,
+    load_teacher_and_data,
+)
 
 RECIPE = "tang"
 

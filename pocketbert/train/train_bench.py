@@ -21,8 +21,13 @@ import torch
 
 from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage
 from pocketbert.train import losses, models, teacher_cache, trainer
-from pocketbert.train.distill import aligned_teacher_layers, check_distill_config, distillation_loss, freeze
-from pocketbert.train.distill import load_teacher_and_data
+from pocketbert.train.distill import (
+    aligned_teacher_layers,
+    check_distill_config,
+    distillation_loss,
+    freeze,
+    load_teacher_and_data,
+)
 
 DEFAULT_EXAMPLES = 2000
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+from transformers import (
+    AutoModelForSequenceClassification,
+    BertConfig,
+    BertForSequenceClassification,
+)
 
 from pocketbert.errors import ConfigError
 from pocketbert.train.prune import ffn_layers, prune_ffn

@@ -13,7 +13,13 @@ import sys
 import pytest
 from helpers import error_line, run_cli
 
-from pocketbert.rundir import ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE, TRAIN_BENCH_RESULTS
+from pocketbert.rundir import (
+    ABLATION_DIR,
+    ABLATION_PLOT,
+    ABLATION_RESULTS,
+    ABLATION_TABLE,
+    TRAIN_BENCH_RESULTS,
+)
 
 pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
@@ -100,8 +106,9 @@ def test_random_init_student_does_not_start_from_the_teacher(teacher_run):
 
 
 def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, shared_data):
-    from pocketbert.train.train_bench import pad_to
     import numpy as np
+
+    from pocketbert.train.train_bench import pad_to
 
     widened = pad_to({"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}, 8, 0)
     assert widened["input_ids"].shape == (2, 8) and widened["attention_mask"][:, 3:].sum() == 0
@@ -117,9 +124,8 @@ def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, sha
 
 def test_masked_lm_stage_feeds_task_distillation(capsys, tmp_path, wordpiece_tokenizer, tiny_base, shared_data):
     import torch
-    from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
-
     from conftest import TINY_CONFIG
+    from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
     teacher = tmp_path / "mlm-teacher"
     torch.manual_seed(0)
