@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pocketbert.rundir import (
 
 pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
+DDP_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -200,11 +202,19 @@ def test_ddp_two_processes_on_the_cpu(teacher_run, tmp_path, shared_data):
     with socket.socket() as probe:  # a free port for the rendezvous
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-         "--master_port", str(port),
-         "--no-python", shutil.which("pocketbert") or "pocketbert", "train", "distill", "--run-dir", str(run), *TINY,
-         "--data-dir", str(shared_data)], capture_output=True, text=True, env=env, timeout=300)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+               "--master_port", str(port), "--no-python", shutil.which("pocketbert") or "pocketbert", "train", "distill",
+               "--run-dir", str(run), *TINY, "--data-dir", str(shared_data)]
+    # a session of its own: on a timeout the workers go too, not only torchrun
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=DDP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"two-process distillation did not finish in {DDP_TIMEOUT_S} s")
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     assert done.returncode == 0, done.stderr[-3000:]
     train = manifest(run / "student")["metrics"]["train"]
     assert train["distributed"] == {"world_size": 2, "backend": "gloo", "replicas_identical": True}
