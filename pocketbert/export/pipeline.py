@@ -28,7 +28,7 @@ from pocketbert.rundir import (
     staged_output,
 )
 from pocketbert.train.data import load_task_data, subsample
-from pocketbert.train.models import load_stage_model, load_tokenizer, torch_forward
+from pocketbert.train.models import layer_count, load_stage_model, load_tokenizer, torch_forward
 from pocketbert.train.tasks import batched_logits
 
 
@@ -127,10 +127,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         # The .ort is the int8 graph; the fp32 one shows what an accelerator could take without quantized ops.
         ort_usability = {name: mobile_usability.usability(out / name) for name in (ONNX_FP32, ONNX_INT8)}
         advance("coreml")
-        shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{len(info.get('layer_map') or [])}-layer"
+        shape = "BiLSTM" if info.get("architecture") == "bilstm" else f"{layer_count(model.config)}-layer"
         description = f"pocketbert {task.name} student ({shape})"
         packages = {}
-        programs = {}  # (minimum iOS, fixed shape) -> the fp16 program converted for it
+        programs = {}  # (minimum iOS, fixed shape, classifier outputs) -> the fp16 program converted for it
         for variant in variants:
             key = (coreml.minimum_ios(variant), variant == "fixed", variant == "classifier")
             if key not in programs:
