@@ -127,12 +127,14 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path) -> tuple[
         shutil.copyfile(source, staged)
         proc = subprocess.run(
             [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(staged),
-             "--optimization_style", "Fixed"],
+             # Runtime: the .ort keeps ONNX Runtime's graph optimizations as records it replays when loaded, so
+             # an app that hands nodes to NNAPI or CoreML still gets the CPU optimizations for the rest.
+             "--optimization_style", "Runtime"],
             capture_output=True, text=True,
         )
-        produced = Path(tmp) / "model.ort"
+        produced = next(iter(sorted(Path(tmp).glob("*.ort"))), None)  # model.with_runtime_opt.ort
         configs = sorted(Path(tmp).glob("*.config"))
-        if proc.returncode != 0 or not produced.is_file() or not configs:
+        if proc.returncode != 0 or produced is None or not configs:
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise ExportError(f"ONNX Runtime could not convert {source.name} to .ort: {last[0]}")
         shutil.move(produced, ort_path)
