@@ -115,7 +115,9 @@ def plot_ablation(result: dict, path: Path) -> Path:
     rows = result["rows"][1:]
     fig, ax = plt.subplots(figsize=(6, 0.5 + 0.55 * max(1, len(rows))))
     deltas = [100 * r["delta"] for r in rows]
-    ax.barh([r["label"] for r in rows], deltas, color=["#e76f51" if d < 0 else "#2a9d8f" for d in deltas])
+    bars = ax.barh([r["label"] for r in rows], deltas, color=["#e76f51" if d < 0 else "#2a9d8f" for d in deltas])
+    ax.bar_label(bars, labels=[f"{d:+.2f}" for d in deltas], padding=3)
+    ax.margins(x=0.15)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.invert_yaxis()
     ax.set_xlabel(f"change in dev {result['primary_metric']} (points) against the full recipe")
