@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
@@ -56,7 +55,6 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
     run_dir = Path(run_dir)
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     folder = run_dir / ABLATION_DIR
-    started = time.time()
     rows = []
     for name in names:
         label, changes = VARIANTS[name]
@@ -67,13 +65,14 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
             distill_student(variant_run, specific, teacher_dir, data_dir, None, device, overwrite=True, resume=True)
         metrics = read_manifest(variant_run / STUDENT_DIR)["metrics"]
         rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics["eval"],
-                     "primary_metric": metrics["primary_metric"], "teacher_eval": metrics["teacher_eval"]})
+                     "primary_metric": metrics["primary_metric"], "teacher_eval": metrics["teacher_eval"],
+                     "wall_time_s": read_manifest(variant_run / STUDENT_DIR)["wall_time_s"]})
     primary = rows[0]["primary_metric"]
     full = rows[0]["eval"][primary]
     for row in rows:
         row["delta"] = row["eval"][primary] - full
     result = {"primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
-              "recipe": recipe, "rows": rows, "seconds": round(time.time() - started, 1)}
+              "recipe": recipe, "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
     (folder / ABLATION_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
     (folder / ABLATION_TABLE).write_text(render_table(result))
     plot_ablation(result, folder / ABLATION_PLOT)
@@ -102,7 +101,7 @@ def render_table(result: dict) -> str:
         delta = "—" if row["variant"] == FULL else f"{100 * row['delta']:+.2f}"
         lines.append(f"| {row['label']} | {row['eval'][primary]:.4f} | {delta} |")
     n = result["rows"][0]["eval"].get("n_examples")
-    lines += ["", f"{n} dev examples; {result['seconds']:.0f} s for the variants run this time."]
+    lines += ["", f"{n} dev examples; the variants took {result['seconds']:.0f} s to distil and evaluate."]
     return "\n".join(lines) + "\n"
 
 
