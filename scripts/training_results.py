@@ -3,7 +3,8 @@
     python scripts/training_results.py runs/sst2-xdomain runs/sst2-bilstm runs/emotion-default > results/training.json
 
 Reads only what the stages wrote: student/manifest.json (and teacher/manifest.json), ablation/ablation.json
-and train_bench.json where a run has them.
+and train_bench.json where a run has them. Manifests record their command; for one written before they
+did, `--command RUN/STAGE='pocketbert ...'` supplies it, and the result says so ("command_source": "given").
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ def read(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def run_results(run: Path) -> dict:
+def command(manifest: dict, where: str, given: dict[str, str]) -> dict:
+    if manifest.get("command"):
+        return {"command": manifest["command"], "command_source": "manifest"}
+    return {"command": given.get(where), "command_source": "given" if where in given else None}
+
+
+def run_results(run: Path, given: dict[str, str]) -> dict:
     out: dict = {"run": str(run)}
     student = read(run / "student" / "manifest.json")
     if student:
         m = student["metrics"]
         out["student"] = {
-            "command": student.get("command"), "recipe": student["config"].get("distill_recipe", "distilbert"),
+            **command(student, f"{run}/student", given), "recipe": student["config"].get("distill_recipe", "distilbert"),
             "dataset": student["config"].get("dataset"), "eval": m["eval"], "teacher_eval": m["teacher_eval"],
             "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
             "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],
@@ -32,11 +39,11 @@ def run_results(run: Path) -> dict:
         }
     teacher = read(run / "teacher" / "manifest.json")
     if teacher:
-        out["teacher"] = {"command": teacher.get("command"), "eval": teacher["metrics"]["eval"],
+        out["teacher"] = {**command(teacher, f"{run}/teacher", given), "eval": teacher["metrics"]["eval"],
                           "wall_time_s": teacher["wall_time_s"]}
     ablation = read(run / "ablation" / "ablation.json")
     if ablation:
-        out["ablation"] = {"primary_metric": ablation["primary_metric"],
+        out["ablation"] = {"command": ablation.get("command"), "primary_metric": ablation["primary_metric"],
                            "rows": [{k: r[k] for k in ("variant", "label", "eval", "delta")} for r in ablation["rows"]]}
     bench = read(run / "train_bench.json")
     if bench:
@@ -45,7 +52,16 @@ def run_results(run: Path) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python scripts/training_results.py RUN_DIR [RUN_DIR ...]")
-    json.dump([run_results(Path(p)) for p in sys.argv[1:]], sys.stdout, indent=2)
+    runs, given = [], {}
+    args = sys.argv[1:]
+    while args:
+        arg = args.pop(0)
+        if arg == "--command":
+            where, _, text = args.pop(0).partition("=")
+            given[where] = text
+        else:
+            runs.append(arg)
+    if not runs:
+        sys.exit("usage: python scripts/training_results.py RUN_DIR [RUN_DIR ...] [--command RUN/STAGE='pocketbert ...']")
+    json.dump([run_results(Path(p), given) for p in runs], sys.stdout, indent=2)
     sys.stdout.write("\n")

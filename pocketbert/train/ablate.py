@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
-from pocketbert.manifest import read_manifest
+from pocketbert.manifest import command_line, read_manifest
 from pocketbert.rundir import (
     ABLATION_DIR,
     ABLATION_PLOT,
@@ -71,7 +71,7 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
     full = rows[0]["eval"][primary]
     for row in rows:
         row["delta"] = row["eval"][primary] - full
-    result = {"primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
+    result = {"command": command_line(), "primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
               "recipe": recipe, "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
     (folder / ABLATION_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
     (folder / ABLATION_TABLE).write_text(render_table(result))

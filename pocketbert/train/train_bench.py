@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pocketbert.manifest import command_line
 from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage
 from pocketbert.train import losses, models, teacher_cache, trainer
 from pocketbert.train.distill import (
@@ -110,7 +111,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
         t["examples_per_second"] = len(features) / t["seconds"]
     reference_rate = timings["reference"]["examples_per_second"]
     result = {
-        "examples": len(features), "batch_size": int(cfg["batch_size"]), "max_length": int(cfg["max_length"]),
+        "command": command_line(), "examples": len(features), "batch_size": int(cfg["batch_size"]), "max_length": int(cfg["max_length"]),
         "mean_length": float(np.mean(lengths)), "device": str(dev), "threads": torch.get_num_threads(),
         "losses": {k: w for k, w in weights.items() if w}, "teacher": str(teacher_dir), "timings": timings,
         "speedup_cold_cache": timings["pocketbert_cold_cache"]["examples_per_second"] / reference_rate,
