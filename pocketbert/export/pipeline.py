@@ -6,7 +6,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from pocketbert.errors import ExportError
@@ -54,14 +53,14 @@ def choose_int8_precision(task, features: list, reference: list, pad_id: int, ba
     if not candidates:
         return {"fp32_nodes": [], "candidates": [], "trials": []}
 
-    def agreement_of(path: Path) -> float:
+    def measure(path: Path) -> dict:
         logits = batched_logits(task, features, pad_id, batch_size,
                                 onnx_export.ort_forward(onnx_export.ort_session(path), task))
-        return float(np.mean([int8_budget.answers_agree(a, b) for a, b in zip(logits, reference)]))
+        return int8_budget.closeness(logits, reference)
 
     with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
         choice = int8_budget.choose_fp32_nodes(
-            fp32_path, candidates, Path(tmp), agreement_of, onnx_export.quantize_int8,
+            fp32_path, candidates, Path(tmp), measure, onnx_export.quantize_int8,
             float(export_cfg.get("int8_size_budget", int8_budget.INT8_SIZE_BUDGET)))
     return {**choice, "calibration_examples": len(features)}
 

@@ -24,11 +24,11 @@ def exported(tmp_path_factory):
     inputs = {"input_ids": rng.integers(5, 200, size=(64, 12)), "attention_mask": np.ones((64, 12), np.int64)}
     reference = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(inputs)
 
-    def agreement_of(path):
-        logits = onnx_export.ort_forward(onnx_export.ort_session(path), task)(inputs)
-        return float(np.mean([int8_budget.answers_agree(a, b) for a, b in zip(logits, reference)]))
+    def measure(path):
+        return int8_budget.closeness(list(onnx_export.ort_forward(onnx_export.ort_session(path), task)(inputs)),
+                                     list(reference))
 
-    return folder, agreement_of
+    return folder, measure
 
 
 def test_candidates_are_the_ffn_output_projections(exported):
@@ -36,20 +36,29 @@ def test_candidates_are_the_ffn_output_projections(exported):
     assert len(onnx_export.fp32_nodes(folder / "model.onnx")) == 3
 
 
+def test_closeness_ranks_by_logit_error_even_when_answers_all_agree():
+    reference = [np.array([2.0, -1.0]), np.array([-0.5, 1.5])]
+    near = [r + 0.01 for r in reference]
+    far = [r + np.array([0.4, -0.4]) for r in reference]
+    assert int8_budget.closeness(near, reference)["agreement"] == int8_budget.closeness(far, reference)["agreement"] == 1.0
+    assert int8_budget.closeness(near, reference)["logit_error"] < int8_budget.closeness(far, reference)["logit_error"]
+
+
 @pytest.mark.parametrize("budget", [0.30, 0.45, 1.0])
 def test_choice_stays_within_budget_and_records_its_trials(exported, tmp_path, budget):
-    folder, agreement_of = exported
+    folder, measure = exported
     source = folder / "model.onnx"
     candidates = onnx_export.fp32_nodes(source)
-    choice = int8_budget.choose_fp32_nodes(source, candidates, tmp_path, agreement_of, onnx_export.quantize_int8,
-                                           budget)
+    choice = int8_budget.choose_fp32_nodes(source, candidates, tmp_path, measure, onnx_export.quantize_int8, budget)
     assert set(choice["fp32_nodes"]) <= set(candidates)
     assert choice["trials"][0]["fp32_nodes"] == [] and len(choice["trials"]) >= 1
     if choice["fp32_nodes"]:
         assert choice["size_fraction"] <= budget
-        assert choice["agreement"] > choice["trials"][0]["agreement"]  # kept only because it helped
+        assert choice["logit_error"] < choice["trials"][0]["logit_error"]  # kept only because it helped
     chosen = [t for t in choice["trials"] if t["fp32_nodes"] == choice["fp32_nodes"]]
-    assert chosen and chosen[0]["agreement"] == choice["agreement"]
+    assert chosen and chosen[0]["logit_error"] == choice["logit_error"]
+    if budget == 1.0:  # room for every candidate: it stops only when no fp32 projection helps any more
+        assert choice["fp32_nodes"] and choice["logit_error"] <= min(t["logit_error"] for t in choice["trials"])
     assert not list(tmp_path.glob("trial-*.onnx"))  # trial models are removed
 
 
