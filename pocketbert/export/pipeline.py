@@ -27,7 +27,7 @@ from pocketbert.rundir import (
     staged_output,
 )
 from pocketbert.train.data import load_task_data, subsample
-from pocketbert.train.models import layer_count, load_stage_model, load_tokenizer, torch_forward
+from pocketbert.train.models import layer_count, load_stage_model, load_tokenizer, quiet_transformers, torch_forward
 from pocketbert.train.tasks import batched_logits
 
 
@@ -102,6 +102,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
         app_files = bundle.write_app_files(model, tokenizer, task, out)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
+        quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))
         features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
         pad_id = app_tokenizer.pad_token_id
