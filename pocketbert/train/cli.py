@@ -210,11 +210,13 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 @click.option("--ffn-ratio", type=float, default=None, help="Share of every FFN's channels to remove (default 0.5).")
 @click.option("--out-run", type=click.Path(path_type=Path), default=None,
               help="Run directory for the pruned student (default: <run>-pruned beside the run).")
+@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
+              help="Teacher for the recovery (default: the one the student was distilled from).")
 @with_options(recipe_options)
 @data_dir_option
 @device_option
 @overwrite_option
-def prune(run, ffn_ratio, out_run, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
+def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
           focal_gamma, focal_alpha, set_items, data_dir, device, overwrite):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
     from pocketbert.train.prune import prune_student
@@ -224,7 +226,7 @@ def prune(run, ffn_ratio, out_run, task, dataset, eval_file, preset, config, epo
         "prune.recovery_max_train_examples": max_train_examples, "distill.hard_loss": hard_loss,
         "distill.focal_gamma": focal_gamma, "distill.focal_alpha": focal_alpha,
     }, set_items)
-    path, result = prune_student(resolve_run_dir(run), recipe, out_run, data_dir, device, overwrite)
+    path, result = prune_student(resolve_run_dir(run), recipe, out_run, data_dir, device, overwrite, teacher_dir)
     p = result["pruning"]
     _say(f"pruned FFN {p['intermediate_size_before']} -> {p['intermediate_size_after']} channels, "
          f"{p['parameters_before']:,} -> {p['parameters_after']:,} parameters; after recovery "

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ConfigError, ModelError, require
-from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.manifest import read_manifest
+from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.train import models
 
 DEFAULTS = {"ffn_ratio": 0.5, "round_to": 8, "recovery_epochs": 1, "recovery_max_train_examples": 20000}
@@ -66,13 +67,17 @@ def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
 
 
 def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data_dir: Path | None = None,
-                  device: str | None = None, overwrite: bool = False) -> tuple[Path, dict]:
+                  device: str | None = None, overwrite: bool = False,
+                  teacher_dir: Path | None = None) -> tuple[Path, dict]:
     from pocketbert.train.distill import distill_student
 
     cfg = {**DEFAULTS, **(recipe.get("prune") or {})}
     run_dir = Path(run_dir)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives
+        recorded = read_manifest(student_dir)["config"].get("teacher")
+        teacher_dir = Path(recorded) if recorded and (Path(recorded) / MANIFEST).is_file() else None
+    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
     student, tokenizer, task, info = models.load_stage_model(student_dir)
     if info.get("architecture") == "bilstm":
