@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import data_dir_option, device_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import (
+    data_dir_option,
+    device_option,
+    overwrite_option,
+    resolve_run_dir,
+    run_option,
+)
 from pocketbert.config import TASKS
 
 
