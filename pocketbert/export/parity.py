@@ -11,12 +11,11 @@ FP32_MAX_ABS_DIFF = 1e-3     # ONNX fp32 against PyTorch: only float reordering 
 FP32_MIN_AGREEMENT = 0.999
 FP16_MAX_ABS_DIFF = 0.1      # Core ML computes in fp16
 FP16_MIN_AGREEMENT = 0.99
-INT8_MIN_AGREEMENT = 0.99    # int8 weights move logits; answers must still agree
 # QA answers are spans chosen among near-equal scores, so a tiny logit change can move a span by one word
 # without any loss of quality: QA is gated on the metric (F1 points) instead of exact span agreement.
 QA_MAX_F1_DROP = 1.0
-# Static int8 (activations too) and compressed Core ML weights (int8, palettes, int4 blocks) trade answers for
-# size by design: they are gated on the task metric, at most one point lost.
+# Every int8 model (dynamic, static) and compressed Core ML weights (int8, palettes, int4 blocks) trade a few
+# answers for size by design: they are gated on the task metric, at most one point lost; agreement is reported.
 SENTIMENT_MAX_ACCURACY_DROP = 0.01
 COMPRESSED = ("int8-static", "int8-weights", "6bit", "4bit", "int4-block")
 
@@ -31,7 +30,7 @@ class Tolerance:
 TOLERANCES = {
     ("sentiment", "fp32"): Tolerance(FP32_MIN_AGREEMENT, FP32_MAX_ABS_DIFF),
     ("sentiment", "fp16"): Tolerance(FP16_MIN_AGREEMENT, FP16_MAX_ABS_DIFF),
-    ("sentiment", "int8"): Tolerance(INT8_MIN_AGREEMENT, None),
+    ("sentiment", "int8"): Tolerance(None, None, SENTIMENT_MAX_ACCURACY_DROP),
     ("qa", "fp32"): Tolerance(None, FP32_MAX_ABS_DIFF, QA_MAX_F1_DROP),
     ("qa", "fp16"): Tolerance(None, FP16_MAX_ABS_DIFF, QA_MAX_F1_DROP),
     ("qa", "int8"): Tolerance(None, None, QA_MAX_F1_DROP),
