@@ -43,11 +43,11 @@ def run_results(run: Path, given: dict[str, str]) -> dict:
                           "wall_time_s": teacher["wall_time_s"]}
     ablation = read(run / "ablation" / "ablation.json")
     if ablation:
-        out["ablation"] = {"command": ablation.get("command"), "primary_metric": ablation["primary_metric"],
+        out["ablation"] = {**command(ablation, f"{run}/ablation", given), "primary_metric": ablation["primary_metric"],
                            "rows": [{k: r[k] for k in ("variant", "label", "eval", "delta")} for r in ablation["rows"]]}
     bench = read(run / "train_bench.json")
     if bench:
-        out["train_bench"] = bench
+        out["train_bench"] = {**bench, **command(bench, f"{run}/train_bench", given)}
     return out
 
 
