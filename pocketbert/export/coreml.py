@@ -1,8 +1,8 @@
 """Core ML ML Program export (fp16, flexible sequence length, iOS 16+) and its numerical check off macOS.
 
 MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL
-program from the spec and evaluating every operation with coremltools' own numpy value inference, or a kernel of mil_kernels
-where that inference is missing.
+program from the spec and evaluating every operation with coremltools' own numpy value inference, or a
+kernel of mil_kernels where that inference is missing.
 """
 
 from __future__ import annotations
