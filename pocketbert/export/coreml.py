@@ -1,4 +1,4 @@
-"""Core ML ML Program export (fp16, flexible sequence length, iOS 16+) and its numerical check off macOS.
+"""Core ML ML Program export (fp16 or compressed weights, flexible or fixed length, iOS 16+) and its check off macOS.
 
 MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL
 program from the spec and evaluating every operation with coremltools' own numpy value inference, or a
