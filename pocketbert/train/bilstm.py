@@ -78,6 +78,10 @@ class BiLSTMClassifier(nn.Module):
         hidden = torch.relu(self.relu_layer(self.dropout(final[:, 0, :])))
         return Output(self.classifier(self.dropout(hidden)))
 
+    def save_pretrained(self, folder: Path, safe_serialization: bool = True) -> None:
+        """What save_stage_model calls on every student: config and safetensors weights (always safetensors)."""
+        save_bilstm(self, folder)
+
     def parameter_count(self, include_embeddings: bool = False) -> int:
         return sum(p.numel() for name, p in self.named_parameters()
                    if include_embeddings or not name.startswith("embeddings."))

@@ -85,13 +85,9 @@ def load_for_task(source: str, task, num_labels_from_source: bool = False, trust
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None) -> None:
-    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task.
-
-    model None: the caller saved weights of its own format (the BiLSTM student) and names it in `extra`.
-    """
+    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task."""
     quiet_transformers()
-    if model is not None:
-        model.save_pretrained(folder, safe_serialization=True)
+    model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     info = {"task": task.name, "label_names": task.label_names, "max_length": max_length, **(extra or {})}
     (Path(folder) / TASK_INFO).write_text(json.dumps(info, indent=2) + "\n")

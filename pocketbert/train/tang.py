@@ -104,8 +104,7 @@ def distill_bilstm(
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
-        bilstm.save_bilstm(student, out)
-        models.save_stage_model(None, tokenizer, out, task, length,
+        models.save_stage_model(student, tokenizer, out, task, length,
                                 {"architecture": bilstm.ARCHITECTURE, "recipe": RECIPE})
         write_manifest(
             out, stage="student", started=started,
