@@ -164,6 +164,7 @@ class MILInterpreter:
         with _quiet():
             mlmodel = ct.models.MLModel(str(mlpackage), skip_model_load=True)
             spec = mlmodel.get_spec()
+            self.metadata = dict(mlmodel.user_defined_metadata)
             self.program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
         self.function = self.program.functions["main"]
         # Compressed weights (palettized, int8, block-wise int4) decompressed once, not at every prediction.
@@ -215,14 +216,15 @@ class MILInterpreter:
 
 def coreml_forward(mlpackage: Path, task):
     """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time."""
-    fixed = load_mlpackage(mlpackage).user_defined_metadata.get(FIXED_LENGTH_KEY)
     if platform.system() == "Darwin":
         model = load_mlpackage(mlpackage)
-        predict = model.predict
+        predict, metadata = model.predict, model.user_defined_metadata
         runtime = "Core ML"
     else:
-        predict = MILInterpreter(mlpackage).predict
+        interpreter = MILInterpreter(mlpackage)
+        predict, metadata = interpreter.predict, interpreter.metadata
         runtime = "MIL interpreter (numpy)"
+    fixed = metadata.get(FIXED_LENGTH_KEY)
 
     def forward(batch):
         rows = []

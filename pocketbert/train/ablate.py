@@ -63,10 +63,11 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
         specific = variant_recipe(recipe, changes)
         if not _done_with(manifest_path, specific):
             distill_student(variant_run, specific, teacher_dir, data_dir, None, device, overwrite=True, resume=True)
-        metrics = read_manifest(variant_run / STUDENT_DIR)["metrics"]
+        student = read_manifest(variant_run / STUDENT_DIR)
+        metrics = student["metrics"]
         rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics["eval"],
                      "primary_metric": metrics["primary_metric"], "teacher_eval": metrics["teacher_eval"],
-                     "wall_time_s": read_manifest(variant_run / STUDENT_DIR)["wall_time_s"]})
+                     "wall_time_s": student["wall_time_s"]})
     primary = rows[0]["primary_metric"]
     full = rows[0]["eval"][primary]
     for row in rows:

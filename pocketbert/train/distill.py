@@ -103,12 +103,13 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
 def pretrained_student(source: str, teacher, teacher_tokenizer, task, aligns_hidden: bool):
     """A student loaded from a checkpoint (a fresh task head) rather than cut from the teacher; it must read the
     teacher's token ids, and align hidden states only when its width is the teacher's."""
-    student_tokenizer = models.load_tokenizer(models.resolve_model_source(source))
+    resolved = models.resolve_model_source(source)
+    student_tokenizer = models.load_tokenizer(resolved)
     if student_tokenizer.get_vocab() != teacher_tokenizer.get_vocab():
         raise ConfigError(f"student '{source}' has another vocabulary than the teacher ({len(student_tokenizer)} vs "
                           f"{len(teacher_tokenizer)} tokens): pick a student that shares the teacher's tokenizer, "
                           "or leave student.model unset to cut one from the teacher")
-    student = models.load_for_task(models.resolve_model_source(source), task)
+    student = models.load_for_task(resolved, task)
     if aligns_hidden and student.config.hidden_size != teacher.config.hidden_size:
         raise ConfigError(f"student hidden size {student.config.hidden_size} differs from the teacher's "
                           f"{teacher.config.hidden_size}, so hidden states cannot be aligned: set --cos-weight 0")
