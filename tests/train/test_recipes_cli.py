@@ -203,9 +203,10 @@ def test_ddp_two_processes_on_the_cpu(teacher_run, tmp_path, shared_data):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(port), "--no-python", shutil.which("pocketbert") or "pocketbert", "train", "distill",
+               "--master_port", str(port), "-m", "pocketbert.cli", "train", "distill",
                "--run-dir", str(run), *TINY, "--data-dir", str(shared_data)]
-    # a session of its own: on a timeout the workers go too, not only torchrun
+    # `-m pocketbert.cli`: the workers run this interpreter, whether or not its venv is on PATH.
+    # A session of its own: on a timeout the workers go too, not only torchrun.
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                start_new_session=True)
     try:
