@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.export import app_readme, coreml
+from pocketbert.export import app_readme
+from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
     ANDROID_APP_DIR,
@@ -34,8 +35,8 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None) ->
     """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
-    if variant not in coreml.COREML_VARIANTS:
-        raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(coreml.COREML_VARIANTS)}")
+    if variant not in COREML_VARIANTS:
+        raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
     package = export_dir / coreml_package_name(task, variant)
     if not package.exists():
         made = manifest["config"].get("coreml_variants", ["fp16"])
@@ -49,7 +50,7 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None) ->
         for name in (*TOKENIZER_FOR_SWIFT, LABELS):
             shutil.copyfile(export_dir / name, tmp / name)
         files = {base_name: f"Core ML ML Program, {variant} weights, minimum "
-                            f"{coreml.minimum_ios(variant).replace('iOS', 'iOS ')}",
+                            f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
                  "tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
                  "tokenizer_config.json": "tokenizer settings (lower case, special tokens)",
                  MODEL_CONFIG: "model config; swift-transformers reads its model type",

@@ -217,18 +217,29 @@ class QuestionAnswerer(context: Context) {{
 ```'''
 
 
+def _swift_sentiment(model_class: str, max_length: int, variant: str) -> str:
+    fixed = variant == "fixed"
+    decode = SWIFT_DECODE_CLASSIFIER if variant == "classifier" else SWIFT_DECODE_LOGITS
+    return SWIFT_SENTIMENT.format(
+        model_class=model_class, max_length=max_length, array_length="maxLength" if fixed else "ids.count",
+        decode=decode.replace("{{", "{").replace("}}", "}"),
+        length_note="The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."
+        if fixed else "Core ML takes each sentence at its own length: no padding.")
+
+
+def _swift_qa(model_class: str, max_length: int, variant: str) -> str:
+    return SWIFT_QA.format(model_class=model_class, max_length=max_length)
+
+
+# The app code of each task, one entry per task: task name -> Swift (class, max length, variant) and Kotlin.
+SWIFT_CODE = {"sentiment": _swift_sentiment, "qa": _swift_qa}
+KOTLIN_CODE = {"sentiment": KOTLIN_SENTIMENT, "qa": KOTLIN_QA}
+
+
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, max_length: int,
                metrics: dict, n_examples: int) -> str:
     fixed = variant == "fixed"
-    if task == "qa":
-        code = SWIFT_QA.format(model_class=model_class, max_length=max_length)
-    else:
-        decode = SWIFT_DECODE_CLASSIFIER if variant == "classifier" else SWIFT_DECODE_LOGITS
-        code = SWIFT_SENTIMENT.format(
-            model_class=model_class, max_length=max_length, array_length="maxLength" if fixed else "ids.count",
-            decode=decode.replace("{{", "{").replace("}}", "}"),
-            length_note="The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."
-            if fixed else "Core ML takes each sentence at its own length: no padding.")
+    code = SWIFT_CODE[task](model_class, max_length, variant)
     return _readme("iOS", files, code, variant, metrics, n_examples, [
         "Add the folder to the Xcode project as a folder reference (blue), so `Bundle.main.url(forResource:"
         " \"pocketbert\", withExtension: nil)` finds the tokenizer files; Xcode compiles the .mlpackage and "
@@ -244,7 +255,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
 
 def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, lower_case: bool,
                    metrics: dict, n_examples: int) -> str:
-    code = (KOTLIN_QA if task == "qa" else KOTLIN_SENTIMENT).format(
+    code = KOTLIN_CODE[task].format(
         max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels))
     tokenizer = KOTLIN_WORDPIECE.format(lower_case=str(lower_case).lower())
     return _readme("Android", files, code + "\n\nThe tokenizer it uses:\n\n" + tokenizer, "int8", metrics, n_examples, [

@@ -20,44 +20,37 @@ import torch
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
 from pocketbert.export import mil_kernels
-from pocketbert.export.wrapper import ClassifierWrapper, ExportWrapper
+from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.export_wrapper import ClassifierWrapper
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
 BLOCK_SIZE = 32          # input channels sharing one int4 scale
-# Weight compressions of the fp16 program, each its own .mlpackage; "fp16" is the program itself.
-# "fixed": fp16 at one input shape, (1, max_length); the Neural Engine runs only fixed shapes, so the app pads.
-# "classifier" (sentiment): fp16 with Core ML classifier outputs, a label and a probability per label.
-COREML_VARIANTS = ("fp16", "int8", "6bit", "4bit", "int4-block", "fixed", "classifier")
-PARITY_PRECISION = {"fp16": "fp16", "int8": "int8-weights", "6bit": "6bit", "4bit": "4bit", "int4-block": "int4-block",
-                    "fixed": "fp16", "classifier": "probabilities"}
 CLASSIFIER_LABEL, CLASSIFIER_PROBABILITIES = "label", "label_probs"  # the classifier's outputs, as Core ML names them
 FIXED_LENGTH_KEY = "fixed_length"  # metadata of a fixed-shape program
 
 
-def minimum_ios(variant: str) -> str:
-    return BLOCKWISE_IOS if variant == "int4-block" else MINIMUM_IOS
+# Weight compressions of an fp16 program: name -> (compressor, its op config), given coremltools.optimize.coreml.
+# Activations stay fp16. int4 in blocks needs a program that targets iOS 18.
+COMPRESSIONS = {
+    "int8": lambda cto: (cto.linear_quantize_weights,
+                         cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8")),
+    "6bit": lambda cto: (cto.palettize_weights, cto.OpPalettizerConfig(nbits=6, mode="kmeans")),
+    "4bit": lambda cto: (cto.palettize_weights, cto.OpPalettizerConfig(nbits=4, mode="kmeans")),
+    "int4-block": lambda cto: (cto.linear_quantize_weights, cto.OpLinearQuantizerConfig(
+        mode="linear_symmetric", dtype="int4", granularity="per_block", block_size=BLOCK_SIZE)),
+}
 
 
-def compress(mlmodel, variant: str):
-    """The fp16 program with its weights compressed: int8 (per channel), 6- or 4-bit k-means palettes, or
-    int4 in blocks of BLOCK_SIZE (the program must target iOS 18). Activations stay fp16."""
-    if variant in ("fp16", "fixed", "classifier"):
+def compress(mlmodel, compression: str | None):
+    """The fp16 program with its weights compressed (COMPRESSIONS), or as it is for None."""
+    if compression is None:
         return mlmodel
+    if compression not in COMPRESSIONS:
+        raise ExportError(f"unknown Core ML compression '{compression}': choose from {', '.join(COMPRESSIONS)}")
     import_coremltools()
     cto = require("coremltools.optimize.coreml", "export")
-    if variant == "int8":
-        op_config = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8")
-        compressor = cto.linear_quantize_weights
-    elif variant in ("6bit", "4bit"):
-        op_config = cto.OpPalettizerConfig(nbits=int(variant[0]), mode="kmeans")
-        compressor = cto.palettize_weights
-    elif variant == "int4-block":
-        op_config = cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int4", granularity="per_block",
-                                                block_size=BLOCK_SIZE)
-        compressor = cto.linear_quantize_weights
-    else:
-        raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
+    compressor, op_config = COMPRESSIONS[compression](cto)
     with _quiet():
         return compressor(mlmodel, cto.OptimizationConfig(global_config=op_config))
 
@@ -81,16 +74,19 @@ def import_coremltools():
 
 
 def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,
-                      target: str = MINIMUM_IOS, fixed: bool = False, classifier: bool = False):
+                      target: str = MINIMUM_IOS, fixed: bool = False, classifier: bool = False,
+                      architecture=BERT_FAMILY):
     """An in-memory ML Program; the caller saves it and validates the saved copy.
 
     Sequence length 1..max_length, or with `fixed` exactly max_length (padded by the app, masked here).
     With `classifier` (sentiment), the outputs are Core ML's classifier pair: the label and its probabilities.
     """
     ct = import_coremltools()
-    if classifier and task.name != "sentiment":
-        raise ExportError("classifier outputs are for sentence classification; QA exports start and end logits")
-    wrapper = ExportWrapper(model, task, additive_mask=True, fixed_length=max_length if fixed else None).eval()
+    if classifier and not task.has_classifier_outputs:
+        raise ExportError(f"Core ML classifier outputs are for sentence classification; a {task.name} model exports "
+                          "its logits: leave out the classifier variant")
+    wrapper = architecture.export_wrapper(model, task, additive_mask=True,
+                                          fixed_length=max_length if fixed else None).eval()
     if classifier:
         wrapper = ClassifierWrapper(wrapper).eval()
     names = list(task.input_names)
@@ -238,11 +234,9 @@ def coreml_forward(mlpackage: Path, task):
             if CLASSIFIER_PROBABILITIES in out:  # log-probabilities: the same answers as logits
                 probabilities = out[CLASSIFIER_PROBABILITIES]
                 row = np.log(np.maximum([probabilities[label] for label in task.label_names], 1e-12))
-            elif task.name == "qa":
-                row = np.stack([out["start_logits"][0][:n], out["end_logits"][0][:n]], axis=-1)
-                row = np.pad(row, ((0, batch["input_ids"].shape[1] - n), (0, 0)))
             else:
-                row = out["logits"][0]
+                row = task.fit_row(task.stack_outputs([out[name] for name in task.output_names])[0], n,
+                                   batch["input_ids"].shape[1])
             rows.append(row)
         return np.stack(rows)
 

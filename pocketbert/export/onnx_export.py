@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ExportError, require
-from pocketbert.export.wrapper import ExportWrapper
+from pocketbert.core.architectures import BERT_FAMILY
 
 ONNX_OPSET = 17
 # The FFN output projection reads GELU activations with large outliers: int8 there flipped 1.3 % of SST-2
@@ -25,15 +25,15 @@ ONNX_OPSET = 17
 FP32_NODE_PATTERNS = (re.compile(r"layer\.\d+/output/dense/"), re.compile(r"ffn/lin2/"))
 
 
-def export_onnx(model, task, path: Path, example_length: int = 16) -> Path:
+def export_onnx(model, task, path: Path, example_length: int = 16, architecture=BERT_FAMILY) -> Path:
     """Trace the model with the legacy exporter: with eager attention and the 2-D mask, ORT fuses attention."""
     require("onnx", "export")
-    wrapper = ExportWrapper(model, task).eval()
+    wrapper = architecture.export_wrapper(model, task).eval()
     names = list(task.input_names)
     example = tuple(torch.ones(1, example_length, dtype=torch.long) for _ in names)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in names}
     for out in task.output_names:
-        dynamic[out] = {0: "batch"} if task.name == "sentiment" else {0: "batch", 1: "sequence"}
+        dynamic[out] = {0: "batch", 1: "sequence"} if task.per_token_outputs else {0: "batch"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -142,27 +142,3 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path) -> tuple[
         shutil.move(produced, ort_path)
         shutil.move(configs[0], operators_path)
     return ort_path, operators_path
-
-
-def ort_session(path: Path, threads: int = 0):
-    """A CPU InferenceSession; threads=0 lets ONNX Runtime choose."""
-    ort = require("onnxruntime", "export")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def ort_forward(session, task):
-    """A numpy-in, numpy-out forward over an ONNX Runtime session."""
-    names = [i.name for i in session.get_inputs()]
-
-    def forward(batch):
-        outputs = session.run(None, {n: batch[n].astype("int64") for n in names})
-        if task.name == "qa":
-            import numpy as np
-            return np.stack(outputs[:2], axis=-1)
-        return outputs[0]
-
-    return forward

@@ -11,34 +11,42 @@ FP32_MAX_ABS_DIFF = 1e-3     # ONNX fp32 against PyTorch: only float reordering 
 FP32_MIN_AGREEMENT = 0.999
 FP16_MAX_ABS_DIFF = 0.1      # Core ML computes in fp16
 FP16_MIN_AGREEMENT = 0.99
-# QA answers are spans chosen among near-equal scores, so a tiny logit change can move a span by one word
-# without any loss of quality: QA is gated on the metric (F1 points) instead of exact span agreement.
-QA_MAX_F1_DROP = 1.0
+# Tasks whose answers are not gated on agreement (QA spans: see QATask.gates_on_agreement) are gated on the
+# task metric instead: at most this many points of it lost.
+MAX_POINTS_LOST_WITHOUT_AGREEMENT = 1.0
 # Every int8 model (dynamic, static) and compressed Core ML weights (int8, palettes, int4 blocks) trade a few
 # answers for size by design: they are gated on the task metric, at most one point lost; agreement is reported.
-SENTIMENT_MAX_ACCURACY_DROP = 0.01
-COMPRESSED = ("int8-static", "int8-weights", "6bit", "4bit", "int4-block")
+COMPRESSED_MAX_POINTS_LOST = 1.0
 
 
 @dataclass(frozen=True)
 class Tolerance:
     min_agreement: float | None    # None: agreement reported, not gated
     max_abs_diff: float | None     # None: reported, not gated (int8 logits move by design)
-    max_metric_drop: float | None = None  # in the task metric's own points
+    max_metric_drop: float | None = None  # in the task metric's own units
 
 
-TOLERANCES = {
-    ("sentiment", "fp32"): Tolerance(FP32_MIN_AGREEMENT, FP32_MAX_ABS_DIFF),
-    ("sentiment", "fp16"): Tolerance(FP16_MIN_AGREEMENT, FP16_MAX_ABS_DIFF),
-    ("sentiment", "int8"): Tolerance(None, None, SENTIMENT_MAX_ACCURACY_DROP),
-    ("qa", "fp32"): Tolerance(None, FP32_MAX_ABS_DIFF, QA_MAX_F1_DROP),
-    ("qa", "fp16"): Tolerance(None, FP16_MAX_ABS_DIFF, QA_MAX_F1_DROP),
-    ("qa", "int8"): Tolerance(None, None, QA_MAX_F1_DROP),
-    # classifier outputs are probabilities: their logs differ from logits by a per-row constant
-    ("sentiment", "probabilities"): Tolerance(FP16_MIN_AGREEMENT, None),
-    **{("sentiment", p): Tolerance(None, None, SENTIMENT_MAX_ACCURACY_DROP) for p in COMPRESSED},
-    **{("qa", p): Tolerance(None, None, QA_MAX_F1_DROP) for p in COMPRESSED},
-}
+@dataclass(frozen=True)
+class Gate:
+    """How one export variant is held to the student's answers, whatever the task."""
+
+    max_abs_diff: float | None
+    min_agreement: float | None = None     # where the task gates on agreement
+    max_points_lost: float | None = None   # of the task's primary metric, for every task
+
+    def tolerance(self, task) -> Tolerance:
+        if self.max_points_lost is not None:
+            return Tolerance(None, self.max_abs_diff, self.max_points_lost * task.metric_point)
+        if task.gates_on_agreement:
+            return Tolerance(self.min_agreement, self.max_abs_diff)
+        return Tolerance(None, self.max_abs_diff, MAX_POINTS_LOST_WITHOUT_AGREEMENT * task.metric_point)
+
+
+FP32_GATE = Gate(FP32_MAX_ABS_DIFF, FP32_MIN_AGREEMENT)
+FP16_GATE = Gate(FP16_MAX_ABS_DIFF, FP16_MIN_AGREEMENT)
+COMPRESSED_GATE = Gate(None, max_points_lost=COMPRESSED_MAX_POINTS_LOST)
+# Classifier outputs are probabilities: their logs differ from logits by a per-row constant, so no |diff| gate.
+PROBABILITY_GATE = Gate(None, FP16_MIN_AGREEMENT)
 
 
 @dataclass
@@ -70,26 +78,15 @@ class ParityResult:
 
 
 def compare(task, examples, features, student_logits: list[np.ndarray], artifact_logits: list[np.ndarray],
-            eval_cfg: dict, artifact: str, runtime: str, precision: str) -> ParityResult:
+            eval_cfg: dict, artifact: str, runtime: str, precision: str, gate: Gate) -> ParityResult:
     """Agreement, max |logit difference| and task metrics of one artifact against the student."""
-    n_features = len(artifact_logits)
-    feats, ref = features[:n_features], student_logits[:n_features]
-    if task.name == "qa":
-        used = sorted({f.example_index for f in feats})
-        # Only examples all of whose windows were run can be scored.
-        complete = [i for i in used if all(f.example_index != i for f in features[n_features:])]
-        if not complete:
-            raise ValueError(f"no complete QA example among the {n_features} windows run on {artifact}")
-        index = {old: new for new, old in enumerate(complete)}
-        keep = [k for k, f in enumerate(feats) if f.example_index in index]
-        examples = [examples[i] for i in complete]
-        feats = [_reindex(feats[k], index) for k in keep]
-        ref, artifact_logits = [ref[k] for k in keep], [artifact_logits[k] for k in keep]
+    examples, keep, feats = task.scorable(examples, features, len(artifact_logits))
+    ref, artifact_logits = [student_logits[k] for k in keep], [artifact_logits[k] for k in keep]
     max_diff = max(float(np.max(np.abs(a - r))) for a, r in zip(artifact_logits, ref))
     ours = task.answers(examples, feats, artifact_logits, eval_cfg)
     theirs = task.answers(examples, feats, ref, eval_cfg)
     agreement = float(np.mean([a == b for a, b in zip(ours, theirs)]))
-    tolerance = TOLERANCES[(task.name, precision)]
+    tolerance = gate.tolerance(task)
     metrics = task.score(examples, feats, artifact_logits, eval_cfg)
     student_metrics = task.score(examples, feats, ref, eval_cfg)
     primary = task.primary_metric
@@ -107,10 +104,3 @@ def compare(task, examples, features, student_logits: list[np.ndarray], artifact
         max_metric_drop=tolerance.max_metric_drop, passed=passed,
     )
 
-
-def _reindex(feature, index):
-    import copy
-
-    clone = copy.copy(feature)
-    clone.example_index = index[feature.example_index]
-    return clone

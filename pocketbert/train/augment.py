@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pocketbert.errors import ConfigError, require
-from pocketbert.train.data import TextExample
-from pocketbert.train.losses import IGNORE_LABEL
+from pocketbert.core.data import TextExample
+from pocketbert.core.losses import IGNORE_LABEL
 
 MAX_NGRAM = 5
 DEFAULT_TAGGER = "pattern"  # textblob's bundled Brill-style tagger: installs from PyPI with its lexicon

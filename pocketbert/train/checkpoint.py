@@ -31,7 +31,7 @@ class CheckpointSpec:
 
 def fingerprint(identity: dict, features: list) -> str:
     """What a checkpoint is valid for: the stage's settings and the exact token ids and targets it trains on."""
-    from pocketbert.train.tasks import features_digest
+    from pocketbert.core.tasks import features_digest
 
     digest = features_digest(features, with_targets=True)
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())

@@ -237,3 +237,31 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset
     _say(f"pruned FFN {p['intermediate_size_before']} -> {p['intermediate_size_after']} channels, "
          f"{p['parameters_before']:,} -> {p['parameters_after']:,} parameters; after recovery "
          f"{_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}) -> wrote {path}")
+
+
+# `pocketbert bench train`: pocketbert/cli.py hangs it under the bench group, beside the latency commands.
+@click.command("train")
+@run_option
+@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
+              help="A fine-tuned teacher folder (default: <run>/teacher).")
+@click.option("--task", default="sentiment", show_default=True, help="sentiment or qa.")
+@click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml.")
+@click.option("--examples", type=int, default=2000, show_default=True, help="Training examples in the timed epoch.")
+@data_dir_option
+@device_option
+def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
+    """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
+    from pocketbert.config import load_recipe
+    from pocketbert.rundir import TRAIN_BENCH_RESULTS
+    from pocketbert.train.train_bench import bench_train
+
+    run_dir = resolve_run_dir(run)
+    result = bench_train(run_dir, load_recipe(task, preset), examples, teacher_dir, data_dir, device)
+    t = result["timings"]
+    click.echo(f"{result['examples']} examples, batch {result['batch_size']}, max length {result['max_length']} "
+               f"(mean {result['mean_length']:.1f}), {result['device']}, {result['threads']} threads")
+    for name, label in (("reference", "reference loop"), ("pocketbert_cold_cache", "pocketbert, cache filled now"),
+                        ("pocketbert_warm_cache", "pocketbert, cache on disk")):
+        click.echo(f"  {label:30s} {t[name]['examples_per_second']:8.1f} examples/s  ({t[name]['seconds']:.1f} s)")
+    click.echo(f"speed-up: {result['speedup_warm_cache']:.2f}x with the cache on disk, "
+               f"{result['speedup_cold_cache']:.2f}x filling it -> wrote {run_dir / TRAIN_BENCH_RESULTS}")

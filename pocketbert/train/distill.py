@@ -21,8 +21,10 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
-from pocketbert.train import checkpoint, distributed, losses, models, teacher_cache, trainer
-from pocketbert.train.data import load_task_data, subsample
+from pocketbert.core import losses, models
+from pocketbert.train import checkpoint, distributed, teacher_cache, trainer
+from pocketbert.core.data import load_task_data, subsample
+from pocketbert.train.student import build_student
 
 
 def aligned_teacher_layers(n_student: int, n_teacher: int) -> list[int]:
@@ -46,9 +48,7 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
-    if task.name == "sentiment" and data.label_names != task.label_names:
-        raise ConfigError(f"the teacher knows labels {task.label_names}, the data has {data.label_names}: "
-                          "distil on the teacher's dataset")
+    task.check_label_names(data.label_names, f"dataset '{data.name}'")
     return teacher, tokenizer, task, teacher_dir, data
 
 
@@ -78,19 +78,17 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
     names = eval_cfg.get("cross_domain") or []
     if isinstance(names, dict):  # {training dataset: [datasets to evaluate on]}, so one preset serves several
         names = names.get(recipe["dataset"]) or []
-    if task.name != "sentiment" or not names:
+    if not names:
         return {}
     seed = int(recipe.get("seed", 13))
     n = eval_cfg.get("cross_domain_max_examples", DEFAULT_CROSS_DOMAIN_EXAMPLES)
     length = int(recipe["distill"]["max_length"])
     results = {}
     for name in names:
-        other = load_task_data(name, task.name, data_dir, None, task.label_names, seed)
-        if other.label_names != task.label_names:
-            raise ConfigError(f"eval.cross_domain dataset '{name}' has labels {other.label_names}, the model "
-                              f"{task.label_names}: list only datasets with the same labels")
+        other = load_task_data(name, task.name, data_dir, None, task.label_names or None, seed)
+        task.check_label_names(other.label_names, f"eval.cross_domain dataset '{name}'")
         examples = subsample(other.eval, n, seed)
-        features = task.features(tokenizer, examples, length)
+        features = task.features(tokenizer, examples, length, recipe["distill"].get("doc_stride"))
         results[name] = {
             "student": trainer.evaluate(student, task, examples, features, tokenizer.pad_token_id, eval_cfg, dev,
                                         f"student on {name}"),
@@ -175,7 +173,7 @@ def distill_student(
     if student_cfg.get("model"):
         student, layer_map = pretrained_student(student_cfg["model"], teacher, tokenizer, task, weights["cos"] > 0)
     else:
-        student, layer_map = models.build_student(teacher, student_cfg.get("layer_map"))
+        student, layer_map = build_student(teacher, student_cfg.get("layer_map"))
         if student_cfg.get("init", "teacher") == "random":  # the ablation's control: no teacher weights
             student.apply(student._init_weights)
     dev = trainer.pick_device(device)

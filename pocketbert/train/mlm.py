@@ -21,7 +21,9 @@ import torch.nn.functional as F
 from pocketbert.errors import ConfigError, DataError, ModelError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import MLM_STUDENT_DIR, check_writable, staged_output
-from pocketbert.train import checkpoint, distributed, losses, models, trainer
+from pocketbert.core import losses, models
+from pocketbert.train.student import build_student
+from pocketbert.train import checkpoint, distributed, trainer
 from pocketbert.train.distill import aligned_teacher_layers, freeze
 
 DEFAULTS = {"max_length": 128, "batch_size": 32, "epochs": 1, "learning_rate": 5.0e-4, "warmup_ratio": 0.05,
@@ -123,7 +125,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
     if cfg["max_train_examples"]:
         texts = random.Random(seed).sample(texts, min(len(texts), int(cfg["max_train_examples"])))
     trainer.set_seed(seed)
-    student, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
+    student, layer_map = build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
     dev = trainer.pick_device(device)
     freeze(teacher, dev)
     targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))

@@ -21,7 +21,8 @@ import torch
 from pocketbert.errors import ConfigError, ModelError, require
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
-from pocketbert.train import models
+from pocketbert.core import models
+from pocketbert.core.architectures import architecture_of
 
 DEFAULTS = {"ffn_ratio": 0.5, "round_to": 8, "recovery_epochs": 1, "recovery_max_train_examples": 20000}
 
@@ -80,8 +81,10 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
     student, tokenizer, task, info = models.load_stage_model(student_dir)
-    if info.get("architecture") == "bilstm":
-        raise ConfigError("prune works on transformer students; the BiLSTM student has no FFN to prune")
+    architecture = architecture_of(info)
+    if not architecture.supports_pruning:
+        raise ConfigError(f"prune removes FFN channels of transformer students; a {architecture.name} student has "
+                          "none: prune a student of the distilbert recipe")
     before = sum(p.numel() for p in student.parameters())
     change = prune_ffn(student, float(cfg["ffn_ratio"]), int(cfg["round_to"]))
     change["parameters_before"], change["parameters_after"] = before, sum(p.numel() for p in student.parameters())

@@ -15,17 +15,10 @@ import torch.nn.functional as F
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
-from pocketbert.train import (
-    augment,
-    bilstm,
-    checkpoint,
-    distributed,
-    losses,
-    models,
-    teacher_cache,
-    trainer,
-)
-from pocketbert.train.data import subsample
+from pocketbert.core import bilstm, losses, models
+from pocketbert.core.architectures import BILSTM
+from pocketbert.train import augment, checkpoint, distributed, teacher_cache, trainer
+from pocketbert.core.data import subsample
 from pocketbert.train.distill import (
     cross_domain_eval,
     evaluate_against_teacher,
@@ -62,7 +55,7 @@ def distill_bilstm(
     hard_loss = losses.hard_label_loss(cfg)
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
                                                                         eval_file, seed)
-    if task.name != "sentiment":
+    if task.per_token_outputs:
         raise ConfigError("the BiLSTM student classifies sentences: use --recipe distilbert for QA")
     if tokenizer.mask_token is None:
         raise ConfigError("the teacher's tokenizer has no mask token for augmentation: set augment.p_mask=0")
@@ -104,8 +97,7 @@ def distill_bilstm(
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
-        models.save_stage_model(student, tokenizer, out, task, length,
-                                {"architecture": bilstm.ARCHITECTURE, "recipe": RECIPE})
+        models.save_stage_model(student, tokenizer, out, task, length, {"recipe": RECIPE}, architecture=BILSTM)
         write_manifest(
             out, stage="student", started=started,
             config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "distill_recipe": RECIPE,

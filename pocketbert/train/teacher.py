@@ -8,9 +8,10 @@ from pathlib import Path
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
-from pocketbert.train import checkpoint, distributed, losses, models, trainer
-from pocketbert.train.data import load_task_data
-from pocketbert.train.tasks import make_task
+from pocketbert.core import losses, models
+from pocketbert.train import checkpoint, distributed, trainer
+from pocketbert.core.data import load_task_data
+from pocketbert.core.tasks import make_task
 
 
 def check_max_length(model, max_length: int) -> None:

@@ -59,7 +59,7 @@ class TeacherOutputs:
 
 
 def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list) -> str:
-    from pocketbert.train.tasks import features_digest
+    from pocketbert.core.tasks import features_digest
 
     digest = features_digest(features, with_targets=False)
     digest.update(json.dumps([teacher_sha, task_name, targets]).encode())
@@ -157,7 +157,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     limit = int(float(limit_mb) * 1024 * 1024)
     config = teacher.config
     n_classes = len(getattr(task, "label_names", []) or [])
-    per_token = 2 if task.name == "qa" else None
+    per_token = len(task.output_names) if task.per_token_outputs else None
     needed = estimate_bytes(features, per_token, n_classes, len(targets or []), config.hidden_size)
     key = entry_key(teacher_sha, task.name, targets, features)
     entry = root / key

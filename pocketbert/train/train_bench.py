@@ -21,7 +21,9 @@ import torch
 
 from pocketbert.manifest import command_line
 from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage
-from pocketbert.train import losses, models, teacher_cache, trainer
+from pocketbert.core import losses, models
+from pocketbert.train.student import build_student
+from pocketbert.train import teacher_cache, trainer
 from pocketbert.train.distill import (
     aligned_teacher_layers,
     check_distill_config,
@@ -79,7 +81,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
     dev = trainer.pick_device(device)
     freeze(teacher, dev)
     trainer.set_seed(seed)
-    initial, layer_map = models.build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
+    initial, layer_map = build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
     _, features, _ = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
     weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
     targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))

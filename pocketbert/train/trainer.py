@@ -11,8 +11,7 @@ import torch
 
 from pocketbert.errors import ConfigError
 from pocketbert.train import checkpoint, distributed
-from pocketbert.train.models import torch_forward
-from pocketbert.train.tasks import batched_logits
+from pocketbert.core.inference import batched_logits, torch_forward
 
 MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
 
@@ -59,7 +58,7 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
 
 def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int):
     """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
-    from pocketbert.train.data import subsample
+    from pocketbert.core.data import subsample
 
     train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
     eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
@@ -131,7 +130,7 @@ def train(
     model.to(device).train()
     start, running = (checkpoint.load(checkpoint_spec, model, optimizer, schedule)
                       if checkpoint_spec else (0, {}))
-    forward_model = distributed.wrap(model, device, find_unused=task.name == "qa")
+    forward_model = distributed.wrap(model, device, find_unused=task.head_skips_pooler)
     if cfg.get("compile"):
         forward_model = torch.compile(forward_model, dynamic=True)  # dynamic: every batch has its own length
     bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step",
