@@ -18,6 +18,9 @@ STAGE_COMMANDS = {
     "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
 }
 
+# Commands a stage adds to another stage's group: `bench train` times training, so training owns it.
+STAGE_SUBCOMMANDS = {"bench": {"train": ("pocketbert.train.cli", "bench_train")}}
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
@@ -27,7 +30,11 @@ class LazyGroup(click.Group):
         if name not in STAGE_COMMANDS:
             return None
         module, attr, _ = STAGE_COMMANDS[name]
-        return getattr(importlib.import_module(module), attr)
+        group = getattr(importlib.import_module(module), attr)
+        for sub, (sub_module, sub_attr) in STAGE_SUBCOMMANDS.get(name, {}).items():
+            if sub not in group.commands:
+                group.add_command(getattr(importlib.import_module(sub_module), sub_attr), sub)
+        return group
 
     def format_commands(self, ctx, formatter):
         rows = [(name, STAGE_COMMANDS[name][2]) for name in self.list_commands(ctx)]

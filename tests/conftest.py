@@ -27,7 +27,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def wordpiece_tokenizer():
-    from pocketbert.train.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
+    from pocketbert.core.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
 
     return load_tokenizer(resolve_model_source(PACKAGED_TEACHER))
 

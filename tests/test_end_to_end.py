@@ -69,7 +69,7 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from pocketbert.train.data import load_task_data, subsample
+    from pocketbert.core.data import load_task_data, subsample
 
     export = sentiment_run / "export"
     tokenizer = Tokenizer.from_file(str(export / "tokenizer.json"))
@@ -90,7 +90,7 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
 
 def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     from pocketbert.export.coreml import coreml_forward
-    from pocketbert.train.tasks import make_task
+    from pocketbert.core.tasks import make_task
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err

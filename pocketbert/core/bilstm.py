@@ -16,7 +16,6 @@ from torch import nn
 
 from pocketbert.errors import ConfigError, ModelError
 
-ARCHITECTURE = "bilstm"
 CONFIG_FILE = "bilstm_config.json"
 WEIGHTS_FILE = "model.safetensors"
 EMBEDDING_INITS = ("teacher", "random")
@@ -47,7 +46,6 @@ class Output:
 
 
 class BiLSTMClassifier(nn.Module):
-    takes_additive_mask = False  # the export wrapper hands it the plain 0/1 mask
 
     def __init__(self, config: BiLSTMConfig):
         super().__init__()
@@ -77,10 +75,6 @@ class BiLSTMClassifier(nn.Module):
         final = torch.cat([torch.bmm(last, forward_states), torch.bmm(last, backward_states)], dim=2)
         hidden = torch.relu(self.relu_layer(self.dropout(final[:, 0, :])))
         return Output(self.classifier(self.dropout(hidden)))
-
-    def save_pretrained(self, folder: Path, safe_serialization: bool = True) -> None:
-        """What save_stage_model calls on every student: config and safetensors weights (always safetensors)."""
-        save_bilstm(self, folder)
 
     def parameter_count(self, include_embeddings: bool = False) -> int:
         return sum(p.numel() for name, p in self.named_parameters()

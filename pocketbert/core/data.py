@@ -262,10 +262,16 @@ def read_squad_file(path: Path) -> list[QAExample]:
 
 # ---------------------------------------------------------------- resolution
 
-def _read_any(path: Path, task: str, label_names: list[str] | None):
-    if task == "qa":
-        return read_squad_file(path), []
-    return read_sentiment_file(path, label_names)
+def _read_qa_file(path: Path, label_names: list[str] | None):
+    return read_squad_file(path), []
+
+
+FILE_READERS = {"sentiment": read_sentiment_file, "qa": _read_qa_file}  # task -> (examples, label names)
+
+
+def read_task_file(path: Path, task: str, label_names: list[str] | None):
+    """(examples, label names) of a data file for the task."""
+    return FILE_READERS[task](path, label_names)
 
 
 def _hub_dataset(name: str, spec: NamedDataset) -> TaskData:
@@ -278,14 +284,21 @@ def _hub_dataset(name: str, spec: NamedDataset) -> TaskData:
             f"point --data-dir (or {DATA_DIR_ENV}) at a folder holding {spec.train_file}"
         ) from exc
 
-    def convert(split):
-        if spec.task == "qa":
-            return [QAExample(r["id"], r["question"], r["context"],
-                              tuple(zip(r["answers"]["text"], r["answers"]["answer_start"]))) for r in split]
-        text_key = "sentence" if "sentence" in split.column_names else "text"
-        return [TextExample(r[text_key].strip(), int(r["label"])) for r in split if r[text_key].strip()]
-
+    convert = HUB_CONVERTERS[spec.task]
     return TaskData(name, spec.task, list(spec.label_names), convert(ds["train"]), convert(ds[spec.hub_eval_split]))
+
+
+def _hub_sentiment(split) -> list[TextExample]:
+    text_key = "sentence" if "sentence" in split.column_names else "text"
+    return [TextExample(r[text_key].strip(), int(r["label"])) for r in split if r[text_key].strip()]
+
+
+def _hub_squad(split) -> list[QAExample]:
+    return [QAExample(r["id"], r["question"], r["context"],
+                      tuple(zip(r["answers"]["text"], r["answers"]["answer_start"]))) for r in split]
+
+
+HUB_CONVERTERS = {"sentiment": _hub_sentiment, "qa": _hub_squad}  # task -> examples of a hub split
 
 
 def load_task_data(
@@ -309,14 +322,14 @@ def load_task_data(
             return _hub_dataset(dataset, spec)
         names = list(spec.label_names) or None
         train_path = data_dir / spec.train_file
-        train, names = _read_any(train_path, task, names)
+        train, names = read_task_file(train_path, task, names)
         sources = {"train": train_path}
         if eval_file is None and spec.eval_file is not None:
             eval_file = data_dir / spec.eval_file
         if eval_file is None:  # IMDb: hold out a fixed, seeded part of train
             kept, held = hold_out(train, IMDB_EVAL_SIZE, seed)
             return TaskData(dataset, task, names, kept, held, sources)
-        eval_examples, _ = _read_any(Path(eval_file), task, names)
+        eval_examples, _ = read_task_file(Path(eval_file), task, names)
         sources["eval"] = Path(eval_file)
         return TaskData(dataset, task, names, train, eval_examples, sources)
 
@@ -325,14 +338,14 @@ def load_task_data(
         raise ConfigError(
             f"unknown dataset '{dataset}': use one of {', '.join(NAMED_DATASETS)} or the path of a data file"
         )
-    train, names = _read_any(path, task, label_names)
+    train, names = read_task_file(path, task, label_names)
     sources = {"train": path}
     if eval_file is None:
         if len(train) < 2:
             raise DataError(f"{path} has a single example; training needs more, and an --eval-file")
         kept, held = hold_out(train, max(1, len(train) // 10), seed)
         return TaskData(path.stem, task, names, kept, held, sources)
-    eval_examples, _ = _read_any(Path(eval_file), task, names)
+    eval_examples, _ = read_task_file(Path(eval_file), task, names)
     sources["eval"] = Path(eval_file)
     return TaskData(path.stem, task, names, train, eval_examples, sources)
 

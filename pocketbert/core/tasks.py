@@ -1,4 +1,5 @@
-"""The two tasks behind one interface: features, batching, model outputs, losses and metrics.
+"""The two tasks behind one interface: features, batching, model outputs, losses, metrics, and what the export
+and its parity gate need to know about them (output layout, how answers are gated, which Core ML outputs apply).
 
 Evaluation works on per-feature logits held as numpy arrays, so the same scoring serves the PyTorch
 model in training and every exported runtime in the export parity check.
@@ -13,9 +14,10 @@ import numpy as np
 import torch
 
 from pocketbert.config import check_task
-from pocketbert.train import qa as qa_lib
-from pocketbert.train.data import QAExample, TextExample
-from pocketbert.train.losses import cross_entropy, soft_target_kl
+from pocketbert.core import qa as qa_lib
+from pocketbert.core.data import QAExample, TextExample
+from pocketbert.core.losses import cross_entropy, soft_target_kl
+from pocketbert.errors import ConfigError
 
 
 @dataclass
@@ -36,6 +38,13 @@ class SentimentTask:
     name = "sentiment"
     input_names = ("input_ids", "attention_mask")
     output_names = ("logits",)
+    per_token_outputs = False   # one row of class scores per sequence
+    has_classifier_outputs = True  # Core ML's classifier pair (a label, a probability per label) fits this task
+    head_skips_pooler = False   # the classifier reads the pooled [CLS] state: every parameter gets a gradient
+    # An answer is a label: exported models are gated on agreeing with the student's labels. The primary metric,
+    # accuracy, is a fraction, so one point of it is 0.01.
+    gates_on_agreement = True
+    metric_point = 0.01
 
     def __init__(self, label_names: list[str]):
         self.label_names = list(label_names)
@@ -68,6 +77,35 @@ class SentimentTask:
     def logits(self, outputs) -> torch.Tensor:
         return outputs.logits
 
+    def output_tuple(self, outputs) -> tuple[torch.Tensor, ...]:
+        """The model's outputs in the order of output_names, as exported graphs return them."""
+        return (outputs.logits,)
+
+    def stack_outputs(self, arrays: list[np.ndarray]) -> np.ndarray:
+        """Exported outputs (in output_names order) as one logits array, as `logits` gives it in PyTorch."""
+        return np.asarray(arrays[0])
+
+    def fit_row(self, row: np.ndarray, length: int, width: int) -> np.ndarray:
+        """One sequence's logits run at its own length, laid out as in a batch padded to `width`."""
+        return row
+
+    def scorable(self, examples: list, features: list, n_run: int) -> tuple[list, list[int], list]:
+        """Of the first n_run features, the examples that can be scored: (examples, feature indices, features)."""
+        return examples, list(range(n_run)), features[:n_run]
+
+    def features_for_examples(self, features: list, n_examples: int) -> int:
+        """How many leading features make up the first n_examples whole examples."""
+        return min(n_examples, len(features))
+
+    def check_label_names(self, label_names: list[str], source: str) -> None:
+        if label_names != self.label_names:
+            raise ConfigError(f"the model knows labels {self.label_names}, {source} has {label_names}: "
+                              "use data with the model's labels")
+
+    def eval_inputs(self, examples: list) -> list:
+        """What an app feeds its tokenizer for each example: the text."""
+        return [ex.text for ex in examples]
+
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         return loss_fn(logits, batch["labels"])
 
@@ -99,6 +137,16 @@ class QATask:
     input_names = ("input_ids", "attention_mask", "token_type_ids")
     output_names = ("start_logits", "end_logits")
     label_names: list[str] = []
+    per_token_outputs = True    # a start and an end score for every token
+    has_classifier_outputs = False
+    head_skips_pooler = True    # the span head reads token states, so the pooler gets no gradient (DDP must know)
+    # Answers are spans chosen among near-equal scores: a tiny logit change can move a span by one word without
+    # any loss of quality, so QA is gated on the metric, not on exact span agreement. F1 runs 0..100.
+    gates_on_agreement = False
+    metric_point = 1.0
+
+    def __init__(self, label_names: list[str] | None = None):
+        """Extractive QA has no label set; the argument keeps one constructor for every task."""
 
     @property
     def primary_metric(self) -> str:
@@ -128,6 +176,43 @@ class QATask:
 
     def logits(self, outputs) -> torch.Tensor:
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=-1)  # [batch, length, 2]
+
+    def output_tuple(self, outputs) -> tuple[torch.Tensor, ...]:
+        return outputs.start_logits, outputs.end_logits
+
+    def stack_outputs(self, arrays: list[np.ndarray]) -> np.ndarray:
+        return np.stack([np.asarray(a) for a in arrays[:2]], axis=-1)
+
+    def fit_row(self, row: np.ndarray, length: int, width: int) -> np.ndarray:
+        return np.pad(row[:length], ((0, width - length), (0, 0)))
+
+    def scorable(self, examples: list, features: list, n_run: int) -> tuple[list, list[int], list]:
+        """Only examples all of whose windows were run can be scored; they are renumbered from 0."""
+        import copy
+
+        run = features[:n_run]
+        used = sorted({f.example_index for f in run})
+        complete = [i for i in used if all(f.example_index != i for f in features[n_run:])]
+        if not complete:
+            raise ValueError(f"no complete QA example among the {n_run} windows run")
+        index = {old: new for new, old in enumerate(complete)}
+        keep = [k for k, f in enumerate(run) if f.example_index in index]
+        renumbered = []
+        for k in keep:
+            clone = copy.copy(run[k])
+            clone.example_index = index[run[k].example_index]
+            renumbered.append(clone)
+        return [examples[i] for i in complete], keep, renumbered
+
+    def features_for_examples(self, features: list, n_examples: int) -> int:
+        return sum(1 for f in features if f.example_index < n_examples)
+
+    def check_label_names(self, label_names: list[str], source: str) -> None:
+        """Spans have no label set to disagree on."""
+
+    def eval_inputs(self, examples: list) -> list:
+        """A (question, context) pair per example, as the tokenizer takes it."""
+        return [(ex.question, ex.context) for ex in examples]
 
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
@@ -173,22 +258,9 @@ def features_digest(features: list, with_targets: bool):
     return digest
 
 
+TASK_CLASSES = {cls.name: cls for cls in (SentimentTask, QATask)}
+
+
 def make_task(task: str, label_names: list[str] | None = None):
     check_task(task)
-    return SentimentTask(label_names or []) if task == "sentiment" else QATask()
-
-
-def batched_logits(task, features: list, pad_id: int, batch_size: int,
-                   forward: Callable[[dict[str, np.ndarray]], np.ndarray], progress: str | None = None) -> list[np.ndarray]:
-    """Per-feature logits from `forward` (a model on any runtime), batching by similar length."""
-    from tqdm.auto import tqdm
-
-    order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
-    out: list[np.ndarray | None] = [None] * len(features)
-    starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc=progress, disable=progress is None, unit="batch", leave=False):
-        idx = order[start:start + batch_size]
-        batch = task.collate([features[i] for i in idx], pad_id)
-        for i, row in zip(idx, task.unbatch(np.asarray(forward(batch)), batch)):
-            out[i] = row
-    return out
+    return TASK_CLASSES[task](label_names or [])

@@ -1,5 +1,5 @@
-"""`pocketbert bench`: measure and report; `bench import` a phone measurement; `bench compare` two results;
-`bench train` the speed of a distillation epoch."""
+"""`pocketbert bench`: measure and report; `bench import` a phone measurement; `bench compare` two results.
+(`bench train`, the speed of a distillation epoch, is training's own command: pocketbert/train/cli.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import data_dir_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import overwrite_option, resolve_run_dir
 
 DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -96,30 +96,3 @@ def compare(before, after):
     click.echo(render_comparison(result))
     if result["regressions"]:
         raise SystemExit(1)
-
-
-@bench.command("train")
-@run_option
-@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
-              help="A fine-tuned teacher folder (default: <run>/teacher).")
-@click.option("--task", default="sentiment", show_default=True, help="sentiment or qa.")
-@click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml.")
-@click.option("--examples", type=int, default=2000, show_default=True, help="Training examples in the timed epoch.")
-@data_dir_option
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-def train_speed(run, teacher_dir, task, preset, examples, data_dir, device):
-    """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
-    from pocketbert.config import load_recipe
-    from pocketbert.rundir import TRAIN_BENCH_RESULTS
-    from pocketbert.train.train_bench import bench_train
-
-    run_dir = resolve_run_dir(run)
-    result = bench_train(run_dir, load_recipe(task, preset), examples, teacher_dir, data_dir, device)
-    t = result["timings"]
-    click.echo(f"{result['examples']} examples, batch {result['batch_size']}, max length {result['max_length']} "
-               f"(mean {result['mean_length']:.1f}), {result['device']}, {result['threads']} threads")
-    for name, label in (("reference", "reference loop"), ("pocketbert_cold_cache", "pocketbert, cache filled now"),
-                        ("pocketbert_warm_cache", "pocketbert, cache on disk")):
-        click.echo(f"  {label:30s} {t[name]['examples_per_second']:8.1f} examples/s  ({t[name]['seconds']:.1f} s)")
-    click.echo(f"speed-up: {result['speedup_warm_cache']:.2f}x with the cache on disk, "
-               f"{result['speedup_cold_cache']:.2f}x filling it -> wrote {run_dir / TRAIN_BENCH_RESULTS}")

@@ -70,7 +70,7 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
 
 def bert_base(task, source: str | None = None) -> tuple[Path, str]:
     """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config."""
-    from pocketbert.train.models import load_for_task
+    from pocketbert.core.models import load_for_task
 
     def build():
         if source:
@@ -94,7 +94,7 @@ def half_depth_student(task) -> tuple[Path, str]:
 
 def teacher(task, teacher_dir: Path, teacher_sha256: str) -> tuple[Path, str]:
     """The run's teacher exported like the student, keyed by its weights' digest."""
-    from pocketbert.train.models import load_for_task
+    from pocketbert.core.models import load_for_task
 
     def build():
         return load_for_task(str(teacher_dir), task), task, f"the run's teacher ({teacher_dir})"

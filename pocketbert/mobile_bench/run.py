@@ -49,7 +49,7 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
-from pocketbert.train.tasks import make_task
+from pocketbert.core.tasks import make_task
 
 RESULTS_SCHEMA = 2
 BENCH_DEFAULTS = {

@@ -69,7 +69,7 @@ class Runner:
 
 
 def _load_ort(path: Path, threads: int):
-    from pocketbert.export.onnx_export import ort_session
+    from pocketbert.core.inference import ort_session
 
     session = ort_session(path, threads=threads)
     names = {i.name for i in session.get_inputs()}
@@ -83,10 +83,10 @@ def _load_ort(path: Path, threads: int):
 def _load_torch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.train.models import load_for_task
+    from pocketbert.core.models import load_model_folder
 
     torch.set_num_threads(threads)
-    model = load_for_task(str(path), task).eval()
+    model = load_model_folder(Path(path), task).eval()
 
     def run(inputs: dict):
         with torch.inference_mode():

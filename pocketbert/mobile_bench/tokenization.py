@@ -12,18 +12,16 @@ from pocketbert.errors import PocketbertError
 
 def eval_texts(student_manifest: dict, task, limit: int) -> list:
     """Real evaluation inputs of the run (texts, or (question, context) pairs); empty when the file is gone."""
-    from pocketbert.train.data import read_sentiment_file, read_squad_file
+    from pocketbert.core.data import read_task_file
 
     source = student_manifest.get("inputs", {}).get("data_eval", {}).get("path")
     if not source or not Path(source).is_file():
         return []
     try:
-        if task.name == "qa":
-            return [(ex.question, ex.context) for ex in read_squad_file(Path(source))[:limit]]
-        examples, _ = read_sentiment_file(Path(source), task.label_names)
-        return [ex.text for ex in examples[:limit]]
+        examples, _ = read_task_file(Path(source), task.name, task.label_names or None)
     except PocketbertError:
         return []
+    return task.eval_inputs(examples[:limit])
 
 
 def tokenizer_runner(export_dir: Path, seq_len: int):

@@ -8,10 +8,11 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.export import coreml, onnx_export, parity
-from pocketbert.export.wrapper import ExportWrapper
-from pocketbert.train.data import TextExample
-from pocketbert.train.models import torch_forward
-from pocketbert.train.tasks import QATask, SentimentTask, batched_logits
+from pocketbert.export.variants import VARIANTS
+from pocketbert.core.export_wrapper import ExportWrapper
+from pocketbert.core.data import TextExample
+from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.tasks import QATask, SentimentTask
 
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05
@@ -54,7 +55,7 @@ def reference(model, task, b):
 def test_onnx_fp32_matches_torch_at_a_new_length(sentiment_exports):
     model, task, folder = sentiment_exports
     b = batch(length=27)  # traced at 16: the sequence axis must be dynamic
-    out = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(b)
+    out = ort_forward(ort_session(folder / "model.onnx"), task)(b)
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
 
 
@@ -66,7 +67,7 @@ def test_fp16_onnx_keeps_io_types_and_stays_close(sentiment_exports):
     assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # fp32 logits for the app
     assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
     b = batch()
-    out = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.fp16.onnx"), task)(b)
+    out = ort_forward(ort_session(folder / "model.fp16.onnx"), task)(b)
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP16_TOLERANCE
 
 
@@ -75,7 +76,7 @@ def test_int8_and_ort_stay_close(sentiment_exports):
     b = batch()
     ref = reference(model, task, b)
     for name in ("model.int8.onnx", "model.ort"):
-        out = onnx_export.ort_forward(onnx_export.ort_session(folder / name), task)(b)
+        out = ort_forward(ort_session(folder / name), task)(b)
         assert np.abs(out - ref).max() < INT8_TOLERANCE
     operators = (folder / "ops.config").read_text()
     assert "MatMulInteger" in operators  # the .ort is the int8 graph
@@ -101,7 +102,7 @@ def test_qa_model_exports_both_logits(tmp_path):
     model, task = tiny(BertForQuestionAnswering), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")
     b = batch(n=2, length=24)
-    out = onnx_export.ort_forward(onnx_export.ort_session(tmp_path / "qa.onnx"), task)(b)
+    out = ort_forward(ort_session(tmp_path / "qa.onnx"), task)(b)
     assert out.shape == (2, 24, 2)
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
 
@@ -113,7 +114,7 @@ def test_parity_gate_catches_a_wrong_mask_constant(tmp_path):
     task = SentimentTask(["neg", "pos"])
     rng = np.random.default_rng(1)
     features = []
-    from pocketbert.train.tasks import TextFeature
+    from pocketbert.core.tasks import TextFeature
     for i in range(40):
         features.append(TextFeature(list(rng.integers(5, 200, size=int(rng.integers(3, 30)))), i % 2))
     examples = [TextExample("x", f.label) for f in features]
@@ -126,8 +127,8 @@ def test_parity_gate_catches_a_wrong_mask_constant(tmp_path):
             return broken(torch.from_numpy(b["input_ids"]), torch.from_numpy(b["attention_mask"]))[0].numpy()
 
     bad = batched_logits(task, features, 0, 8, broken_forward)
-    ok = parity.compare(task, examples, features, good, good, {}, "model.onnx", "onnxruntime", "fp32")
-    caught = parity.compare(task, examples, features, good, bad, {}, "model.onnx", "onnxruntime", "fp32")
+    ok = parity.compare(task, examples, features, good, good, {}, "model.onnx", "onnxruntime", "fp32", parity.FP32_GATE)
+    caught = parity.compare(task, examples, features, good, bad, {}, "model.onnx", "onnxruntime", "fp32", parity.FP32_GATE)
     assert ok.passed and ok.agreement == 1.0
     assert not caught.passed
     assert caught.max_abs_diff > parity.FP32_MAX_ABS_DIFF
@@ -146,12 +147,12 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
     biggest.CopyFrom(numpy_helper.from_array(values, biggest.name))
     onnx.save(proto, str(tmp_path / "corrupt.onnx"))
     b = batch(n=3)
-    out = onnx_export.ort_forward(onnx_export.ort_session(tmp_path / "corrupt.onnx"), task)(b)
+    out = ort_forward(ort_session(tmp_path / "corrupt.onnx"), task)(b)
     ref = reference(model, task, b)
-    from pocketbert.train.tasks import TextFeature
+    from pocketbert.core.tasks import TextFeature
     feats = [TextFeature(list(b["input_ids"][i][: int(b["attention_mask"][i].sum())]), 0) for i in range(3)]
     result = parity.compare(task, [TextExample("x", 0)] * 3, feats, list(ref), list(out), {}, "corrupt.onnx",
-                            "onnxruntime", "fp32")
+                            "onnxruntime", "fp32", parity.FP32_GATE)
     assert not result.passed
 
 
@@ -160,7 +161,7 @@ def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports,
     from pocketbert.manifest import path_size
 
     model, task, folder = sentiment_exports
-    program = coreml.convert_to_coreml(model, task, 64, task.label_names, "test", coreml.minimum_ios(variant))
+    program = coreml.convert_to_coreml(model, task, 64, task.label_names, "test", VARIANTS[variant].minimum_ios)
     package = tmp_path / f"T.{variant}.mlpackage"
     coreml.compress(program, variant).save(str(package))
     assert path_size(package) < path_size(folder / "T.mlpackage")
@@ -175,7 +176,7 @@ def test_unknown_core_ml_variant_is_refused(sentiment_exports):
     from pocketbert.errors import ExportError
 
     model, task, _ = sentiment_exports
-    with pytest.raises(ExportError, match="unknown Core ML variant"):
+    with pytest.raises(ExportError, match="unknown Core ML compression"):
         coreml.compress(coreml.convert_to_coreml(model, task, 64, task.label_names, "test"), "2bit")
 
 

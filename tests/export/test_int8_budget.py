@@ -8,7 +8,8 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.export import int8_budget, onnx_export
-from pocketbert.train.tasks import SentimentTask
+from pocketbert.core.inference import ort_forward, ort_session
+from pocketbert.core.tasks import SentimentTask
 
 
 @pytest.fixture(scope="module")
@@ -22,10 +23,10 @@ def exported(tmp_path_factory):
     onnx_export.export_onnx(model, task, folder / "model.onnx")
     rng = np.random.default_rng(0)
     inputs = {"input_ids": rng.integers(5, 200, size=(64, 12)), "attention_mask": np.ones((64, 12), np.int64)}
-    reference = onnx_export.ort_forward(onnx_export.ort_session(folder / "model.onnx"), task)(inputs)
+    reference = ort_forward(ort_session(folder / "model.onnx"), task)(inputs)
 
     def measure(path):
-        return int8_budget.closeness(list(onnx_export.ort_forward(onnx_export.ort_session(path), task)(inputs)),
+        return int8_budget.closeness(list(ort_forward(ort_session(path), task)(inputs)),
                                      list(reference))
 
     return folder, measure

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pocketbert.errors import ConfigError, DataError
-from pocketbert.train.data import IMDB_EVAL_SIZE, load_task_data, read_sentiment_file, read_squad_file, subsample
+from pocketbert.core.data import IMDB_EVAL_SIZE, load_task_data, read_sentiment_file, read_squad_file, subsample
 
 SST2_DEV_SIZE = 872
 EMOTION_VAL_SIZE = 2000

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pocketbert.errors import DataError
-from pocketbert.train.data import QAExample, read_sentiment_file, read_squad_file
+from pocketbert.core.data import QAExample, read_sentiment_file, read_squad_file
 
 # derandomize: CI sees the same cases on every run; run with --hypothesis-seed=random to explore further.
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -161,7 +161,7 @@ words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), m
 @example(before=["a"], answer=["\u200d"], after=[], question="what")
 @example(before=["x"] * 60, answer=["needle"], after=["y"] * 60, question="where")  # answer in a middle window
 def test_qa_span_mapping_covers_the_answer(wordpiece_tokenizer, before, answer, after, question):
-    from pocketbert.train.qa import build_qa_features
+    from pocketbert.core.qa import build_qa_features
 
     head = " ".join(before)
     answer_text = " ".join(answer).strip()

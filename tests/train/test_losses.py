@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pocketbert.train.losses import hidden_cosine_loss, soft_target_kl
+from pocketbert.core.losses import hidden_cosine_loss, soft_target_kl
 
 
 def test_kl_is_zero_for_identical_logits():

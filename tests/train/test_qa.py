@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocketbert.train.data import QAExample, load_task_data
-from pocketbert.train.qa import best_spans, build_qa_features, exact_match, f1_score, squad_scores
+from pocketbert.core.data import QAExample, load_task_data
+from pocketbert.core.qa import best_spans, build_qa_features, exact_match, f1_score, squad_scores
 
 
 def test_answer_positions_map_back_to_the_answer(shared_data, wordpiece_tokenizer):

@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 from pocketbert.errors import ConfigError
 from pocketbert.train import augment
-from pocketbert.train.bilstm import BiLSTMClassifier, BiLSTMConfig
-from pocketbert.train.data import TextExample
-from pocketbert.train.losses import IGNORE_LABEL, focal_loss, hard_label_loss
+from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
+from pocketbert.core.data import TextExample
+from pocketbert.core.inference import ort_session
+from pocketbert.core.losses import IGNORE_LABEL, focal_loss, hard_label_loss
 
 ONNX_TOLERANCE = 1e-5     # fp32 ONNX Runtime against PyTorch
 COREML_TOLERANCE = 5e-3   # fp16 Core ML program, evaluated by the MIL interpreter
@@ -151,18 +152,20 @@ def test_bilstm_backward_direction_reads_the_sentence_reversed():
 
 
 def test_bilstm_exports_to_onnx_and_core_ml(tmp_path):
+    from pocketbert.core.architectures import BILSTM
+    from pocketbert.core.tasks import make_task
     from pocketbert.export import coreml, onnx_export
-    from pocketbert.train.tasks import make_task
 
     model, task = tiny_bilstm(), make_task("sentiment", ["a", "b", "c"])
     ids, mask = padded_batch()
     with torch.no_grad():
         expected = model(ids, mask).logits.numpy()
-    onnx_export.export_onnx(model, task, tmp_path / "m.onnx")
-    session = onnx_export.ort_session(tmp_path / "m.onnx")
+    onnx_export.export_onnx(model, task, tmp_path / "m.onnx", architecture=BILSTM)
+    session = ort_session(tmp_path / "m.onnx")
     got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
     assert np.abs(got - expected).max() < ONNX_TOLERANCE
-    coreml.convert_to_coreml(model, task, 16, task.label_names, "test").save(str(tmp_path / "m.mlpackage"))
+    coreml.convert_to_coreml(model, task, 16, task.label_names, "test", architecture=BILSTM).save(
+        str(tmp_path / "m.mlpackage"))
     forward = coreml.coreml_forward(tmp_path / "m.mlpackage", task)
     assert np.abs(forward({"input_ids": ids.numpy(), "attention_mask": mask.numpy()}) - expected).max() < COREML_TOLERANCE
 

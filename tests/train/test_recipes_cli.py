@@ -50,7 +50,7 @@ def manifest(path):
 
 
 def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path, shared_data):
-    from pocketbert.train.models import load_stage_model
+    from pocketbert.core.models import load_stage_model
 
     run = copy_run(teacher_run, tmp_path)
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "tang", "--set", "augment.n_iter=3",
@@ -98,7 +98,8 @@ def test_ablation_table_from_real_runs(capsys, teacher_run, tmp_path, shared_dat
 
 
 def test_random_init_student_does_not_start_from_the_teacher(teacher_run):
-    from pocketbert.train.models import build_student, load_stage_model
+    from pocketbert.core.models import load_stage_model
+    from pocketbert.train.student import build_student
 
     teacher, *_ = load_stage_model(teacher_run / "teacher")
     student, _ = build_student(teacher)

@@ -8,7 +8,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.errors import ModelError
 from pocketbert.train.distill import aligned_teacher_layers
-from pocketbert.train.models import build_student, default_layer_map
+from pocketbert.train.student import build_student, default_layer_map
 
 
 def tiny_teacher(layers=4):

@@ -1,0 +1,84 @@
+"""The student architectures behind one interface: how each loads, saves, describes itself, is wrapped for
+export, and which export variants and training operations it supports.
+
+A stage folder's pocketbert_task.json names its architecture; folders written before it did are BERT-family.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pocketbert.core.export_wrapper import ExportWrapper
+from pocketbert.errors import ModelError
+
+
+class Architecture:
+    name: str
+    attends = True            # attention layers: the export wrapper gives them an additive mask and position ids
+    supports_pruning = False  # `train prune` removes FFN channels
+    unsupported_variants: frozenset[str] = frozenset()  # export variant names this architecture cannot take
+
+    def load(self, folder: Path, task):
+        raise NotImplementedError
+
+    def save(self, model, folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+
+    def describe(self, model) -> str:
+        """A few words for model metadata, e.g. '3-layer' or 'BiLSTM'."""
+        raise NotImplementedError
+
+    def export_wrapper(self, model, task, additive_mask: bool = False, fixed_length: int | None = None) -> ExportWrapper:
+        return ExportWrapper(model, task, additive_mask=additive_mask, fixed_length=fixed_length, attends=self.attends)
+
+    def supports_variant(self, variant: str) -> bool:
+        return variant not in self.unsupported_variants
+
+
+class BertFamily(Architecture):
+    """BERT, DistilBERT, MiniLM, RoBERTa...: any Hugging Face encoder with a task head."""
+
+    name = "bert-family"
+    supports_pruning = True
+
+    def load(self, folder: Path, task):
+        from pocketbert.core.models import load_for_task
+
+        return load_for_task(str(folder), task, num_labels_from_source=True)
+
+    def describe(self, model) -> str:
+        from pocketbert.core.models import layer_count
+
+        return f"{layer_count(model.config)}-layer"
+
+
+class BiLSTM(Architecture):
+    """Tang et al.'s BiLSTM student (core/bilstm.py): no attention, so the wrapper hands it the 0/1 mask."""
+
+    name = "bilstm"
+    attends = False
+
+    def load(self, folder: Path, task):
+        from pocketbert.core.bilstm import load_bilstm
+
+        return load_bilstm(folder)
+
+    def save(self, model, folder: Path) -> None:
+        from pocketbert.core.bilstm import save_bilstm
+
+        save_bilstm(model, folder)
+
+    def describe(self, model) -> str:
+        return "BiLSTM"
+
+
+BERT_FAMILY, BILSTM = BertFamily(), BiLSTM()
+ARCHITECTURES = {a.name: a for a in (BERT_FAMILY, BILSTM)}
+
+
+def architecture_of(info: dict) -> Architecture:
+    """The architecture a stage folder's task info names (none: BERT-family, as folders written before it said)."""
+    name = info.get("architecture") or BERT_FAMILY.name
+    if name not in ARCHITECTURES:
+        raise ModelError(f"unknown architecture '{name}' in the stage folder: use one of {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]

@@ -1,0 +1,203 @@
+"""Every export variant, defined once: its file, runtime, precision, how it is built, how it is run, its gate.
+
+Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX
+family is always built; Core ML variants are chosen by export.coreml_variants. Entries are built in order, so
+a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.export import coreml, int8_budget, onnx_export, parity
+from pocketbert.rundir import (
+    ONNX_FP16,
+    ONNX_FP32,
+    ONNX_INT8,
+    ONNX_QDQ,
+    ORT_MODEL,
+    ORT_REQUIRED_OPERATORS,
+    coreml_package_name,
+)
+
+ONNX_FAMILY, COREML_FAMILY = "onnx", "coreml"
+STATIC_CALIBRATION_ROWS = 128  # of the calibration set, for static int8's activation ranges
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How an exported file is run for the parity gate."""
+
+    name: str
+    open: Callable[[Path, Any], Callable]  # (path, task) -> numpy-in, numpy-out forward
+    batch_size: int | None                 # None: the eval batch size; 1: one sequence at a time
+    parity_share: str                      # which recipe count of eval examples it runs: "parity" or "coreml"
+
+
+def _open_onnxruntime(path: Path, task):
+    return ort_forward(ort_session(path), task)
+
+
+ONNX_RUNTIME = Runtime("onnxruntime", _open_onnxruntime, None, "parity")
+# Core ML on macOS; elsewhere the saved program evaluated op by op (coreml_forward names which in .runtime).
+COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml")
+
+
+@dataclass
+class BuildContext:
+    """What the builders share: the student, where to write, and what is worth computing once."""
+
+    model: Any
+    task: Any
+    architecture: Any
+    tokenizer: Any
+    data: Any                # the dataset (its train split calibrates int8, never the eval split)
+    out: Path
+    max_length: int
+    doc_stride: int | None
+    batch_size: int
+    seed: int
+    export_cfg: dict
+    description: str
+    notes: dict = field(default_factory=dict)    # what builders report for the manifest
+    _programs: dict = field(default_factory=dict)
+
+    def path(self, variant_name: str) -> Path:
+        return self.out / VARIANTS[variant_name].file_name(self.task)
+
+    @functools.cached_property
+    def calibration(self) -> tuple[list, list]:
+        """Training examples (never the eval set the parity gate uses) as features, with the student's logits."""
+        from pocketbert.core.data import subsample
+
+        n = int(self.export_cfg.get("calibration_examples", int8_budget.DEFAULT_CALIBRATION_EXAMPLES))
+        features = self.task.features(self.tokenizer, subsample(self.data.train, n, self.seed), self.max_length,
+                                      self.doc_stride)
+        logits = batched_logits(self.task, features, self.tokenizer.pad_token_id, self.batch_size,
+                                torch_forward(self.model, self.task))
+        return features, logits
+
+    def coreml_program(self, target: str, fixed: bool, classifier: bool):
+        """The fp16 program for one deployment target and output form, converted once and shared by compressions."""
+        key = (target, fixed, classifier)
+        if key not in self._programs:
+            self._programs[key] = coreml.convert_to_coreml(
+                self.model, self.task, self.max_length, self.task.label_names, self.description, target, fixed,
+                classifier, self.architecture)
+        return self._programs[key]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    family: str
+    file_name: Callable[[Any], str]          # task -> file name in the export folder (rundir.py)
+    runtime: Runtime
+    precision: str                           # as parity.json records it
+    build: Callable[[BuildContext, Path], None]
+    gate: parity.Gate
+    minimum_ios: str | None = None
+    extra_files: tuple[str, ...] = ()        # written beside the model by its build
+    needs: Callable[[Any], bool] = lambda task: True  # whether the task can take this variant
+
+    def applies_to(self, task, architecture) -> bool:
+        return self.needs(task) and architecture.supports_variant(self.name)
+
+
+# ---------------------------------------------------------------- builders
+
+def _build_onnx(ctx: BuildContext, path: Path) -> None:
+    onnx_export.export_onnx(ctx.model, ctx.task, path, architecture=ctx.architecture)
+
+
+def _build_fp16(ctx: BuildContext, path: Path) -> None:
+    onnx_export.convert_fp16(ctx.path("onnx"), path)
+
+
+def _build_int8(ctx: BuildContext, path: Path) -> None:
+    """Dynamic int8, keeping in fp32 the FFN projections chosen on the calibration set within the size budget."""
+    fp32 = ctx.path("onnx")
+    features, reference = ctx.calibration
+    candidates = onnx_export.fp32_nodes(fp32)
+    choice: dict = {"fp32_nodes": [], "candidates": [], "trials": []}
+    if candidates:
+        def measure(trial: Path) -> dict:
+            logits = batched_logits(ctx.task, features, ctx.tokenizer.pad_token_id, ctx.batch_size,
+                                    _open_onnxruntime(trial, ctx.task))
+            return int8_budget.closeness(logits, reference)
+
+        with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
+            choice = int8_budget.choose_fp32_nodes(
+                fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
+                float(ctx.export_cfg.get("int8_size_budget", int8_budget.INT8_SIZE_BUDGET)))
+        choice = {**choice, "calibration_examples": len(features)}
+    onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"])
+    ctx.notes["int8_mixed_precision"] = choice
+
+
+def _build_qdq(ctx: BuildContext, path: Path) -> None:
+    """Static int8 QDQ; its calibration rows are padded to one length (the calibrator stacks them)."""
+    features, _ = ctx.calibration
+    limit = int(ctx.export_cfg.get("static_calibration_examples", STATIC_CALIBRATION_ROWS))
+    batch = ctx.task.collate(features[:limit], ctx.tokenizer.pad_token_id)
+    rows = [{name: batch[name][i:i + 1] for name in ctx.task.input_names} for i in range(batch["input_ids"].shape[0])]
+    onnx_export.quantize_static_qdq(ctx.path("onnx"), path, rows)
+
+
+def _build_ort(ctx: BuildContext, path: Path) -> None:
+    onnx_export.convert_to_ort(ctx.path("onnx-int8"), path, ctx.out / ORT_REQUIRED_OPERATORS)
+
+
+def _coreml_builder(compression: str | None, target: str, fixed: bool, classifier: bool):
+    def build(ctx: BuildContext, path: Path) -> None:
+        coreml.compress(ctx.coreml_program(target, fixed, classifier), compression).save(str(path))
+    return build
+
+
+def _onnx_variant(name, file_name, precision, build, gate, extra_files=()) -> Variant:
+    return Variant(name, ONNX_FAMILY, lambda task: file_name, ONNX_RUNTIME, precision, build, gate,
+                   extra_files=extra_files)
+
+
+def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIMUM_IOS, fixed=False,
+                    classifier=False) -> Variant:
+    """A Core ML variant named as export.coreml_variants names it; its package is <Class>.<name>.mlpackage."""
+    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
+                   _coreml_builder(compression, target, fixed, classifier), gate, minimum_ios=target,
+                   needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
+
+
+_DEFINITIONS = [
+    _onnx_variant("onnx", ONNX_FP32, "fp32", _build_onnx, parity.FP32_GATE),
+    _onnx_variant("onnx-fp16", ONNX_FP16, "fp16", _build_fp16, parity.FP16_GATE),
+    _onnx_variant("onnx-int8", ONNX_INT8, "int8", _build_int8, parity.COMPRESSED_GATE),
+    _onnx_variant("onnx-qdq", ONNX_QDQ, "int8-static", _build_qdq, parity.COMPRESSED_GATE),
+    # The .ort is the int8 graph, for ONNX Runtime Mobile; its operator list makes a reduced runtime build.
+    _onnx_variant("ort", ORT_MODEL, "int8", _build_ort, parity.COMPRESSED_GATE, (ORT_REQUIRED_OPERATORS,)),
+    # The fp16 program: sequence length 1..max_length.
+    _coreml_variant("fp16", "fp16", parity.FP16_GATE),
+    _coreml_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
+    _coreml_variant("6bit", "6bit", parity.COMPRESSED_GATE, "6bit"),
+    _coreml_variant("4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
+    # Per-block int4 weights exist from iOS 18 / macOS 15.
+    _coreml_variant("int4-block", "int4-block", parity.COMPRESSED_GATE, "int4-block", target=coreml.BLOCKWISE_IOS),
+    # Exactly (1, max_length): the Neural Engine runs only fixed shapes, so the app pads.
+    _coreml_variant("fixed", "fp16", parity.FP16_GATE, fixed=True),
+    # Core ML classifier outputs: the label and a probability per label (sentence classification).
+    _coreml_variant("classifier", "probabilities", parity.PROBABILITY_GATE, classifier=True),
+]
+VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
+COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)
+ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
+
+
+def selected(coreml_names: list[str], task, architecture) -> list[Variant]:
+    """The ONNX family and the chosen Core ML variants that apply to this task and architecture, in build order."""
+    chosen = set(coreml_names)
+    return [v for v in _DEFINITIONS if (v.family == ONNX_FAMILY or v.name in chosen)
+            and v.applies_to(task, architecture)]
