@@ -49,3 +49,27 @@ def test_bench_settings_are_checked():
         bench_config({"bench": {"treads": [1]}}, None, None)
     with pytest.raises(ConfigError, match="bench.sequence_sweep must be a list of positive integers"):
         bench_config({"bench": {"sequence_sweep": [0, 128]}}, None, None)
+
+
+def test_pytorch_runner_loads_a_bilstm_student_through_its_architecture(tmp_path):
+    """The student folder of a Tang run holds no Hugging Face model type: the runner must load it as a BiLSTM."""
+    import torch
+    from transformers import BertTokenizerFast
+
+    from pocketbert.core.architectures import BILSTM
+    from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
+    from pocketbert.core.models import save_stage_model
+    from pocketbert.core.tasks import make_task
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab))
+    task = make_task("sentiment", ["negative", "positive"])
+    model = BiLSTMClassifier(BiLSTMConfig(vocab_size=7, num_labels=2, embedding_dim=8, hidden_size=4, relu_size=6))
+    (tmp_path / "student").mkdir()
+    save_stage_model(model.eval(), tokenizer, tmp_path / "student", task, 16, architecture=BILSTM)
+    inputs = {"input_ids": np.array([[2, 5, 3]], dtype=np.int64), "attention_mask": np.ones((1, 3), dtype=np.int64)}
+    run = Runner("pytorch", "pytorch", tmp_path / "student", "fp32", threads=1).load(task)
+    with torch.no_grad():
+        expected = model(*(torch.from_numpy(v) for v in inputs.values())).logits.numpy()
+    assert np.allclose(run(inputs).logits.numpy(), expected)
