@@ -1,1 +1,4 @@
-"""train: teacher fine-tuning and distillation into a smaller student."""
+"""train: teacher fine-tuning, distillation recipes, pruning and the training benchmark.
+
+Builds on pocketbert.core; imports neither export nor mobile_bench.
+"""
