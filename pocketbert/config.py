@@ -1,8 +1,11 @@
-"""YAML recipes: one file per task and preset in configs/, overridable from the command line."""
+"""YAML recipes: one file per task and preset in pocketbert/configs/, overridable from the command line.
+
+Every recipe is validated (core/recipe.py) as it is loaded and again after overrides, before any work starts;
+what callers get is the complete recipe, every default filled.
+"""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,7 @@ import yaml
 
 from pocketbert.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # inside the package: a wheel ships the presets
 TASKS = ("sentiment", "qa")
 
 
@@ -25,7 +28,7 @@ def check_task(task: str) -> str:
 
 
 def load_recipe(task: str, preset: str = "default", path: Path | None = None) -> dict[str, Any]:
-    """The recipe for a task and preset (configs/<task>-<preset>.yaml), or the YAML file at `path`."""
+    """The recipe for a task and preset (pocketbert/configs/<task>-<preset>.yaml), or the YAML file at `path`."""
     check_task(task)
     if path is None:
         path = CONFIG_DIR / f"{task}-{preset}.yaml"
@@ -39,21 +42,16 @@ def load_recipe(task: str, preset: str = "default", path: Path | None = None) ->
         raise ConfigError(f"cannot read recipe {path}: {exc}; fix the YAML or pass another --config") from exc
     if not isinstance(recipe, dict) or recipe.get("task") != task:
         raise ConfigError(f"recipe {path} is not a '{task}' recipe (its 'task:' key must say {task})")
-    return recipe
+    from pocketbert.core.recipe import recipe_dict, validate_recipe
+
+    return recipe_dict(validate_recipe(recipe, str(path)))
 
 
 def apply_overrides(recipe: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted keys ('distill.temperature') to values; None values are left out."""
-    out = copy.deepcopy(recipe)
-    for dotted, value in overrides.items():
-        if value is None:
-            continue
-        node = out
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return out
+    """Set dotted keys ('distill.temperature') to values (None values are left out) and validate the result."""
+    from pocketbert.core.recipe import recipe_dict, with_overrides
+
+    return recipe_dict(with_overrides(recipe, overrides))
 
 
 def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from typing import Callable
 import numpy as np
 
 INT8_SIZE_BUDGET = 0.30          # of the fp32 ONNX file
-DEFAULT_CALIBRATION_EXAMPLES = 512
 
 
 def answers_agree(a: np.ndarray, b: np.ndarray) -> bool:

@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import load_task_data, subsample
 from pocketbert.core.inference import batched_logits, torch_forward
+from pocketbert.core.recipe import complete_recipe
 from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, mobile_usability, onnx_export, parity, variants
@@ -41,13 +42,13 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     model, tokenizer, task, info = load_stage_model(student_dir)
     architecture = architecture_of(info)
-    recipe = read_manifest(student_dir)["config"]["recipe"]
-    export_cfg, eval_cfg = recipe.get("export", {}), recipe.get("eval", {})
-    max_length = int(export_cfg.get("max_length", info["max_length"]))
-    n_parity = parity_examples if parity_examples is not None else export_cfg.get("parity_examples")
-    n_coreml = coreml_examples if coreml_examples is not None else export_cfg.get("coreml_parity_examples")
-    seed = int(recipe.get("seed", 13))
-    coreml_names = list(coreml_variants or export_cfg.get("coreml_variants") or ["fp16"])
+    recipe = complete_recipe(read_manifest(student_dir)["config"]["recipe"])
+    export_cfg, eval_cfg = recipe["export"], recipe["eval"]
+    max_length = int(export_cfg["max_length"] or info["max_length"])
+    n_parity = parity_examples if parity_examples is not None else export_cfg["parity_examples"]
+    n_coreml = coreml_examples if coreml_examples is not None else export_cfg["coreml_parity_examples"]
+    seed = int(recipe["seed"])
+    coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
     check_coreml_choice(coreml_names, task, architecture)
     data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
@@ -62,7 +63,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         app_tokenizer = load_tokenizer(str(out))
         features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
         pad_id = app_tokenizer.pad_token_id
-        batch_size = int(eval_cfg.get("batch_size", 64))
+        batch_size = int(eval_cfg["batch_size"])
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
         steps.update()
         context = variants.BuildContext(

@@ -26,7 +26,6 @@ from pocketbert.rundir import (
 )
 
 ONNX_FAMILY, COREML_FAMILY = "onnx", "coreml"
-STATIC_CALIBRATION_ROWS = 128  # of the calibration set, for static int8's activation ranges
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class BuildContext:
         """Training examples (never the eval set the parity gate uses) as features, with the student's logits."""
         from pocketbert.core.data import subsample
 
-        n = int(self.export_cfg.get("calibration_examples", int8_budget.DEFAULT_CALIBRATION_EXAMPLES))
+        n = int(self.export_cfg["calibration_examples"])
         features = self.task.features(self.tokenizer, subsample(self.data.train, n, self.seed), self.max_length,
                                       self.doc_stride)
         logits = batched_logits(self.task, features, self.tokenizer.pad_token_id, self.batch_size,
@@ -134,7 +133,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
             choice = int8_budget.choose_fp32_nodes(
                 fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
-                float(ctx.export_cfg.get("int8_size_budget", int8_budget.INT8_SIZE_BUDGET)))
+                float(ctx.export_cfg["int8_size_budget"]))
         choice = {**choice, "calibration_examples": len(features)}
     onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"])
     ctx.notes["int8_mixed_precision"] = choice
@@ -143,7 +142,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
 def _build_qdq(ctx: BuildContext, path: Path) -> None:
     """Static int8 QDQ; its calibration rows are padded to one length (the calibrator stacks them)."""
     features, _ = ctx.calibration
-    limit = int(ctx.export_cfg.get("static_calibration_examples", STATIC_CALIBRATION_ROWS))
+    limit = int(ctx.export_cfg["static_calibration_examples"])
     batch = ctx.task.collate(features[:limit], ctx.tokenizer.pad_token_id)
     rows = [{name: batch[name][i:i + 1] for name in ctx.task.input_names} for i in range(batch["input_ids"].shape[0])]
     onnx_export.quantize_static_qdq(ctx.path("onnx"), path, rows)

@@ -52,28 +52,14 @@ from pocketbert.rundir import (
 from pocketbert.core.tasks import make_task
 
 RESULTS_SCHEMA = 2
-BENCH_DEFAULTS = {
-    "sequence_length": 128, "batch_size": 1, "threads": [1, 2, 4], "pytorch_threads": [1, 2],
-    "warmup": 3, "min_repeats": 10, "max_repeats": 300, "time_cap_s": 4.0,
-    "sequence_sweep": [32, 64, 128, 256, 512], "batch_sweep": [1, 2, 4, 8], "sweep_threads": 1,
-    "cold_start_repeats": 3, "tokenization_examples": 200, "architecture_check": True,
-}
 MEASURED_HERE = "measured here"
 
 
-RETIRED_KEYS = ("repeats",)  # older recipes: replaced by min/max repeats and the interval target
-
-
 def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None) -> dict:
-    given = {k: v for k, v in (recipe.get("bench") or {}).items() if k not in RETIRED_KEYS}
-    unknown = sorted(set(given) - set(BENCH_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"unknown bench setting(s) {', '.join(unknown)} in the recipe: "
-                          f"use {', '.join(sorted(BENCH_DEFAULTS))}")
-    cfg = {**BENCH_DEFAULTS, **given}
-    for key in ("threads", "pytorch_threads", "sequence_sweep", "batch_sweep"):
-        if not cfg[key] or not all(isinstance(v, int) and v > 0 for v in cfg[key]):
-            raise ConfigError(f"bench.{key} must be a list of positive integers (got {cfg[key]})")
+    """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides."""
+    from pocketbert.core.recipe import section_dict
+
+    cfg = section_dict("bench", recipe.get("bench") or {})
     if threads:
         cfg["threads"] = threads
     if time_cap_s:

@@ -27,7 +27,7 @@ recipe_options = [
     click.option("--task", default="sentiment", show_default=True, help=f"One of: {', '.join(TASKS)}."),
     click.option("--dataset", default=None, help="sst2, imdb, emotion, squad, or a data file (default: the recipe's)."),
     click.option("--eval-file", type=click.Path(path_type=Path), default=None, help="Evaluation file for a local dataset."),
-    click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml."),
+    click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml."),
     click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset."),
     click.option("--epochs", type=int, default=None, help="Override the recipe's epochs."),
     click.option("--max-train-examples", type=int, default=None, help="Train on a seeded subset of this size."),
@@ -189,7 +189,7 @@ def ablate(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, m
               help="A checkpoint with its masked-LM head (a hub name like bert-base-uncased, or a local folder).")
 @click.option("--corpus", type=click.Path(path_type=Path), required=True, help="Plain UTF-8 text, one passage a line.")
 @click.option("--task", default="sentiment", show_default=True, help="Recipe file family to read the mlm: section from.")
-@click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml.")
+@click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml.")
 @click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
 @click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's.")
 @click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override a recipe key, e.g. mlm.epochs=2.")
@@ -245,7 +245,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
 @click.option("--task", default="sentiment", show_default=True, help="sentiment or qa.")
-@click.option("--preset", default="default", show_default=True, help="Recipe configs/<task>-<preset>.yaml.")
+@click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml.")
 @click.option("--examples", type=int, default=2000, show_default=True, help="Training examples in the timed epoch.")
 @data_dir_option
 @device_option

@@ -80,7 +80,7 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
         names = names.get(recipe["dataset"]) or []
     if not names:
         return {}
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     n = eval_cfg.get("cross_domain_max_examples", DEFAULT_CROSS_DOMAIN_EXAMPLES)
     length = int(recipe["distill"]["max_length"])
     results = {}
@@ -162,7 +162,7 @@ def distill_student(
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
     check_distill_config(cfg)
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
@@ -191,7 +191,7 @@ def distill_student(
         with distributed.main_first():
             cached, cache_report = teacher_cache.teacher_outputs(
                 teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
-                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg["batch_size"]))
 
         step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 

@@ -111,7 +111,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
     started = time.time()
     check_writable(run_dir, MLM_STUDENT_DIR, overwrite)
     cfg = {**DEFAULTS, **(recipe.get("mlm") or {})}
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     if float(cfg["temperature"]) <= 0:
         raise ConfigError(f"mlm.temperature must be > 0 (got {cfg['temperature']}); 2 to 4 is usual")
     if not 0 < float(cfg["mask_probability"]) < 1:

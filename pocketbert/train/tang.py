@@ -48,7 +48,7 @@ def distill_bilstm(
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
     alpha = check_tang_config(cfg)
     augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
@@ -75,7 +75,7 @@ def distill_bilstm(
         with distributed.main_first():
             cached, cache_report = teacher_cache.teacher_outputs(
                 teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
-                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg.get("batch_size", 64)))
+                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg["batch_size"]))
         if cached is None:
             raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
                               f"{cache_report['reason']}; raise distill.teacher_cache_mb")

@@ -34,7 +34,7 @@ def fine_tune_teacher(
 ) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, TEACHER_DIR, overwrite)
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     cfg, eval_cfg = recipe["teacher"], recipe.get("eval", {})
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
     task = make_task(recipe["task"], data.label_names)

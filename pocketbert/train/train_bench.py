@@ -74,7 +74,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
     check_distill_config(cfg)
     cfg["max_train_examples"] = n_examples
     cfg["epochs"] = 1
-    seed = int(recipe.get("seed", 13))
+    seed = int(recipe["seed"])
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir, None,
                                                                         seed)
@@ -103,7 +103,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
             started = time.perf_counter()
             cached, report = teacher_cache.teacher_outputs(
                 teacher, task, features, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
-                int(eval_cfg.get("batch_size", 64)), root=Path(cache_root))
+                int(eval_cfg["batch_size"]), root=Path(cache_root))
             filled = time.perf_counter()
             trainer.train(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(cached), seed, name)
             timings[name] = {"seconds": time.perf_counter() - started, "teacher_cache_seconds": filled - started,

@@ -166,6 +166,6 @@ def train(
 def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,
              device: torch.device, desc: str) -> dict[str, float]:
     model.to(device).eval()
-    logits = batched_logits(task, features, pad_id, int(eval_cfg.get("batch_size", 64)),
+    logits = batched_logits(task, features, pad_id, int(eval_cfg["batch_size"]),
                             torch_forward(model, task, device), progress=desc)
     return task.score(examples, features, logits, eval_cfg)

@@ -1,0 +1,269 @@
+"""The recipe, typed: one class per section, every default in one place, every value checked before any work.
+
+A preset or --config file, then --set and flag overrides, go through validate_recipe; what a stage receives is
+the complete recipe with every default filled (recipe_dict). Records written by earlier versions are read back
+with complete_recipe, which fills defaults and drops keys that no longer exist.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pocketbert.errors import ConfigError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class TrainingSection(Section):
+    """What the teacher's fine-tuning and the distillation share."""
+
+    max_length: int = Field(128, gt=0)
+    doc_stride: Optional[int] = Field(None, gt=0)
+    batch_size: int = Field(32, gt=0)
+    epochs: int = Field(1, gt=0)
+    max_train_examples: Optional[int] = Field(None, gt=0)
+    learning_rate: float = Field(1.0e-4, gt=0)
+    warmup_ratio: float = Field(0.0, ge=0.0, le=1.0)
+    weight_decay: float = Field(0.0, ge=0)
+    checkpoint_every: int = Field(200, gt=0)
+    hard_loss: Literal["ce", "focal"] = "ce"
+    focal_gamma: float = Field(2.0, ge=0)
+    focal_alpha: Optional[Union[float, list[float]]] = None
+    compile: bool = False
+
+
+class TeacherSection(TrainingSection):
+    pass
+
+
+class DistillSection(TrainingSection):
+    recipe: Literal["distilbert", "tang"] = "distilbert"
+    temperature: float = Field(2.0, gt=0)
+    kl_weight: float = Field(1.0, ge=0)
+    ce_weight: float = Field(0.5, ge=0)
+    cos_weight: float = Field(0.5, ge=0)
+    alpha: float = Field(0.0, ge=0.0, le=1.0)  # Tang et al.: weight of the hard-label loss against logit MSE
+    teacher_cache_mb: float = Field(4096, ge=0)
+
+    @model_validator(mode="after")
+    def _some_loss(self):
+        if self.kl_weight + self.ce_weight + self.cos_weight == 0:
+            raise ValueError("kl_weight, ce_weight and cos_weight are all 0: give at least one loss a weight")
+        return self
+
+
+class StudentSection(Section):
+    layer_map: Optional[list[int]] = None
+    model: Optional[str] = None
+    init: Literal["teacher", "random"] = "teacher"
+
+    @model_validator(mode="after")
+    def _layers(self):
+        if self.layer_map is not None and (not self.layer_map or min(self.layer_map) < 0):
+            raise ValueError("layer_map must list teacher layers numbered from 0")
+        return self
+
+
+class EvalSection(Section):
+    max_examples: Optional[int] = Field(None, gt=0)
+    batch_size: int = Field(64, gt=0)
+    max_answer_length: int = Field(30, gt=0)
+    n_best: int = Field(20, gt=0)
+    cross_domain: Union[list[str], dict[str, list[str]]] = Field(default_factory=list)
+    cross_domain_max_examples: int = Field(2000, gt=0)
+
+
+class ExportSection(Section):
+    max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
+    parity_examples: Optional[int] = Field(None, gt=0)
+    coreml_parity_examples: Optional[int] = Field(None, ge=0)
+    coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
+    calibration_examples: int = Field(512, gt=0)
+    int8_size_budget: float = Field(0.30, gt=0.0, le=1.0)
+    static_calibration_examples: int = Field(128, gt=0)
+
+
+class BenchSection(Section):
+    sequence_length: int = Field(128, gt=0)
+    batch_size: int = Field(1, gt=0)
+    threads: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1)
+    pytorch_threads: list[int] = Field(default_factory=lambda: [1, 2], min_length=1)
+    warmup: int = Field(3, ge=0)
+    min_repeats: int = Field(10, gt=0)
+    max_repeats: int = Field(300, gt=0)
+    time_cap_s: float = Field(4.0, gt=0)
+    sequence_sweep: list[int] = Field(default_factory=lambda: [32, 64, 128, 256, 512], min_length=1)
+    batch_sweep: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
+    sweep_threads: int = Field(1, gt=0)
+    cold_start_repeats: int = Field(3, gt=0)
+    tokenization_examples: int = Field(200, ge=0)
+    architecture_check: bool = True
+    repeats: Optional[int] = Field(None, exclude=True)  # retired (min/max repeats replace it): accepted, ignored
+
+    @model_validator(mode="after")
+    def _positive_lists(self):
+        for key in ("threads", "pytorch_threads", "sequence_sweep", "batch_sweep"):
+            if min(getattr(self, key)) < 1:
+                raise ValueError(f"{key} must be a list of positive integers")
+        return self
+
+
+class AugmentSection(Section):
+    p_mask: float = Field(0.1, ge=0.0, le=1.0)
+    p_pos: float = Field(0.1, ge=0.0, le=1.0)
+    p_ng: float = Field(0.25, ge=0.0, le=1.0)
+    n_iter: int = Field(20, ge=0)
+    pos_tagger: str = "pattern"
+    max_transfer_examples: Optional[int] = Field(None, gt=0)
+
+
+class BiLSTMSection(Section):
+    embeddings: Literal["teacher", "random"] = "teacher"
+    embedding_dim: int = Field(300, gt=0)
+    freeze_embeddings: bool = False
+    hidden_size: int = Field(150, gt=0)
+    relu_size: int = Field(400, gt=0)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+
+
+class PruneSection(Section):
+    ffn_ratio: float = Field(0.5, gt=0.0, lt=1.0)
+    round_to: int = Field(8, gt=0)
+    recovery_epochs: int = Field(1, gt=0)
+    recovery_max_train_examples: Optional[int] = Field(20000, gt=0)
+
+
+class MLMSection(Section):
+    max_length: int = Field(128, gt=0)
+    batch_size: int = Field(32, gt=0)
+    epochs: int = Field(1, gt=0)
+    learning_rate: float = Field(5.0e-4, gt=0)
+    warmup_ratio: float = Field(0.05, ge=0.0, le=1.0)
+    weight_decay: float = Field(0.01, ge=0)
+    temperature: float = Field(2.0, gt=0)
+    kl_weight: float = Field(5.0, ge=0)
+    ce_weight: float = Field(2.0, ge=0)
+    cos_weight: float = Field(1.0, ge=0)
+    mask_probability: float = Field(0.15, gt=0.0, lt=1.0)
+    max_train_examples: Optional[int] = Field(None, gt=0)
+    checkpoint_every: int = Field(200, gt=0)
+
+
+class Recipe(Section):
+    task: Literal["sentiment", "qa"]
+    dataset: str
+    seed: int = Field(13, ge=0)
+    teacher: TeacherSection = Field(default_factory=TeacherSection)
+    student: StudentSection = Field(default_factory=StudentSection)
+    distill: DistillSection = Field(default_factory=DistillSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    export: ExportSection = Field(default_factory=ExportSection)
+    bench: BenchSection = Field(default_factory=BenchSection)
+    augment: AugmentSection = Field(default_factory=AugmentSection)
+    bilstm: BiLSTMSection = Field(default_factory=BiLSTMSection)
+    prune: PruneSection = Field(default_factory=PruneSection)
+    mlm: MLMSection = Field(default_factory=MLMSection)
+
+
+def _section_class(path: tuple) -> type[BaseModel] | None:
+    cls: type[BaseModel] = Recipe
+    for key in path:
+        field = cls.model_fields.get(key) if isinstance(key, str) else None
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        cls = annotation
+    return cls
+
+
+def _allowed(field) -> str:
+    """What a field takes, in words."""
+    rules = []
+    for meta in field.metadata:
+        for attr, word in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            if getattr(meta, attr, None) is not None:
+                rules.append(f"{word} {getattr(meta, attr)}")
+    text = str(field.annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    return text + (f", {' and '.join(rules)}" if rules else "")
+
+
+def _one_line(error: dict, source: str) -> str:
+    location = tuple(error["loc"])
+    keys = [str(p) for p in location]
+    dotted = ".".join(keys)
+    if error["type"] == "extra_forbidden":
+        parent = _section_class(tuple(location[:-1]))
+        known = sorted(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(keys[-1], known, n=1)
+        where = ".".join(keys[:-1]) or "the recipe"
+        hint = f"did you mean {'.'.join([*keys[:-1], close[0]])}?" if close else f"{where} takes {', '.join(known)}"
+        return f"{source}: unknown key {dotted} ({hint})"
+    parent = _section_class(tuple(p for p in location[:-1] if isinstance(p, str)))
+    field = parent.model_fields.get(keys[-1]) if parent and location and isinstance(location[-1], str) else None
+    is_section = field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    allowed = f" ({dotted} takes {_allowed(field)})" if field is not None and not is_section else ""
+    message = error["msg"].removeprefix("Value error, ")
+    value = error.get("input")
+    shown = "" if isinstance(value, dict) or error["type"] == "missing" else f"{value!r}: "
+    return f"{source}: {dotted or 'recipe'}: {shown}{message}{allowed}"
+
+
+def validate_recipe(data: Any, source: str = "recipe") -> Recipe:
+    """The typed recipe, or ConfigError naming the first wrong key and what it takes."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a recipe is a mapping of sections (task:, dataset:, distill: ...)")
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc.errors()[0], source)) from None
+
+
+def recipe_dict(recipe: Recipe) -> dict:
+    """The complete recipe as plain JSON-able data, every default filled."""
+    return recipe.model_dump(mode="json")
+
+
+def with_overrides(recipe: Recipe | dict, overrides: dict[str, Any], source: str = "--set") -> Recipe:
+    """Dotted keys ('distill.temperature') set to values (None values left out), then validated again."""
+    data = copy.deepcopy(recipe_dict(recipe) if isinstance(recipe, Recipe) else recipe)
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            if not isinstance(node.setdefault(key, {}), dict):
+                raise ConfigError(f"{source}: {key} is a value, not a section: set {key}=... instead of {dotted}")
+            node = node[key]
+        node[leaf] = value
+    return validate_recipe(data, source)
+
+
+def complete_recipe(data: dict) -> dict:
+    """A recipe recorded in a manifest, with every default filled; keys this version no longer has are dropped."""
+    def known(cls: type[BaseModel], node: dict) -> dict:
+        out = {}
+        for key, value in node.items():
+            if key not in cls.model_fields:
+                continue
+            sub = _section_class((key,)) if cls is Recipe else None
+            out[key] = known(sub, value) if sub and isinstance(value, dict) else value
+        return out
+
+    return recipe_dict(validate_recipe(known(Recipe, data), "the recorded recipe"))
+
+
+def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
+    """One section validated on its own, every default filled (for a stage that reads only its section)."""
+    cls = Recipe.model_fields[name].annotation
+    try:
+        return cls.model_validate(data or {}).model_dump(mode="json")
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
