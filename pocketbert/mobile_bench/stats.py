@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-CONFIDENCE_Z = 1.959964  # 95 % two-sided
+CONFIDENCE = 0.95  # two-sided coverage of the median's interval
 TARGET_RELATIVE_HALF_WIDTH = 0.02  # the protocol's bar: median known to within 2 %
 MIN_SAMPLES_FOR_INTERVAL = 6  # below this the order-statistic interval spans the whole sample
 
@@ -35,17 +35,28 @@ class LatencyStats:
         return asdict(self)
 
 
-def median_interval(samples: list[float], z: float = CONFIDENCE_Z) -> tuple[float, float, float]:
-    """(median, low, high): the ranks n/2 ± z·√n/2 of the sorted samples (normal approximation of the binomial)."""
+def median_rank_interval(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """0-based ranks (low, high) of the exact distribution-free interval of the median of n samples.
+
+    [x_(k), x_(n+1-k)] (1-based) covers the median with probability 1 - 2·P(Binomial(n, 1/2) <= k-1); k is the
+    largest with coverage >= `confidence` (the whole sample when even that falls short, below 6 samples).
+    """
+    k, below = 1, 0.5**n  # below: P(Binomial(n, 1/2) <= k - 1)
+    while k < (n + 1) // 2:
+        below_next = below + math.comb(n, k) / 2.0**n
+        if 1.0 - 2.0 * below_next < confidence:
+            break
+        k, below = k + 1, below_next
+    return k - 1, n - k
+
+
+def median_interval(samples: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(median, low, high): the exact order-statistic interval of the median (median_rank_interval)."""
     if not samples:
         raise ValueError("no latency samples")
     ordered = np.sort(np.asarray(samples, dtype=np.float64))
-    n = len(ordered)
-    median = float(np.median(ordered))
-    half = z * math.sqrt(n) / 2.0
-    low_rank = max(0, math.floor(n / 2.0 - half))
-    high_rank = min(n - 1, math.ceil(n / 2.0 + half) - 1)
-    return median, float(ordered[low_rank]), float(ordered[high_rank])
+    low_rank, high_rank = median_rank_interval(len(ordered), confidence)
+    return float(np.median(ordered)), float(ordered[low_rank]), float(ordered[high_rank])
 
 
 def relative_half_width(samples: list[float]) -> float:

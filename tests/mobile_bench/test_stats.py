@@ -11,10 +11,12 @@ from pocketbert.mobile_bench.stats import (
     measure_interleaved,
     measure_until_stable,
     median_interval,
+    median_rank_interval,
     summarize,
 )
 
 COVERAGE_TRIALS = 400
+INTERVAL_CONFIDENCE = 0.95
 NOMINAL_COVERAGE = 0.95
 COVERAGE_SLACK = 0.04  # the order-statistic interval is conservative; it must not under-cover by more than this
 
@@ -37,8 +39,24 @@ def test_interval_brackets_the_median_of_sorted_ranks():
     samples = list(range(1, 101))  # 1..100
     median, low, high = median_interval(samples)
     assert median == 50.5
-    # n = 100: ranks 50 ± 9.8 -> the 41st and 60th values
-    assert (low, high) == (41.0, 60.0)
+    # n = 100: the exact binomial interval is the 40th to the 61st value (coverage 96.5 %)
+    assert (low, high) == (40.0, 61.0)
+
+
+@pytest.mark.parametrize("n", [6, 10, 25, 50, 51, 100, 300])
+def test_interval_is_the_narrowest_with_exact_coverage_of_95_percent(n):
+    from scipy.stats import binom
+
+    low, high = median_rank_interval(n)
+    assert high == n - 1 - low  # symmetric ranks
+    # [x_(low), x_(high)] (0-based) holds the median when low < #samples below it <= high
+    coverage = binom.cdf(high, n, 0.5) - binom.cdf(low, n, 0.5)
+    assert coverage >= INTERVAL_CONFIDENCE
+    if low + 1 < high - 1:  # one rank narrower on each side falls short
+        narrower = binom.cdf(high - 1, n, 0.5) - binom.cdf(low + 1, n, 0.5)
+        assert narrower < INTERVAL_CONFIDENCE
+    if n == 50:
+        assert (low, high) == (17, 32)  # 1-based ranks 18-33
 
 
 def test_interval_covers_the_true_median_about_95_percent_of_the_time():
