@@ -117,6 +117,19 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("platform", ["ios", "android"])
+def test_app_folder_is_replaced_only_with_overwrite(sentiment_run, capsys, tmp_path, platform):
+    out = tmp_path / platform
+    out.mkdir()
+    (out / "mine.txt").write_text("an app's own file")
+    refused = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out)
+    assert refused.exit_code == 2 and "pass --overwrite" in error_line(refused)
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]  # untouched
+    replaced = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out, "--overwrite")
+    assert replaced.exit_code == 0, replaced.err
+    assert not (out / "mine.txt").exists() and (out / "README.md").is_file()
+
+
 def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
     result = run_cli(capsys, "export", "--run", sentiment_run, "--data-dir", shared_data)
     assert result.exit_code != 0

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from pocketbert.errors import ExportError
+from pocketbert.errors import ExportError, RunDirError
 from pocketbert.export import app_readme
 from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
@@ -31,10 +31,19 @@ def _export_facts(run_dir: Path) -> tuple[Path, dict]:
     return export_dir, read_manifest(export_dir)
 
 
-def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None) -> Path:
+def _app_folder(run_dir: Path, default: str, out: Path | None, overwrite: bool) -> Path:
+    """Where the app folder goes; an existing non-empty one is replaced only with --overwrite, checked first."""
+    target = Path(out) if out else Path(run_dir) / default
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
+        raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another --out")
+    return target
+
+
+def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None, overwrite: bool = False) -> Path:
     """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
+    target = _app_folder(run_dir, IOS_APP_DIR, out, overwrite)
     if variant not in COREML_VARIANTS:
         raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
     package = export_dir / coreml_package_name(task, variant)
@@ -43,7 +52,6 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None) ->
         raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
                           f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
     parity = manifest["metrics"]["parity"][package.name]
-    target = Path(out) if out else Path(run_dir) / IOS_APP_DIR
     base_name = coreml_package_name(task)  # one class name, whatever the compression
     with atomic_folder(target) as tmp:
         shutil.copytree(package, tmp / base_name)
@@ -61,11 +69,11 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None) ->
     return target
 
 
-def android_bundle(run_dir: Path, out: Path | None = None) -> Path:
+def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False) -> Path:
     """model.ort, its operator list for a reduced runtime, vocab and tokenizer files, labels, README."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
-    target = Path(out) if out else Path(run_dir) / ANDROID_APP_DIR
+    target = _app_folder(run_dir, ANDROID_APP_DIR, out, overwrite)
     tokenizer_config = json.loads((export_dir / "tokenizer_config.json").read_text())
     labels = json.loads((export_dir / LABELS).read_text())
     with atomic_folder(target) as tmp:

@@ -46,18 +46,20 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @run_option
 @click.option("--variant", default="fp16", show_default=True, help="Core ML weights: fp16, int8, 6bit, 4bit, int4-block.")
 @out_option
-def ios(run, variant, out):
+@overwrite_option
+def ios(run, variant, out, overwrite):
     """The .mlpackage, swift-transformers tokenizer files, labels and a Swift README; writes <run>/ios/."""
     from pocketbert.export.app_bundle import ios_bundle
 
-    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out)}")
+    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite)}")
 
 
 @export.command()
 @run_option
 @out_option
-def android(run, out):
+@overwrite_option
+def android(run, out, overwrite):
     """model.ort, its operator list, vocab, labels and a Kotlin README; writes <run>/android/."""
     from pocketbert.export.app_bundle import android_bundle
 
-    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out)}")
+    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite)}")
