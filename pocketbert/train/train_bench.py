@@ -57,15 +57,19 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
     optimizer = torch.optim.AdamW(student.parameters(), lr=float(cfg["learning_rate"]))
     student.to(dev).train()
     started = time.perf_counter()
+    steps = examples = padded_tokens = 0
     for start in tqdm(range(0, len(order), batch_size), desc="reference loop", unit="step"):
         idx = order[start:start + batch_size]
         batch = trainer.to_device(pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
+        steps, examples, padded_tokens = steps + 1, examples + len(idx), padded_tokens + batch["input_ids"].numel()
         loss, _ = step_loss(student, batch, idx)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)  # as pocketbert's loop does
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return {"seconds": time.perf_counter() - started}
+    # What the loop really did, so a benchmark that skipped work or padding shows it.
+    return {"seconds": time.perf_counter() - started, "steps": steps, "examples": examples,
+            "padded_tokens": padded_tokens}
 
 
 def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
@@ -105,9 +109,11 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
                 teacher, task, features, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
                 int(eval_cfg["batch_size"]), root=Path(cache_root))
             filled = time.perf_counter()
-            trainer.train(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(cached), seed, name)
+            stats = trainer.train(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(cached), seed,
+                                  name)
             timings[name] = {"seconds": time.perf_counter() - started, "teacher_cache_seconds": filled - started,
-                             "cache_hit": report.get("hit", False)}
+                             "cache_hit": report.get("hit", False), "steps": stats["steps"],
+                             "examples": stats["train_examples"]}
     lengths = [len(f.input_ids) for f in features]
     for t in timings.values():
         t["examples_per_second"] = len(features) / t["seconds"]
