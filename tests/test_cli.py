@@ -16,11 +16,25 @@ def test_help_imports_no_torch():
     assert out.stdout.strip() == "False"
 
 
+def listed_commands(help_text: str) -> dict[str, str]:
+    """The rows of a --help's Commands section: command name -> its help line."""
+    section = help_text.split("Commands:", 1)[1]
+    import re
+
+    rows = [re.match(r"^  (\S+)\s*(.*)$", line) for line in section.splitlines()]  # wrapped lines indent further
+    return {row[1]: row[2] for row in rows if row}
+
+
 def test_help_lists_stages(capsys):
     result = run_cli(capsys, "--help")
     assert result.exit_code == 0
-    for stage in ("train", "export", "bench"):
-        assert stage in result.out
+    commands = listed_commands(result.out)
+    assert set(commands) == {"train", "export", "bench"}
+    assert all(commands.values())  # each with its help line
+    train = run_cli(capsys, "train", "--help")
+    assert set(listed_commands(train.out)) == {"teacher", "distill", "ablate", "mlm", "prune"}
+    bench = run_cli(capsys, "bench", "--help")
+    assert set(listed_commands(bench.out)) == {"import", "compare", "train"}
 
 
 def assert_one_line_error(result, *fragments):

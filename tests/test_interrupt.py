@@ -17,7 +17,8 @@ from pocketbert.train.checkpoint import FAULT_ENV
 pytestmark = pytest.mark.slow
 EXPORT_FILES = (rundir.MANIFEST, rundir.PARITY, rundir.ONNX_FP32, rundir.ONNX_INT8, rundir.ORT_MODEL, rundir.LABELS,
                 *rundir.TOKENIZER_FILES)
-KILL_DELAYS_S = (0.5, 8.0)  # export of the tiny student takes about 10 s in a fresh process
+KILL_DELAYS_S = (0.0, 2.0)  # after the export starts writing; writing the tiny student's export takes several s
+WRITE_START_TIMEOUT_S = 120
 
 
 def start(*args):
@@ -40,11 +41,17 @@ def student_run(tmp_path_factory, tiny_base, shared_data):
     return run
 
 
-def kill_after(process, delay):
+def kill_while_writing(process, run, stage, delay):
+    """SIGKILL the stage once its temporary folder exists, `delay` s later; fail unless the kill landed mid-write."""
+    deadline = time.monotonic() + WRITE_START_TIMEOUT_S
+    while not list(run.glob(f".{stage}.tmp-*")):
+        assert process.poll() is None, "the stage ended before it started writing"
+        assert time.monotonic() < deadline, "the stage never started writing"
+        time.sleep(0.02)
     time.sleep(delay)
-    if process.poll() is None:
-        process.send_signal(signal.SIGKILL)
+    process.send_signal(signal.SIGKILL)
     process.wait()
+    assert process.returncode == -signal.SIGKILL, "the stage finished before the kill: nothing was interrupted"
 
 
 def test_killed_teacher_training_leaves_no_teacher(tmp_path, tiny_base, shared_data):
@@ -61,13 +68,16 @@ def test_export_killed_at_random_moments(student_run, shared_data):
     previous = None
     for attempt in range(3):
         args = ["export", "--run", student_run, "--data-dir", shared_data] + (["--overwrite"] if previous else [])
-        kill_after(start(*args), rng.uniform(*KILL_DELAYS_S))
+        kill_while_writing(start(*args), student_run, rundir.EXPORT_DIR, rng.uniform(*KILL_DELAYS_S))
+        before_rename = bool(list(student_run.glob(f".{rundir.EXPORT_DIR}.tmp-*")))  # killed before its rename
         if export.exists():
             assert is_complete_export(export), f"partial export after a kill (attempt {attempt})"
         elif previous is not None:
             # The replaced folder may be set aside only for an instant; the next stage puts it back.
             rundir.recover_stage(student_run, rundir.EXPORT_DIR)
             assert is_complete_export(export)
+        if previous is not None and before_rename:  # the interrupted run replaced nothing: the earlier one stays
+            assert (export / rundir.MANIFEST).read_text() == previous
         if not export.exists():
             done = cli_process("export", "--run", student_run, "--data-dir", shared_data)
             assert done.returncode == 0, done.stderr

@@ -44,11 +44,14 @@ class Runner:
     def unavailable_reason(self, batch: int = 1, sequence_length: int | None = None) -> str | None:
         if self.runtime == "coreml" and platform.system() != "Darwin":
             return f"Core ML predictions need macOS; this host runs {platform.system()}"
+        return self.shape_reason(batch, sequence_length) or (
+            None if Path(self.path).exists() else f"{self.path} does not exist")
+
+    def shape_reason(self, batch: int = 1, sequence_length: int | None = None) -> str | None:
+        """Why the model cannot take this input shape, on any host (None: it can)."""
         if self.runtime == "coreml" and (batch != 1 or (self.max_sequence and sequence_length
                                                          and sequence_length > self.max_sequence)):
             return f"the .mlpackage takes batch 1 and at most {self.max_sequence} tokens (export.max_length)"
-        if not Path(self.path).exists():
-            return f"{self.path} does not exist"
         return None
 
     def setting(self) -> dict:

@@ -25,6 +25,10 @@ def test_missing_model_and_out_of_range_shapes_are_reported(tmp_path):
     package.mkdir()
     runner = Runner("coreml", "mlpackage", package, "fp16", compute_units="ALL", max_sequence=64)
     assert runner.unavailable_reason(1, 128) is not None  # on macOS: the length bound; elsewhere: the OS
+    # the shape bound itself, checked on every host
+    assert "at most 64 tokens" in runner.shape_reason(1, 128)
+    assert "batch 1" in runner.shape_reason(2, 32)
+    assert runner.shape_reason(1, 64) is None
 
 
 def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
