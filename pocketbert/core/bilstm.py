@@ -83,7 +83,7 @@ class BiLSTMClassifier(nn.Module):
 
 def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassifier:
     """A BiLSTM student from the recipe's `bilstm` section; embeddings from the teacher's word embeddings or random."""
-    init = cfg.get("embeddings", "teacher")
+    init = cfg["embeddings"]
     if init not in EMBEDDING_INITS:
         raise ConfigError(f"bilstm.embeddings must be one of {', '.join(EMBEDDING_INITS)} (got '{init}')")
     teacher_embeddings = teacher.get_input_embeddings().weight.detach()
@@ -91,12 +91,12 @@ def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassi
     if teacher_embeddings.shape[0] < vocab_size:
         raise ModelError(f"the teacher's embedding table has {teacher_embeddings.shape[0]} rows but its tokenizer "
                          f"{vocab_size} tokens: re-save the teacher with its own tokenizer")
-    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(cfg.get("embedding_dim", 300))
+    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(cfg["embedding_dim"])
     config = BiLSTMConfig(
         vocab_size=vocab_size, num_labels=num_labels, embedding_dim=embedding_dim,
-        hidden_size=int(cfg.get("hidden_size", 150)), relu_size=int(cfg.get("relu_size", 400)),
-        dropout=float(cfg.get("dropout", 0.1)), pad_token_id=int(tokenizer.pad_token_id or 0),
-        freeze_embeddings=bool(cfg.get("freeze_embeddings", False)),
+        hidden_size=int(cfg["hidden_size"]), relu_size=int(cfg["relu_size"]),
+        dropout=float(cfg["dropout"]), pad_token_id=int(tokenizer.pad_token_id or 0),
+        freeze_embeddings=bool(cfg["freeze_embeddings"]),
     )
     if config.hidden_size <= 0 or config.relu_size <= 0:
         raise ConfigError("bilstm.hidden_size and bilstm.relu_size must be positive")

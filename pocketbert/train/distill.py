@@ -66,22 +66,19 @@ def evaluate_against_teacher(student, teacher, teacher_dir: Path, task, eval_exa
     return metrics, teacher_metrics, kept
 
 
-DEFAULT_CROSS_DOMAIN_EXAMPLES = 2000  # per extra dataset; IMDb reviews are long to run the teacher on
-
-
 def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir: Path | None, dev) -> dict:
     """Student and teacher on the eval split of every dataset in `eval.cross_domain` (train on one, test on others).
 
     eval.cross_domain is a list of dataset names, or a mapping from the training dataset to such a list.
     """
-    eval_cfg = recipe.get("eval", {})
+    eval_cfg = recipe["eval"]
     names = eval_cfg.get("cross_domain") or []
     if isinstance(names, dict):  # {training dataset: [datasets to evaluate on]}, so one preset serves several
         names = names.get(recipe["dataset"]) or []
     if not names:
         return {}
     seed = int(recipe["seed"])
-    n = eval_cfg.get("cross_domain_max_examples", DEFAULT_CROSS_DOMAIN_EXAMPLES)
+    n = eval_cfg["cross_domain_max_examples"]
     length = int(recipe["distill"]["max_length"])
     results = {}
     for name in names:
@@ -163,7 +160,7 @@ def distill_student(
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
     seed = int(recipe["seed"])
-    cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
+    cfg, eval_cfg = recipe["distill"], recipe["eval"]
     check_distill_config(cfg)
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
                                                                         eval_file, seed)
@@ -174,7 +171,7 @@ def distill_student(
         student, layer_map = pretrained_student(student_cfg["model"], teacher, tokenizer, task, weights["cos"] > 0)
     else:
         student, layer_map = build_student(teacher, student_cfg.get("layer_map"))
-        if student_cfg.get("init", "teacher") == "random":  # the ablation's control: no teacher weights
+        if student_cfg["init"] == "random":  # the ablation's control: no teacher weights
             student.apply(student._init_weights)
     dev = trainer.pick_device(device)
     freeze(teacher, dev)
@@ -191,7 +188,7 @@ def distill_student(
         with distributed.main_first():
             cached, cache_report = teacher_cache.teacher_outputs(
                 teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
-                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg["batch_size"]))
+                cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
 
         step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 

@@ -26,9 +26,6 @@ from pocketbert.train.student import build_student
 from pocketbert.train import checkpoint, distributed, trainer
 from pocketbert.train.distill import aligned_teacher_layers, freeze
 
-DEFAULTS = {"max_length": 128, "batch_size": 32, "epochs": 1, "learning_rate": 5.0e-4, "warmup_ratio": 0.05,
-            "weight_decay": 0.01, "temperature": 2.0, "kl_weight": 5.0, "ce_weight": 2.0, "cos_weight": 1.0,
-            "mask_probability": 0.15, "max_train_examples": None, "checkpoint_every": 200}
 HELD_OUT_FRACTION = 20  # one text in 20, at most HELD_OUT_MAX, is kept out of training to measure perplexity
 HELD_OUT_MAX = 256
 MASKED_LM_HEAD_PREFIXES = ("cls.predictions", "lm_head", "vocab_projector", "vocab_transform", "generator_lm_head")
@@ -110,7 +107,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
                       overwrite: bool = False, resume: bool = False) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, MLM_STUDENT_DIR, overwrite)
-    cfg = {**DEFAULTS, **(recipe.get("mlm") or {})}
+    cfg = dict(recipe["mlm"])  # complete: the recipe was validated (core/recipe.py)
     seed = int(recipe["seed"])
     if float(cfg["temperature"]) <= 0:
         raise ConfigError(f"mlm.temperature must be > 0 (got {cfg['temperature']}); 2 to 4 is usual")

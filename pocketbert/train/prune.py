@@ -24,8 +24,6 @@ from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.core import models
 from pocketbert.core.architectures import architecture_of
 
-DEFAULTS = {"ffn_ratio": 0.5, "round_to": 8, "recovery_epochs": 1, "recovery_max_train_examples": 20000}
-
 
 def ffn_layers(model) -> list[tuple[torch.nn.Linear, torch.nn.Linear]]:
     """(up projection, down projection) of every BERT-family FFN."""
@@ -72,7 +70,7 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
                   teacher_dir: Path | None = None) -> tuple[Path, dict]:
     from pocketbert.train.distill import distill_student
 
-    cfg = {**DEFAULTS, **(recipe.get("prune") or {})}
+    cfg = dict(recipe["prune"])  # complete: the recipe was validated (core/recipe.py)
     run_dir = Path(run_dir)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives

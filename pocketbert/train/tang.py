@@ -30,7 +30,7 @@ RECIPE = "tang"
 
 
 def check_tang_config(cfg: dict) -> float:
-    alpha = float(cfg.get("alpha", 0.0))
+    alpha = float(cfg["alpha"])
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"distill.alpha must be between 0 (pure distillation) and 1 (labels only); got {alpha}")
     return alpha
@@ -49,7 +49,7 @@ def distill_bilstm(
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
     seed = int(recipe["seed"])
-    cfg, eval_cfg = recipe["distill"], recipe.get("eval", {})
+    cfg, eval_cfg = recipe["distill"], recipe["eval"]
     alpha = check_tang_config(cfg)
     augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
     hard_loss = losses.hard_label_loss(cfg)
@@ -75,7 +75,7 @@ def distill_bilstm(
         with distributed.main_first():
             cached, cache_report = teacher_cache.teacher_outputs(
                 teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
-                cfg.get("teacher_cache_mb", teacher_cache.DEFAULT_LIMIT_MB), int(eval_cfg["batch_size"]))
+                cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
         if cached is None:
             raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
                               f"{cache_report['reason']}; raise distill.teacher_cache_mb")

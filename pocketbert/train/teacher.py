@@ -35,7 +35,7 @@ def fine_tune_teacher(
     started = time.time()
     check_writable(run_dir, TEACHER_DIR, overwrite)
     seed = int(recipe["seed"])
-    cfg, eval_cfg = recipe["teacher"], recipe.get("eval", {})
+    cfg, eval_cfg = recipe["teacher"], recipe["eval"]
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
     task = make_task(recipe["task"], data.label_names)
     source = models.resolve_model_source(model_name)

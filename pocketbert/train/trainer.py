@@ -67,15 +67,12 @@ def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int
             task.features(tokenizer, eval_examples, length, stride))
 
 
-DEFAULT_CHECKPOINT_EVERY = 200  # steps
-
-
 def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features: list, resume: bool):
     from pocketbert.rundir import checkpoint_folder
 
     return checkpoint.CheckpointSpec(
         folder=checkpoint_folder(run_dir, stage),
-        every=int(cfg.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY)),
+        every=int(cfg["checkpoint_every"]),
         fingerprint=checkpoint.fingerprint({"stage": stage, **identity}, features),
         resume=resume,
     )
@@ -106,7 +103,7 @@ def train(
     from tqdm.auto import tqdm
 
     lengths = [len(f.input_ids) for f in features]
-    epochs = int(cfg.get("epochs", 1))
+    epochs = int(cfg["epochs"])
     batch_size = int(cfg["batch_size"])
     world, rank = distributed.world_size(), distributed.rank()
 
@@ -118,10 +115,10 @@ def train(
 
     steps_per_epoch = len(epoch_batches(0))
     total = max(1, epochs * steps_per_epoch)
-    warmup = int(total * float(cfg.get("warmup_ratio", 0.0)))
+    warmup = int(total * float(cfg["warmup_ratio"]))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
-        lr=float(cfg["learning_rate"]), weight_decay=float(cfg.get("weight_decay", 0.0)),
+        lr=float(cfg["learning_rate"]), weight_decay=float(cfg["weight_decay"]),
         fused=device.type == "cuda",
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
