@@ -41,6 +41,7 @@ class MaskedLMTask:
     """What the training loop needs of a task, for masked-LM batches."""
 
     name = "mlm"
+    head_skips_pooler = False  # the masked-LM head reads every token state; BertForMaskedLM has no pooler
 
     @staticmethod
     def collate(features: list[MaskedFeature], pad_id: int) -> dict[str, np.ndarray]:

@@ -186,11 +186,11 @@ def make_other_vocabulary_model(folder, vocab_words):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--temperature", "0"], ["temperature must be > 0"]),
-    (["--temperature", "-2"], ["temperature must be > 0"]),
+    (["--temperature", "0"], ["distill.temperature", "greater than 0"]),
+    (["--temperature", "-2"], ["distill.temperature", "greater than 0"]),
     (["--layer-map", "0,7"], ["out of range", "0..1"]),
-    (["--recipe", "tang", "--alpha", "1.5"], ["alpha must be between 0"]),
-    (["--hard-loss", "focal", "--focal-gamma", "-1"], ["focal_gamma must be >= 0"]),
+    (["--recipe", "tang", "--alpha", "1.5"], ["distill.alpha", "less than or equal to 1"]),
+    (["--hard-loss", "focal", "--focal-gamma", "-1"], ["distill.focal_gamma", "greater than or equal to 0"]),
 ])
 def test_bad_distillation_options_are_one_line_errors(capsys, teacher_run, tmp_path, shared_data, args, fragments):
     run = copy_run(teacher_run, tmp_path)
