@@ -11,8 +11,8 @@ from tqdm.auto import tqdm
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import load_task_data, subsample
 from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.recipe import complete_recipe
 from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
+from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, mobile_usability, onnx_export, parity, variants
 from pocketbert.manifest import path_size, read_manifest, write_manifest
