@@ -23,6 +23,14 @@ def quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
+def master_dtype():
+    """fp32, whatever the checkpoint was saved in: transformers 5 would otherwise load an fp16 or bf16 hub
+    checkpoint in that dtype, and AdamW on half-precision weights loses every small update (the loss goes NaN)."""
+    import torch
+
+    return torch.float32
+
+
 def resolve_model_source(name: str) -> str:
     """A local folder or a hub name, checked enough to fail early with a useful message."""
     if name == PACKAGED_TEACHER:
@@ -69,7 +77,8 @@ def load_for_task(source: str, task, num_labels_from_source: bool = False, trust
     kwargs = {} if num_labels_from_source else task.model_kwargs()
     try:
         model = task.auto_model_class().from_pretrained(
-            source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code, **kwargs)
+            source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code,
+            dtype=master_dtype(), **kwargs)
     except pickle.UnpicklingError as exc:
         raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; "
                          "use a checkpoint in safetensors format from a source you trust") from exc

@@ -18,7 +18,8 @@ from pocketbert.errors import ConfigError
 
 CHECKPOINT_FILE = "last.pt"
 PARTIAL_FILE = "last.pt.partial"  # written first, renamed over CHECKPOINT_FILE when complete
-FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N" or "kill_in_checkpoint:N"
+FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N", "kill_in_checkpoint:N",
+# "disk_full_in_cache:RANK"
 
 
 @dataclass
@@ -38,59 +39,108 @@ def fingerprint(identity: dict, features: list) -> str:
     return digest.hexdigest()
 
 
-def _fault(kind: str, step: int) -> bool:
-    return os.environ.get(FAULT_ENV) == f"{kind}:{step}"
+def fault_asked(kind: str, at: int) -> bool:
+    return os.environ.get(FAULT_ENV) == f"{kind}:{at}"
 
 
 def kill_if_asked(kind: str, step: int) -> None:
-    """SIGKILL this process at the step a test asked for: nothing gets to clean up, as with a real kill."""
-    if _fault(kind, step):
+    """SIGKILL this process at the step a test asked for: nothing gets to clean up, as with a real kill.
+    Under torchrun process 0 dies (after writing its checkpoint) and torchrun stops the others."""
+    from pocketbert.train import distributed
+
+    if fault_asked(kind, step) and distributed.is_main():
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, running: dict) -> None:
+def _random_state(device: torch.device) -> dict:
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, running: dict,
+         device: torch.device, precision: str) -> None:
+    """Called by every process: each hands process 0 its own random state (its dropout stream), which writes."""
+    from pocketbert.train import distributed
+
+    random_states = distributed.gather(_random_state(device))
+    if not distributed.is_main():
+        return
     spec.folder.mkdir(parents=True, exist_ok=True)
     state = {
         "fingerprint": spec.fingerprint,
+        "world_size": distributed.world_size(),
+        "precision": precision,
         "step": step,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "grad_scaler": scaler.state_dict(),
+        "random_states": random_states,  # one per process, in rank order
         "running": running,
     }
     target = spec.folder / CHECKPOINT_FILE
     partial = spec.folder / PARTIAL_FILE
     torch.save(state, partial)
-    if _fault("kill_in_checkpoint", step):
+    if fault_asked("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
             handle.truncate(partial.stat().st_size // 2)
         kill_if_asked("kill_in_checkpoint", step)
     os.replace(partial, target)
 
 
-def load(spec: CheckpointSpec, model, optimizer, scheduler) -> tuple[int, dict]:
-    """The step to continue after and the running loss averages; (0, {}) when there is nothing to resume."""
-    target = spec.folder / CHECKPOINT_FILE
-    if not spec.resume or not target.is_file():
-        return 0, {}
+def _read(target: Path) -> dict:
     import pickle
 
     try:
-        state = torch.load(target, weights_only=True, map_location="cpu")
+        return torch.load(target, weights_only=True, map_location="cpu")
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
         raise ConfigError(f"the checkpoint {target} is unreadable ({type(exc).__name__}): remove it, "
                           "or run without --resume") from None
+
+
+def load(spec: CheckpointSpec, model, optimizer, scheduler, scaler, device: torch.device,
+         precision: str) -> tuple[int, dict]:
+    """The step to continue after and the running loss averages; (0, {}) when there is nothing to resume.
+
+    Every process reads the checkpoint and they must agree on the step, or none continues: a process that
+    sees another checkpoint (or none) would train other batches and hang the others' gradient averaging.
+    """
+    from pocketbert.train import distributed
+
+    target = spec.folder / CHECKPOINT_FILE
+    state, problem = None, None
+    try:
+        state = _read(target) if spec.resume and target.is_file() else None
+    except ConfigError as exc:
+        problem = str(exc)
+    seen = distributed.gather(problem or (None if state is None else int(state["step"])))
+    problems = [s for s in seen if isinstance(s, str)]
+    if problems:
+        raise ConfigError(problems[0])
+    if len(set(seen)) > 1:
+        raise ConfigError(f"processes disagree about resuming from {target} (steps seen: {seen}): every process "
+                          "must see the same run directory; share it between machines, or run without --resume")
+    if state is None:
+        return 0, {}
+    written_by = state.get("world_size", 1)
+    if written_by != distributed.world_size():
+        raise ConfigError(f"the checkpoint in {spec.folder} was written by {written_by} process(es), and resuming "
+                          f"with {distributed.world_size()} would train other batches: resume with torchrun "
+                          f"--nproc_per_node {written_by} (in all), or run again without --resume")
+    if state.get("precision") != precision:
+        raise ConfigError(f"the checkpoint in {spec.folder} was trained in {state.get('precision')}, this device "
+                          f"trains in {precision}: resume on the same kind of device, or run again without --resume")
     if state["fingerprint"] != spec.fingerprint:
         raise ConfigError(f"the checkpoint in {spec.folder} was written for another configuration (recipe, teacher "
                           "or data differ): run again without --resume, or remove that folder")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["torch_rng"])
-    if state["cuda_rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    scaler.load_state_dict(state["grad_scaler"])
+    mine = state["random_states"][distributed.rank()]
+    torch.set_rng_state(mine["torch"])
+    if mine["cuda"] is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(mine["cuda"], device)
     return int(state["step"]), dict(state["running"])
 
 

@@ -40,6 +40,12 @@ def check_distill_config(cfg: dict) -> None:
         raise ConfigError("loss weights kl_weight, ce_weight, cos_weight must be >= 0 and not all 0")
 
 
+def leaves_parameters_unused(task, weights: dict) -> bool:
+    """Whether some student parameters get no gradient: QA's pooler always; the pooler and classifier when no
+    loss reads the logits (a cosine-only distillation). DDP must then look for them every step."""
+    return task.head_skips_pooler or not (weights["kl"] or weights["ce"])
+
+
 def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None, data_dir: Path | None,
                           eval_file: Path | None, seed: int):
     """The run's (or the given) teacher with its tokenizer and task, and the recipe's data in its label order."""
@@ -142,7 +148,7 @@ def distillation_loss(task, teacher, cached, weights: dict, temperature: float, 
         if weights["cos"]:
             parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
         loss = sum(weights[k] * v for k, v in parts.items())
-        return loss, {k: v.item() for k, v in parts.items()}
+        return loss, parts
 
     return step_loss
 
@@ -181,14 +187,13 @@ def distill_student(
     need_hidden = weights["cos"] > 0
     hard_loss = losses.hard_label_loss(cfg)
 
-    with distributed.main_writes(staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
+    with distributed.main_writes(run_dir, staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         teacher_sha = sha256_of(teacher_dir)
-        with distributed.main_first():
-            cached, cache_report = teacher_cache.teacher_outputs(
-                teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
-                cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
+        cached, cache_report = teacher_cache.teacher_outputs_once(
+            teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
+            cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
 
         step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 
@@ -196,7 +201,7 @@ def distill_student(
             "cfg": cfg, "seed": seed, "layer_map": layer_map, "student": student_cfg, "teacher": teacher_sha,
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
-                              spec)
+                              spec, unused_parameters=leaves_parameters_unused(task, weights))
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)

@@ -1,19 +1,37 @@
-"""Several processes through torchrun (PyTorch DDP): NCCL on GPUs, gloo on CPUs.
+"""Several processes through torchrun (PyTorch DDP): NCCL on GPUs, gloo on CPUs, on one machine or several.
 
-torchrun sets WORLD_SIZE, RANK and LOCAL_RANK. Every process builds the same batches in the same order and
-takes every world_size-th one; DDP averages the gradients, so the replicas stay equal. Process 0 alone
-writes: the teacher cache (the others wait, then read it), checkpoints and the stage folder.
+torchrun sets WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE. Every process builds the same batches in the
+same order and takes every world_size-th one; DDP averages the gradients, so the replicas stay equal while each
+draws its own dropout masks. Process 0 alone writes checkpoints and the stage folder, which every process must
+see: on several machines the run directory is shared (checked at the start of every stage). The teacher-output
+cache is filled once where it is shared, else once per machine.
+
+Process 0's failure while the others wait ends every process with its message; a wait is bounded by
+POCKETBERT_DDP_TIMEOUT seconds (NCCL's own default, 10 minutes, is shorter than a large cache fill).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import datetime
 import os
+import socket
 import tempfile
+import uuid
 from pathlib import Path
 
 import torch
+
+from pocketbert.errors import ConfigError, PocketbertError
+
+TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"
+DEFAULT_TIMEOUT_S = 2 * 3600
+REPLICA_SEED_STRIDE = 1_000_003  # process r > 0 seeds with seed + r * stride: its own dropout stream
+
+
+class ProcessFailed(PocketbertError):
+    """Another process of the run failed; this one stops with its message."""
 
 
 def world_size() -> int:
@@ -24,25 +42,57 @@ def rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def local_world_size() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size())))
+
+
 def is_main() -> bool:
     return rank() == 0
+
+
+def several_machines() -> bool:
+    return local_world_size() < world_size()
 
 
 def active() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
+def timeout_seconds() -> float:
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ConfigError(f"{TIMEOUT_ENV}={raw} is not a positive number of seconds: set it to e.g. 7200")
+    return value
+
+
+def check_local_rank(local: int, gpus: int) -> None:
+    if local >= gpus:
+        raise ConfigError(f"process with LOCAL_RANK {local} needs GPU {local}, but this machine shows {gpus} "
+                          f"GPU(s): start torchrun with --nproc_per_node {max(gpus, 1)} at most, or pass --device cpu")
+
+
 def init(device: torch.device) -> torch.device:
     """Join the process group torchrun set up (once); on GPUs each process takes the GPU of its local rank."""
     if world_size() <= 1:
         return device
+    if device.type == "cuda":
+        check_local_rank(local_rank(), torch.cuda.device_count())
+        device = torch.device("cuda", local_rank())
+        torch.cuda.set_device(device)
     if not torch.distributed.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        torch.distributed.init_process_group(backend=backend)
+        torch.distributed.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds()))
         atexit.register(torch.distributed.destroy_process_group)
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
     return device
 
 
@@ -51,35 +101,123 @@ def barrier() -> None:
         torch.distributed.barrier()
 
 
+def gather(value) -> list:
+    """`value` from every process, in rank order (a picklable object); [value] when running alone."""
+    if not active():
+        return [value]
+    out = [None] * world_size()
+    torch.distributed.all_gather_object(out, value)
+    return out
+
+
+def seed_replica(seed: int) -> None:
+    """Each process its own random stream (dropout); process 0's is the single-process run's."""
+    if rank() > 0:
+        torch.manual_seed(seed + REPLICA_SEED_STRIDE * rank())
+
+
+def _outcomes(mine: str | None) -> list[tuple[int, str]]:
+    return [(r, message) for r, message in enumerate(gather(mine)) if message is not None]
+
+
 @contextlib.contextmanager
-def main_first():
-    """Process 0 runs the block first (filling a cache); the others run it after, finding the cache full."""
-    if not is_main():
-        barrier()
-    yield
+def first(fills: bool, what: str):
+    """The processes with `fills` run the block first (filling a cache); the others after, finding it full.
+
+    A filler's failure reaches every process: the others raise ProcessFailed with its message instead of
+    waiting forever.
+    """
+    if not active():
+        yield
+        return
+    if not fills:
+        _raise_first(_outcomes(None), what)  # waits here until the fillers are done
+        yield
+        return
+    try:
+        yield
+    except BaseException as exc:
+        _outcomes(f"{type(exc).__name__}: {exc}")
+        raise
+    _raise_first(_outcomes(None), what)  # another machine's filler may have failed
+
+
+def _raise_first(failed: list[tuple[int, str]], what: str) -> None:
+    if failed:
+        r, message = failed[0]
+        raise ProcessFailed(f"process {r} failed while {what}: {message}")
+
+
+def main_first(what: str = "filling the teacher-output cache"):
+    """Process 0 runs the block first; the others after it."""
+    return first(is_main(), what)
+
+
+def _visible_to_all(folder: Path, what: str) -> list[int]:
+    """Ranks that cannot see a file process 0 writes into `folder` (empty when all can)."""
+    folder = Path(folder)
+    token, problem = None, None
     if is_main():
-        barrier()
+        token = f".pocketbert-shared-{uuid.uuid4().hex}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / token).write_text(token)
+        except OSError as exc:
+            problem = f"cannot write {what} {folder}: {exc.strerror or exc}"
+    token, problem = gather((token, problem))[0]
+    if problem:  # every process stops with process 0's reason, none waits for it
+        raise ConfigError(f"{problem}; point it at a writable folder")
+    path = folder / token
+    sees = path.is_file() and path.read_text() == token
+    seen = gather(sees)  # also a barrier: process 0 removes the token only once all have looked
+    if is_main():
+        path.unlink(missing_ok=True)
+    return [r for r, ok in enumerate(seen) if not ok]
+
+
+def check_shared(folder: Path, what: str) -> None:
+    """Fail in one line, on every process, when some process cannot see `folder` as process 0 writes it."""
+    if not active():
+        return
+    blind = _visible_to_all(folder, what)
+    if blind:
+        hosts = sorted(set(h for r, h in enumerate(gather(socket.gethostname())) if r in blind))
+        raise ConfigError(f"process(es) {', '.join(map(str, blind))} on {', '.join(hosts)} cannot see {what} "
+                          f"{folder} that process 0 writes: on several machines put it on a disk every machine mounts "
+                          "at the same path")
+
+
+def folder_shared(folder: Path) -> bool:
+    """Whether every process sees `folder` as process 0 writes it (True when running alone)."""
+    return not active() or not _visible_to_all(folder, "the teacher-output cache")
 
 
 @contextlib.contextmanager
-def main_writes(staged):
-    """The stage's staged folder on process 0; a scratch folder, thrown away, on the others."""
+def main_writes(run_dir: Path, staged):
+    """The stage's staged folder on process 0; a scratch folder, thrown away, on the others.
+
+    Every process returns only once the stage folder is in place, so a caller may read it at once.
+    """
+    check_shared(run_dir, "the run directory")
     if is_main():
         with staged as out:
             yield out
     else:
         with tempfile.TemporaryDirectory(prefix="pocketbert-rank-") as scratch:
             yield Path(scratch)
+    barrier()
 
 
 def wrap(model: torch.nn.Module, device: torch.device, find_unused: bool = False) -> torch.nn.Module:
-    """DDP around the model; find_unused where its head skips parameters (QA leaves the pooler unused)."""
+    """DDP around the model. find_unused where the losses leave parameters without gradients (QA's pooler;
+    the whole head in a cosine-only distillation). No buffer broadcast: BERT's buffers (position ids) are
+    constants, and sending them every forward costs a collective per step."""
     if not active():
         return model
     from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                   find_unused_parameters=find_unused)
+                                   find_unused_parameters=find_unused, broadcast_buffers=False)
 
 
 def replicas_identical(model: torch.nn.Module) -> bool:
@@ -97,4 +235,4 @@ def summary(model: torch.nn.Module) -> dict:
     if not active():
         return {"world_size": 1}
     return {"world_size": world_size(), "backend": torch.distributed.get_backend(),
-            "replicas_identical": replicas_identical(model)}
+            "machines": world_size() // max(1, local_world_size()), "replicas_identical": replicas_identical(model)}

@@ -92,7 +92,7 @@ def load_masked_lm_teacher(source: str):
     models.quiet_transformers()
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True, weights_only=True,
-                                                           attn_implementation="eager")
+                                                           attn_implementation="eager", dtype=models.master_dtype())
     except pickle.UnpicklingError as exc:
         raise ModelError(f"refused to load '{source}': its pickled weights would run code; use safetensors") from exc
     except (OSError, ValueError) as exc:
@@ -130,7 +130,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
     temperature, task = float(cfg["temperature"]), MaskedLMTask()
     weights = {k: float(cfg[f"{k}_weight"]) for k in ("kl", "ce", "cos")}
 
-    with distributed.main_writes(staged_output(run_dir, MLM_STUDENT_DIR, overwrite)) as out:
+    with distributed.main_writes(run_dir, staged_output(run_dir, MLM_STUDENT_DIR, overwrite)) as out:
         encoded = tokenizer(texts, truncation=True, max_length=int(cfg["max_length"]))["input_ids"]
         rng = random.Random(seed)
         masked_all = [mask_tokens(ids, tokenizer, float(cfg["mask_probability"]), rng) for ids in encoded]
@@ -152,7 +152,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
                                                          [t_out.hidden_states[k] for k in targets],
                                                          batch["attention_mask"])
             loss = sum(weights[k] * v for k, v in parts.items()) if parts else s_out.logits.sum() * 0.0
-            return loss, {k: v.item() for k, v in parts.items()}
+            return loss, parts
 
         spec = trainer.checkpoint_spec_for(run_dir, MLM_STUDENT_DIR, cfg, {
             "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": teacher_source}, features, resume)

@@ -65,17 +65,16 @@ def distill_bilstm(
     freeze(teacher, dev)
     length = int(cfg["max_length"])
 
-    with distributed.main_writes(staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
+    with distributed.main_writes(run_dir, staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
         originals = subsample(data.train, cfg.get("max_train_examples"), seed)
         transfer, transfer_report = augment.transfer_set(originals, augment_cfg, tokenizer.mask_token, seed)
         features = task.features(tokenizer, transfer, length)
         eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
         eval_features = task.features(tokenizer, eval_examples, length)
         teacher_sha = sha256_of(teacher_dir)
-        with distributed.main_first():
-            cached, cache_report = teacher_cache.teacher_outputs(
-                teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
-                cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
+        cached, cache_report = teacher_cache.teacher_outputs_once(
+            teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
+            cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
         if cached is None:
             raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
                               f"{cache_report['reason']}; raise distill.teacher_cache_mb")
@@ -87,7 +86,7 @@ def distill_bilstm(
             if alpha:
                 parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
             loss = (1.0 - alpha) * parts["mse"] + alpha * parts.get("ce", 0.0)
-            return loss, {k: v.item() for k, v in parts.items()}
+            return loss, parts
 
         spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
             "cfg": cfg, "seed": seed, "recipe": RECIPE, "bilstm": recipe.get("bilstm"), "teacher": teacher_sha,

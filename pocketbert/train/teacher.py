@@ -46,7 +46,7 @@ def fine_tune_teacher(
     dev = trainer.pick_device(device)
     hard_loss = losses.hard_label_loss(cfg)
 
-    with distributed.main_writes(staged_output(run_dir, TEACHER_DIR, overwrite)) as out:
+    with distributed.main_writes(run_dir, staged_output(run_dir, TEACHER_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(forward_model, batch, idx):

@@ -4,6 +4,10 @@ An entry is keyed by the teacher's files, the exact token ids of the training fe
 layers the loss needs, so a change to any of them makes a new entry. Entries are written into a temporary
 folder and renamed into place when complete; a failed write (a full disk) leaves no entry. The whole cache
 is bounded: old entries are evicted to make room, and an entry larger than the bound is not cached at all.
+
+Shards are plain .npy arrays read back memory-mapped: the processes of a torchrun on one machine share one
+copy in the page cache instead of each holding the whole entry. The teacher runs in the training step's
+precision (bf16 on a GPU), so cached targets are the ones an uncached step would compute.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
 from pocketbert.manifest import path_size
 from pocketbert.rundir import atomic_folder, owner_alive
+from pocketbert.train import checkpoint, distributed, precision
 
 CACHE_SUBDIR = "teacher-outputs"
 DEFAULT_LIMIT_MB = 4096
 SHARD_BYTES = 64 * 1024 * 1024  # outputs are flushed to disk in files of about this size
 META = "meta.json"
 BYTES_PER_VALUE = 2  # fp16
+FORMAT = 2  # memory-mapped .npy shards; entries of another format get other keys and age out
 
 
 class CacheError(PocketbertError):
@@ -45,11 +51,11 @@ class TeacherOutputs:
     def batch(self, idx: list[int], length: int, device) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         def stack(rows):
             if rows[0].ndim == 1:
-                return torch.from_numpy(np.stack(rows)).float().to(device)
+                return torch.from_numpy(np.stack(rows)).to(device).float()
             out = np.zeros((len(rows), length, *rows[0].shape[1:]), dtype=np.float16)
             for i, row in enumerate(rows):
                 out[i, : len(row)] = row
-            return torch.from_numpy(out).float().to(device)
+            return torch.from_numpy(out).to(device).float()  # fp16 over the bus, widened on the device
 
         logits = stack([self.logits[i] for i in idx])
         if self.hidden is None:
@@ -62,7 +68,7 @@ def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, featu
     from pocketbert.core.tasks import features_digest
 
     digest = features_digest(features, with_targets=False)
-    digest.update(json.dumps([teacher_sha, task_name, targets]).encode())
+    digest.update(json.dumps([teacher_sha, task_name, targets, FORMAT]).encode())
     return digest.hexdigest()[:24]
 
 
@@ -73,10 +79,14 @@ def estimate_bytes(features: list, n_logits_per_token: int | None, n_classes: in
 
 
 def _write_shard(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with open(path, "wb") as handle:
-        np.savez(handle, **arrays)
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Each array as <path>.<name>.npy, flushed to the disk."""
+    if checkpoint.fault_asked("disk_full_in_cache", distributed.rank()):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    for name, array in arrays.items():
+        with open(f"{path}.{name}.npy", "wb") as handle:
+            np.save(handle, array)
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def _evict_for(root: Path, needed: int, limit: int, keep: Path) -> None:
@@ -90,25 +100,35 @@ def _evict_for(root: Path, needed: int, limit: int, keep: Path) -> None:
         shutil.rmtree(oldest, ignore_errors=True)
 
 
-def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> TeacherOutputs:
-    """Run the teacher over `features`, writing shards to out_dir; returns the outputs it wrote."""
+def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> None:
+    """Run the teacher over `features`, writing shards to out_dir.
+
+    A shard holds its rows' logits and hidden states concatenated along the first axis (a sentence's logits
+    are one row, a per-token output one row per token), and an index: feature, logits start, hidden start,
+    length.
+    """
     from tqdm.auto import tqdm
 
+    device = torch.device(device)
     order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
-    outputs = TeacherOutputs([None] * len(features), [None] * len(features) if targets is not None else None)
-    buffer: dict[str, np.ndarray] = {}
+    rows: dict[str, list] = {"logits": [], "hidden": [], "index": []}
+    offsets = {"logits": 0, "hidden": 0}
     buffered = 0
     shard = 0
 
     def flush():
-        nonlocal buffer, buffered, shard
-        if buffer:
-            _write_shard(out_dir / f"shard-{shard:05d}.npz", buffer)
+        nonlocal rows, offsets, buffered, shard
+        if rows["index"]:
+            arrays = {"index": np.asarray(rows["index"], dtype=np.int64), "logits": np.concatenate(rows["logits"])}
+            if rows["hidden"]:
+                arrays["hidden"] = np.concatenate(rows["hidden"])
+            _write_shard(out_dir / f"shard-{shard:05d}", arrays)
             shard += 1
-            buffer, buffered = {}, 0
+            rows, offsets, buffered = {"logits": [], "hidden": [], "index": []}, {"logits": 0, "hidden": 0}, 0
 
-    with torch.no_grad():
-        for start in tqdm(range(0, len(order), batch_size), desc="teacher outputs", unit="batch"):
+    with torch.no_grad(), precision.autocast(device):
+        for start in tqdm(range(0, len(order), batch_size), desc="teacher outputs", unit="batch",
+                          disable=not distributed.is_main()):
             idx = order[start:start + batch_size]
             batch = task.collate([features[i] for i in idx], pad_id)
             inputs = {k: torch.from_numpy(batch[k]).to(device) for k in task.input_names}
@@ -119,27 +139,33 @@ def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_d
             lengths = batch["attention_mask"].sum(axis=1)
             for row, i in enumerate(idx):
                 n = int(lengths[row])
-                # Copies, so that the padded batch arrays are not kept alive behind each row.
-                row_logits = logits[row] if logits.ndim == 2 else logits[row, :n]
-                outputs.logits[i] = buffer[f"logits_{i}"] = row_logits.copy()
-                buffered += outputs.logits[i].nbytes
+                row_logits = logits[row:row + 1] if logits.ndim == 2 else logits[row, :n]
+                rows["index"].append((i, offsets["logits"], offsets["hidden"], n))
+                rows["logits"].append(row_logits)
+                offsets["logits"] += len(row_logits)
+                buffered += row_logits.nbytes
                 if hidden is not None:
-                    outputs.hidden[i] = buffer[f"hidden_{i}"] = hidden[row, :n].copy()
-                    buffered += outputs.hidden[i].nbytes
+                    rows["hidden"].append(hidden[row, :n])
+                    offsets["hidden"] += n
+                    buffered += hidden[row, :n].nbytes
             if buffered >= SHARD_BYTES:
                 flush()
     flush()
-    return outputs
 
 
-def _load(entry: Path, n_features: int, with_hidden: bool) -> TeacherOutputs:
+def _load(entry: Path, n_features: int, with_hidden: bool, per_token: bool) -> TeacherOutputs:
+    """Views into the memory-mapped shards: nothing is read until a batch asks for its rows."""
     logits: list = [None] * n_features
     hidden: list | None = [None] * n_features if with_hidden else None
-    for shard in sorted(entry.glob("shard-*.npz")):
-        with np.load(shard) as data:
-            for name in data.files:
-                kind, i = name.split("_")
-                (logits if kind == "logits" else hidden)[int(i)] = data[name]
+    for index_file in sorted(entry.glob("shard-*.index.npy")):
+        stem = str(index_file)[: -len(".index.npy")]
+        index = np.load(index_file)
+        shard_logits = np.load(f"{stem}.logits.npy", mmap_mode="r")
+        shard_hidden = np.load(f"{stem}.hidden.npy", mmap_mode="r") if with_hidden else None
+        for i, logits_start, hidden_start, n in index.tolist():
+            logits[i] = shard_logits[logits_start:logits_start + n] if per_token else shard_logits[logits_start]
+            if with_hidden:
+                hidden[i] = shard_hidden[hidden_start:hidden_start + n]
     if any(x is None for x in logits) or (hidden is not None and any(x is None for x in hidden)):
         raise CacheError(f"the teacher-output cache entry {entry} is incomplete: delete it and run again")
     return TeacherOutputs(logits, hidden)
@@ -168,7 +194,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
         return None, {**report, "used": False,
                       "reason": f"the outputs need {needed / 2**20:.0f} MB, over the cache's {limit / 2**20:.0f} MB limit"}
     if (entry / META).is_file():
-        outputs = _load(entry, len(features), targets is not None)
+        outputs = _load(entry, len(features), targets is not None, task.per_token_outputs)
         os.utime(entry / META)  # most recently used
         return outputs, {**report, "used": True, "hit": True, "entry_bytes": path_size(entry),
                          "total_bytes": path_size(root)}
@@ -179,8 +205,9 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     _evict_for(root, needed, limit, keep=entry)
     try:
         with atomic_folder(entry) as tmp:
-            outputs = _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
-            (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "created": time.time()}))
+            _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
+            (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "format": FORMAT,
+                                                "created": time.time()}))
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(
@@ -189,5 +216,22 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
             ) from None
         raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
                          "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
+    outputs = _load(entry, len(features), targets is not None, task.per_token_outputs)
     return outputs, {**report, "used": True, "hit": False, "entry_bytes": path_size(entry),
                      "total_bytes": path_size(root)}
+
+
+def teacher_outputs_once(teacher, task, features: list, pad_id: int, targets: list[int] | None, teacher_sha: str,
+                         device, limit_mb: float = DEFAULT_LIMIT_MB, batch_size: int = 64,
+                         root: Path | None = None) -> tuple[TeacherOutputs | None, dict]:
+    """teacher_outputs for every process of a torchrun: filled by process 0 where all processes share the
+    cache folder, else by the first process of each machine; the others wait, then read it."""
+    folder = (root or cache_root()) / CACHE_SUBDIR
+    shared = distributed.folder_shared(folder)
+    fills = distributed.is_main() if shared else distributed.local_rank() == 0
+    with distributed.first(fills, "filling the teacher-output cache"):
+        outputs, report = teacher_outputs(teacher, task, features, pad_id, targets, teacher_sha, device, limit_mb,
+                                          batch_size, root)
+    if distributed.active():
+        report["filled"] = "once for all processes" if shared else "once per machine (the cache is not shared)"
+    return outputs, report

@@ -1,9 +1,10 @@
 """`pocketbert bench train`: examples per second of a distillation epoch against a reference loop.
 
-Both loops train the same fresh student, from the same teacher, on the same examples with the same losses
-and batch size. The reference pads every batch to the maximum length and runs the teacher at every step;
-pocketbert's loop reads teacher outputs from the cache and pads each length-grouped batch only to its
-longest row. pocketbert is timed twice: with the cache filled as part of the epoch (a first run), and with
+Both loops train the same fresh student, from the same teacher, on the same examples with the same losses,
+batch size, precision (bf16 autocast on a GPU) and optimizer (fused AdamW on a GPU). The reference pads every
+batch to the maximum length and runs the teacher at every step; pocketbert's loop reads teacher outputs from
+the cache and pads each length-grouped batch only to its longest row. The clock is read only after the GPU
+has finished the work queued before it. pocketbert is timed twice: with the cache filled as part of the epoch (a first run), and with
 it already on disk (every later epoch and run).
 """
 
@@ -23,7 +24,7 @@ from pocketbert.manifest import command_line
 from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage
 from pocketbert.core import losses, models
 from pocketbert.train.student import build_student
-from pocketbert.train import teacher_cache, trainer
+from pocketbert.train import precision, teacher_cache, trainer
 from pocketbert.train.distill import (
     aligned_teacher_layers,
     check_distill_config,
@@ -46,6 +47,13 @@ def pad_to(batch: dict[str, np.ndarray], length: int, pad_id: int) -> dict[str, 
     return out
 
 
+def synchronized_clock(dev) -> float:
+    """perf_counter once the device has run everything queued: a GPU returns from a step before doing it."""
+    if torch.device(dev).type == "cuda":
+        torch.cuda.synchronize(dev)
+    return time.perf_counter()
+
+
 def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_loss, seed: int) -> dict:
     """A plain loop: random batches, each padded to max_length, the teacher run inside step_loss every step."""
     from tqdm.auto import tqdm
@@ -54,22 +62,29 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
     batch_size = int(cfg["batch_size"])
     order = list(range(len(features)))
     random.Random(seed).shuffle(order)
-    optimizer = torch.optim.AdamW(student.parameters(), lr=float(cfg["learning_rate"]))
+    mode = precision.precision_for(torch.device(dev))
+    precision.allow_tf32(torch.device(dev))
+    optimizer = torch.optim.AdamW(student.parameters(), lr=float(cfg["learning_rate"]),
+                                  fused=torch.device(dev).type == "cuda")  # as pocketbert's loop
+    scaler = precision.grad_scaler(torch.device(dev), mode)
     student.to(dev).train()
-    started = time.perf_counter()
+    started = synchronized_clock(dev)
     steps = examples = padded_tokens = 0
     for start in tqdm(range(0, len(order), batch_size), desc="reference loop", unit="step"):
         idx = order[start:start + batch_size]
         batch = trainer.to_device(pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
         steps, examples, padded_tokens = steps + 1, examples + len(idx), padded_tokens + batch["input_ids"].numel()
-        loss, _ = step_loss(student, batch, idx)
-        loss.backward()
+        with precision.autocast(torch.device(dev), mode):
+            loss, _ = step_loss(student, batch, idx)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)  # as pocketbert's loop does
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
     # What the loop really did, so a benchmark that skipped work or padding shows it.
-    return {"seconds": time.perf_counter() - started, "steps": steps, "examples": examples,
-            "padded_tokens": padded_tokens}
+    return {"seconds": synchronized_clock(dev) - started, "steps": steps, "examples": examples,
+            "padded_tokens": padded_tokens, "precision": mode}
 
 
 def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
@@ -104,16 +119,16 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
     with tempfile.TemporaryDirectory(prefix="pocketbert-train-bench-") as cache_root:
         for name in ("pocketbert_cold_cache", "pocketbert_warm_cache"):
             trainer.set_seed(seed)
-            started = time.perf_counter()
+            started = synchronized_clock(dev)
             cached, report = teacher_cache.teacher_outputs(
                 teacher, task, features, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
                 int(eval_cfg["batch_size"]), root=Path(cache_root))
-            filled = time.perf_counter()
+            filled = synchronized_clock(dev)
             stats = trainer.train(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(cached), seed,
                                   name)
-            timings[name] = {"seconds": time.perf_counter() - started, "teacher_cache_seconds": filled - started,
+            timings[name] = {"seconds": synchronized_clock(dev) - started, "teacher_cache_seconds": filled - started,
                              "cache_hit": report.get("hit", False), "steps": stats["steps"],
-                             "examples": stats["train_examples"]}
+                             "examples": stats["train_examples"], "precision": stats["precision"]}
     lengths = [len(f.input_ids) for f in features]
     for t in timings.values():
         t["examples_per_second"] = len(features) / t["seconds"]

@@ -1,14 +1,11 @@
 """The training recipes through the real CLI on a tiny teacher: Tang et al., ablation, masked-LM, cross-domain,
-the training benchmark, DDP with two processes, and the errors a user can cause."""
+the training benchmark, and the errors a user can cause (DDP: test_distributed.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 
 import pytest
@@ -24,7 +21,6 @@ from pocketbert.rundir import (
 
 pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
-DDP_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -210,35 +206,6 @@ def test_student_with_another_vocabulary_is_refused(capsys, teacher_run, tmp_pat
     line = error_line(result)
     assert "another vocabulary than the teacher" in line and "shares the teacher's tokenizer" in line
     assert not (run / "student").exists()
-
-
-def test_ddp_two_processes_on_the_cpu(teacher_run, tmp_path, shared_data):
-    run = copy_run(teacher_run, tmp_path)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with socket.socket() as probe:  # a free port for the rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(port), "-m", "pocketbert.cli", "train", "distill",
-               "--run-dir", str(run), *TINY, "--data-dir", str(shared_data)]
-    # `-m pocketbert.cli`: the workers run this interpreter, whether or not its venv is on PATH.
-    # A session of its own: on a timeout the workers go too, not only torchrun.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=DDP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"two-process distillation did not finish in {DDP_TIMEOUT_S} s")
-    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    train = manifest(run / "student")["metrics"]["train"]
-    assert train["distributed"] == {"world_size": 2, "backend": "gloo", "replicas_identical": True}
-    # 64 examples in batches of 16: 4 batches, 2 per process
-    assert train["steps"] == 2
-    assert done.stdout.count("-> wrote") == 1  # process 0 alone reports and writes
-    assert not list(run.glob(".student*"))
 
 
 def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_path, shared_data):

@@ -45,3 +45,48 @@ def test_pick_device():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA GPU"):
             pick_device("cuda")
+
+
+def tiny_classifier_features(n: int = 32):
+    from pocketbert.core.tasks import SentimentTask, TextFeature
+
+    task = SentimentTask(["neg", "pos"])
+    return task, [TextFeature([101, 7 + i % 50, 8 + i % 30, 102], i % 2) for i in range(n)]
+
+
+def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from pocketbert.train.trainer import TrainingDiverged, train
+
+    task, features = tiny_classifier_features()
+    model = BertForSequenceClassification(BertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=32, num_labels=2))
+    cfg = {"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0, "learning_rate": 1e-3, "weight_decay": 0.0}
+
+    def step_loss(forward_model, batch, idx):
+        loss = task.hard_loss(task.logits(forward_model(input_ids=batch["input_ids"],
+                                                        attention_mask=batch["attention_mask"])), batch)
+        return loss * float("nan"), {}
+
+    with pytest.raises(TrainingDiverged, match="training diverged: the running loss loss is nan by step 4") as caught:
+        train(model, task, features, 0, cfg, torch.device("cpu"), step_loss, 0, "test")
+    assert "\n" not in str(caught.value) and "lower the learning rate" in str(caught.value)
+
+
+def test_a_checkpoint_saved_in_fp16_trains_in_fp32(tmp_path, wordpiece_tokenizer):
+    # transformers 5 loads a checkpoint in the dtype it was saved in; AdamW on fp16 weights lost every update.
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertModel
+
+    from pocketbert.core.models import load_for_task
+    from pocketbert.core.tasks import make_task
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=wordpiece_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    BertModel(config).half().save_pretrained(tmp_path / "fp16")
+    wordpiece_tokenizer.save_pretrained(tmp_path / "fp16")
+    assert {t.dtype for t in load_file(tmp_path / "fp16" / "model.safetensors").values()} == {torch.float16}
+    model = load_for_task(str(tmp_path / "fp16"), make_task("sentiment", ["neg", "pos"]))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
