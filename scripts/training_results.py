@@ -35,12 +35,14 @@ def run_results(run: Path, given: dict[str, str]) -> dict:
             "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
             "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],
             "transfer_set": m.get("transfer_set"), "wall_time_s": student["wall_time_s"],
-            "teacher": student["config"].get("teacher"),
+            "teacher": student["config"].get("teacher"), "device": student["config"].get("device"),
+            "train": m.get("train"), "versions": student.get("versions"),
         }
     teacher = read(run / "teacher" / "manifest.json")
     if teacher:
         out["teacher"] = {**command(teacher, f"{run}/teacher", given), "eval": teacher["metrics"]["eval"],
-                          "wall_time_s": teacher["wall_time_s"]}
+                          "wall_time_s": teacher["wall_time_s"], "device": teacher["config"].get("device"),
+                          "train": teacher["metrics"].get("train")}
     ablation = read(run / "ablation" / "ablation.json")
     if ablation:
         out["ablation"] = {**command(ablation, f"{run}/ablation", given), "primary_metric": ablation["primary_metric"],

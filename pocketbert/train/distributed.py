@@ -148,11 +148,6 @@ def _raise_first(failed: list[tuple[int, str]], what: str) -> None:
         raise ProcessFailed(f"process {r} failed while {what}: {message}")
 
 
-def main_first(what: str = "filling the teacher-output cache"):
-    """Process 0 runs the block first; the others after it."""
-    return first(is_main(), what)
-
-
 def _visible_to_all(folder: Path, what: str) -> list[int]:
     """Ranks that cannot see a file process 0 writes into `folder` (empty when all can)."""
     folder = Path(folder)

@@ -34,6 +34,7 @@ DEFAULT_LIMIT_MB = 4096
 SHARD_BYTES = 64 * 1024 * 1024  # outputs are flushed to disk in files of about this size
 META = "meta.json"
 BYTES_PER_VALUE = 2  # fp16
+INDEX_BYTES_PER_FEATURE = 4 * 8  # feature, logits start, hidden start, length: int64 each
 FORMAT = 2  # memory-mapped .npy shards; entries of another format get other keys and age out
 
 
@@ -75,7 +76,7 @@ def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, featu
 def estimate_bytes(features: list, n_logits_per_token: int | None, n_classes: int, n_targets: int, hidden: int) -> int:
     tokens = sum(len(f.input_ids) for f in features)
     logits = tokens * n_logits_per_token if n_logits_per_token else len(features) * n_classes
-    return (logits + tokens * n_targets * hidden) * BYTES_PER_VALUE
+    return (logits + tokens * n_targets * hidden) * BYTES_PER_VALUE + len(features) * INDEX_BYTES_PER_FEATURE
 
 
 def _write_shard(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -148,7 +148,7 @@ def train(
         bad = {k: v for k, v in values.items() if not np.isfinite(v)}
         if bad:
             raise TrainingDiverged(
-                f"training diverged: the running {', '.join(bad)} loss is {next(iter(bad.values()))} by step {step} "
+                f"training diverged: the running average of {', '.join(bad)} is {next(iter(bad.values()))} by step {step} "
                 f"(learning rate {cfg['learning_rate']}, {mode}): lower the learning rate, or check the data")
         bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()}, refresh=False)
         return values

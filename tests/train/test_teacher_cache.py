@@ -40,6 +40,8 @@ def test_cached_outputs_equal_the_teachers_and_are_reused(tmp_path):
     assert report["used"] and not report["hit"]
     again, report_again = run(tmp_path, feats)
     assert report_again["hit"] and report_again["total_bytes"] <= report_again["limit_bytes"]
+    # Read back memory-mapped: the processes of a torchrun share the page cache rather than each copying it.
+    assert all(isinstance(row, np.memmap) for row in again.logits + again.hidden)
     # What was read back from disk is exactly what was computed and written.
     assert all(np.array_equal(a, b) for a, b in zip(first.logits, again.logits))
     assert all(np.array_equal(a, b) for a, b in zip(first.hidden, again.hidden))

@@ -69,7 +69,7 @@ def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
                                                         attention_mask=batch["attention_mask"])), batch)
         return loss * float("nan"), {}
 
-    with pytest.raises(TrainingDiverged, match="training diverged: the running loss loss is nan by step 4") as caught:
+    with pytest.raises(TrainingDiverged, match="training diverged: the running average of loss is nan by step 4") as caught:
         train(model, task, features, 0, cfg, torch.device("cpu"), step_loss, 0, "test")
     assert "\n" not in str(caught.value) and "lower the learning rate" in str(caught.value)
 
