@@ -61,3 +61,17 @@ def private_cache(tmp_path_factory):
         os.environ.pop(CACHE_ENV, None)
     else:
         os.environ[CACHE_ENV] = previous
+
+
+@pytest.fixture(scope="session")
+def teacher_run(tmp_path_factory, tiny_base, shared_data) -> Path:
+    """A run directory holding a tiny teacher fine-tuned through the real CLI: copy it before writing into it."""
+    from pocketbert.cli import main
+
+    run = tmp_path_factory.mktemp("tiny-teacher") / "base"
+    try:
+        main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), "--preset", "tiny", "--device", "cpu",
+              "--data-dir", str(shared_data)])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    return run

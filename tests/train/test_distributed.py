@@ -89,18 +89,6 @@ def manifest(path: Path) -> dict:
     return json.loads((path / "manifest.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def teacher_run(tmp_path_factory, tiny_base, shared_data):
-    from pocketbert.cli import main
-
-    run = tmp_path_factory.mktemp("ddp") / "base"
-    try:
-        main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), *TINY, "--data-dir", str(shared_data)])
-    except SystemExit as exc:
-        assert exc.code in (0, None)
-    return run
-
-
 def copy_run(teacher_run: Path, name: str) -> Path:
     run = teacher_run.parent / name
     shutil.copytree(teacher_run / "teacher", run / "teacher")

@@ -23,18 +23,6 @@ pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
 
 
-@pytest.fixture(scope="module")
-def teacher_run(tmp_path_factory, tiny_base, shared_data):
-    from pocketbert.cli import main
-
-    run = tmp_path_factory.mktemp("recipes") / "base"
-    try:
-        main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), *TINY, "--data-dir", str(shared_data)])
-    except SystemExit as exc:
-        assert exc.code in (0, None)
-    return run
-
-
 def copy_run(teacher_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(teacher_run / "teacher", run / "teacher")
