@@ -16,6 +16,8 @@ STAGE_COMMANDS = {
     "train": ("pocketbert.train.cli", "train", "Fine-tune a teacher and distil it into a smaller student."),
     "export": ("pocketbert.export.cli", "export", "Export the student to ONNX, ORT Mobile and Core ML, with a parity check."),
     "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
+    "inspect": ("pocketbert.inspect.cli", "inspect", "Embeddings, clusters, attention and errors of teacher and student."),
+    "compare": ("pocketbert.inspect.cli", "compare", "Which student to ship: finished runs side by side, with a Pareto plot."),
 }
 
 # Commands a stage adds to another stage's group: `bench train` times training, so training owns it.

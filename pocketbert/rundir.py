@@ -59,6 +59,13 @@ ABLATION_DIR = "ablation"  # ablation/<variant>/student/ per variant, and the ta
 ABLATION_RESULTS = "ablation.json"
 ABLATION_TABLE = "ablation.md"
 ABLATION_PLOT = "ablation.png"
+INSPECT_DIR = "inspect"  # `pocketbert inspect`: inspect.json first, then the report drawn from it
+INSPECT_RESULTS = "inspect.json"
+INSPECT_TABLE = "inspect.md"
+INSPECT_HTML = "inspect.html"  # self-contained: plots embedded
+COMPARE_RESULTS = "compare.json"  # `pocketbert compare`, in its --out folder
+COMPARE_TABLE = "compare.md"
+COMPARE_PLOT = "compare.png"
 TRAIN_BENCH_RESULTS = "train_bench.json"  # `pocketbert bench train`, in the run directory
 BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 

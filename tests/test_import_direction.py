@@ -1,5 +1,5 @@
-"""Imports go one way: core <- train; core <- export <- mobile_bench. A stage reads another stage's files, never
-its code. Every import counts, those inside functions too."""
+"""Imports go one way: core <- train; core <- export <- mobile_bench; core <- inspect. A stage reads another
+stage's files, never its code. Every import counts, those inside functions too."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from pathlib import Path
 import pocketbert
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
-STAGES = ("train", "export", "mobile_bench")
+STAGES = ("train", "export", "mobile_bench", "inspect")
 # What each part of the package may not import. The shared core is pocketbert/core/ and the top-level modules;
 # cli.py is the exception that proves the rule: it wires the stage groups together (by module name, lazily).
 FORBIDDEN = {
     "core": set(STAGES),
-    "train": {"export", "mobile_bench"},
-    "export": {"train", "mobile_bench"},
-    "mobile_bench": {"train"},
+    "train": {"export", "mobile_bench", "inspect"},
+    "export": {"train", "mobile_bench", "inspect"},
+    "mobile_bench": {"train", "inspect"},
+    "inspect": {"train", "export", "mobile_bench"},  # it reads the runs' files: manifests, results.json
 }
 WIRING_MODULES = {"cli.py"}
 

@@ -34,6 +34,14 @@ class Architecture:
     def supports_variant(self, variant: str) -> bool:
         return variant not in self.unsupported_variants
 
+    def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
+        """(sentence embeddings [batch, dim], logits, attention per layer [batch, heads, T, T] or None)."""
+        raise NotImplementedError
+
+    def embedding_name(self, pooling: str) -> str:
+        """What encode's sentence embedding is, in words."""
+        return {"cls": "[CLS] hidden state of the last layer", "mean": "mean of the last layer's token states"}[pooling]
+
 
 class BertFamily(Architecture):
     """BERT, DistilBERT, MiniLM, RoBERTa...: any Hugging Face encoder with a task head."""
@@ -50,6 +58,16 @@ class BertFamily(Architecture):
         from pocketbert.core.models import layer_count
 
         return f"{layer_count(model.config)}-layer"
+
+    def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
+        out = model(**inputs, output_hidden_states=True, output_attentions=with_attention)
+        last = out.hidden_states[-1]
+        if pooling == "cls":
+            embedding = last[:, 0]
+        else:
+            mask = inputs["attention_mask"].unsqueeze(-1).to(last.dtype)
+            embedding = (last * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+        return embedding, out.logits, list(out.attentions) if with_attention else None
 
 
 class BiLSTM(Architecture):
@@ -70,6 +88,13 @@ class BiLSTM(Architecture):
 
     def describe(self, model) -> str:
         return "BiLSTM"
+
+    def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        return model.sentence_vector(ids, mask), model(ids, mask).logits, None
+
+    def embedding_name(self, pooling: str) -> str:
+        return "final states of both LSTM directions (no attention, so no pooling choice)"
 
 
 BERT_FAMILY, BILSTM = BertFamily(), BiLSTM()

@@ -59,6 +59,11 @@ class BiLSTMClassifier(nn.Module):
         self.classifier = nn.Linear(config.relu_size, config.num_labels)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_unused) -> Output:
+        hidden = torch.relu(self.relu_layer(self.dropout(self.sentence_vector(input_ids, attention_mask))))
+        return Output(self.classifier(self.dropout(hidden)))
+
+    def sentence_vector(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The final states of both directions, concatenated: [batch, 2 * hidden_size]."""
         x = self.dropout(self.embeddings(input_ids))
         lengths = attention_mask.long().sum(dim=1).clamp(min=1)
         steps = torch.arange(input_ids.shape[1], device=input_ids.device)
@@ -73,8 +78,7 @@ class BiLSTMClassifier(nn.Module):
         # The final state of each direction is its output at the last real token.
         last = ((lengths - 1)[:, None] == steps[None, :]).to(x.dtype)[:, None, :]
         final = torch.cat([torch.bmm(last, forward_states), torch.bmm(last, backward_states)], dim=2)
-        hidden = torch.relu(self.relu_layer(self.dropout(final[:, 0, :])))
-        return Output(self.classifier(self.dropout(hidden)))
+        return final[:, 0, :]
 
     def parameter_count(self, include_embeddings: bool = False) -> int:
         return sum(p.numel() for name, p in self.named_parameters()

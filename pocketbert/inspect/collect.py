@@ -1,0 +1,191 @@
+"""`pocketbert inspect`: teacher and student side by side on eval examples of several datasets.
+
+For each dataset: sentence embeddings projected with t-SNE and clustered with a Gaussian mixture, the
+clusters scored against the gold labels (purity, adjusted Rand index, silhouette), a linear probe on the
+embeddings, the confusion matrix, and attention (averaged over heads) on chosen examples with its entropy
+per layer. Everything the report shows is written to inspect.json first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pocketbert.core.architectures import architecture_of
+from pocketbert.core.data import load_task_data, subsample
+from pocketbert.core.models import load_stage_model
+from pocketbert.errors import ConfigError, require
+from pocketbert.inspect import measures
+from pocketbert.manifest import command_line, read_manifest
+from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage
+
+DEFAULT_EXAMPLES = 500  # per dataset: t-SNE of 500 points takes seconds; the whole inspect stays within minutes
+DEFAULT_CLUSTERS = 9
+DEFAULT_PERPLEXITY = 30.0
+POOLINGS = ("cls", "mean")
+ATTENTION_EXAMPLES = 3  # of each kind: the student wrong where the teacher is right, and both right
+ATTENTION_MAX_TOKENS = 24  # longer sentences make heat maps nobody can read
+ENTROPY_EXAMPLES = 200
+BATCH_SIZE = 64
+ROLES = ("teacher", "student")
+WRONG, RIGHT = "student wrong, teacher right", "both right"
+
+
+def cross_domain_names(recipe: dict) -> list[str]:
+    names = (recipe.get("eval") or {}).get("cross_domain") or []
+    if isinstance(names, dict):
+        names = names.get(recipe["dataset"]) or []
+    return list(names)
+
+
+def encode_all(architecture, model, task, features: list, pad_id: int, pooling: str):
+    """Embeddings [N, dim] and logits [N, classes] of every feature, batched by length."""
+    order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+    embeddings, logits = [None] * len(features), [None] * len(features)
+    with torch.no_grad():
+        for start in range(0, len(order), BATCH_SIZE):
+            idx = order[start:start + BATCH_SIZE]
+            batch = task.collate([features[i] for i in idx], pad_id)
+            inputs = {k: torch.from_numpy(batch[k]) for k in task.input_names}
+            emb, out, _ = architecture.encode(model, inputs, pooling, with_attention=False)
+            for row, i in enumerate(idx):
+                embeddings[i], logits[i] = emb[row].float().numpy(), out[row].float().numpy()
+    return np.stack(embeddings), np.stack(logits)
+
+
+def attention_maps(architecture, model, task, feature, pad_id: int) -> list[np.ndarray]:
+    """Per layer, the [heads, T, T] attention of one unpadded example."""
+    batch = task.collate([feature], pad_id)
+    with torch.no_grad():
+        _, _, attentions = architecture.encode(model, {k: torch.from_numpy(batch[k]) for k in task.input_names},
+                                               "cls", with_attention=True)
+    return [a[0].float().numpy() for a in attentions]
+
+
+def entropy_per_layer(architecture, model, task, features: list, pad_id: int) -> list[float]:
+    """Mean attention entropy of every layer over `features`, over real tokens only (padded keys carry no
+    weight, and the rows are renormalised over the real ones)."""
+    totals = None
+    with torch.no_grad():
+        for start in range(0, len(features), BATCH_SIZE):
+            chunk = features[start:start + BATCH_SIZE]
+            batch = task.collate(chunk, pad_id)
+            _, _, attentions = architecture.encode(model, {k: torch.from_numpy(batch[k]) for k in task.input_names},
+                                                   "cls", with_attention=True)
+            for row in range(len(chunk)):
+                values = np.array([measures.attention_entropy(layer[row].float().numpy(), batch["attention_mask"][row])
+                                   for layer in attentions])
+                totals = values if totals is None else totals + values
+    return [round(float(v), 4) for v in totals / len(features)]
+
+
+def pick_attention_examples(gold: np.ndarray, predictions: dict, features: list, seed: int) -> list[tuple[int, str]]:
+    """Short examples the student gets wrong and the teacher right, then ones both get right."""
+    rng = np.random.default_rng(seed)
+    short = np.array([len(f.input_ids) <= ATTENTION_MAX_TOKENS for f in features])
+    teacher_right, student_right = predictions["teacher"] == gold, predictions["student"] == gold
+    picked = []
+    for kind, chosen in ((WRONG, teacher_right & ~student_right), (RIGHT, teacher_right & student_right)):
+        pool = np.flatnonzero(chosen & short)
+        picked += [(int(i), kind) for i in rng.permutation(pool)[:ATTENTION_EXAMPLES]]
+    return picked
+
+
+def inspect_dataset(name: str, models: dict, task, tokenizer, data_dir, n_examples: int, pooling: str, k: int,
+                    perplexity: float, seed: int, max_length: int, progress) -> dict:
+    data = load_task_data(name, task.name, data_dir, None, task.label_names, seed)
+    task.check_label_names(data.label_names, f"dataset '{name}'")
+    examples = subsample(data.eval, n_examples, seed)
+    features = task.features(tokenizer, examples, max_length)
+    gold = np.array([f.label for f in features])
+    result: dict = {"n_examples": len(features), "gold": gold.tolist(), "models": {}}
+    predictions = {}
+    for role in ROLES:
+        model, architecture = models[role]
+        progress.set_description(f"{name}: {role} embeddings")
+        embeddings, logits = encode_all(architecture, model, task, features, tokenizer.pad_token_id, pooling)
+        predictions[role] = logits.argmax(axis=1)
+        progress.set_description(f"{name}: {role} t-SNE and clusters")
+        clusters, coords = measures.cluster_and_project(embeddings, k, perplexity, seed)
+        matrix = measures.confusion(gold, predictions[role], len(task.label_names))
+        entropy = None
+        if architecture.attends:
+            progress.set_description(f"{name}: {role} attention entropy")
+            entropy = entropy_per_layer(architecture, model, task, features[:ENTROPY_EXAMPLES],
+                                        tokenizer.pad_token_id)
+        result["models"][role] = {
+            "accuracy": float((predictions[role] == gold).mean()),
+            "predictions": predictions[role].tolist(),
+            "clusters": clusters.tolist(),
+            "tsne": np.round(coords, 3).tolist(),
+            "purity": measures.purity(clusters, gold),
+            "adjusted_rand": measures.adjusted_rand(clusters, gold),
+            "silhouette": measures.silhouette(embeddings, clusters, seed),
+            "probe": measures.linear_probe(embeddings, gold, seed),
+            "attention_entropy": entropy,
+            "attention_entropy_examples": min(len(features), ENTROPY_EXAMPLES) if entropy else 0,
+            "confusion": matrix.tolist(),
+            "hardest_classes": measures.hardest_classes(matrix, task.label_names),
+        }
+        progress.update()
+    chosen = []
+    for i, kind in pick_attention_examples(gold, predictions, features, seed):
+        entry = {"kind": kind, "text": examples[i].text, "gold": task.label_names[gold[i]],
+                 "tokens": tokenizer.convert_ids_to_tokens(features[i].input_ids),
+                 "predicted": {role: task.label_names[predictions[role][i]] for role in ROLES}, "attention": {}}
+        for role in ROLES:
+            model, architecture = models[role]
+            if architecture.attends:
+                maps = attention_maps(architecture, model, task, features[i], tokenizer.pad_token_id)
+                entry["attention"][role] = [np.round(m.mean(axis=0), 4).tolist() for m in maps]  # over heads
+        chosen.append(entry)
+    result["attention_examples"] = chosen
+    return result
+
+
+def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: int = DEFAULT_EXAMPLES,
+                data_dir: Path | None = None, pooling: str = "cls", k: int = DEFAULT_CLUSTERS,
+                perplexity: float = DEFAULT_PERPLEXITY) -> dict:
+    from tqdm.auto import tqdm
+
+    require("sklearn", "export")  # t-SNE, the mixture, the probe
+    if pooling not in POOLINGS:
+        raise ConfigError(f"--pooling must be one of {', '.join(POOLINGS)} (got '{pooling}')")
+    if n_examples < 2 * k:
+        raise ConfigError(f"--examples {n_examples} is too few for {k} clusters: use at least {2 * k}")
+    started = time.time()
+    run_dir = Path(run_dir)
+    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    teacher_dir = Path(read_manifest(student_dir)["config"].get("teacher") or run_dir / TEACHER_DIR)
+    if not (teacher_dir / "manifest.json").is_file():
+        teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    recipe = read_manifest(student_dir)["config"]["recipe"]
+    seed = int(recipe["seed"])
+    loaded = {"teacher": load_stage_model(teacher_dir), "student": load_stage_model(student_dir)}
+    task, tokenizer = loaded["student"][2], loaded["student"][1]
+    if task.per_token_outputs:
+        raise ConfigError("inspect looks at sentence classifiers (embeddings coloured by label); this run is "
+                          f"{task.name}: inspect a sentiment or emotion run")
+    models = {role: (model, architecture_of(info)) for role, (model, _, _, info) in loaded.items()}
+    datasets = datasets or [recipe["dataset"], *cross_domain_names(recipe)]
+    max_length = int(loaded["student"][3]["max_length"])
+    result = {
+        "schema": 1, "run": str(run_dir), "command": command_line(), "task": task.name,
+        "label_names": task.label_names, "pooling": pooling, "clusters_k": k, "perplexity": perplexity, "seed": seed,
+        "max_length": max_length,
+        "models": {role: {"path": str(path), "architecture": models[role][1].name,
+                          "description": models[role][1].describe(models[role][0]),
+                          "attends": models[role][1].attends,
+                          "embedding": models[role][1].embedding_name(pooling)}
+                   for role, path in (("teacher", teacher_dir), ("student", student_dir))},
+        "datasets": {},
+    }
+    with tqdm(total=len(datasets) * len(ROLES), desc="inspect", unit="model") as progress:
+        for name in datasets:
+            result["datasets"][name] = inspect_dataset(name, models, task, tokenizer, data_dir, n_examples, pooling,
+                                                       k, perplexity, seed, max_length, progress)
+    result["wall_time_s"] = round(time.time() - started, 1)
+    return result
