@@ -65,18 +65,21 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
     if len(run_dirs) < MIN_RUNS:
         raise ConfigError(f"compare needs at least {MIN_RUNS} finished runs (got {len(run_dirs)})")
     setting = {"runtime": runtime, "model_format": model_format, "precision": precision, "threads": threads}
-    rows, teachers, primaries, cross_names = [], {}, set(), []
+    rows, teachers, primaries, cross_names, datasets = [], {}, set(), [], set()
     for run in map(Path, run_dirs):
         student_dir = require_stage(run, STUDENT_DIR, "pocketbert train distill")
         student = read_manifest(student_dir)
         m = student["metrics"]
         primary = m["primary_metric"]
         primaries.add(primary)
+        datasets.add(student["config"].get("dataset"))
         bench_path = run / BENCH_DIR / BENCH_RESULTS
         bench = json.loads(bench_path.read_text()) if bench_path.is_file() else None
         cross = {d: pair["student"][primary] for d, pair in (m.get("cross_domain") or {}).items()}
         cross_names += [d for d in cross if d not in cross_names]
         recipe = student["config"].get("distill_recipe", "distilbert")
+        if "intermediate_size_after" in (student["config"].get("recipe", {}).get("prune") or {}):
+            recipe += ", pruned"  # `train prune` records what it cut in the recovery's recipe
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])
         rows.append(_row(run.name, f"student ({recipe})", m["eval"], primary, cross, bench, "student", setting,
                          m.get("parameters"), student.get("wall_time_s"), sources))
@@ -90,12 +93,14 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
                                  bench, "teacher", setting, m.get("teacher_parameters"),
                                  teacher_manifest.get("wall_time_s"),
                                  [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else []))
-    if len(primaries) > 1:
-        raise ConfigError(f"the runs score different metrics ({', '.join(sorted(primaries))}): compare runs of one task")
+    if len(primaries) > 1 or len(datasets) > 1:
+        raise ConfigError(f"the runs were trained on different datasets or tasks ({', '.join(sorted(map(str, datasets)))}"
+                          "): their accuracies are not comparable; compare runs of one dataset")
     rows += list(teachers.values())
     hosts = {r["host"] for r in rows if r["host"]}
     return {
-        "command": command_line(), "primary_metric": primaries.pop(), "setting": setting, "rows": rows,
+        "command": command_line(), "primary_metric": primaries.pop(), "dataset": datasets.pop(), "setting": setting,
+        "rows": rows,
         "cross_domain_datasets": cross_names, "pareto": pareto(rows),
         "pareto_cross_domain": {d: _cross_pareto(rows, d) for d in cross_names},
         "hosts": sorted(hosts),

@@ -124,15 +124,13 @@ def render(result: dict, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
         lines += [f"![t-SNE of {name}]({embedding_plot.name})", ""]
         entropy = {r: data["models"][r]["attention_entropy"] for r in ("teacher", "student")}
         if any(entropy.values()):
+            depth = max(len(v or []) for v in entropy.values())
             lines += ["Attention entropy per layer (nats, mean over heads and real query tokens of "
                       f"{max(data['models'][r]['attention_entropy_examples'] for r in entropy)} examples):", "",
-                      "| model | " + " | ".join(f"layer {i + 1}" for i in range(max(len(v or []) for v in entropy.values())))
-                      + " |", "|---|" + "---:|" * max(len(v or []) for v in entropy.values())]
+                      "| model | " + " | ".join(f"layer {i + 1}" for i in range(depth)) + " |", "|---|" + "---:|" * depth]
             for role, values in entropy.items():
-                if values:
-                    lines.append(f"| {role} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
-                else:
-                    lines.append(f"| {role} | no attention layers |")
+                cells = [f"{v:.3f}" for v in values] if values else ["no attention layers"]
+                lines.append(f"| {role} | " + " | ".join(cells + ["—"] * (depth - len(cells))) + " |")
             lines.append("")
         for role in ("teacher", "student"):
             if not models[role]["attends"]:

@@ -133,3 +133,14 @@ def test_pareto_keeps_only_rows_nothing_beats():
 def test_compare_needs_two_runs(capsys, runs, tmp_path):
     result = run_cli(capsys, "compare", runs["distilbert"], "--out", tmp_path / "one")
     assert result.exit_code == 2 and "at least 2 finished runs" in error_line(result)
+
+
+def test_compare_refuses_runs_of_different_datasets(capsys, runs, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(runs["focal"], other)
+    manifest = json.loads((other / "student" / "manifest.json").read_text())
+    manifest["config"]["dataset"] = "emotion"
+    (other / "student" / "manifest.json").write_text(json.dumps(manifest))
+    result = run_cli(capsys, "compare", runs["distilbert"], other, "--out", tmp_path / "mixed")
+    assert result.exit_code == 2 and "not comparable" in error_line(result)
+    assert not (tmp_path / "mixed").exists()
