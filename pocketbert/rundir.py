@@ -43,6 +43,7 @@ PARITY = "parity.json"
 IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
 ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+TOKENIZER_GOLDEN = "tokenizer_golden.json"  # texts and the ids they must give: checks for an app's tokenizer
 MODEL_CONFIG = "config.json"
 
 BENCH_RESULTS = "results.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -95,12 +96,13 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
     ios = tmp_path / "ios"
-    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "tokenizer.json",
-                                              "tokenizer_config.json", "config.json", "labels.json", "README.md"}
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "resources", "README.md"}
+    assert {p.name for p in (ios / "resources").iterdir()} == {"tokenizer.json", "tokenizer_config.json",
+                                                               "config.json", "labels.json", "tokenizer_golden.json"}
     readme = (ios / "README.md").read_text()
     assert "AutoTokenizer.from(modelFolder:" in readme and "PocketBertSentiment(configuration:" in readme
     # the app's copy is the 6-bit model: it answers as that variant did in the export
-    task = make_task("sentiment", json.loads((ios / "labels.json").read_text()))
+    task = make_task("sentiment", json.loads((ios / "resources" / "labels.json").read_text()))
     ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])
     batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     expected = coreml_forward(sentiment_run / "export" / "PocketBertSentiment.6bit.mlpackage", task)(batch)
@@ -115,6 +117,56 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "4bit", "--out", tmp_path / "x")
     assert missing.exit_code == 2 and "has no Core ML 4bit variant" in error_line(missing)
     assert not (tmp_path / "x").exists()
+
+
+def named_in_readme(readme: str) -> set[str]:
+    """The files and folders an app README tells the developer to use: its file table and its `forResource:`."""
+    names = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
+    names |= set(re.findall(r'forResource: "([^"]+)"', readme))
+    names |= set(re.findall(r'assets.open\("([^"]+)"\)', readme))
+    return names
+
+
+def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_files(sentiment_run, capsys,
+                                                                                      tmp_path):
+    from tokenizers import Tokenizer
+
+    from pocketbert.core.models import load_tokenizer
+
+    export = sentiment_run / "export"
+    golden = json.loads((export / "tokenizer_golden.json").read_text(encoding="utf-8"))
+    max_length = json.loads((export / "manifest.json").read_text())["config"]["max_length"]
+    assert golden["max_length"] == max_length
+    probes = {row["probe"] for row in golden["texts"]}
+    assert {"accents", "cjk", "emoji", "zero-width space", "long word", "longer than max_length", "empty"} <= probes
+    longest = next(r for r in golden["texts"] if r["probe"] == "longer than max_length")
+    assert len(longest["ids"]) == max_length and longest["ids"][-1] == 102  # truncated, [SEP] kept
+    assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
+    assert run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android").exit_code == 0
+    folders = [export, tmp_path / "ios" / "resources", tmp_path / "android"]
+    for folder in folders:
+        assert json.loads((folder / "tokenizer_golden.json").read_text(encoding="utf-8")) == golden
+        # tokenizer.json as any client loads it (tokenizers, transformers.js, swift-transformers read this file)
+        as_is = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        for row in golden["texts"]:
+            assert as_is.encode(row["text"]).ids == row["ids"], (folder, row["probe"])
+        config = json.loads((folder / "tokenizer_config.json").read_text()) if (
+            folder / "tokenizer_config.json").is_file() else None
+        if config is not None:
+            assert not {"is_local", "local_files_only"} & set(config)
+            assert config["handle_chinese_chars"] is True and config["model_max_length"] == max_length
+            hf = load_tokenizer(str(folder))
+            for row in golden["texts"]:
+                assert hf(row["text"], truncation=True, max_length=max_length)["input_ids"] == row["ids"]
+    for app in ("ios", "android"):
+        readme = (tmp_path / app / "README.md").read_text()
+        named = named_in_readme(readme)
+        assert named, "the README names no file"
+        missing = [n for n in named if not (tmp_path / app / n).exists()]
+        assert not missing, f"{app} README names {missing}, which export {app} did not write"
+    swift = (tmp_path / "ios" / "README.md").read_text()
+    kotlin = (tmp_path / "android" / "README.md").read_text()
+    assert "encoded.last!" in swift and "encoded.last()" in kotlin  # long inputs keep their [SEP]
 
 
 @pytest.mark.parametrize("platform", ["ios", "android"])

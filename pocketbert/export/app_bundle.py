@@ -18,12 +18,16 @@ from pocketbert.rundir import (
     MODEL_CONFIG,
     ORT_MODEL,
     ORT_REQUIRED_OPERATORS,
+    TOKENIZER_GOLDEN,
     atomic_folder,
     coreml_package_name,
     require_stage,
 )
 
 TOKENIZER_FOR_SWIFT = ("tokenizer.json", "tokenizer_config.json", MODEL_CONFIG)  # what swift-transformers reads
+# The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
+# is, while the .mlpackage beside it must be added to the target itself, to be compiled and get its class.
+IOS_RESOURCES = "resources"
 
 
 def _export_facts(run_dir: Path) -> tuple[Path, dict]:
@@ -55,17 +59,21 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None, ov
     base_name = coreml_package_name(task)  # one class name, whatever the compression
     with atomic_folder(target) as tmp:
         shutil.copytree(package, tmp / base_name)
-        for name in (*TOKENIZER_FOR_SWIFT, LABELS):
-            shutil.copyfile(export_dir / name, tmp / name)
+        (tmp / IOS_RESOURCES).mkdir()
+        for name in (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN):
+            shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+        described = {"tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
+                     "tokenizer_config.json": "tokenizer settings (lower case, Chinese characters, special tokens)",
+                     MODEL_CONFIG: "model config; swift-transformers reads its model type",
+                     LABELS: "label names in the order of the logits",
+                     TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's "
+                                       "tokenizer in a unit test"}
         files = {base_name: f"Core ML ML Program, {variant} weights, minimum "
                             f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
-                 "tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
-                 "tokenizer_config.json": "tokenizer settings (lower case, special tokens)",
-                 MODEL_CONFIG: "model config; swift-transformers reads its model type",
-                 LABELS: "label names in the order of the logits"}
+                 **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}}
         (tmp / "README.md").write_text(app_readme.ios_readme(
             task, files, base_name.removesuffix(".mlpackage"), variant, int(manifest["config"]["max_length"]),
-            parity["metrics"], parity["n_examples"]))
+            parity["metrics"], parity["n_examples"], IOS_RESOURCES))
     return target
 
 
@@ -77,12 +85,14 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     tokenizer_config = json.loads((export_dir / "tokenizer_config.json").read_text())
     labels = json.loads((export_dir / LABELS).read_text())
     with atomic_folder(target) as tmp:
-        for name in (ORT_MODEL, ORT_REQUIRED_OPERATORS, "vocab.txt", "tokenizer.json", LABELS):
+        for name in (ORT_MODEL, ORT_REQUIRED_OPERATORS, "vocab.txt", "tokenizer.json", LABELS, TOKENIZER_GOLDEN):
             shutil.copyfile(export_dir / name, tmp / name)
         files = {ORT_MODEL: "ONNX Runtime Mobile model (int8 weights)",
                  ORT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
                  "vocab.txt": "WordPiece vocabulary, one token a line (the Kotlin tokenizer reads it)",
-                 "tokenizer.json": "the same tokenizer for other runtimes", LABELS: "label names in logit order"}
+                 "tokenizer.json": "the same tokenizer for other runtimes", LABELS: "label names in logit order",
+                 TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's tokenizer "
+                                   "in a unit test"}
         (tmp / "README.md").write_text(app_readme.android_readme(
             task, files, labels, int(manifest["config"]["max_length"]),
             bool(tokenizer_config.get("do_lower_case", True)), manifest["metrics"]["parity"][ORT_MODEL]["metrics"],

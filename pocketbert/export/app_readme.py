@@ -23,7 +23,9 @@ final class SentimentClassifier {{
 
     /// The label and its probability. {length_note}
     func classify(_ text: String) throws -> (label: String, probability: Float) {{
-        let ids = Array(tokenizer.encode(text: text).prefix(maxLength))  // [CLS] ... [SEP]
+        let encoded = tokenizer.encode(text: text)  // [CLS] ... [SEP]
+        // Too long: cut the middle of the text, never the closing [SEP] the model was trained with.
+        let ids = encoded.count <= maxLength ? encoded : Array(encoded.prefix(maxLength - 1)) + [encoded.last!]
         let length = {array_length}
         let shape = [1, length] as [NSNumber]
         let inputIds = try MLMultiArray(shape: shape, dataType: .int32)
@@ -151,7 +153,10 @@ class SentimentClassifier(context: Context) {{
 
     /** The label and its probability. Each sentence runs at its own length: no padding. */
     fun classify(text: String): Pair<String, Float> {{
-        val ids = tokenizer.encode(text).take(maxLength).map {{ it.toLong() }}.toLongArray()
+        val encoded = tokenizer.encode(text)  // [CLS] ... [SEP]
+        // Too long: cut the text, never the closing [SEP] the model was trained with.
+        val kept = if (encoded.size <= maxLength) encoded else encoded.take(maxLength - 1) + encoded.last()
+        val ids = kept.map {{ it.toLong() }}.toLongArray()
         val shape = longArrayOf(1, ids.size.toLong())
         OnnxTensor.createTensor(env, LongBuffer.wrap(ids), shape).use {{ inputIds ->
             OnnxTensor.createTensor(env, LongBuffer.wrap(LongArray(ids.size) {{ 1L }}), shape).use {{ mask ->
@@ -237,13 +242,16 @@ KOTLIN_CODE = {"sentiment": KOTLIN_SENTIMENT, "qa": KOTLIN_QA}
 
 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, max_length: int,
-               metrics: dict, n_examples: int) -> str:
+               metrics: dict, n_examples: int, resources: str) -> str:
     fixed = variant == "fixed"
     code = SWIFT_CODE[task](model_class, max_length, variant)
     return _readme("iOS", files, code, variant, metrics, n_examples, [
-        "Add the folder to the Xcode project as a folder reference (blue), so `Bundle.main.url(forResource:"
-        " \"pocketbert\", withExtension: nil)` finds the tokenizer files; Xcode compiles the .mlpackage and "
-        f"generates the `{model_class}` class.",
+        f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "
+        f"and generates the `{model_class}` class the code uses. (Inside a folder reference it would only be "
+        "copied, and the class would not exist.)",
+        f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
+        f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
+        "takes.",
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
         f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the Neural "

@@ -8,11 +8,13 @@ import tempfile
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.rundir import LABELS, MODEL_CONFIG, TOKENIZER_FILES
+from pocketbert.export import tokenizer_files
+from pocketbert.rundir import LABELS, MODEL_CONFIG, TOKENIZER_FILES, TOKENIZER_GOLDEN
 
 
-def write_app_files(model, tokenizer, task, out_dir: Path) -> list[Path]:
-    """tokenizer.json, tokenizer_config.json, vocab.txt, config.json and labels.json into out_dir."""
+def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> list[Path]:
+    """tokenizer.json, tokenizer_config.json, vocab.txt, config.json, labels.json and the tokenizer golden file
+    into out_dir; tokenizer.json truncates at the export's max_length and is checked against the golden file."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or type(backend.model).__name__ != "WordPiece":
         raise ExportError("the student's tokenizer is not a fast WordPiece (BERT) tokenizer; "
@@ -29,6 +31,12 @@ def write_app_files(model, tokenizer, task, out_dir: Path) -> list[Path]:
                 raise ExportError(f"the student's tokenizer did not produce {name}; re-save it with transformers")
             shutil.copyfile(source, out_dir / name)
             written.append(out_dir / name)
+    tokenizer_files.make_tokenizer_json_truncate_at(out_dir / "tokenizer.json", max_length)
+    tokenizer_files.clean_tokenizer_config(out_dir / "tokenizer_config.json", out_dir / "tokenizer.json", max_length)
+    expected = tokenizer_files.golden(tokenizer, max_length)
+    tokenizer_files.check_tokenizer_json(out_dir / "tokenizer.json", expected)
+    (out_dir / TOKENIZER_GOLDEN).write_text(json.dumps(expected, ensure_ascii=False, indent=2) + "\n",
+                                            encoding="utf-8")
     model.config.to_json_file(out_dir / MODEL_CONFIG)
     (out_dir / LABELS).write_text(json.dumps(task.label_names, indent=2) + "\n")
-    return written + [out_dir / MODEL_CONFIG, out_dir / LABELS]
+    return written + [out_dir / TOKENIZER_GOLDEN, out_dir / MODEL_CONFIG, out_dir / LABELS]

@@ -16,7 +16,15 @@ from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
 from pocketbert.export import bundle, coreml, mobile_usability, onnx_export, parity, variants
 from pocketbert.manifest import path_size, read_manifest, write_manifest
-from pocketbert.rundir import EXPORT_DIR, PARITY, STUDENT_DIR, check_writable, require_stage, staged_output
+from pocketbert.rundir import (
+    EXPORT_DIR,
+    PARITY,
+    STUDENT_DIR,
+    TOKENIZER_GOLDEN,
+    check_writable,
+    require_stage,
+    staged_output,
+)
 
 # The .ort is the int8 graph; the fp32 one shows what an accelerator could take without quantized ops.
 USABILITY_CHECKED = ("onnx", "onnx-int8")
@@ -57,7 +65,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
-        app_files = bundle.write_app_files(model, tokenizer, task, out)
+        app_files = bundle.write_app_files(model, tokenizer, task, out, max_length)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))
@@ -115,7 +123,12 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
-                     "ort_mobile_usability": ort_usability},
+                     "ort_mobile_usability": ort_usability,
+                     # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
+                     # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device
+                     "tokenizer_golden": {"texts": len(json.loads((out / TOKENIZER_GOLDEN).read_text())["texts"]),
+                                          "tokenizer_json_truncates_at": max_length,
+                                          "checked_here": ["tokenizer.json (tokenizers library)"]}},
             extra={"app_files": [p.name for p in app_files]},
         )
     return Path(run_dir) / EXPORT_DIR, results

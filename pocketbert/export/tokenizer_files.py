@@ -1,0 +1,91 @@
+"""The tokenizer files an app loads, made to mean what the exported model means, and a golden file to prove it.
+
+save_pretrained writes the training truncation (max_length of the stage) into tokenizer.json, and transient
+loading keys into tokenizer_config.json. Any client that loads tokenizer.json as it is (tokenizers,
+transformers.js, swift-transformers' tokenizer.json path) would cut inputs at the training length without a
+word. Here tokenizer.json truncates at the export's max_length, keeping [CLS] and [SEP]; tokenizer_config.json
+carries the keys swift-transformers reads. The golden file lists texts that tokenizers get wrong most often
+with the ids the reference tokenizer gives; export fails if the shipped tokenizer.json disagrees on any.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pocketbert.errors import ExportError
+
+TRANSIENT_CONFIG_KEYS = ("is_local", "local_files_only", "name_or_path", "_commit_hash")
+LONG_WORD_CHARS = 120  # WordPiece maps a word over 100 characters to [UNK]
+
+
+def golden_texts(max_length: int) -> list[tuple[str, str]]:
+    """(what it probes, text): the cases where hand-written tokenizers and loaders part ways."""
+    return [
+        ("ascii", "A gripping, well-acted film; I'd watch it again!"),
+        ("accents", "Café naïve résumé, señor Müller"),
+        ("cjk", "中国电影 很好看"),
+        ("emoji", "great😀 movie 👍🏽"),
+        ("currency and digits", "5€ tickets, 3.5 stars, 1,000 fans"),
+        ("zero-width space", "wonder\u200bful act\u200cing"),
+        ("control characters", "tab\tnew\nline\r\x00end\x07"),
+        ("long word", "a" + "b" * (LONG_WORD_CHARS - 2) + "c is one word"),
+        ("longer than max_length", " ".join(["terrific"] * (2 * max_length))),
+        ("empty", ""),
+        ("only spaces", "   "),
+    ]
+
+
+def make_tokenizer_json_truncate_at(path: Path, max_length: int) -> None:
+    """Truncation at the export's max_length (the special tokens counted in, so [SEP] stays), no padding."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["truncation"] = {"direction": "Right", "max_length": int(max_length), "strategy": "LongestFirst", "stride": 0}
+    data["padding"] = None
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def clean_tokenizer_config(path: Path, tokenizer_json: Path, max_length: int) -> None:
+    """Without loading-time keys; with the normalizer's settings under the names swift-transformers reads."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for key in TRANSIENT_CONFIG_KEYS:
+        config.pop(key, None)
+    normalizer = json.loads(tokenizer_json.read_text(encoding="utf-8")).get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer":
+        config["handle_chinese_chars"] = bool(normalizer.get("handle_chinese_chars", True))
+        config["tokenize_chinese_chars"] = config["handle_chinese_chars"]
+        config["do_lower_case"] = bool(normalizer.get("lowercase", True))
+        if normalizer.get("strip_accents") is not None:
+            config["strip_accents"] = bool(normalizer["strip_accents"])
+    config["model_max_length"] = int(max_length)
+    if "max_length" in config:  # transformers records the loading call's value: make it say the same
+        config["max_length"] = int(max_length)
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def golden(reference_tokenizer, max_length: int) -> dict:
+    """Each golden text with the ids the reference tokenizer (the one the parity gate feeds) gives it."""
+    rows = []
+    for name, text in golden_texts(max_length):
+        ids = reference_tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
+        rows.append({"probe": name, "text": text, "ids": list(map(int, ids))})
+    return {"max_length": int(max_length), "special_tokens_kept": "[CLS] first, [SEP] last, also when truncated",
+            "texts": rows}
+
+
+def ids_from_tokenizer_json(path: Path, texts: list[str]) -> list[list[int]]:
+    """What a client that loads tokenizer.json as it is gets (the tokenizers library reads the same file)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    return [tokenizer.encode(text).ids for text in texts]
+
+
+def mismatches(expected: dict, got: list[list[int]]) -> list[str]:
+    return [row["probe"] for row, ids in zip(expected["texts"], got) if ids != row["ids"]]
+
+
+def check_tokenizer_json(tokenizer_json: Path, expected: dict) -> None:
+    wrong = mismatches(expected, ids_from_tokenizer_json(tokenizer_json, [r["text"] for r in expected["texts"]]))
+    if wrong:
+        raise ExportError(f"the exported tokenizer.json gives other ids than the student's tokenizer for: "
+                          f"{', '.join(wrong)}; re-save the student's tokenizer with transformers and export again")
