@@ -54,10 +54,6 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def several_machines() -> bool:
-    return local_world_size() < world_size()
-
-
 def active() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
 
