@@ -42,7 +42,7 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
     for name, data in result["datasets"].items():
         t, s = data["models"]["teacher"], data["models"]["student"]
         click.echo(f"{name}: accuracy teacher {t['accuracy']:.4f} / student {s['accuracy']:.4f}; linear probe "
-                   f"{report._number(t['probe']['accuracy'])} / {report._number(s['probe']['accuracy'])}; cluster "
+                   f"{report.number(t['probe']['accuracy'])} / {report.number(s['probe']['accuracy'])}; cluster "
                    f"purity {t['purity']:.3f} / {s['purity']:.3f}")
     click.echo(f"-> wrote {run_dir / INSPECT_DIR / INSPECT_TABLE} and {INSPECT_HTML}")
 

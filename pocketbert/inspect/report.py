@@ -21,7 +21,8 @@ def _plt():
     return plt
 
 
-def _number(value, digits: int = 3) -> str:
+def number(value, digits: int = 3) -> str:
+    """A metric as the report writes it; — where there is none."""
     return "—" if value is None else f"{value:.{digits}f}"
 
 
@@ -38,7 +39,7 @@ def plot_embeddings(result: dict, name: str, path: Path) -> Path:
         for k, label in enumerate(labels):
             chosen = gold == k
             axes[0, col].scatter(coords[chosen, 0], coords[chosen, 1], s=8, alpha=0.7, label=label)
-        axes[0, col].set_title(f"{role}: gold label (probe accuracy {_number(model['probe']['accuracy'])})")
+        axes[0, col].set_title(f"{role}: gold label (probe accuracy {number(model['probe']['accuracy'])})")
         axes[1, col].scatter(coords[:, 0], coords[:, 1], c=model["clusters"], s=8, alpha=0.7, cmap=CLUSTER_COLOURS)
         axes[1, col].set_title(f"{role}: {result['clusters_k']} mixture clusters (purity {model['purity']:.3f}, "
                                f"ARI {model['adjusted_rand']:.3f})")
@@ -116,8 +117,8 @@ def render(result: dict, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
                   "|---|---:|---:|---:|---:|---:|"]
         for role in ("teacher", "student"):
             m = data["models"][role]
-            lines.append(f"| {role} | {m['accuracy']:.4f} | {_number(m['probe']['accuracy'], 4)} | {m['purity']:.4f} "
-                         f"| {m['adjusted_rand']:.4f} | {_number(m['silhouette'], 4)} |")
+            lines.append(f"| {role} | {m['accuracy']:.4f} | {number(m['probe']['accuracy'], 4)} | {m['purity']:.4f} "
+                         f"| {m['adjusted_rand']:.4f} | {number(m['silhouette'], 4)} |")
         lines.append("")
         embedding_plot = plot_embeddings(result, name, folder / f"embeddings-{name}.png")
         plots.append((f"t-SNE of {name}", embedding_plot))

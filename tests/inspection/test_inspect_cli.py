@@ -57,7 +57,7 @@ def test_inspect_writes_the_json_then_a_report_drawn_from_it(capsys, runs, share
     # Every figure in the report's tables is the JSON's, as the report formats it.
     for role in ("teacher", "student"):
         m = sst2["models"][role]
-        row = f"| {role} | {m['accuracy']:.4f} | {report._number(m['probe']['accuracy'], 4)} | {m['purity']:.4f} | "
+        row = f"| {role} | {m['accuracy']:.4f} | {report.number(m['probe']['accuracy'], 4)} | {m['purity']:.4f} | "
         assert row in markdown
     # And the report needs nothing but the JSON: changed numbers in, changed numbers out.
     sst2["models"]["student"]["purity"] = 0.1234
