@@ -15,6 +15,8 @@ DATA_DIR ?= $(or $(POCKETBERT_DATA_DIR),$(wildcard ../shared/data))
 DEVICE   ?= auto
 
 RUN_DIR    := runs/$(RUN)
+JS_DIR     := tests/js
+JS_STAMP   := $(JS_DIR)/node_modules/.installed
 BIN        := $(VENV)/bin
 POCKETBERT := $(BIN)/pocketbert
 STAMP      := $(VENV)/.installed
@@ -60,7 +62,13 @@ $(RUN_DIR)/export/manifest.json: $(RUN_DIR)/student/manifest.json | $(STAMP)
 $(RUN_DIR)/bench/results.json: $(RUN_DIR)/export/manifest.json | $(STAMP)
 	$(POCKETBERT) bench --run $(RUN_DIR) --overwrite
 
-test: $(STAMP)
+# transformers.js for the test that loads the export in Node.js; --ignore-scripts: onnxruntime-node ships its
+# Linux binaries in the package, and its install script only downloads extras.
+$(JS_STAMP): $(JS_DIR)/package.json
+	npm install --prefix $(JS_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: $(STAMP) $(JS_STAMP)
 	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q
 
 clean-run:

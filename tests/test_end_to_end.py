@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,6 +89,52 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
             logits = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
             correct += labels[int(logits.argmax())] == labels[ex.label]
         assert correct / len(examples) == pytest.approx(parity[name]["metrics"]["accuracy"])
+
+
+JS_DIR = Path(__file__).resolve().parent / "js"  # make test installs transformers.js there
+JS_EXAMPLES = 96
+MIN_JS_AGREEMENT = 0.99
+
+
+def transformers_js_labels(folder, dtype: str, texts: list[str]) -> list[str]:
+    if not (JS_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")
+    done = subprocess.run(["node", str(JS_DIR / "classify.mjs"), str(folder), dtype], input=json.dumps(texts),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(sentiment_run, shared_data):
+    import onnxruntime as ort
+    import torch
+
+    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.models import load_stage_model
+
+    export = sentiment_run / "export"
+    hub = json.loads((export / "manifest.json").read_text())["metrics"]["hub_layout"]["written"]
+    assert hub == {"onnx/model.onnx": "model.onnx", "onnx/model_quantized.onnx": "model.int8.onnx",
+                   "onnx/model_fp16.onnx": "model.fp16.onnx"}
+    assert (export / "onnx" / "model.onnx").read_bytes() == (export / "model.onnx").read_bytes()
+    max_length = json.loads((export / "manifest.json").read_text())["config"]["max_length"]
+    texts = [ex.text for ex in subsample(load_task_data("sst2", "sentiment", shared_data).eval, JS_EXAMPLES, 7)]
+    model, tokenizer, task, _ = load_stage_model(sentiment_run / "student")
+    int8 = ort.InferenceSession(str(export / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    pytorch, onnx_int8 = [], []
+    for text in texts:
+        encoded = tokenizer(text, truncation=True, max_length=max_length, return_tensors="np")
+        with torch.no_grad():
+            logits = model(**{k: torch.from_numpy(v) for k, v in encoded.items() if k in task.input_names}).logits
+        pytorch.append(task.label_names[int(logits.argmax())])
+        feeds = {k: encoded[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+        onnx_int8.append(task.label_names[int(int8.run(None, feeds)[0].argmax())])
+
+    def agreement(a, b):
+        return sum(x == y for x, y in zip(a, b)) / len(a)
+
+    assert agreement(transformers_js_labels(export, "fp32", texts), pytorch) >= MIN_JS_AGREEMENT
+    assert agreement(transformers_js_labels(export, "q8", texts), onnx_int8) >= MIN_JS_AGREEMENT
 
 
 def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):

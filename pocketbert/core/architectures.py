@@ -17,6 +17,7 @@ class Architecture:
     attends = True            # attention layers: the export wrapper gives them an additive mask and position ids
     supports_pruning = False  # `train prune` removes FFN channels
     unsupported_variants: frozenset[str] = frozenset()  # export variant names this architecture cannot take
+    hub_layout = True  # transformers.js and Optimum can rebuild it from config.json's model type
 
     def load(self, folder: Path, task):
         raise NotImplementedError
@@ -75,6 +76,7 @@ class BiLSTM(Architecture):
 
     name = "bilstm"
     attends = False
+    hub_layout = False  # its config.json names a model type no Hugging Face library knows
 
     def load(self, folder: Path, task):
         from pocketbert.core.bilstm import load_bilstm

@@ -14,7 +14,7 @@ from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import bundle, coreml, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import bundle, coreml, hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
@@ -109,6 +109,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
         sizes = {(out / v.file_name(task)).name: path_size(out / v.file_name(task)) for v in plan}
+        hub = hub_layout.write_hub_layout(out, architecture)
         chosen_coreml = [v.name for v in plan if v.family == variants.COREML_FAMILY]
         write_manifest(
             out, stage="export", started=started,
@@ -124,6 +125,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "ort_mobile_usability": ort_usability,
+                     "hub_layout": hub,
                      # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
                      # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device
                      "tokenizer_golden": {"texts": len(json.loads((out / TOKENIZER_GOLDEN).read_text())["texts"]),
