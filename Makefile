@@ -63,9 +63,13 @@ $(RUN_DIR)/bench/results.json: $(RUN_DIR)/export/manifest.json | $(STAMP)
 	$(POCKETBERT) bench --run $(RUN_DIR) --overwrite
 
 # transformers.js for the test that loads the export in Node.js; --ignore-scripts: onnxruntime-node ships its
-# Linux binaries in the package, and its install script only downloads extras.
+# Linux binaries in the package, and its install script only downloads extras. Node trusts only its own CA
+# list: behind a proxy that re-signs TLS, the system's bundle (which pip and curl read) makes npm work too.
+# Bounded retries: an unreachable registry fails the target in about a minute instead of hanging.
+SYSTEM_CA := $(wildcard /etc/ssl/certs/ca-certificates.crt)
 $(JS_STAMP): $(JS_DIR)/package.json
-	npm install --prefix $(JS_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(if $(SYSTEM_CA),NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-$(SYSTEM_CA)},) npm install --prefix $(JS_DIR) \
+	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=2 --fetch-timeout=30000
 	@touch $@
 
 test: $(STAMP) $(JS_STAMP)
