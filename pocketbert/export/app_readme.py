@@ -24,7 +24,7 @@ final class SentimentClassifier {{
     /// The label and its probability. {length_note}
     func classify(_ text: String) throws -> (label: String, probability: Float) {{
         let encoded = tokenizer.encode(text: text)  // [CLS] ... [SEP]
-        // Too long: cut the middle of the text, never the closing [SEP] the model was trained with.
+        // Too long: cut the end of the text, never the closing [SEP] the model was trained with.
         let ids = encoded.count <= maxLength ? encoded : Array(encoded.prefix(maxLength - 1)) + [encoded.last!]
         let length = {array_length}
         let shape = [1, length] as [NSNumber]
@@ -154,7 +154,7 @@ class SentimentClassifier(context: Context) {{
     /** The label and its probability. Each sentence runs at its own length: no padding. */
     fun classify(text: String): Pair<String, Float> {{
         val encoded = tokenizer.encode(text)  // [CLS] ... [SEP]
-        // Too long: cut the text, never the closing [SEP] the model was trained with.
+        // Too long: cut the end of the text, never the closing [SEP] the model was trained with.
         val kept = if (encoded.size <= maxLength) encoded else encoded.take(maxLength - 1) + encoded.last()
         val ids = kept.map {{ it.toLong() }}.toLongArray()
         val shape = longArrayOf(1, ids.size.toLong())
