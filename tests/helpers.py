@@ -39,3 +39,11 @@ def cli_process(*args, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI in a process of its own: for runs that are killed, or that must start from a clean interpreter."""
     return subprocess.run([sys.executable, "-m", "pocketbert.cli", *map(str, args)], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
+
+
+def run_with_teacher(teacher_run, run):
+    """A new run directory at `run` holding a copy of teacher_run's teacher/: later stages write beside it."""
+    import shutil
+
+    shutil.copytree(teacher_run / "teacher", run / "teacher")
+    return run

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import random
-import shutil
 
 import pytest
-from helpers import cli_process, error_line, run_cli
+from helpers import cli_process, error_line, run_cli, run_with_teacher
 from safetensors.torch import load_file
 
 from pocketbert.train.checkpoint import FAULT_ENV
@@ -19,32 +18,17 @@ DISTILL = ["--preset", "tiny", "--device", "cpu", "--max-train-examples", "96", 
 
 
 @pytest.fixture(scope="module")
-def teacher_run(tmp_path_factory, tiny_base, shared_data):
-    run = tmp_path_factory.mktemp("resume") / "base"
-    done = cli_process("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny",
-                       "--device", "cpu", "--data-dir", shared_data)
-    assert done.returncode == 0, done.stderr
-    return run
-
-
-def fresh_copy(teacher_run, name):
-    run = teacher_run.parent / name
-    shutil.copytree(teacher_run / "teacher", run / "teacher")
-    return run
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(teacher_run, shared_data):
-    run = fresh_copy(teacher_run, "uninterrupted")
+def uninterrupted(teacher_run, shared_data, tmp_path_factory):
+    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("resume") / "uninterrupted")
     done = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data)
     assert done.returncode == 0, done.stderr
     return load_file(run / "student" / "model.safetensors")
 
 
 @pytest.mark.parametrize("fault", ["kill_after_step", "kill_in_checkpoint"])
-def test_resume_after_sigkill_gives_identical_weights(teacher_run, uninterrupted, shared_data, fault):
+def test_resume_after_sigkill_gives_identical_weights(teacher_run, uninterrupted, shared_data, fault, tmp_path):
     step = random.Random(fault).choice([2, 3, 4, 5]) if fault == "kill_after_step" else 4
-    run = fresh_copy(teacher_run, f"killed-{fault}")
+    run = run_with_teacher(teacher_run, tmp_path / f"killed-{fault}")
     killed = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data,
                  env={FAULT_ENV: f"{fault}:{step}"})
     assert killed.returncode == SIGKILL_EXIT
@@ -61,8 +45,8 @@ def test_resume_after_sigkill_gives_identical_weights(teacher_run, uninterrupted
     assert not (run / "checkpoints").exists(), "a finished stage keeps no checkpoint"
 
 
-def test_resume_from_another_configuration_is_refused(teacher_run, shared_data, capsys):
-    run = fresh_copy(teacher_run, "other-config")
+def test_resume_from_another_configuration_is_refused(teacher_run, shared_data, capsys, tmp_path):
+    run = run_with_teacher(teacher_run, tmp_path / "other-config")
     killed = cli_process("train", "distill", "--run", run, *DISTILL, "--data-dir", shared_data, env={FAULT_ENV: "kill_after_step:3"})
     assert killed.returncode == SIGKILL_EXIT
     result = run_cli(capsys, "train", "distill", "--run", run, *DISTILL, "--temperature", "4", "--data-dir", shared_data,

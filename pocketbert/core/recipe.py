@@ -267,3 +267,12 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
     except ValidationError as exc:
         error = exc.errors()[0]
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
+
+
+def cross_domain_datasets(recipe: dict) -> list[str]:
+    """The datasets `eval.cross_domain` names for the recipe's training dataset. It is a list, or a mapping from
+    the training dataset to a list, so that one preset serves several."""
+    names = (recipe.get("eval") or {}).get("cross_domain") or []
+    if isinstance(names, dict):
+        names = names.get(recipe["dataset"]) or []
+    return list(names)

@@ -8,7 +8,7 @@ model in training and every exported runtime in the export parity check.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -14,7 +14,7 @@ from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import bundle, coreml, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import bundle, hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,

@@ -17,6 +17,7 @@ import torch
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import load_task_data, subsample
 from pocketbert.core.models import load_stage_model
+from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.errors import ConfigError, require
 from pocketbert.inspect import measures
 from pocketbert.manifest import command_line, read_manifest
@@ -32,13 +33,6 @@ ENTROPY_EXAMPLES = 200
 BATCH_SIZE = 64
 ROLES = ("teacher", "student")
 WRONG, RIGHT = "student wrong, teacher right", "both right"
-
-
-def cross_domain_names(recipe: dict) -> list[str]:
-    names = (recipe.get("eval") or {}).get("cross_domain") or []
-    if isinstance(names, dict):
-        names = names.get(recipe["dataset"]) or []
-    return list(names)
 
 
 def encode_all(architecture, model, task, features: list, pad_id: int, pooling: str):
@@ -170,7 +164,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
         raise ConfigError("inspect looks at sentence classifiers (embeddings coloured by label); this run is "
                           f"{task.name}: inspect a sentiment or emotion run")
     models = {role: (model, architecture_of(info)) for role, (model, _, _, info) in loaded.items()}
-    datasets = datasets or [recipe["dataset"], *cross_domain_names(recipe)]
+    datasets = datasets or [recipe["dataset"], *cross_domain_datasets(recipe)]
     max_length = int(loaded["student"][3]["max_length"])
     result = {
         "schema": 1, "run": str(run_dir), "command": command_line(), "task": task.name,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.errors import ConfigError, RunDirError
+from pocketbert.errors import RunDirError
 from pocketbert.manifest import (
     git_commit,
     package_versions,

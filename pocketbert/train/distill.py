@@ -24,6 +24,7 @@ from pocketbert.rundir import (
 from pocketbert.core import losses, models
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer
 from pocketbert.core.data import load_task_data, subsample
+from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.train.student import build_student
 
 
@@ -78,9 +79,7 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
     eval.cross_domain is a list of dataset names, or a mapping from the training dataset to such a list.
     """
     eval_cfg = recipe["eval"]
-    names = eval_cfg.get("cross_domain") or []
-    if isinstance(names, dict):  # {training dataset: [datasets to evaluate on]}, so one preset serves several
-        names = names.get(recipe["dataset"]) or []
+    names = cross_domain_datasets(recipe)
     if not names:
         return {}
     seed = int(recipe["seed"])

@@ -62,11 +62,12 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
     batch_size = int(cfg["batch_size"])
     order = list(range(len(features)))
     random.Random(seed).shuffle(order)
-    mode = precision.precision_for(torch.device(dev))
-    precision.allow_tf32(torch.device(dev))
+    device = torch.device(dev)
+    mode = precision.precision_for(device)
+    precision.allow_tf32(device)
     optimizer = torch.optim.AdamW(student.parameters(), lr=float(cfg["learning_rate"]),
-                                  fused=torch.device(dev).type == "cuda")  # as pocketbert's loop
-    scaler = precision.grad_scaler(torch.device(dev), mode)
+                                  fused=device.type == "cuda")  # as pocketbert's loop
+    scaler = precision.grad_scaler(device, mode)
     student.to(dev).train()
     started = synchronized_clock(dev)
     steps = examples = padded_tokens = 0
@@ -74,14 +75,9 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
         idx = order[start:start + batch_size]
         batch = trainer.to_device(pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
         steps, examples, padded_tokens = steps + 1, examples + len(idx), padded_tokens + batch["input_ids"].numel()
-        with precision.autocast(torch.device(dev), mode):
+        with precision.autocast(device, mode):
             loss, _ = step_loss(student, batch, idx)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)  # as pocketbert's loop does
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        trainer.optimizer_step(student, loss, optimizer, scaler)  # as pocketbert's loop does
     # What the loop really did, so a benchmark that skipped work or padding shows it.
     return {"seconds": synchronized_clock(dev) - started, "steps": steps, "examples": examples,
             "padded_tokens": padded_tokens, "precision": mode}

@@ -15,6 +15,7 @@ from pocketbert.core.inference import batched_logits, torch_forward
 
 MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
 SYNC_EVERY = 50  # steps between reading the running losses back from the device (each read waits for the GPU)
+MAX_GRAD_NORM = 1.0
 EMA_DECAY = 0.98  # of the running loss averages shown on the progress bar and kept in the manifest
 
 
@@ -80,6 +81,16 @@ def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features
 
 def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def optimizer_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, scaler) -> None:
+    """Backward, clipping at MAX_GRAD_NORM and the update, through the loss scaler (a pass-through but in fp16)."""
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def train(
@@ -164,13 +175,8 @@ def train(
             batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
             with precision.autocast(device, mode):
                 loss, parts = step_loss(forward_model, batch, idx)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
+            optimizer_step(model, loss, optimizer, scaler)
             schedule.step()
-            optimizer.zero_grad(set_to_none=True)
             with torch.no_grad():
                 for name, value in {"loss": loss, **parts}.items():
                     value = value.detach().float()

@@ -7,7 +7,7 @@ import re
 import shutil
 
 import pytest
-from helpers import error_line, run_cli
+from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.inspect import report
 from pocketbert.inspect.compare import pareto
@@ -27,8 +27,7 @@ def runs(teacher_run, tmp_path_factory, shared_data):
     made = {}
     for name, extra in (("distilbert", []), ("bilstm", ["--recipe", "tang", "--set", "augment.n_iter=2"]),
                         ("focal", ["--hard-loss", "focal"])):
-        run = root / name
-        shutil.copytree(teacher_run / "teacher", run / "teacher")
+        run = run_with_teacher(teacher_run, root / name)
         try:
             main(["train", "distill", "--run", str(run), *TINY, *extra, "--data-dir", str(shared_data)])
         except SystemExit as exc:

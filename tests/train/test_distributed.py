@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import error_line, run_cli
+from helpers import error_line, run_cli, run_with_teacher
 from safetensors.torch import load_file
 
 from pocketbert.errors import ConfigError
@@ -90,9 +90,7 @@ def manifest(path: Path) -> dict:
 
 
 def copy_run(teacher_run: Path, name: str) -> Path:
-    run = teacher_run.parent / name
-    shutil.copytree(teacher_run / "teacher", run / "teacher")
-    return run
+    return run_with_teacher(teacher_run, teacher_run.parent / f"ddp-{name}")
 
 
 @pytest.fixture(scope="module")

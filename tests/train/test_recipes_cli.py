@@ -4,12 +4,10 @@ the training benchmark, and the errors a user can cause (DDP: test_distributed.p
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 
 import pytest
-from helpers import error_line, run_cli
+from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.rundir import (
     ABLATION_DIR,
@@ -23,12 +21,6 @@ pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
 
 
-def copy_run(teacher_run, tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(teacher_run / "teacher", run / "teacher")
-    return run
-
-
 def manifest(path):
     return json.loads((path / "manifest.json").read_text())
 
@@ -36,7 +28,7 @@ def manifest(path):
 def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path, shared_data):
     from pocketbert.core.models import load_stage_model
 
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "tang", "--set", "augment.n_iter=3",
                      "--alpha", "0.5", "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
@@ -52,7 +44,7 @@ def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path,
 
 
 def test_cross_domain_and_focal_distillation(capsys, teacher_run, tmp_path, shared_data):
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--hard-loss", "focal", "--focal-gamma", "2",
                      "--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=16", "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
@@ -64,7 +56,7 @@ def test_cross_domain_and_focal_distillation(capsys, teacher_run, tmp_path, shar
 
 
 def test_ablation_table_from_real_runs(capsys, teacher_run, tmp_path, shared_data):
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "ablate", "--run", run, *TINY, "--max-train-examples", "32",
                      "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
@@ -92,7 +84,7 @@ def test_random_init_student_does_not_start_from_the_teacher(capsys, teacher_run
     key = next(k for k in teacher if k.endswith("word_embeddings.weight"))
 
     def rows_equal_to_the_teachers(init: str) -> float:
-        run = copy_run(teacher_run, tmp_path / init)
+        run = run_with_teacher(teacher_run, tmp_path / init / "run")
         result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--max-train-examples", "16",
                          "--set", f"student.init={init}", "--data-dir", shared_data)
         assert result.exit_code == 0, result.err
@@ -110,7 +102,7 @@ def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, sha
 
     widened = pad_to({"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}, 8, 0)
     assert widened["input_ids"].shape == (2, 8) and widened["attention_mask"][:, 3:].sum() == 0
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "bench", "train", "--run", run, *TINY, "--examples", "32", "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
     out = json.loads((run / TRAIN_BENCH_RESULTS).read_text())
@@ -177,7 +169,7 @@ def make_other_vocabulary_model(folder, vocab_words):
     (["--hard-loss", "focal", "--focal-gamma", "-1"], ["distill.focal_gamma", "greater than or equal to 0"]),
 ])
 def test_bad_distillation_options_are_one_line_errors(capsys, teacher_run, tmp_path, shared_data, args, fragments):
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, *args, "--data-dir", shared_data)
     assert result.exit_code == 2
     line = error_line(result)
@@ -186,7 +178,7 @@ def test_bad_distillation_options_are_one_line_errors(capsys, teacher_run, tmp_p
 
 
 def test_student_with_another_vocabulary_is_refused(capsys, teacher_run, tmp_path, shared_data):
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     other = make_other_vocabulary_model(tmp_path / "other-vocab", ["good", "bad", "film"])
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--student-model", other,
                      "--data-dir", shared_data)
@@ -199,7 +191,7 @@ def test_student_with_another_vocabulary_is_refused(capsys, teacher_run, tmp_pat
 def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_path, shared_data):
     from transformers import AutoModelForSequenceClassification
 
-    run = copy_run(teacher_run, tmp_path)
+    run = run_with_teacher(teacher_run, tmp_path / "run")
     assert run_cli(capsys, "train", "distill", "--run", run, *TINY, "--data-dir", shared_data).exit_code == 0
     result = run_cli(capsys, "train", "prune", "--run", run, *TINY, "--ffn-ratio", "0.5", "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
