@@ -92,6 +92,36 @@ def best_spans(
     return answers
 
 
+def best_piece_spans(n_examples: int, features: list[QAFeature], start_logits: list[np.ndarray],
+                     end_logits: list[np.ndarray], n_best: int = 20, max_answer_length: int = 30) -> list[tuple]:
+    """The highest-scoring answer of each example as its word-piece ids: what a text-in model, which returns ids
+    and no character offsets, lets an app decode. Context tokens are those with offsets, or, in a text-in
+    model's features (no offsets), those of token type 1 before the closing [SEP]."""
+    by_example = collections.defaultdict(list)
+    for f_index, feature in enumerate(features):
+        by_example[feature.example_index].append(f_index)
+    answers = []
+    for e_index in range(n_examples):
+        best_score, best = -np.inf, ()
+        for f_index in by_example.get(e_index, []):
+            feature = features[f_index]
+            if any(o is not None for o in feature.offsets):
+                context = [o is not None for o in feature.offsets]
+            else:
+                context = [t == 1 for t in feature.token_type_ids[:-1]] + [False]
+            starts, ends = start_logits[f_index], end_logits[f_index]
+            for s in np.argsort(starts)[::-1][:n_best]:
+                if s >= len(context) or not context[s]:
+                    continue
+                for e in np.argsort(ends)[::-1][:n_best]:
+                    if e >= len(context) or not context[e] or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    if starts[s] + ends[e] > best_score:
+                        best_score, best = starts[s] + ends[e], tuple(feature.input_ids[s:e + 1])
+        answers.append(best)
+    return answers
+
+
 def normalize_answer(text: str) -> str:
     """SQuAD v1.1's normalisation: lower case, no punctuation, no articles, single spaces."""
     text = text.lower()

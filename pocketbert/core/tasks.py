@@ -17,13 +17,27 @@ from pocketbert.config import check_task
 from pocketbert.core import qa as qa_lib
 from pocketbert.core.data import QAExample, TextExample
 from pocketbert.core.losses import cross_entropy, soft_target_kl
-from pocketbert.errors import ConfigError
+from pocketbert.errors import ConfigError, DataError
 
 
 @dataclass
 class TextFeature:
     input_ids: list[int]
     label: int
+
+
+def valid_text(text: str, what: str = "text") -> str:
+    """Text a runtime can take: valid Unicode (a lone surrogate has no UTF-8 form, so no tokenizer can read it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DataError(f"the {what} holds a lone surrogate (U+{ord(text[exc.start]):04X} at character {exc.start}), "
+                        "which is not valid Unicode: replace it, e.g. text.encode('utf-8', 'replace').decode()") from None
+    return text
+
+
+def _strings(*texts: str) -> np.ndarray:
+    return np.array(list(texts), dtype=object)
 
 
 def _pad(rows: list[list[int]], value: int) -> np.ndarray:
@@ -105,6 +119,30 @@ class SentimentTask:
     def eval_inputs(self, examples: list) -> list:
         """What an app feeds its tokenizer for each example: the text."""
         return [ex.text for ex in examples]
+
+    # The text-in model (tokenizer in the graph): a string in, the logits out.
+    text_in_inputs = ("text",)
+    text_in_extra_outputs: tuple[str, ...] = ()
+
+    def text_in_feeds(self, example) -> dict[str, np.ndarray]:
+        return {"text": _strings(valid_text(example.text))}
+
+    def text_in_result(self, index: int, outputs: dict[str, np.ndarray]):
+        """(the feature the app's answer is read with, or None for the Python one; the logits row)."""
+        return None, np.asarray(outputs["logits"])[0]
+
+    def within_one_window(self, examples: list, features: list, logits: list) -> tuple[list, list, list]:
+        """The examples a text-in model (one window per input) answers in full: every sentence."""
+        return examples, features, logits
+
+    def comparable_answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list:
+        """Answers that compare across tokenizations (a text-in model's and the student's): the labels."""
+        return self.answers(examples, features, logits, eval_cfg)
+
+    def score_answers(self, examples, features, answers: list, decode) -> dict[str, float]:
+        """The task metrics of comparable answers."""
+        gold = np.array([f.label for f in features])
+        return {"accuracy": float((np.array(answers) == gold).mean()), "n_examples": int(len(gold))}
 
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         return loss_fn(logits, batch["labels"])
@@ -213,6 +251,48 @@ class QATask:
     def eval_inputs(self, examples: list) -> list:
         """A (question, context) pair per example, as the tokenizer takes it."""
         return [(ex.question, ex.context) for ex in examples]
+
+    # The text-in model: a question and a context in; start and end logits out, with the token ids and their types
+    # (1: context), from which an app decodes the answer with vocab.txt. (onnxruntime-extensions' offset_mapping
+    # is computed from token lengths, not from the text, so character offsets are not returned.)
+    text_in_inputs = ("question", "context")
+    text_in_extra_outputs = ("input_ids", "token_type_ids")
+
+    def text_in_feeds(self, example) -> dict[str, np.ndarray]:
+        return {"question": _strings(valid_text(example.question, "question")),
+                "context": _strings(valid_text(example.context, "context"))}
+
+    def text_in_result(self, index: int, outputs: dict[str, np.ndarray]):
+        types = np.asarray(outputs["token_type_ids"]).reshape(-1)
+        ids = np.asarray(outputs["input_ids"]).reshape(-1)
+        feature = qa_lib.QAFeature(index, [int(i) for i in ids], [int(t) for t in types], [None] * len(ids))
+        row = np.stack([np.asarray(outputs["start_logits"])[0], np.asarray(outputs["end_logits"])[0]], axis=-1)
+        return feature, row
+
+    def within_one_window(self, examples: list, features: list, logits: list) -> tuple[list, list, list]:
+        """The examples whose question and context fit one window, renumbered: a text-in model reads one window
+        (a longer context is windowed by the app, as the Python pipeline does)."""
+        import copy
+
+        counts = np.bincount([f.example_index for f in features], minlength=len(examples))
+        keep = [k for k, f in enumerate(features) if counts[f.example_index] == 1]
+        renumbered = []
+        for new, k in enumerate(keep):
+            clone = copy.copy(features[k])
+            clone.example_index = new
+            renumbered.append(clone)
+        return [examples[features[k].example_index] for k in keep], renumbered, [logits[k] for k in keep]
+
+    def comparable_answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[tuple]:
+        """Each answer as its word-piece ids: the same text however the model was fed."""
+        return qa_lib.best_piece_spans(len(examples), features, [row[:, 0] for row in logits],
+                                       [row[:, 1] for row in logits], n_best=eval_cfg.get("n_best", 20),
+                                       max_answer_length=eval_cfg.get("max_answer_length", 30))
+
+    def score_answers(self, examples, features, answers: list, decode) -> dict[str, float]:
+        metrics = qa_lib.squad_scores(examples, [decode(list(a)) if a else "" for a in answers])
+        metrics["n_examples"] = len(examples)
+        return metrics
 
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)

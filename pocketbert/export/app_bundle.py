@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from pocketbert.errors import ExportError, RunDirError
-from pocketbert.export import app_readme
+from pocketbert.export import app_readme, mobile_usability
 from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
@@ -16,8 +16,10 @@ from pocketbert.rundir import (
     IOS_APP_DIR,
     LABELS,
     MODEL_CONFIG,
-    ORT_MODEL,
-    ORT_REQUIRED_OPERATORS,
+    ONNX_INT8,
+    ONNX_QDQ,
+    ORT_TEXT_MODEL,
+    ORT_TEXT_REQUIRED_OPERATORS,
     TOKENIZER_GOLDEN,
     atomic_folder,
     coreml_package_name,
@@ -43,19 +45,25 @@ def _app_folder(run_dir: Path, default: str, out: Path | None, overwrite: bool) 
     return target
 
 
-def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None, overwrite: bool = False) -> Path:
+# The iOS folder's default program: enumerated lengths, which the Neural Engine runs, where the export made them.
+IOS_DEFAULT_VARIANTS = ("enumerated", "fp16")
+
+
+def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False) -> Path:
     """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     target = _app_folder(run_dir, IOS_APP_DIR, out, overwrite)
+    made = manifest["config"].get("coreml_variants", ["fp16"])
+    variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
     if variant not in COREML_VARIANTS:
         raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
     package = export_dir / coreml_package_name(task, variant)
     if not package.exists():
-        made = manifest["config"].get("coreml_variants", ["fp16"])
         raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
                           f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
     parity = manifest["metrics"]["parity"][package.name]
+    lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
     base_name = coreml_package_name(task)  # one class name, whatever the compression
     with atomic_folder(target) as tmp:
         shutil.copytree(package, tmp / base_name)
@@ -71,30 +79,60 @@ def ios_bundle(run_dir: Path, variant: str = "fp16", out: Path | None = None, ov
         files = {base_name: f"Core ML ML Program, {variant} weights, minimum "
                             f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}}
+        proven = [f"`{package.name}` gave the student's answers on {parity['n_examples']} eval examples, run by "
+                  f"{parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max |diff| "
+                  f"{parity['max_abs_diff']:.3g})",
+                  "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
+        if lengths:
+            proven.append("each enumerated length (" + ", ".join(
+                f"{n}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
+                for n, r in parity["by_length"].items()) + ")")
+        needs_device = ["the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs "
+                        "only on Apple hardware", "swift-transformers' tokenizer against tokenizer_golden.json: run "
+                        "the golden texts through `tokenizer.encode(text:)` in a unit test"]
         (tmp / "README.md").write_text(app_readme.ios_readme(
             task, files, base_name.removesuffix(".mlpackage"), variant, int(manifest["config"]["max_length"]),
-            parity["metrics"], parity["n_examples"], IOS_RESOURCES))
+            parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device))
     return target
 
 
 def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False) -> Path:
-    """model.ort, its operator list for a reduced runtime, vocab and tokenizer files, labels, README."""
+    """The text-in model.text.ort (tokenizer inside), its operator list, labels, vocab, golden file and a README
+    whose Kotlin picks the execution provider ONNX Runtime's verdict supports."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     target = _app_folder(run_dir, ANDROID_APP_DIR, out, overwrite)
-    tokenizer_config = json.loads((export_dir / "tokenizer_config.json").read_text())
     labels = json.loads((export_dir / LABELS).read_text())
+    parity = manifest["metrics"]["parity"]
+    if ORT_TEXT_MODEL not in parity:
+        raise ExportError(f"the export has no {ORT_TEXT_MODEL} (text-in model): re-run `pocketbert export` with "
+                          "this version")
+    usability = manifest["metrics"]["ort_mobile_usability"]
+    # model.text.ort is the tokenizer in front of the dynamic int8 graph: its verdict is that graph's.
+    provider = mobile_usability.preferred_provider(usability[ONNX_INT8])
+    verdicts = [f"- `{graph}`, {name}: {usability[graph][name]['advice']}"
+                for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
+                for name in mobile_usability.ANDROID_PROVIDERS if name in usability[graph]]
+    shipped = parity[ORT_TEXT_MODEL]
     with atomic_folder(target) as tmp:
-        for name in (ORT_MODEL, ORT_REQUIRED_OPERATORS, "vocab.txt", "tokenizer.json", LABELS, TOKENIZER_GOLDEN):
+        for name in (ORT_TEXT_MODEL, ORT_TEXT_REQUIRED_OPERATORS, "vocab.txt", LABELS, TOKENIZER_GOLDEN):
             shutil.copyfile(export_dir / name, tmp / name)
-        files = {ORT_MODEL: "ONNX Runtime Mobile model (int8 weights)",
-                 ORT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
-                 "vocab.txt": "WordPiece vocabulary, one token a line (the Kotlin tokenizer reads it)",
-                 "tokenizer.json": "the same tokenizer for other runtimes", LABELS: "label names in logit order",
-                 TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's tokenizer "
-                                   "in a unit test"}
+        files = {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
+                                 "(onnxruntime-extensions ops)",
+                 ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
+                 "vocab.txt": "WordPiece vocabulary, one token a line (to turn answer ids back into text)",
+                 LABELS: "label names in logit order",
+                 TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at "
+                                   "export)"}
+        proven = [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "
+                  f"onnxruntime-extensions: agreement {shipped['agreement']:.4f} with the student",
+                  "the model's tokenizer gives tokenizer.json's ids on every text of tokenizer_golden.json",
+                  "the execution-provider verdicts below (ONNX Runtime's checks, run on the graph files)"]
+        needs_device = ["the Kotlin is not compiled here, and neither NNAPI nor XNNPACK ran (the Linux onnxruntime "
+                        "has neither): run the app's tests on a phone",
+                        "onnxruntime-extensions-android must carry the BasicTokenizer and BertTokenizer ops (its "
+                        "BERT-tokenizer group, in the published package)"]
         (tmp / "README.md").write_text(app_readme.android_readme(
-            task, files, labels, int(manifest["config"]["max_length"]),
-            bool(tokenizer_config.get("do_lower_case", True)), manifest["metrics"]["parity"][ORT_MODEL]["metrics"],
-            manifest["metrics"]["parity"][ORT_MODEL]["n_examples"]))
+            task, files, labels, int(manifest["config"]["max_length"]), ORT_TEXT_MODEL, provider, verdicts,
+            shipped["metrics"], shipped["n_examples"], proven, needs_device))
     return target

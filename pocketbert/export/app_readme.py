@@ -12,7 +12,7 @@ final class SentimentClassifier {{
     private let model: {model_class}
     private let tokenizer: Tokenizer
     private let labels: [String]
-    private let maxLength = {max_length}
+    private let maxLength = {max_length}{lengths_decl}
 
     init(folder: URL) async throws {{
         model = try {model_class}(configuration: MLModelConfiguration())
@@ -56,7 +56,7 @@ import Tokenizers  // swift-transformers: https://github.com/huggingface/swift-t
 final class QuestionAnswerer {{
     private let model: {model_class}
     private let tokenizer: Tokenizer
-    private let maxLength = {max_length}
+    private let maxLength = {max_length}{lengths_decl}
     private let maxAnswerTokens = 30
 
     init(folder: URL) async throws {{
@@ -72,14 +72,15 @@ final class QuestionAnswerer {{
         let c = Array(tokenizer.encode(text: context, addSpecialTokens: false).prefix(max(room, 0)))
         let ids = [cls] + q + [sep] + c + [sep]
         let contextStart = q.count + 2
-        let shape = [1, ids.count] as [NSNumber]
+        let length = {array_length}
+        let shape = [1, length] as [NSNumber]
         let inputIds = try MLMultiArray(shape: shape, dataType: .int32)
         let mask = try MLMultiArray(shape: shape, dataType: .int32)
         let types = try MLMultiArray(shape: shape, dataType: .int32)
-        for (i, id) in ids.enumerated() {{
-            inputIds[i] = NSNumber(value: id)
-            mask[i] = 1
-            types[i] = i >= contextStart ? 1 : 0
+        for i in 0..<length {{
+            inputIds[i] = NSNumber(value: i < ids.count ? ids[i] : 0)
+            mask[i] = i < ids.count ? 1 : 0
+            types[i] = i >= contextStart && i < ids.count ? 1 : 0
         }}
         let out = try model.prediction(input_ids: inputIds, attention_mask: mask, token_type_ids: types)
         var best: (score: Float, start: Int, end: Int)? = nil
@@ -96,77 +97,43 @@ final class QuestionAnswerer {{
 }}
 ```'''
 
-KOTLIN_WORDPIECE = '''```kotlin
-import java.text.Normalizer
+KOTLIN_SESSION = '''    private val env = OrtEnvironment.getEnvironment()
+    // The tokenizer runs inside the model (onnxruntime-extensions' custom ops): register them before loading.
+    private val session: OrtSession = env.createSession(
+        context.assets.open("{model_file}").readBytes(),
+        OrtSession.SessionOptions().apply {{
+            registerCustomOpLibrary(OrtxPackage.getLibraryPath())
+{provider}
+        }})'''
 
-/** BERT's uncased WordPiece, as tokenizer.json describes it: lower case, accents stripped, split on
- *  whitespace and punctuation, then greedy longest-match sub-words marked with "##". */
-class WordPiece(vocabLines: List<String>, private val lowerCase: Boolean = {lower_case}) {{
-    private val vocab = vocabLines.withIndex().associate {{ it.value to it.index }}
-    val cls = vocab.getValue("[CLS]"); val sep = vocab.getValue("[SEP]"); private val unk = vocab.getValue("[UNK]")
-
-    fun encode(text: String, addSpecialTokens: Boolean = true): List<Int> {{
-        var t = if (lowerCase) text.lowercase() else text
-        if (lowerCase) t = Normalizer.normalize(t, Normalizer.Form.NFD).replace(Regex("\\\\p{{Mn}}"), "")
-        val words = Regex("[\\\\p{{L}}\\\\p{{N}}]+|[^\\\\s\\\\p{{L}}\\\\p{{N}}]").findAll(t).map {{ it.value }}
-        val ids = words.flatMap {{ piece(it) }}.toList()
-        return if (addSpecialTokens) listOf(cls) + ids + listOf(sep) else ids
-    }}
-
-    private fun piece(word: String): List<Int> {{
-        val out = mutableListOf<Int>()
-        var start = 0
-        while (start < word.length) {{
-            var end = word.length
-            var id: Int? = null
-            while (start < end) {{
-                val sub = (if (start > 0) "##" else "") + word.substring(start, end)
-                id = vocab[sub]
-                if (id != null) break
-                end--
-            }}
-            if (id == null) return listOf(unk)
-            out += id
-            start = end
-        }}
-        return out
-    }}
-}}
-```'''
-
-KOTLIN_SENTIMENT = '''```kotlin
-import ai.onnxruntime.OnnxTensor
+KOTLIN_IMPORTS = '''import ai.onnxruntime.OnnxTensor
 import ai.onnxruntime.OrtEnvironment
 import ai.onnxruntime.OrtSession
+import ai.onnxruntime.extensions.OrtxPackage
 import android.content.Context
-import java.nio.LongBuffer
+
+// build.gradle:
+//   implementation("com.microsoft.onnxruntime:onnxruntime-android:<version>")
+//   implementation("com.microsoft.onnxruntime:onnxruntime-extensions-android:<version>")'''
+
+KOTLIN_SENTIMENT = '''```kotlin
+{imports}
 import kotlin.math.exp
 
-// build.gradle: implementation("com.microsoft.onnxruntime:onnxruntime-android:<version>")
 class SentimentClassifier(context: Context) {{
-    private val env = OrtEnvironment.getEnvironment()
-    private val session: OrtSession =
-        env.createSession(context.assets.open("model.ort").readBytes(), OrtSession.SessionOptions())
-    private val tokenizer = WordPiece(context.assets.open("vocab.txt").bufferedReader().readLines())
+{session}
     private val labels = listOf({labels_kotlin})
-    private val maxLength = {max_length}
 
-    /** The label and its probability. Each sentence runs at its own length: no padding. */
+    /** The label and its probability. The model tokenizes the text itself, and cuts an input longer than
+     *  {max_length} tokens at its end, keeping [SEP]. */
     fun classify(text: String): Pair<String, Float> {{
-        val encoded = tokenizer.encode(text)  // [CLS] ... [SEP]
-        // Too long: cut the end of the text, never the closing [SEP] the model was trained with.
-        val kept = if (encoded.size <= maxLength) encoded else encoded.take(maxLength - 1) + encoded.last()
-        val ids = kept.map {{ it.toLong() }}.toLongArray()
-        val shape = longArrayOf(1, ids.size.toLong())
-        OnnxTensor.createTensor(env, LongBuffer.wrap(ids), shape).use {{ inputIds ->
-            OnnxTensor.createTensor(env, LongBuffer.wrap(LongArray(ids.size) {{ 1L }}), shape).use {{ mask ->
-                session.run(mapOf("input_ids" to inputIds, "attention_mask" to mask)).use {{ result ->
-                    val logits = (result[0].value as Array<FloatArray>)[0]
-                    val top = logits.max()
-                    val exps = logits.map {{ exp((it - top).toDouble()).toFloat() }}
-                    val best = logits.indexOfFirst {{ it == top }}
-                    return labels[best] to exps[best] / exps.sum()
-                }}
+        OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1)).use {{ input ->
+            session.run(mapOf("text" to input)).use {{ result ->
+                val logits = (result[0].value as Array<FloatArray>)[0]
+                val top = logits.max()
+                val exps = logits.map {{ exp((it - top).toDouble()).toFloat() }}
+                val best = logits.indexOfFirst {{ it == top }}
+                return labels[best] to exps[best] / exps.sum()
             }}
         }}
     }}
@@ -174,66 +141,71 @@ class SentimentClassifier(context: Context) {{
 ```'''
 
 KOTLIN_QA = '''```kotlin
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import android.content.Context
-import java.nio.LongBuffer
+{imports}
 
-// build.gradle: implementation("com.microsoft.onnxruntime:onnxruntime-android:<version>")
 class QuestionAnswerer(context: Context) {{
-    private val env = OrtEnvironment.getEnvironment()
-    private val session: OrtSession =
-        env.createSession(context.assets.open("model.ort").readBytes(), OrtSession.SessionOptions())
+{session}
+    // Only to turn the answer's word pieces back into text: the model tokenizes the question and context itself.
     private val vocab = context.assets.open("vocab.txt").bufferedReader().readLines()
-    private val tokenizer = WordPiece(vocab)
-    private val maxLength = {max_length}
     private val maxAnswerTokens = 30
 
-    /** The best answer span's word pieces joined back into text, or null for no answer. */
+    /** The best answer's word pieces joined into (lower-case) text, or null when the model prefers no answer.
+     *  The model reads one window of {max_length} tokens; for a longer context, call it on overlapping parts. */
     fun answer(question: String, context: String): String? {{
-        val q = tokenizer.encode(question, addSpecialTokens = false)
-        val c = tokenizer.encode(context, addSpecialTokens = false).take(maxOf(maxLength - q.size - 3, 0))
-        val ids = listOf(tokenizer.cls) + q + listOf(tokenizer.sep) + c + listOf(tokenizer.sep)
-        val contextStart = q.size + 2
-        val shape = longArrayOf(1, ids.size.toLong())
-        fun tensor(values: List<Long>) = OnnxTensor.createTensor(env, LongBuffer.wrap(values.toLongArray()), shape)
-        val inputs = mapOf(
-            "input_ids" to tensor(ids.map {{ it.toLong() }}),
-            "attention_mask" to tensor(List(ids.size) {{ 1L }}),
-            "token_type_ids" to tensor(List(ids.size) {{ if (it >= contextStart) 1L else 0L }}),
-        )
+        val inputs = mapOf("question" to OnnxTensor.createTensor(env, arrayOf(question), longArrayOf(1)),
+                           "context" to OnnxTensor.createTensor(env, arrayOf(context), longArrayOf(1)))
         session.run(inputs).use {{ result ->
             inputs.values.forEach {{ it.close() }}
-            val start = (result[0].value as Array<FloatArray>)[0]
-            val end = (result[1].value as Array<FloatArray>)[0]
+            val start = (result.get("start_logits").get().value as Array<FloatArray>)[0]
+            val end = (result.get("end_logits").get().value as Array<FloatArray>)[0]
+            val ids = (result.get("input_ids").get().value as Array<LongArray>)[0]
+            val types = (result.get("token_type_ids").get().value as Array<LongArray>)[0]
+            fun inContext(k: Int) = types[k] == 1L && k < ids.size - 1  // not the closing [SEP]
             var best: Triple<Float, Int, Int>? = null
-            for (s in contextStart until ids.size - 1)
-                for (e in s until minOf(s + maxAnswerTokens, ids.size - 1)) {{
+            for (s in start.indices) {{
+                if (!inContext(s)) continue
+                for (e in s until minOf(s + maxAnswerTokens, end.size)) {{
+                    if (!inContext(e)) continue
                     val score = start[s] + end[e]
                     if (best == null || score > best.first) best = Triple(score, s, e)
                 }}
+            }}
             val span = best ?: return null
             if (span.first <= start[0] + end[0]) return null
-            return ids.subList(span.second, span.third + 1).joinToString(" ") {{ vocab[it] }}.replace(" ##", "")
+            return (span.second..span.third).joinToString(" ") {{ vocab[ids[it].toInt()] }}.replace(" ##", "")
         }}
     }}
 }}
 ```'''
 
 
-def _swift_sentiment(model_class: str, max_length: int, variant: str) -> str:
-    fixed = variant == "fixed"
+def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict[str, str]:
+    """How the Swift sizes its input arrays: each input at its own length, max_length, or an enumerated length."""
+    if variant == "fixed":
+        return {"array_length": "maxLength", "lengths_decl": "",
+                "length_note": "The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."}
+    if lengths:
+        return {"array_length": "lengths.first {{ $0 >= ids.count }}!",
+                "lengths_decl": "\n    private let lengths = [" + ", ".join(map(str, lengths)) + "]  // the model's "
+                                "enumerated lengths",
+                "length_note": "Padded (masked) to the smallest of the model's enumerated lengths that fits."}
+    return {"array_length": "ids.count", "lengths_decl": "",
+            "length_note": "Core ML takes each sentence at its own length: no padding."}
+
+
+def _swift_sentiment(model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
     decode = SWIFT_DECODE_CLASSIFIER if variant == "classifier" else SWIFT_DECODE_LOGITS
-    return SWIFT_SENTIMENT.format(
-        model_class=model_class, max_length=max_length, array_length="maxLength" if fixed else "ids.count",
-        decode=decode.replace("{{", "{").replace("}}", "}"),
-        length_note="The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."
-        if fixed else "Core ML takes each sentence at its own length: no padding.")
+    return SWIFT_SENTIMENT.format(model_class=model_class, max_length=max_length,
+                                  decode=decode.replace("{{", "{").replace("}}", "}"),
+                                  **{k: v.replace("{{", "{").replace("}}", "}")
+                                     for k, v in _shape_code(max_length, variant, lengths).items()})
 
 
-def _swift_qa(model_class: str, max_length: int, variant: str) -> str:
-    return SWIFT_QA.format(model_class=model_class, max_length=max_length)
+def _swift_qa(model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
+    shape = _shape_code(max_length, variant, lengths)
+    return SWIFT_QA.format(model_class=model_class, max_length=max_length,
+                           array_length=shape["array_length"].replace("{{", "{").replace("}}", "}"),
+                           lengths_decl=shape["lengths_decl"])
 
 
 # The app code of each task, one entry per task: task name -> Swift (class, max length, variant) and Kotlin.
@@ -241,10 +213,33 @@ SWIFT_CODE = {"sentiment": _swift_sentiment, "qa": _swift_qa}
 KOTLIN_CODE = {"sentiment": KOTLIN_SENTIMENT, "qa": KOTLIN_QA}
 
 
+def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> list[str]:
+    """The three input shapes a Core ML program can take, what each costs and which iOS each needs."""
+    enumerated = ", ".join(map(str, lengths)) if lengths else "a few lengths"
+    rows = [("flexible (`fp16`, `int8`, `6bit`, `4bit`; `int4-block` needs iOS 18)", "iOS 16",
+             f"each input at its own length, 1 to {max_length}: no padding", "CPU and GPU; the Neural Engine only at "
+             "the default shape (coremltools #2370), so in practice not"),
+            ("enumerated (`enumerated`)", "iOS 18 (two enumerated inputs)",
+             f"the smallest of {enumerated} that fits: a little padding", "Neural Engine, CPU and GPU; Core ML "
+             "prepares each length"),
+            ("fixed (`fixed`)", "iOS 16", f"always {max_length}: short inputs pay for the padding",
+             "Neural Engine, CPU and GPU")]
+    lines = ["| shape | minimum | each input runs at | compute units |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return ["", f"This folder holds the `{variant}` program. The shapes a Core ML program can take:", ""] + lines
+
+
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, max_length: int,
-               metrics: dict, n_examples: int, resources: str) -> str:
-    fixed = variant == "fixed"
-    code = SWIFT_CODE[task](model_class, max_length, variant)
+               metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
+               proven: list[str] = (), needs_device: list[str] = ()) -> str:
+    code = SWIFT_CODE[task](model_class, max_length, variant, lengths)
+    shape_step = {
+        "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
+                 "Neural Engine runs; short inputs pay for the padding.",
+        "enumerated": f"The model takes {', '.join(map(str, lengths))} tokens: the code pads (mask 0) to the "
+                      "smallest that fits, so the Neural Engine can run it. It needs iOS 18.",
+    }.get(variant, f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; "
+                   "for the Neural Engine export the `enumerated` or `fixed` variant).")
     return _readme("iOS", files, code, variant, metrics, n_examples, [
         f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "
         f"and generates the `{model_class}` class the code uses. (Inside a folder reference it would only be "
@@ -254,32 +249,48 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
         "takes.",
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
-        f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the Neural "
-        "Engine needs; short inputs pay for the padding." if fixed else
-        f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; the "
-        "Neural Engine wants the `fixed` variant).",
-    ])
+        shape_step,
+    ], shape_tradeoffs(max_length, lengths, variant), proven, needs_device)
 
 
-def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, lower_case: bool,
-                   metrics: dict, n_examples: int) -> str:
-    code = KOTLIN_CODE[task].format(
-        max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels))
-    tokenizer = KOTLIN_WORDPIECE.format(lower_case=str(lower_case).lower())
-    return _readme("Android", files, code + "\n\nThe tokenizer it uses:\n\n" + tokenizer, "int8", metrics, n_examples, [
-        "Copy the files into `app/src/main/assets/`; `model.ort` loads with the full ONNX Runtime Android "
-        "package, or with a reduced build made from `model.required_operators.config` (ONNX Runtime's "
-        "build script, `--include_ops_by_config`).",
-        "The model accepts 1 to %d tokens and runs each input at its own length." % max_length,
-    ])
+def kotlin_provider(choice: str, threads: int = 2) -> str:
+    """The SessionOptions line that puts the model on the execution provider the export's verdict chose."""
+    return {
+        "NNAPI": "            addNnapi()  // ONNX Runtime's verdict: NNAPI takes this graph",
+        "XNNPACK": f'            addXnnpack(mapOf("intra_op_num_threads" to "{threads}"))  // the verdict: XNNPACK '
+                   "runs its weight products\n            setIntraOpNumThreads(1)",
+        "CPU": "            // CPU execution provider: ONNX Runtime's verdict is that neither NNAPI nor XNNPACK would "
+               "take\n            // enough of this graph to pay (see the README's table); MLAS runs its int8 kernels.",
+    }[choice]
+
+
+def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
+                   provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
+                   needs_device: list[str] = ()) -> str:
+    session = KOTLIN_SESSION.format(model_file=model_file, provider=kotlin_provider(provider))
+    code = KOTLIN_CODE[task].format(imports=KOTLIN_IMPORTS, session=session, max_length=max_length,
+                                    labels_kotlin=", ".join(f'"{label}"' for label in labels))
+    return _readme("Android", files, code, "int8", metrics, n_examples, [
+        f"Copy the files into `app/src/main/assets/`; `{model_file}` loads with the full ONNX Runtime Android "
+        "package and the onnxruntime-extensions Android package (the tokenizer is inside the model), or with a "
+        "reduced ONNX Runtime build made from the operator list beside it (ONNX Runtime's build script, "
+        "`--include_ops_by_config`).",
+        f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} tokens.",
+    ], ["", "Execution providers, as ONNX Runtime's own checks judge the int8 graphs (nodes each provider would "
+            "take, with the input shapes fixed):", ""] + verdicts, proven, needs_device)
 
 
 def _readme(platform: str, files: dict[str, str], code: str, variant: str, metrics: dict, n_examples: int,
-            steps: list[str]) -> str:
+            steps: list[str], notes: list[str] = (), proven: list[str] = (), needs_device: list[str] = ()) -> str:
     lines = [f"# pocketbert model for {platform}", "",
              f"Exported by pocketbert; {variant} weights. On {n_examples} examples of the eval set the model scored "
              + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
              + " on its own runtime.", "", "| file | what it is |", "|---|---|"]
     lines += [f"| `{name}` | {what} |" for name, what in files.items()]
-    lines += ["", "## Set-up", ""] + [f"{i}. {s}" for i, s in enumerate(steps, 1)] + ["", "## Code", "", code, ""]
+    lines += ["", "## Set-up", ""] + [f"{i}. {s}" for i, s in enumerate(steps, 1)] + list(notes)
+    if proven or needs_device:
+        lines += ["", "## Proven by pocketbert, and what needs a device", ""]
+        lines += [f"- Proven at export: {p}" for p in proven]
+        lines += [f"- Needs a device (not done here): {n}" for n in needs_device]
+    lines += ["", "## Code", "", code, ""]
     return "\n".join(lines)

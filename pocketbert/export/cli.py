@@ -44,7 +44,9 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 
 @export.command()
 @run_option
-@click.option("--variant", default="fp16", show_default=True, help="Core ML weights: fp16, int8, 6bit, 4bit, int4-block.")
+@click.option("--variant", default=None,
+              help="Core ML program: enumerated, fp16, int8, 6bit, 4bit, int4-block, fixed, classifier "
+                   "(default: enumerated where exported, else fp16).")
 @out_option
 @overwrite_option
 def ios(run, variant, out, overwrite):

@@ -25,9 +25,11 @@ from pocketbert.core.export_wrapper import ClassifierWrapper
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
+ENUMERATED_IOS = "iOS18"  # ct.EnumeratedShapes on more than one input needs iOS 18
 BLOCK_SIZE = 32          # input channels sharing one int4 scale
 CLASSIFIER_LABEL, CLASSIFIER_PROBABILITIES = "label", "label_probs"  # the classifier's outputs, as Core ML names them
 FIXED_LENGTH_KEY = "fixed_length"  # metadata of a fixed-shape program
+LENGTHS_KEY = "enumerated_lengths"  # metadata of an enumerated-shape program: "16,32,64,128"
 
 
 # Weight compressions of an fp16 program: name -> (compressor, its op config), given coremltools.optimize.coreml.
@@ -75,10 +77,12 @@ def import_coremltools():
 
 def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,
                       target: str = MINIMUM_IOS, fixed: bool = False, classifier: bool = False,
-                      architecture=BERT_FAMILY):
+                      architecture=BERT_FAMILY, lengths: tuple[int, ...] | None = None):
     """An in-memory ML Program; the caller saves it and validates the saved copy.
 
-    Sequence length 1..max_length, or with `fixed` exactly max_length (padded by the app, masked here).
+    Sequence length 1..max_length, or with `fixed` exactly max_length (padded by the app, masked here), or with
+    `lengths` one of those enumerated lengths (the app pads to the smallest that fits): the Neural Engine runs
+    fixed and enumerated shapes, not a flexible range at other than its default (coremltools #2370).
     With `classifier` (sentiment), the outputs are Core ML's classifier pair: the label and its probabilities.
     """
     ct = import_coremltools()
@@ -93,10 +97,17 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
     example = tuple(torch.ones(1, max_length if fixed else min(16, max_length), dtype=torch.int32) for _ in names)
     with _quiet(), torch.no_grad():
         traced = torch.jit.trace(wrapper, example)
-        length = max_length if fixed else ct.RangeDim(lower_bound=1, upper_bound=max_length, default=max_length)
+        if lengths:
+            def shape():
+                return ct.EnumeratedShapes(shapes=[(1, n) for n in lengths], default=(1, max(lengths)))
+        else:
+            length = max_length if fixed else ct.RangeDim(lower_bound=1, upper_bound=max_length, default=max_length)
+
+            def shape():
+                return ct.Shape((1, length))
         mlmodel = ct.convert(
             traced,
-            inputs=[ct.TensorType(name=n, shape=ct.Shape((1, length)), dtype=np.int32) for n in names],
+            inputs=[ct.TensorType(name=n, shape=shape(), dtype=np.int32) for n in names],
             outputs=[ct.TensorType(name="probabilities")] if classifier else
             [ct.TensorType(name=n) for n in task.output_names],
             classifier_config=ct.ClassifierConfig(label_names, predicted_feature_name=CLASSIFIER_LABEL,
@@ -112,7 +123,9 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
     mlmodel.version = __version__
     input_help = {
         "input_ids": "WordPiece token ids from tokenizer.json, [CLS] ... [SEP], " + (
-            f"padded with 0 to shape (1, {max_length})" if fixed else f"shape (1, length), length <= {max_length}"),
+            f"padded with 0 to shape (1, {max_length})" if fixed else
+            f"padded with 0 to shape (1, n), n the smallest of {', '.join(map(str, lengths))} that fits" if lengths
+            else f"shape (1, length), length <= {max_length}"),
         "attention_mask": "1 for real tokens, 0 for padding, same shape as input_ids",
         "token_type_ids": "0 for question tokens, 1 for context tokens",
     }
@@ -132,7 +145,38 @@ def convert_to_coreml(model, task, max_length: int, label_names: list[str], desc
     mlmodel.user_defined_metadata["max_length"] = str(max_length)
     if fixed:
         mlmodel.user_defined_metadata[FIXED_LENGTH_KEY] = str(max_length)
+    if lengths:
+        mlmodel.user_defined_metadata[LENGTHS_KEY] = ",".join(map(str, lengths))
     return mlmodel
+
+
+def length_buckets(token_lengths: list[int], max_length: int, coverages: tuple[float, ...],
+                   multiple: int) -> tuple[int, ...]:
+    """Enumerated sequence lengths: the lengths that cover each share of the inputs, rounded up to a multiple of
+    `multiple` (a whole number of vector registers), and max_length so that every input fits one."""
+    if not token_lengths:
+        return (int(max_length),)
+    ordered = np.sort(np.minimum(np.asarray(token_lengths), max_length))
+    chosen = {int(max_length)}
+    for share in coverages:
+        at = ordered[min(len(ordered) - 1, int(np.ceil(share * len(ordered))) - 1)]
+        chosen.add(int(min(max_length, -(-int(at) // multiple) * multiple)))
+    return tuple(sorted(chosen))
+
+
+def smallest_fitting(lengths: tuple[int, ...], n: int) -> int:
+    """The enumerated length an input of n tokens is padded to."""
+    fitting = [length for length in lengths if length >= n]
+    if not fitting:
+        raise ExportError(f"an input of {n} tokens is longer than the longest enumerated length {max(lengths)}: "
+                          "truncate it to max_length")
+    return min(fitting)
+
+
+def enumerated_lengths(metadata: dict) -> tuple[int, ...]:
+    """The enumerated lengths a program's metadata lists (none for flexible and fixed programs)."""
+    value = metadata.get(LENGTHS_KEY)
+    return tuple(int(v) for v in value.split(",")) if value else ()
 
 
 def load_mlpackage(path: Path):
@@ -210,8 +254,11 @@ class MILInterpreter:
         return dtype if arr.ndim == 0 else types.tensor(dtype, arr.shape)
 
 
-def coreml_forward(mlpackage: Path, task):
-    """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time."""
+def coreml_forward(mlpackage: Path, task, pad_to: int | None = None):
+    """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time.
+
+    An enumerated program gets each input padded to the smallest length that fits, as an app pads it, or to
+    `pad_to` (one of its lengths) to check that length on shorter inputs."""
     if platform.system() == "Darwin":
         model = load_mlpackage(mlpackage)
         predict, metadata = model.predict, model.user_defined_metadata
@@ -221,15 +268,20 @@ def coreml_forward(mlpackage: Path, task):
         predict, metadata = interpreter.predict, interpreter.metadata
         runtime = "MIL interpreter (numpy)"
     fixed = metadata.get(FIXED_LENGTH_KEY)
+    lengths = enumerated_lengths(metadata)
+    if pad_to is not None and pad_to not in lengths:
+        raise ExportError(f"{Path(mlpackage).name} takes lengths {lengths or 'as they come'}, not {pad_to}")
 
     def forward(batch):
         rows = []
         for i in range(batch["input_ids"].shape[0]):
             n = int(batch["attention_mask"][i].sum())
-            # A flexible program runs each sequence at its own length; a fixed one takes it padded and masked.
+            # A flexible program runs each sequence at its own length; a fixed or enumerated one takes it padded
+            # and masked.
             inputs = {k: batch[k][i:i + 1, :n].astype(np.int32) for k in task.input_names}
-            if fixed:
-                inputs = {k: np.pad(v, ((0, 0), (0, int(fixed) - n))) for k, v in inputs.items()}
+            width = int(fixed) if fixed else (pad_to or smallest_fitting(lengths, n)) if lengths else n
+            if width > n:
+                inputs = {k: np.pad(v, ((0, 0), (0, width - n))) for k, v in inputs.items()}
             out = predict(inputs)
             if CLASSIFIER_PROBABILITIES in out:  # log-probabilities: the same answers as logits
                 probabilities = out[CLASSIFIER_PROBABILITIES]

@@ -121,8 +121,10 @@ def convert_fp16(source: Path, target: Path) -> Path:
     return target
 
 
-def convert_to_ort(source: Path, ort_path: Path, operators_path: Path) -> tuple[Path, Path]:
-    """An .ort flatbuffer for ONNX Runtime Mobile, and the operator list for a reduced runtime build."""
+def convert_to_ort(source: Path, ort_path: Path, operators_path: Path,
+                   custom_op_library: str | None = None) -> tuple[Path, Path]:
+    """An .ort flatbuffer for ONNX Runtime Mobile, and the operator list for a reduced runtime build.
+    custom_op_library: the library of the custom ops the graph uses (onnxruntime-extensions' for text-in models)."""
     require("onnxruntime", "export")
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.onnx"
@@ -131,7 +133,8 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path) -> tuple[
             [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(staged),
              # Runtime: the .ort keeps ONNX Runtime's graph optimizations as records it replays when loaded, so
              # an app that hands nodes to NNAPI or CoreML still gets the CPU optimizations for the rest.
-             "--optimization_style", "Runtime"],
+             "--optimization_style", "Runtime",
+             *(["--custom_op_library", custom_op_library] if custom_op_library else [])],
             capture_output=True, text=True,
         )
         produced = next(iter(sorted(Path(tmp).glob("*.ort"))), None)  # model.with_runtime_opt.ort

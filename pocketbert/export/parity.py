@@ -33,8 +33,11 @@ class Gate:
     max_abs_diff: float | None
     min_agreement: float | None = None     # where the task gates on agreement
     max_points_lost: float | None = None   # of the task's primary metric, for every task
+    agree_for_every_task: bool = False     # gate on agreement also where the task gates on its metric (QA)
 
     def tolerance(self, task) -> Tolerance:
+        if self.agree_for_every_task:
+            return Tolerance(self.min_agreement, self.max_abs_diff)
         if self.max_points_lost is not None:
             return Tolerance(None, self.max_abs_diff, self.max_points_lost * task.metric_point)
         if task.gates_on_agreement:
@@ -45,6 +48,11 @@ class Gate:
 FP32_GATE = Gate(FP32_MAX_ABS_DIFF, FP32_MIN_AGREEMENT)
 FP16_GATE = Gate(FP16_MAX_ABS_DIFF, FP16_MIN_AGREEMENT)
 COMPRESSED_GATE = Gate(None, max_points_lost=COMPRESSED_MAX_POINTS_LOST)
+# A text-in model in fp32 is the student fed by its own tokenizer: its answers (labels, QA answers' word pieces)
+# must agree with the student's on at least this share of examples, whatever the task. A tokenization that
+# differs anywhere shows as a lost answer, not as a |diff| (different token counts have none).
+TEXT_IN_MIN_AGREEMENT = 0.99
+TEXT_IN_GATE = Gate(None, TEXT_IN_MIN_AGREEMENT, agree_for_every_task=True)
 # Classifier outputs are probabilities: their logs differ from logits by a per-row constant, so no |diff| gate.
 PROBABILITY_GATE = Gate(None, FP16_MIN_AGREEMENT)
 
@@ -64,11 +72,17 @@ class ParityResult:
     max_metric_drop: float | None
     passed: bool
     seconds_per_sequence: float | None = None  # the runtime's time per model input (a QA example has several)
+    by_length: dict | None = None  # a model of enumerated lengths: each length checked on its own (check_lengths)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def failure(self) -> str:
+        short = [f"length {n}: max |diff| {r['max_abs_diff']:.4g}" for n, r in (self.by_length or {}).items()
+                 if not r["passed"]]
+        if short and self.agreement >= (self.min_agreement or 0.0):
+            return (f"{self.artifact} on {self.runtime} no longer gives the student's logits at one of its enumerated "
+                    f"lengths ({'; '.join(short)}, allowed {self.max_abs_diff_allowed})")
         needs = f" (needs >= {self.min_agreement})" if self.min_agreement is not None else ""
         allowed = f" (allowed {self.max_abs_diff_allowed})" if self.max_abs_diff_allowed is not None else ""
         metric = "; ".join(f"{k} {self.metrics[k]:.4f} vs student {v:.4f}" for k, v in self.student_metrics.items()
@@ -85,10 +99,31 @@ def compare(task, examples, features, student_logits: list[np.ndarray], artifact
     max_diff = max(float(np.max(np.abs(a - r))) for a, r in zip(artifact_logits, ref))
     ours = task.answers(examples, feats, artifact_logits, eval_cfg)
     theirs = task.answers(examples, feats, ref, eval_cfg)
-    agreement = float(np.mean([a == b for a, b in zip(ours, theirs)]))
-    tolerance = gate.tolerance(task)
     metrics = task.score(examples, feats, artifact_logits, eval_cfg)
     student_metrics = task.score(examples, feats, ref, eval_cfg)
+    return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+
+
+def compare_text_in(task, examples, features, student_logits: list[np.ndarray], own_features: list,
+                    artifact_logits: list[np.ndarray], eval_cfg: dict, decode, artifact: str, runtime: str,
+                    precision: str, gate: Gate) -> ParityResult:
+    """A text-in model against the student: its answers read from its own tokenization (own_features; None where
+    it returns only logits, as a sentence classifier does), compared as answers that mean the same whatever the
+    tokenization (labels, or a QA answer's word pieces). Logits of different tokenizations have no difference."""
+    own = [o if o is not None else f for o, f in zip(own_features, features)]
+    max_diff = max(float(np.max(np.abs(a - r))) if np.shape(a) == np.shape(r) else float("inf")
+                   for a, r in zip(artifact_logits, student_logits))
+    ours = task.comparable_answers(examples, own, artifact_logits, eval_cfg)
+    theirs = task.comparable_answers(examples, features, student_logits, eval_cfg)
+    metrics = task.score_answers(examples, features, ours, decode)
+    student_metrics = task.score_answers(examples, features, theirs, decode)
+    return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+
+
+def _result(task, ours: list, theirs: list, max_diff: float, metrics: dict, student_metrics: dict, artifact: str,
+            runtime: str, precision: str, gate: Gate) -> ParityResult:
+    agreement = float(np.mean([a == b for a, b in zip(ours, theirs)]))
+    tolerance = gate.tolerance(task)
     primary = task.primary_metric
     passed = (
         (tolerance.min_agreement is None or agreement >= tolerance.min_agreement)
@@ -104,3 +139,25 @@ def compare(task, examples, features, student_logits: list[np.ndarray], artifact
         max_metric_drop=tolerance.max_metric_drop, passed=passed,
     )
 
+
+# Each enumerated length is checked on this many eval inputs that fit it, the longest first (its padding is real).
+INPUTS_PER_LENGTH = 32
+
+
+def check_lengths(task, features: list, student_logits: list[np.ndarray], lengths: tuple[int, ...], open_at_length,
+                  pad_id: int, gate: Gate) -> dict:
+    """For a model that takes only some lengths: its logits with every input padded to each length, against the
+    student's, so that a length no eval input needs is proven too."""
+    from pocketbert.core.inference import batched_logits
+
+    checked = {}
+    for length in lengths:
+        fitting = sorted((k for k, f in enumerate(features) if len(f.input_ids) <= length),
+                         key=lambda k: -len(features[k].input_ids))[:INPUTS_PER_LENGTH]
+        if not fitting:
+            continue
+        logits = batched_logits(task, [features[k] for k in fitting], pad_id, 1, open_at_length(length))
+        diff = max(float(np.max(np.abs(a - student_logits[k]))) for a, k in zip(logits, fitting))
+        checked[str(length)] = {"inputs": len(fitting), "max_abs_diff": diff,
+                                "passed": gate.max_abs_diff is None or diff <= gate.max_abs_diff}
+    return checked

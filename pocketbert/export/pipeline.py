@@ -26,8 +26,9 @@ from pocketbert.rundir import (
     staged_output,
 )
 
-# The .ort is the int8 graph; the fp32 one shows what an accelerator could take without quantized ops.
-USABILITY_CHECKED = ("onnx", "onnx-int8")
+# The .ort files are the dynamic int8 and the static QDQ graphs; the fp32 one shows what an accelerator could
+# take without quantized ops.
+USABILITY_CHECKED = ("onnx", "onnx-int8", "onnx-qdq")
 
 
 def check_coreml_choice(names: list[str], task, architecture) -> None:
@@ -40,6 +41,34 @@ def check_coreml_choice(names: list[str], task, architecture) -> None:
     if misfits:
         raise ExportError(f"Core ML variant {', '.join(misfits)} does not apply to a {task.name} "
                           f"{architecture.name} student: leave it out of export.coreml_variants")
+
+
+def _gate(variant, path: Path, task, examples, features, student_logits, n_features: dict, pad_id: int,
+          batch_size: int, eval_cfg: dict, decode) -> parity.ParityResult:
+    """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
+    text-in model, the raw text (QA: the questions whose context fits one window, as such a model reads one)."""
+    started = time.perf_counter()
+    if variant.runtime.takes_text:
+        examples, features, student_logits = task.within_one_window(examples, features, student_logits)
+        run = variant.runtime.open(path, task)
+        own, logits = run(examples)
+        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, eval_cfg, decode,
+                                        path.name, run.runtime, variant.precision, variant.gate)
+        result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
+        return result
+    forward = variant.runtime.open(path, task)
+    run_features = features[:n_features[variant.runtime.parity_share]]
+    logits = batched_logits(task, run_features, pad_id, variant.runtime.batch_size or batch_size, forward, path.name)
+    result = parity.compare(task, examples, features, student_logits, logits, eval_cfg, path.name,
+                            getattr(forward, "runtime", variant.runtime.name), variant.precision, variant.gate)
+    result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(run_features))
+    lengths = variant.runtime.lengths(path)
+    if lengths:
+        result.by_length = parity.check_lengths(
+            task, run_features, student_logits, lengths,
+            lambda n: variant.runtime.open_at_length(path, task, n), pad_id, variant.gate)
+        result.passed = result.passed and all(r["passed"] for r in result.by_length.values())
+    return result
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
@@ -83,24 +112,14 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             steps.set_postfix_str(variant.name)
             variant.build(context, out / variant.file_name(task))
             steps.update()
-        ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name))
+        ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name), max_length)
                          for name in USABILITY_CHECKED}
 
         steps.set_postfix_str("parity")
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
-        results = []
-        for variant in plan:
-            path = out / variant.file_name(task)
-            forward = variant.runtime.open(path, task)
-            run_features = features[:n_features[variant.runtime.parity_share]]
-            started_run = time.perf_counter()
-            logits = batched_logits(task, run_features, pad_id, variant.runtime.batch_size or batch_size, forward,
-                                    path.name)
-            results.append(parity.compare(task, examples, features, student_logits, logits, eval_cfg, path.name,
-                                          getattr(forward, "runtime", variant.runtime.name), variant.precision,
-                                          variant.gate))
-            results[-1].seconds_per_sequence = (time.perf_counter() - started_run) / max(1, len(run_features))
+        results = [_gate(variant, out / variant.file_name(task), task, examples, features, student_logits,
+                         n_features, pad_id, batch_size, eval_cfg, app_tokenizer.decode) for variant in plan]
         steps.update()
         steps.close()
 
@@ -124,13 +143,17 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
+                     "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "ort_mobile_usability": ort_usability,
                      "hub_layout": hub,
                      # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
                      # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device
                      "tokenizer_golden": {"texts": len(json.loads((out / TOKENIZER_GOLDEN).read_text())["texts"]),
                                           "tokenizer_json_truncates_at": max_length,
-                                          "checked_here": ["tokenizer.json (tokenizers library)"]}},
+                                          "checked_here": ["tokenizer.json (tokenizers library)"] + (
+                                              ["the text-in models' tokenizer graph (onnxruntime-extensions), "
+                                               f"{context.notes['text_in_golden']} probes"]
+                                              if "text_in_golden" in context.notes else [])}},
             extra={"app_files": [p.name for p in app_files]},
         )
     return Path(run_dir) / EXPORT_DIR, results

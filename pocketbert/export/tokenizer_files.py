@@ -36,6 +36,17 @@ def golden_texts(max_length: int) -> list[tuple[str, str]]:
     ]
 
 
+def golden_pairs(max_length: int) -> list[tuple[str, str, str]]:
+    """(what it probes, question, context): the pairs an extractive-QA tokenizer must cut as the model was fed."""
+    return [
+        ("ascii pair", "Who directed the film?", "The film was directed by Jane Doe in 1999."),
+        ("accents and emoji", "Où est le café?", "Le café 😀 est près de la Seine, señor Müller."),
+        ("context longer than max_length", "What repeats?", " ".join(["terrific"] * (2 * max_length))),
+        ("question longer than max_length", " ".join(["why"] * (2 * max_length)), "Because."),
+        ("empty question", "", "A context with no question."),
+    ]
+
+
 def make_tokenizer_json_truncate_at(path: Path, max_length: int) -> None:
     """Truncation at the export's max_length (the special tokens counted in, so [SEP] stays), no padding."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -62,14 +73,26 @@ def clean_tokenizer_config(path: Path, tokenizer_json: Path, max_length: int) ->
     path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
-def golden(reference_tokenizer, max_length: int) -> dict:
-    """Each golden text with the ids the reference tokenizer (the one the parity gate feeds) gives it."""
+def golden(reference_tokenizer, max_length: int, with_pairs: bool = False) -> dict:
+    """Each golden text with the ids the reference tokenizer (the one the parity gate feeds) gives it; with_pairs
+    (a task that reads a question and a context): each golden pair with its ids and token types, the context cut
+    to fit. A question longer than the window is cut to max_length - 3 tokens, as the text-in model cuts it."""
     rows = []
     for name, text in golden_texts(max_length):
         ids = reference_tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
         rows.append({"probe": name, "text": text, "ids": list(map(int, ids))})
-    return {"max_length": int(max_length), "special_tokens_kept": "[CLS] first, [SEP] last, also when truncated",
-            "texts": rows}
+    golden_file = {"max_length": int(max_length),
+                   "special_tokens_kept": "[CLS] first, [SEP] last, also when truncated", "texts": rows}
+    if with_pairs:
+        pairs = []
+        for name, question, context in golden_pairs(max_length):
+            q = reference_tokenizer(question, add_special_tokens=False)["input_ids"][:max_length - 3]
+            c = reference_tokenizer(context, add_special_tokens=False)["input_ids"][:max_length - 3 - len(q)]
+            cls, sep = reference_tokenizer.cls_token_id, reference_tokenizer.sep_token_id
+            pairs.append({"probe": name, "question": question, "context": context,
+                          "ids": [cls, *q, sep, *c, sep], "token_type_ids": [0] * (len(q) + 2) + [1] * (len(c) + 1)})
+        golden_file["pairs"] = pairs
+    return golden_file
 
 
 def ids_from_tokenizer_json(path: Path, texts: list[str]) -> list[list[int]]:

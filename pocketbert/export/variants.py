@@ -8,20 +8,29 @@ a variant may read the file of one listed before it (fp16, int8 and static int8 
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-from pocketbert.export import coreml, int8_budget, onnx_export, parity
+from pocketbert.errors import ExportError
+from pocketbert.export import coreml, int8_budget, onnx_export, parity, text_in
 from pocketbert.rundir import (
+    ONNX_TEXT,
+    ONNX_TEXT_INT8,
+    ORT_TEXT_MODEL,
+    ORT_TEXT_REQUIRED_OPERATORS,
     ONNX_FP16,
     ONNX_FP32,
     ONNX_INT8,
     ONNX_QDQ,
     ORT_MODEL,
+    ORT_QDQ_MODEL,
+    ORT_QDQ_REQUIRED_OPERATORS,
     ORT_REQUIRED_OPERATORS,
+    TOKENIZER_GOLDEN,
     coreml_package_name,
 )
 
@@ -36,6 +45,12 @@ class Runtime:
     open: Callable[[Path, Any], Callable]  # (path, task) -> numpy-in, numpy-out forward
     batch_size: int | None                 # None: the eval batch size; 1: one sequence at a time
     parity_share: str                      # which recipe count of eval examples it runs: "parity" or "coreml"
+    # The input lengths a file takes, when it takes only some (enumerated shapes), and a forward that pads every
+    # input to one of them: each length is checked on its own.
+    lengths: Callable[[Path], tuple[int, ...]] = lambda path: ()
+    open_at_length: Callable[[Path, Any, int], Callable] | None = None
+    # A text-in model (tokenizer in the graph): open gives examples -> (its own features, logits), fed raw text.
+    takes_text: bool = False
 
 
 def _open_onnxruntime(path: Path, task):
@@ -44,7 +59,15 @@ def _open_onnxruntime(path: Path, task):
 
 ONNX_RUNTIME = Runtime("onnxruntime", _open_onnxruntime, None, "parity")
 # Core ML on macOS; elsewhere the saved program evaluated op by op (coreml_forward names which in .runtime).
-COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml")
+COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml",
+                         lambda path: coreml.enumerated_lengths(coreml.load_mlpackage(path).user_defined_metadata),
+                         lambda path, task, length: coreml.coreml_forward(path, task, pad_to=length))
+# The text-in models: fed raw text, run by onnxruntime with onnxruntime-extensions' custom ops.
+TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
+# Enumerated Core ML lengths: those covering these shares of the training inputs' token lengths, rounded up to a
+# multiple of LENGTH_MULTIPLE, and max_length. Chosen on training text, never the eval set the gate scores.
+LENGTH_COVERAGES = (0.5, 0.9, 0.99)
+LENGTH_MULTIPLE = 8
 
 
 @dataclass
@@ -81,13 +104,24 @@ class BuildContext:
                                 torch_forward(self.model, self.task))
         return features, logits
 
-    def coreml_program(self, target: str, fixed: bool, classifier: bool):
-        """The fp16 program for one deployment target and output form, converted once and shared by compressions."""
-        key = (target, fixed, classifier)
+    @functools.cached_property
+    def length_buckets(self) -> tuple[int, ...]:
+        """Enumerated sequence lengths from the token lengths of the training examples (LENGTH_COVERAGES)."""
+        features, _ = self.calibration
+        lengths = coreml.length_buckets([len(f.input_ids) for f in features], self.max_length, LENGTH_COVERAGES,
+                                        LENGTH_MULTIPLE)
+        self.notes["coreml_enumerated_lengths"] = {"lengths": list(lengths), "coverages": list(LENGTH_COVERAGES),
+                                                   "chosen_on": f"{len(features)} training examples"}
+        return lengths
+
+    def coreml_program(self, target: str, fixed: bool, classifier: bool, enumerated: bool = False):
+        """The fp16 program for one deployment target and input and output form, converted once and shared by
+        compressions."""
+        key = (target, fixed, classifier, enumerated)
         if key not in self._programs:
             self._programs[key] = coreml.convert_to_coreml(
                 self.model, self.task, self.max_length, self.task.label_names, self.description, target, fixed,
-                classifier, self.architecture)
+                classifier, self.architecture, self.length_buckets if enumerated else None)
         return self._programs[key]
 
 
@@ -148,13 +182,36 @@ def _build_qdq(ctx: BuildContext, path: Path) -> None:
     onnx_export.quantize_static_qdq(ctx.path("onnx"), path, rows)
 
 
-def _build_ort(ctx: BuildContext, path: Path) -> None:
-    onnx_export.convert_to_ort(ctx.path("onnx-int8"), path, ctx.out / ORT_REQUIRED_OPERATORS)
-
-
-def _coreml_builder(compression: str | None, target: str, fixed: bool, classifier: bool):
+def _ort_builder(source: str, operators: str):
     def build(ctx: BuildContext, path: Path) -> None:
-        coreml.compress(ctx.coreml_program(target, fixed, classifier), compression).save(str(path))
+        onnx_export.convert_to_ort(ctx.path(source), path, ctx.out / operators)
+    return build
+
+
+def _text_in_builder(source: str):
+    """The tokenizer graph in front of the graph of variant `source`; the tokenizer is first checked on the golden
+    file, so a text-in model never ships with a tokenizer that means something else."""
+    def build(ctx: BuildContext, path: Path) -> None:
+        tokenizer_json = ctx.out / "tokenizer.json"
+        if "text_in_golden" not in ctx.notes:
+            golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
+            wrong = text_in.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
+            if wrong:
+                raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
+                                  f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
+            ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
+        text_in.build_text_in(tokenizer_json, ctx.path(source), path, ctx.task, ctx.max_length)
+    return build
+
+
+def _build_text_ort(ctx: BuildContext, path: Path) -> None:
+    onnx_export.convert_to_ort(ctx.path("onnx-text-int8"), path, ctx.out / ORT_TEXT_REQUIRED_OPERATORS,
+                               text_in.extensions_library())
+
+
+def _coreml_builder(compression: str | None, target: str, fixed: bool, classifier: bool, enumerated: bool):
+    def build(ctx: BuildContext, path: Path) -> None:
+        coreml.compress(ctx.coreml_program(target, fixed, classifier, enumerated), compression).save(str(path))
     return build
 
 
@@ -164,10 +221,10 @@ def _onnx_variant(name, file_name, precision, build, gate, extra_files=()) -> Va
 
 
 def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIMUM_IOS, fixed=False,
-                    classifier=False) -> Variant:
+                    classifier=False, enumerated=False) -> Variant:
     """A Core ML variant named as export.coreml_variants names it; its package is <Class>.<name>.mlpackage."""
     return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
-                   _coreml_builder(compression, target, fixed, classifier), gate, minimum_ios=target,
+                   _coreml_builder(compression, target, fixed, classifier, enumerated), gate, minimum_ios=target,
                    needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
 
 
@@ -177,7 +234,19 @@ _DEFINITIONS = [
     _onnx_variant("onnx-int8", ONNX_INT8, "int8", _build_int8, parity.COMPRESSED_GATE),
     _onnx_variant("onnx-qdq", ONNX_QDQ, "int8-static", _build_qdq, parity.COMPRESSED_GATE),
     # The .ort is the int8 graph, for ONNX Runtime Mobile; its operator list makes a reduced runtime build.
-    _onnx_variant("ort", ORT_MODEL, "int8", _build_ort, parity.COMPRESSED_GATE, (ORT_REQUIRED_OPERATORS,)),
+    _onnx_variant("ort", ORT_MODEL, "int8", _ort_builder("onnx-int8", ORT_REQUIRED_OPERATORS), parity.COMPRESSED_GATE,
+                  (ORT_REQUIRED_OPERATORS,)),
+    # The static QDQ graph as .ort: its int8 products with constant scales are what NNAPI and XNNPACK take
+    # (export/mobile_usability.py says how much of it each would).
+    _onnx_variant("ort-qdq", ORT_QDQ_MODEL, "int8-static", _ort_builder("onnx-qdq", ORT_QDQ_REQUIRED_OPERATORS),
+                  parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,)),
+    # Text in, logits out: the tokenizer inside the graph (tokenizer.json's ids), for apps that ship no tokenizer.
+    Variant("onnx-text", ONNX_FAMILY, lambda task: ONNX_TEXT, TEXT_RUNTIME, "fp32", _text_in_builder("onnx"),
+            parity.TEXT_IN_GATE),
+    Variant("onnx-text-int8", ONNX_FAMILY, lambda task: ONNX_TEXT_INT8, TEXT_RUNTIME, "int8",
+            _text_in_builder("onnx-int8"), parity.COMPRESSED_GATE),
+    Variant("ort-text", ONNX_FAMILY, lambda task: ORT_TEXT_MODEL, TEXT_RUNTIME, "int8", _build_text_ort,
+            parity.COMPRESSED_GATE, extra_files=(ORT_TEXT_REQUIRED_OPERATORS,)),
     # The fp16 program: sequence length 1..max_length.
     _coreml_variant("fp16", "fp16", parity.FP16_GATE),
     _coreml_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
@@ -185,8 +254,11 @@ _DEFINITIONS = [
     _coreml_variant("4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
     # Per-block int4 weights exist from iOS 18 / macOS 15.
     _coreml_variant("int4-block", "int4-block", parity.COMPRESSED_GATE, "int4-block", target=coreml.BLOCKWISE_IOS),
-    # Exactly (1, max_length): the Neural Engine runs only fixed shapes, so the app pads.
+    # Exactly (1, max_length): a shape the Neural Engine runs; the app pads every input to max_length.
     _coreml_variant("fixed", "fp16", parity.FP16_GATE, fixed=True),
+    # A few enumerated lengths (length_buckets), each a shape the Neural Engine runs; the app pads to the
+    # smallest that fits, so short inputs pay for little padding. Two enumerated inputs need iOS 18.
+    _coreml_variant("enumerated", "fp16", parity.FP16_GATE, target=coreml.ENUMERATED_IOS, enumerated=True),
     # Core ML classifier outputs: the label and a probability per label (sentence classification).
     _coreml_variant("classifier", "probabilities", parity.PROBABILITY_GATE, classifier=True),
 ]

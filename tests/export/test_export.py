@@ -181,12 +181,13 @@ def test_unknown_core_ml_variant_is_refused(sentiment_exports):
 
 
 def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
-    from pocketbert.export.mobile_usability import PROVIDERS, usability
+    from pocketbert.export.mobile_usability import PROVIDERS, XNNPACK, usability
 
     _, _, folder = sentiment_exports
     verdict = usability(folder / "model.onnx")
-    assert set(verdict) == set(PROVIDERS)
-    for provider in verdict.values():
+    assert set(verdict) == set(PROVIDERS) | {XNNPACK}
+    for name in PROVIDERS:
+        provider = verdict[name]
         for shapes in ("dynamic_shapes", "fixed_shapes"):
             part = provider[shapes]
             assert part["suitability"] in ("YES", "MAYBE", "NO")
@@ -194,6 +195,24 @@ def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
         # fixing the shapes can only let a provider take more nodes
         assert provider["fixed_shapes"]["supported_nodes"] >= provider["dynamic_shapes"]["supported_nodes"]
         assert provider["advice"]
+
+
+def test_xnnpack_takes_float_weight_products_and_no_dynamic_int8_one(sentiment_exports):
+    """XNNPACK's node checks: float MatMul/Gemm with constant weights yes, MatMulInteger never; the attention
+    softmax only once the sequence length is fixed (its last axis must be static)."""
+    from pocketbert.export.mobile_usability import XNNPACK, preferred_provider, usability
+
+    _, _, folder = sentiment_exports
+    fp32 = usability(folder / "model.onnx", fixed_length=24)[XNNPACK]
+    assert fp32["dynamic_shapes"]["weight_products"] > 0
+    assert fp32["dynamic_shapes"]["weight_share"] == 1.0 and fp32["dynamic_shapes"]["suitability"] == "YES"
+    assert "Softmax" not in fp32["dynamic_shapes"]["ops_taken"] and "Softmax" in fp32["fixed_shapes"]["ops_taken"]
+    int8 = usability(folder / "model.int8.onnx")
+    # only the FFN output projections quantize_int8 left in fp32 remain XNNPACK's
+    kept_fp32 = len(onnx_export.fp32_nodes(folder / "model.onnx"))
+    assert int8[XNNPACK]["dynamic_shapes"]["weight_products_taken"] == kept_fp32
+    assert int8[XNNPACK]["dynamic_shapes"]["suitability"] == "NO"
+    assert preferred_provider(int8) == "CPU" and preferred_provider({XNNPACK: fp32}) == XNNPACK
 
 
 def test_fixed_shape_variant_takes_padded_input_and_answers_like_torch(sentiment_exports, tmp_path):

@@ -1,0 +1,106 @@
+"""Text-in models for ONNX Runtime: the tokenizer inside the graph (onnxruntime-extensions), so an app passes
+a string (QA: a question and a context) and gets logits (QA: start and end logits, with the character offsets
+that cut the answer out of the context), and ships no tokenizer of its own.
+
+The tokenizer graph (export/text_tokenizer.py) is built from the exported tokenizer.json and gives its ids; it runs
+in front of an exported graph (fp32 or int8), whose inputs gain a batch axis of one. The model needs the
+extensions' custom op library: `SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())`
+in Python, `registerCustomOpLibrary(OrtxPackage.getLibraryPath())` on Android.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pocketbert.errors import ExportError, require
+
+from pocketbert.export.text_tokenizer import CONTRIB, PREFIX, tokenizer_graph
+
+GOLDEN_CHECK_OPSET = 17  # the tokenizer graph checked on its own
+
+
+def extensions_library() -> str:
+    return require("onnxruntime_extensions", "export").get_library_path()
+
+
+def text_session(path: Path | bytes, threads: int = 0):
+    """An onnxruntime session with the extensions' custom ops registered, of a file or a serialized model."""
+    ort = require("onnxruntime", "export")
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(extensions_library())
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    model = path if isinstance(path, bytes) else str(path)
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def build_text_in(tokenizer_json: Path, model_path: Path, target: Path, task, max_length: int) -> Path:
+    """tokenizer graph -> (a batch axis of one) -> the exported graph, saved as one model; the task's extra
+    outputs (QA: the token ids and types) are the model's own inputs, returned as they were fed."""
+    onnx = require("onnx", "export")
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(model_path))
+    graph = model.graph
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    tokenizer = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, opsets[""], model.ir_version)
+    model_inputs = [i.name for i in graph.input]
+    made = {o.name for o in tokenizer.graph.output}
+    missing = [name for name in model_inputs if PREFIX + name not in made]
+    if missing:
+        raise ExportError(f"the tokenizer graph gives no {', '.join(missing)} for {model_path.name}")
+    axis = helper.make_tensor(PREFIX + "batch_axis", TensorProto.INT64, [1], [0])
+    unsqueeze = [helper.make_node("Unsqueeze", [PREFIX + name, axis.name], [name], name=f"{PREFIX}batch_{name}")
+                 for name in model_inputs]
+    extra = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, "tokens"]) for name in task.text_in_extra_outputs]
+    merged_graph = helper.make_graph(
+        list(tokenizer.graph.node) + unsqueeze + list(graph.node), f"{graph.name}_text_in",
+        list(tokenizer.graph.input), list(graph.output) + extra,
+        list(tokenizer.graph.initializer) + [axis] + list(graph.initializer), value_info=list(graph.value_info))
+    opsets[CONTRIB] = 1
+    merged = helper.make_model(merged_graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],
+                               ir_version=model.ir_version, producer_name="pocketbert")
+    onnx.save(merged, str(target))
+    return target
+
+
+def text_in_forward(path: Path, task):
+    """Examples in, (the features the model's own tokenizer made, their logits) out: as an app runs it."""
+    session = text_session(path)
+    names = [o.name for o in session.get_outputs()]
+
+    def run(examples: list) -> tuple[list, list[np.ndarray]]:
+        features, logits = [], []
+        for index, example in enumerate(examples):
+            outputs = dict(zip(names, session.run(None, task.text_in_feeds(example))))
+            feature, row = task.text_in_result(index, outputs)
+            features.append(feature)
+            logits.append(row)
+        return features, logits
+
+    run.runtime = "onnxruntime + extensions"
+    return run
+
+
+def golden_mismatches(tokenizer_json: Path, golden: dict, task, max_length: int) -> list[str]:
+    """The golden probes on which the text-in models' tokenizer graph gives other ids (and, for pairs, token
+    types) than the golden file: texts for a one-text task, pairs for a question-and-context task."""
+    graph = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, GOLDEN_CHECK_OPSET, 8)
+    session = text_session(graph.SerializeToString())
+    wrong = []
+    if len(task.text_in_inputs) == 1:
+        for row in golden["texts"]:
+            ids, = session.run([PREFIX + "input_ids"], {task.text_in_inputs[0]: np.array([row["text"]], dtype=object)})
+            if ids.tolist() != row["ids"]:
+                wrong.append(row["probe"])
+    else:
+        for row in golden.get("pairs", []):
+            feeds = dict(zip(task.text_in_inputs, (np.array([row["question"]], dtype=object),
+                                                   np.array([row["context"]], dtype=object))))
+            ids, types = session.run([PREFIX + "input_ids", PREFIX + "token_type_ids"], feeds)
+            if ids.tolist() != row["ids"] or types.tolist() != row["token_type_ids"]:
+                wrong.append(row["probe"])
+    return wrong
