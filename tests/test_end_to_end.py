@@ -59,12 +59,21 @@ def test_distillation_reports_its_teacher_cache(sentiment_run):
 
 def test_every_export_passed_parity(sentiment_run):
     results = json.loads((sentiment_run / "export" / "parity.json").read_text())
-    assert {r["artifact"] for r in results} == {"model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx",
-                                                "model.ort", "PocketBertSentiment.mlpackage",
-                                                "PocketBertSentiment.6bit.mlpackage"}
+    assert {r["artifact"] for r in results} == {
+        "model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx", "model.ort", "model.qdq.ort",
+        "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "PocketBertSentiment.mlpackage",
+        "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
-    assert results[0]["n_examples"] == 48
+    assert all(r["n_examples"] == 48 for r in results if "mlpackage" not in r["artifact"])
+    text_in = {r["artifact"]: r for r in results}["model.text.onnx"]
+    assert text_in["runtime"] == "onnxruntime + extensions" and text_in["agreement"] >= 0.99  # fed raw text
+    enumerated = {r["artifact"]: r for r in results}["PocketBertSentiment.enumerated.mlpackage"]
+    manifest = json.loads((sentiment_run / "export" / "manifest.json").read_text())
+    lengths = manifest["metrics"]["coreml_enumerated_lengths"]["lengths"]
+    assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
+    assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
+    assert all(r["passed"] and r["inputs"] > 0 for r in enumerated["by_length"].values())
 
 
 def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
@@ -81,7 +90,7 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     labels = json.loads((export / "labels.json").read_text())
     examples = subsample(load_task_data("sst2", "sentiment", shared_data).eval, 48, 13)
     parity = {r["artifact"]: r for r in json.loads((export / "parity.json").read_text())}
-    for name in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx", "model.ort"):
+    for name in ("model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx", "model.ort", "model.qdq.ort"):
         session = ort.InferenceSession(str(export / name), providers=["CPUExecutionProvider"])
         correct = 0
         for ex in examples:
@@ -159,8 +168,27 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     result = run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android")
     assert result.exit_code == 0, result.err
     android = tmp_path / "android"
-    assert {"model.ort", "model.required_operators.config", "vocab.txt", "labels.json"} <= {p.name for p in android.iterdir()}
-    assert "OrtEnvironment.getEnvironment()" in (android / "README.md").read_text()
+    assert {p.name for p in android.iterdir()} == {"model.text.ort", "model.text.required_operators.config",
+                                                   "labels.json", "tokenizer_golden.json", "README.md"}
+    kotlin = (android / "README.md").read_text()
+    assert "registerCustomOpLibrary(OrtxPackage.getLibraryPath())" in kotlin
+    assert "class WordPiece" not in kotlin  # the tokenizer is in the model, not hand-written in the app
+    # the provider the Kotlin picks is the one ONNX Runtime's verdict on the int8 graph supports
+    from pocketbert.export.mobile_usability import preferred_provider
+
+    verdict = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["ort_mobile_usability"]
+    provider = preferred_provider(verdict["model.int8.onnx"])
+    assert {"NNAPI": "addNnapi()", "XNNPACK": "addXnnpack(", "CPU": "CPU execution provider"}[provider] in kotlin
+    # the app's model, fed a raw sentence as the Kotlin feeds it, answers as the export's gate saw
+    from pocketbert.core.data import TextExample
+    from pocketbert.core.tasks import make_task
+    from pocketbert.export.text_in import text_in_forward
+
+    task = make_task("sentiment", json.loads((android / "labels.json").read_text()))
+    _, shipped = text_in_forward(android / "model.text.ort", task)([TextExample("a gripping, well-acted film", 1)])
+    _, exported = text_in_forward(sentiment_run / "export" / "model.text.ort", task)(
+        [TextExample("a gripping, well-acted film", 1)])
+    assert np.array_equal(shipped[0], exported[0])
 
     missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "4bit", "--out", tmp_path / "x")
     assert missing.exit_code == 2 and "has no Core ML 4bit variant" in error_line(missing)
@@ -194,6 +222,8 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
     folders = [export, tmp_path / "ios" / "resources", tmp_path / "android"]
     for folder in folders:
         assert json.loads((folder / "tokenizer_golden.json").read_text(encoding="utf-8")) == golden
+        if not (folder / "tokenizer.json").is_file():
+            continue  # the Android folder ships its tokenizer inside the model: checked below
         # tokenizer.json as any client loads it (tokenizers, transformers.js, swift-transformers read this file)
         as_is = Tokenizer.from_file(str(folder / "tokenizer.json"))
         for row in golden["texts"]:
@@ -206,15 +236,37 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
             hf = load_tokenizer(str(folder))
             for row in golden["texts"]:
                 assert hf(row["text"], truncation=True, max_length=max_length)["input_ids"] == row["ids"]
+    # The Android model's own tokenizer: fed each golden text, it gives the logits the same int8 graph gives for the
+    # golden ids (equal logits: equal ids).
+    import onnxruntime as ort
+
+    from pocketbert.core.data import TextExample
+    from pocketbert.core.tasks import make_task
+    from pocketbert.export.text_in import text_in_forward
+
+    task = make_task("sentiment", json.loads((export / "labels.json").read_text()))
+    _, from_text = text_in_forward(tmp_path / "android" / "model.text.ort", task)(
+        [TextExample(row["text"], 0) for row in golden["texts"]])
+    by_ids = ort.InferenceSession(str(export / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    for row, logits in zip(golden["texts"], from_text):
+        ids = np.array([row["ids"]], dtype=np.int64)
+        expected = by_ids.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
+        assert np.allclose(logits, expected, atol=1e-5), row["probe"]
     for app in ("ios", "android"):
         readme = (tmp_path / app / "README.md").read_text()
+        assert "## Proven by pocketbert, and what needs a device" in readme
         named = named_in_readme(readme)
         assert named, "the README names no file"
         missing = [n for n in named if not (tmp_path / app / n).exists()]
         assert not missing, f"{app} README names {missing}, which export {app} did not write"
     swift = (tmp_path / "ios" / "README.md").read_text()
     kotlin = (tmp_path / "android" / "README.md").read_text()
-    assert "encoded.last!" in swift and "encoded.last()" in kotlin  # long inputs keep their [SEP]
+    assert "encoded.last!" in swift  # long inputs keep their [SEP]
+    # the iOS folder's default program has enumerated lengths: the Swift pads to the smallest that fits
+    lengths = json.loads((export / "manifest.json").read_text())["metrics"]["coreml_enumerated_lengths"]["lengths"]
+    assert f"private let lengths = [{', '.join(map(str, lengths))}]" in swift and "lengths.first {" in swift
+    assert "| enumerated (`enumerated`) | iOS 18" in swift
+    assert "keeping [SEP]" in kotlin  # the model's tokenizer cuts long inputs, [SEP] kept (golden-checked)
 
 
 @pytest.mark.parametrize("platform", ["ios", "android"])

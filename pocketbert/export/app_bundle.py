@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from pocketbert.core.tasks import make_task
 from pocketbert.errors import ExportError, RunDirError
 from pocketbert.export import app_readme, mobile_usability
 from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
@@ -76,7 +77,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                      LABELS: "label names in the order of the logits",
                      TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's "
                                        "tokenizer in a unit test"}
-        files = {base_name: f"Core ML ML Program, {variant} weights, minimum "
+        weights = VARIANTS[variant].precision
+        files = {base_name: f"Core ML ML Program (`{variant}`), {weights} weights, minimum "
                             f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}}
         proven = [f"`{package.name}` gave the student's answers on {parity['n_examples']} eval examples, run by "
@@ -91,7 +93,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                         "only on Apple hardware", "swift-transformers' tokenizer against tokenizer_golden.json: run "
                         "the golden texts through `tokenizer.encode(text:)` in a unit test"]
         (tmp / "README.md").write_text(app_readme.ios_readme(
-            task, files, base_name.removesuffix(".mlpackage"), variant, int(manifest["config"]["max_length"]),
+            task, files, base_name.removesuffix(".mlpackage"), variant, weights, int(manifest["config"]["max_length"]),
             parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device))
     return target
 
@@ -114,20 +116,23 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
                 for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
                 for name in mobile_usability.ANDROID_PROVIDERS if name in usability[graph]]
     shipped = parity[ORT_TEXT_MODEL]
+    # A model that returns token ids (QA's answer span) needs the vocabulary to turn them back into text.
+    decodes_ids = "input_ids" in make_task(task, labels).text_in_extra_outputs
+    files = {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
+                             "(onnxruntime-extensions ops)",
+             ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
+             **({"vocab.txt": "WordPiece vocabulary, one token a line (to turn the answer's ids back into text)"}
+                if decodes_ids else {}),
+             LABELS: "label names in logit order",
+             TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)"}
     with atomic_folder(target) as tmp:
-        for name in (ORT_TEXT_MODEL, ORT_TEXT_REQUIRED_OPERATORS, "vocab.txt", LABELS, TOKENIZER_GOLDEN):
+        for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
-        files = {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
-                                 "(onnxruntime-extensions ops)",
-                 ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
-                 "vocab.txt": "WordPiece vocabulary, one token a line (to turn answer ids back into text)",
-                 LABELS: "label names in logit order",
-                 TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at "
-                                   "export)"}
         proven = [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "
                   f"onnxruntime-extensions: agreement {shipped['agreement']:.4f} with the student",
                   "the model's tokenizer gives tokenizer.json's ids on every text of tokenizer_golden.json",
-                  "the execution-provider verdicts below (ONNX Runtime's checks, run on the graph files)"]
+                  "the execution-provider verdicts above (ONNX Runtime's checks, and pocketbert's transcription of "
+                  "XNNPACK's, run on the graph files)"]
         needs_device = ["the Kotlin is not compiled here, and neither NNAPI nor XNNPACK ran (the Linux onnxruntime "
                         "has neither): run the app's tests on a phone",
                         "onnxruntime-extensions-android must carry the BasicTokenizer and BertTokenizer ops (its "

@@ -229,7 +229,7 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
     return ["", f"This folder holds the `{variant}` program. The shapes a Core ML program can take:", ""] + lines
 
 
-def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, max_length: int,
+def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
                proven: list[str] = (), needs_device: list[str] = ()) -> str:
     code = SWIFT_CODE[task](model_class, max_length, variant, lengths)
@@ -240,7 +240,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
                       "smallest that fits, so the Neural Engine can run it. It needs iOS 18.",
     }.get(variant, f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; "
                    "for the Neural Engine export the `enumerated` or `fixed` variant).")
-    return _readme("iOS", files, code, variant, metrics, n_examples, [
+    return _readme("iOS", files, code, weights, metrics, n_examples, [
         f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "
         f"and generates the `{model_class}` class the code uses. (Inside a folder reference it would only be "
         "copied, and the class would not exist.)",

@@ -71,8 +71,11 @@ def _model_summary(config: dict) -> dict:
     return {k: config.get(k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")}
 
 
-def _artifact_format(name: str) -> str:
-    return "mlpackage" if name.endswith(".mlpackage") else "ort" if name.endswith(".ort") else "onnx"
+def _artifact_format(name: str, runtime: str = "") -> str:
+    """The file format; a text-in model (its tokenizer inside, run with onnxruntime-extensions) is a format of its
+    own, so that no token-id latency is credited to it."""
+    fmt = "mlpackage" if name.endswith(".mlpackage") else "ort" if name.endswith(".ort") else "onnx"
+    return fmt + "-text-in" if "extensions" in runtime else fmt
 
 
 def _row(model: str, setting: dict, batch: int, length: int, sweep: str, stats: dict,
@@ -222,7 +225,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                 "fraction_of_teacher_kept": student_metrics["fraction_of_teacher_kept"],
                 "exported": {name: {"value": r["metrics"].get(primary), "agreement_with_student": r["agreement"],
                                     "n_examples": r["n_examples"], "runtime": r["runtime"],
-                                    "precision": r["precision"], "model_format": _artifact_format(name),
+                                    "precision": r["precision"], "model_format": _artifact_format(name, r["runtime"]),
                                     "size_bytes": sizes.get(name)}
                              for name, r in export_manifest["metrics"]["parity"].items()},
             },
