@@ -344,3 +344,18 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     parity = json.loads((run / "export" / "parity.json").read_text())
     assert all(r["passed"] for r in parity)
     assert (run / "export" / "PocketBertQA.mlpackage").is_dir()
+    # the text-in QA models, fed each question and context as text, answer with the Python pipeline's pieces
+    text_in = {r["artifact"]: r for r in parity}
+    fp32 = text_in["model.text.onnx"]
+    assert fp32["runtime"] == "onnxruntime + extensions" and fp32["n_examples"] > 0
+    assert fp32["agreement"] >= MIN_QA_TEXT_IN_AGREEMENT
+    assert {"model.text.int8.onnx", "model.text.ort"} <= set(text_in)
+    golden = json.loads((run / "export" / "tokenizer_golden.json").read_text(encoding="utf-8"))
+    assert {"question longer than max_length", "context longer than max_length"} <= {r["probe"] for r in golden["pairs"]}
+    android = run_cli(capsys, "export", "android", "--run", run, "--out", tmp_path / "android")
+    assert android.exit_code == 0, android.err
+    assert (tmp_path / "android" / "vocab.txt").is_file()  # to decode the answer's pieces
+    assert 'result.get("input_ids")' in (tmp_path / "android" / "README.md").read_text()
+
+
+MIN_QA_TEXT_IN_AGREEMENT = 0.99

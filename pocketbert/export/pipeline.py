@@ -31,6 +31,22 @@ from pocketbert.rundir import (
 USABILITY_CHECKED = ("onnx", "onnx-int8", "onnx-qdq")
 
 
+# What an export proves on this machine, and what only a phone can (the manifest says both).
+PROVEN_HERE = [
+    "every model in parity.json gave the student's answers on its own runtime: onnxruntime on the CPU, onnxruntime "
+    "with onnxruntime-extensions for the text-in models (fed raw text), Core ML programs on Core ML on macOS or, "
+    "elsewhere, evaluated op by op from the saved program (MIL interpreter)",
+    "tokenizer.json, and the text-in models' tokenizer graph, give the ids of tokenizer_golden.json",
+    "the execution-provider verdicts (NNAPI, CoreML, XNNPACK), from checks of the graph files",
+]
+NEEDS_A_DEVICE = [
+    "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included",
+    "NNAPI, XNNPACK and onnxruntime-extensions-android on an Android phone",
+    "compiling and running the Swift and Kotlin of the app folders",
+    "swift-transformers' tokenizer against tokenizer_golden.json, in the app's unit tests",
+]
+
+
 def check_coreml_choice(names: list[str], task, architecture) -> None:
     """Refuse, before any work, Core ML variants that do not exist or do not apply."""
     unknown = [v for v in names if v not in variants.COREML_VARIANTS]
@@ -146,6 +162,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "ort_mobile_usability": ort_usability,
                      "hub_layout": hub,
+                     # a text-in model reads one window: QA questions whose context needs more are the app's to window
+                     "text_in": {r.artifact: {"examples_checked": r.n_examples,
+                                              "longer_than_one_window": len(examples) - r.n_examples}
+                                 for v, r in zip(plan, results) if v.runtime.takes_text},
+                     "proven_here": PROVEN_HERE, "needs_a_device": NEEDS_A_DEVICE,
                      # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
                      # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device
                      "tokenizer_golden": {"texts": len(json.loads((out / TOKENIZER_GOLDEN).read_text())["texts"]),

@@ -1,0 +1,63 @@
+"""The text-in models on text nothing in them was chosen on: do their tokenizer and answers hold?
+
+    python scripts/text_in_heldout.py runs/sst2-default ../shared/data > results/text_in_heldout.json
+
+For each cross-domain dataset (IMDb reviews, emotion sentences; 2,000 eval texts each): how many texts the
+text-in tokenizer graph gives tokenizer.json's ids for, and, where the dataset has the run's labels, how often
+model.text.onnx and model.text.ort agree with the PyTorch student fed tokenizer.json's ids.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TEXTS_PER_DATASET = 2000
+SEED = 13
+DATASETS = ("imdb", "emotion")
+
+
+def main(run: Path, data_dir: Path) -> dict:
+    from tokenizers import Tokenizer
+
+    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.inference import batched_logits, torch_forward
+    from pocketbert.core.models import load_stage_model, load_tokenizer
+    from pocketbert.export import text_in
+    from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
+
+    export = run / "export"
+    max_length = json.loads((export / "manifest.json").read_text())["config"]["max_length"]
+    model, _, task, _ = load_stage_model(run / "student")
+    reference = Tokenizer.from_file(str(export / "tokenizer.json"))
+    graph = text_in.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8)
+                                 .SerializeToString())
+    results = {"run": str(run), "max_length": max_length, "datasets": {}}
+    for name in DATASETS:
+        same_labels = name != "emotion"  # emotion has six labels of its own: tokenization only
+        data = load_task_data(name, task.name, data_dir, None, task.label_names if same_labels else None, SEED)
+        examples = subsample(data.eval, TEXTS_PER_DATASET, SEED)
+        same = sum(graph.run([PREFIX + "input_ids"], {"text": np.array([ex.text], dtype=object)})[0].tolist()
+                   == reference.encode(ex.text).ids for ex in examples)
+        row = {"texts": len(examples), "same_ids_as_tokenizer_json": same}
+        if same_labels:
+            features = task.features(load_tokenizer(str(export)), examples, max_length)
+            student = batched_logits(task, features, 0, 64, torch_forward(model, task))
+            row["student_accuracy"] = float(np.mean([int(s.argmax()) == ex.label for s, ex in zip(student, examples)]))
+            for artifact in ("model.text.onnx", "model.text.ort"):
+                _, logits = text_in.text_in_forward(export / artifact, task)(examples)
+                row[artifact] = {
+                    "agreement_with_student": float(np.mean([int(a.argmax()) == int(s.argmax())
+                                                             for a, s in zip(logits, student)])),
+                    "accuracy": float(np.mean([int(a.argmax()) == ex.label for a, ex in zip(logits, examples)]))}
+        results["datasets"][name] = row
+    return results
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python scripts/text_in_heldout.py RUN_DIR DATA_DIR > results/text_in_heldout.json")
+    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2])), indent=2))
