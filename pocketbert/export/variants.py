@@ -1,7 +1,7 @@
 """Every export variant, defined once: its file, runtime, precision, how it is built, how it is run, its gate.
 
-Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX
-family is always built; Core ML variants are chosen by export.coreml_variants. Entries are built in order, so
+Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX and
+ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants. Entries are built in order, so
 a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
 """
 
@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import coreml, int8_budget, onnx_export, parity, text_in
+from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in
 from pocketbert.rundir import (
+    EXECUTORCH_FP32,
+    EXECUTORCH_INT8,
     ONNX_TEXT,
     ONNX_TEXT_INT8,
     ORT_TEXT_MODEL,
@@ -34,7 +36,8 @@ from pocketbert.rundir import (
     coreml_package_name,
 )
 
-ONNX_FAMILY, COREML_FAMILY = "onnx", "coreml"
+ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY = "onnx", "coreml", "executorch"
+ALWAYS_BUILT = (ONNX_FAMILY, EXECUTORCH_FAMILY)  # Core ML variants are chosen by export.coreml_variants
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ ONNX_RUNTIME = Runtime("onnxruntime", _open_onnxruntime, None, "parity")
 COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml",
                          lambda path: coreml.enumerated_lengths(coreml.load_mlpackage(path).user_defined_metadata),
                          lambda path, task, length: coreml.coreml_forward(path, task, pad_to=length))
+# ExecuTorch's Python runtime, one sequence at a time at its own length, as an app runs it.
+EXECUTORCH_RUNTIME = Runtime("executorch", executorch_export.executorch_forward, 1, "parity")
 # The text-in models: fed raw text, run by onnxruntime with onnxruntime-extensions' custom ops.
 TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
 # Enumerated Core ML lengths: those covering these shares of the training inputs' token lengths, rounded up to a
@@ -209,6 +214,12 @@ def _build_text_ort(ctx: BuildContext, path: Path) -> None:
                                text_in.extensions_library())
 
 
+def _pte_builder(int8: bool):
+    def build(ctx: BuildContext, path: Path) -> None:
+        executorch_export.export_pte(ctx.model, ctx.task, ctx.architecture, path, ctx.max_length, int8)
+    return build
+
+
 def _coreml_builder(compression: str | None, target: str, fixed: bool, classifier: bool, enumerated: bool):
     def build(ctx: BuildContext, path: Path) -> None:
         coreml.compress(ctx.coreml_program(target, fixed, classifier, enumerated), compression).save(str(path))
@@ -247,6 +258,11 @@ _DEFINITIONS = [
             _text_in_builder("onnx-int8"), parity.COMPRESSED_GATE),
     Variant("ort-text", ONNX_FAMILY, lambda task: ORT_TEXT_MODEL, TEXT_RUNTIME, "int8", _build_text_ort,
             parity.COMPRESSED_GATE, extra_files=(ORT_TEXT_REQUIRED_OPERATORS,)),
+    # ExecuTorch programs delegated to XNNPACK, sequence 2..max_length.
+    Variant("pte", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_FP32, EXECUTORCH_RUNTIME, "fp32", _pte_builder(False),
+            parity.FP32_GATE),
+    Variant("pte-int8", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_INT8, EXECUTORCH_RUNTIME, "int8",
+            _pte_builder(True), parity.COMPRESSED_GATE),
     # The fp16 program: sequence length 1..max_length.
     _coreml_variant("fp16", "fp16", parity.FP16_GATE),
     _coreml_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
@@ -270,5 +286,5 @@ ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
 def selected(coreml_names: list[str], task, architecture) -> list[Variant]:
     """The ONNX family and the chosen Core ML variants that apply to this task and architecture, in build order."""
     chosen = set(coreml_names)
-    return [v for v in _DEFINITIONS if (v.family == ONNX_FAMILY or v.name in chosen)
+    return [v for v in _DEFINITIONS if (v.family in ALWAYS_BUILT or v.name in chosen)
             and v.applies_to(task, architecture)]

@@ -74,7 +74,7 @@ def _model_summary(config: dict) -> dict:
 def _artifact_format(name: str, runtime: str = "") -> str:
     """The file format; a text-in model (its tokenizer inside, run with onnxruntime-extensions) is a format of its
     own, so that no token-id latency is credited to it."""
-    fmt = "mlpackage" if name.endswith(".mlpackage") else "ort" if name.endswith(".ort") else "onnx"
+    fmt = Path(name).suffix.lstrip(".")  # onnx, ort, mlpackage, pte
     return fmt + "-text-in" if "extensions" in runtime else fmt
 
 

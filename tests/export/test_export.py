@@ -245,3 +245,19 @@ def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports,
         probabilities = np.array([out[coreml.CLASSIFIER_PROBABILITIES][label] for label in task.label_names])
         assert np.abs(probabilities - expected[i]).max() < COREML_FP16_TOLERANCE
         assert out[coreml.CLASSIFIER_LABEL] == task.label_names[int(expected[i].argmax())]
+
+
+@pytest.mark.parametrize("int8, tolerance", [(False, ONNX_FP32_TOLERANCE), (True, INT8_TOLERANCE)])
+def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_path, int8, tolerance):
+    from pocketbert.core.architectures import BERT_FAMILY
+    from pocketbert.export.executorch_export import executorch_forward, export_pte
+
+    for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])), (BertForQuestionAnswering, QATask())):
+        model = tiny(cls, **({"num_labels": 3} if task.name == "sentiment" else {}))
+        path = export_pte(model, task, BERT_FAMILY, tmp_path / f"{task.name}.pte", 64, int8=int8)
+        for length in (5, 27, 64):  # traced at 16, up to max_length
+            b = batch(length=length)
+            b["attention_mask"][:] = 1  # each sequence runs at its own length: no padding to compare
+            got = executorch_forward(path, task)(b)
+            assert got.shape == reference(model, task, b).shape
+            assert np.abs(got - reference(model, task, b)).max() < tolerance, (task.name, length)

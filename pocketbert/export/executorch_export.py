@@ -1,0 +1,99 @@
+"""ExecuTorch programs (.pte) with the XNNPACK delegate, PyTorch's own on-device runtime, and their check here.
+
+The student is captured with torch.export at a dynamic sequence length (up to max_length, batch 1) and lowered
+with the XNNPACK partitioner; int8 is ExecuTorch's XNNPACK quantizer applied to the Linear layers (dynamic
+activations, per-channel weights). The attention mask is built as a 4-D additive mask in the export wrapper:
+transformers' own masking utilities index with tensors the quantizer's observers break. ExecuTorch's Python
+runtime (the wheel links the XNNPACK CPU backend) runs the saved program for the parity gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pocketbert.errors import ExportError, require
+
+MIN_SEQUENCE = 2  # [CLS] [SEP]: torch.export specializes lengths 0 and 1, so the dynamic range starts above them
+EXAMPLE_LENGTH = 16
+
+
+@contextlib.contextmanager
+def _quiet():
+    """torch.export and ExecuTorch warn about every decomposition and print the host's CPU probing."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def _captured(model, task, architecture, max_length: int):
+    """(the export wrapper, example inputs, dynamic shapes) for torch.export."""
+    wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
+    length = min(EXAMPLE_LENGTH, max_length)
+    example = tuple(torch.ones(1, length, dtype=torch.long) for _ in task.input_names)
+    sequence = torch.export.Dim("sequence", min=MIN_SEQUENCE, max=max_length)
+    return wrapper, example, tuple({1: sequence} for _ in task.input_names)
+
+
+def export_pte(model, task, architecture, path: Path, max_length: int, int8: bool = False) -> Path:
+    """A .pte program delegated to XNNPACK: fp32, or with int8 Linear layers (dynamic, per channel)."""
+    require("executorch", "export")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    wrapper, example, dynamic = _captured(model, task, architecture, max_length)
+    try:
+        with _quiet(), torch.no_grad():
+            if int8:
+                from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+                    XNNPACKQuantizer,
+                    get_symmetric_quantization_config,
+                )
+                from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+                quantizer = XNNPACKQuantizer().set_module_type(
+                    torch.nn.Linear, get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+                graph = prepare_pt2e(torch.export.export(wrapper, example, dynamic_shapes=dynamic).module(), quantizer)
+                graph(*example)  # dynamic activations: one pass only records the graph's observers
+                wrapper = convert_pt2e(graph)
+            program = torch.export.export(wrapper, example, dynamic_shapes=dynamic)
+            lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
+    except Exception as exc:  # torch.export names the op it could not capture
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ExportError(f"ExecuTorch could not capture this {architecture.name} {task.name} model ({first[:200]}): "
+                          "export its ONNX and Core ML variants only") from exc
+    Path(path).write_bytes(lowered.buffer)
+    return Path(path)
+
+
+def executorch_forward(path: Path, task):
+    """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
+    require("executorch", "export")
+    from executorch.runtime import Runtime
+
+    with _quiet():
+        method = Runtime.get().load_program(str(path)).load_method("forward")
+
+    def forward(batch):
+        rows = []
+        for i in range(batch["input_ids"].shape[0]):
+            n = max(int(batch["attention_mask"][i].sum()), MIN_SEQUENCE)
+            inputs = [torch.from_numpy(np.ascontiguousarray(batch[name][i:i + 1, :n]).astype(np.int64))
+                      for name in task.input_names]
+            outputs = [np.asarray(o) for o in method.execute(inputs)]
+            rows.append(task.fit_row(task.stack_outputs(outputs)[0], n, batch["input_ids"].shape[1]))
+        return np.stack(rows)
+
+    forward.runtime = "ExecuTorch (XNNPACK)"
+    return forward
