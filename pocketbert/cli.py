@@ -14,6 +14,7 @@ DEBUG_ENV = "POCKETBERT_DEBUG"  # set to 1 to see the traceback behind a one-lin
 
 STAGE_COMMANDS = {
     "train": ("pocketbert.train.cli", "train", "Fine-tune a teacher and distil it into a smaller student."),
+    "import": ("pocketbert.train.cli", "import_model", "Make a run whose student is a fine-tuned checkpoint you have."),
     "export": ("pocketbert.export.cli", "export", "Export the student to ONNX, ORT Mobile and Core ML, with a parity check."),
     "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
     "inspect": ("pocketbert.inspect.cli", "inspect", "Embeddings, clusters, attention and errors of teacher and student."),
@@ -58,9 +59,18 @@ def cli():
     """
 
 
+# Loggers of dependencies that transformers imports on its own when they are installed (torchao comes with
+# ExecuTorch): their start-up notes about GPU kernels this machine lacks are not the user's concern.
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
 def main(argv=None) -> None:
+    import logging
+
     from pocketbert.errors import PocketbertError
 
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
     except PocketbertError as exc:

@@ -17,7 +17,9 @@ from pocketbert.config import check_task
 from pocketbert.core import qa as qa_lib
 from pocketbert.core.data import QAExample, TextExample
 from pocketbert.core.losses import cross_entropy, soft_target_kl
-from pocketbert.errors import ConfigError, DataError
+from pocketbert.errors import ConfigError, DataError, ModelError
+
+GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does not name
 
 
 @dataclass
@@ -110,6 +112,16 @@ class SentimentTask:
     def features_for_examples(self, features: list, n_examples: int) -> int:
         """How many leading features make up the first n_examples whole examples."""
         return min(n_examples, len(features))
+
+    @staticmethod
+    def checkpoint_labels(config) -> list[str]:
+        """A fine-tuned checkpoint's label names in logit order, from config.json's id2label."""
+        id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
+        names = [id2label[i] for i in sorted(id2label)]
+        if not names or all(name.startswith(GENERIC_LABEL_PREFIX) for name in names):
+            raise ModelError("the checkpoint's config.json names no labels (id2label is LABEL_0, LABEL_1, ...): set "
+                             "id2label to the dataset's label names in logit order")
+        return names
 
     def check_label_names(self, label_names: list[str], source: str) -> None:
         if label_names != self.label_names:
@@ -244,6 +256,11 @@ class QATask:
 
     def features_for_examples(self, features: list, n_examples: int) -> int:
         return sum(1 for f in features if f.example_index < n_examples)
+
+    @staticmethod
+    def checkpoint_labels(config) -> list[str]:
+        """A span head has no labels."""
+        return []
 
     def check_label_names(self, label_names: list[str], source: str) -> None:
         """Spans have no label set to disagree on."""

@@ -26,8 +26,10 @@ EXAMPLE_LENGTH = 16
 
 @contextlib.contextmanager
 def _quiet():
-    """torch.export and ExecuTorch warn about every decomposition and print the host's CPU probing."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    """torch.export and ExecuTorch warn about every decomposition, torchao about its CUDA kernels on import, and
+    the runtime prints the host's CPU probing."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)
@@ -48,20 +50,20 @@ def _captured(model, task, architecture, max_length: int):
 
 def export_pte(model, task, architecture, path: Path, max_length: int, int8: bool = False) -> Path:
     """A .pte program delegated to XNNPACK: fp32, or with int8 Linear layers (dynamic, per channel)."""
-    require("executorch", "export")
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    with _quiet():
+        require("executorch", "export")
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
+        from executorch.exir import to_edge_transform_and_lower
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     wrapper, example, dynamic = _captured(model, task, architecture, max_length)
     try:
         with _quiet(), torch.no_grad():
             if int8:
-                from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-                    XNNPACKQuantizer,
-                    get_symmetric_quantization_config,
-                )
-                from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
                 quantizer = XNNPACKQuantizer().set_module_type(
                     torch.nn.Linear, get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
                 graph = prepare_pt2e(torch.export.export(wrapper, example, dynamic_shapes=dynamic).module(), quantizer)
@@ -79,10 +81,10 @@ def export_pte(model, task, architecture, path: Path, max_length: int, int8: boo
 
 def executorch_forward(path: Path, task):
     """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
-    require("executorch", "export")
-    from executorch.runtime import Runtime
-
     with _quiet():
+        require("executorch", "export")
+        from executorch.runtime import Runtime
+
         method = Runtime.get().load_program(str(path)).load_method("forward")
 
     def forward(batch):

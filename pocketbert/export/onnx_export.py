@@ -99,9 +99,9 @@ def quantize_static_qdq(source: Path, target: Path, calibration_inputs: list[dic
     root.setLevel(logging.ERROR)
     try:
         # No pre-processing pass: it would rename the nodes keep_float names. The calibrator prints to stdout.
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), tempfile.TemporaryDirectory() as tmp:
             quantization.quantize_static(
-                str(source), str(target), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                str(_without_zero_gemm_bias(source, Path(tmp) / "model.onnx")), str(target), Reader(), quant_format=quantization.QuantFormat.QDQ,
                 op_types_to_quantize=list(op_types), per_channel=True,
                 activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
                 calibrate_method=getattr(quantization.CalibrationMethod, CALIBRATION_METHOD),
@@ -109,6 +109,32 @@ def quantize_static_qdq(source: Path, target: Path, calibration_inputs: list[dic
             )
     finally:
         root.setLevel(level)
+    return target
+
+
+def _without_zero_gemm_bias(source: Path, target: Path) -> Path:
+    """The graph with each all-zero Gemm bias dropped (the same function: C = 0 adds nothing). A head never trained,
+    as in a model built from a config, has one; quantized, it makes a graph ONNX Runtime refuses to convert to .ort
+    ("The sum of input arg count is not equal to size of input defs" at the bias' DequantizeLinear)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source))
+    initializers = {t.name: t for t in model.graph.initializer}
+    # The exporter stores equal constants once and hands them on through Identity nodes: follow those.
+    aliases = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Identity"}
+
+    def constant(name: str):
+        while name in aliases:
+            name = aliases[name]
+        return numpy_helper.to_array(initializers[name]) if name in initializers else None
+
+    for node in model.graph.node:
+        bias = constant(node.input[2]) if node.op_type == "Gemm" and len(node.input) > 2 else None
+        if bias is not None and not np.any(bias):
+            del node.input[2]
+    onnx.save(model, str(target))
     return target
 
 

@@ -132,7 +132,8 @@ def plot_variants(results: dict, path: Path) -> Path | None:
         ax.scatter(teacher["median_ms"], results["accuracy"]["teacher"], marker="D", color=COLOURS[derive.TEACHER],
                    edgecolors="k", label="teacher (fp32 .onnx)")
     acc = results["accuracy"]
-    ax.axhline(acc["teacher"], color=COLOURS[derive.TEACHER], linestyle=":", label=f"teacher {acc['metric']}")
+    if acc["teacher"] is not None:  # an imported student has no teacher
+        ax.axhline(acc["teacher"], color=COLOURS[derive.TEACHER], linestyle=":", label=f"teacher {acc['metric']}")
     ax.set_xlabel("median latency measured here, ms (1 thread)")
     ax.set_ylabel(f"{acc['metric']} on its own runtime")
     ax.set_title("Export variants: accuracy, latency and size (marker area)", fontsize=9)

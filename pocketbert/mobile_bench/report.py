@@ -178,7 +178,8 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                   f"{100 * v['agreement_with_student']:.2f} %", str(v["n_examples"]), v["runtime"],
                   _ms(v["latency_ms"]) if v["latency_ms"] is not None else "not measurable here"]
                  for v in results["variants"]]))
-    doc.append(("p", f"{acc['metric']} on {acc['eval_set']}: student {acc['student']:.4f}, teacher {acc['teacher']:.4f}"
+    teacher = f"teacher {acc['teacher']:.4f}" if acc["teacher"] is not None else "no teacher (an imported student)"
+    doc.append(("p", f"{acc['metric']} on {acc['eval_set']}: student {acc['student']:.4f}, {teacher}"
                      + (f" ({100 * kept:.1f} % kept)." if kept is not None else ".")))
     if "variants" in images:
         doc.append(("img", images["variants"], "accuracy against latency and size"))

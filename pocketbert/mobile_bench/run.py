@@ -221,7 +221,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                 "metric": primary,
                 "eval_set": f"{student_manifest['config']['dataset']} eval ({student_metrics['eval']['n_examples']} examples)",
                 "student": student_metrics["eval"][primary],
-                "teacher": student_metrics["teacher_eval"][primary],
+                # an imported student has no teacher
+                "teacher": (student_metrics.get("teacher_eval") or {}).get(primary),
                 "fraction_of_teacher_kept": student_metrics["fraction_of_teacher_kept"],
                 "exported": {name: {"value": r["metrics"].get(primary), "agreement_with_student": r["agreement"],
                                     "n_examples": r["n_examples"], "runtime": r["runtime"],

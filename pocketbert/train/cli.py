@@ -265,3 +265,27 @@ def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
         click.echo(f"  {label:30s} {t[name]['examples_per_second']:8.1f} examples/s  ({t[name]['seconds']:.1f} s)")
     click.echo(f"speed-up: {result['speedup_warm_cache']:.2f}x with the cache on disk, "
                f"{result['speedup_cold_cache']:.2f}x filling it -> wrote {run_dir / TRAIN_BENCH_RESULTS}")
+
+
+@click.command("import")
+@run_option
+@click.option("--model", "model_name", required=True,
+              help="A fine-tuned checkpoint: a Hugging Face folder (config.json, weights, tokenizer) or a hub name.")
+@click.option("--task", default="sentiment", show_default=True, help=f"One of: {', '.join(TASKS)}.")
+@click.option("--dataset", default=None, help="Dataset to evaluate it on (default: the recipe's).")
+@click.option("--preset", default="default", show_default=True,
+              help="Recipe whose export and bench sections the run keeps.")
+@click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
+@click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override any recipe key.")
+@click.option("--trust-remote-code", is_flag=True,
+              help="Run Python code shipped with the checkpoint (off: only the model's weights and config are read).")
+@data_dir_option
+@overwrite_option
+def import_model(run, model_name, task, dataset, preset, config, set_items, trust_remote_code, data_dir, overwrite):
+    """Make a run whose student is an existing fine-tuned checkpoint; writes <run>/student/ for export and bench."""
+    from pocketbert.train.imported import import_student
+
+    recipe = _recipe(task, preset, config, {"dataset": dataset}, set_items)
+    path, metrics = import_student(model_name, task, resolve_run_dir(run), recipe, data_dir, trust_remote_code,
+                                   overwrite)
+    _say(f"imported: {_format_metrics(metrics)} -> wrote {path}")
