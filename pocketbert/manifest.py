@@ -16,6 +16,7 @@ from pocketbert.rundir import MANIFEST
 
 RECORDED_PACKAGES = (
     "pocketbert", "torch", "transformers", "tokenizers", "onnx", "onnxruntime", "coremltools", "numpy",
+    "onnxruntime-extensions", "executorch",
 )
 
 

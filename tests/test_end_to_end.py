@@ -299,7 +299,13 @@ def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
     headline = {(m["model"], m["runtime"], m["model_format"]) for m in results["measurements"]
                 if m["sweep"] == "headline"}
     assert {("student", "onnxruntime", "onnx"), ("student", "onnxruntime", "ort"), ("student", "pytorch", "pytorch"),
-            ("bert-base", "onnxruntime", "onnx"), ("teacher", "onnxruntime", "onnx")} <= headline
+            ("bert-base", "onnxruntime", "onnx"), ("teacher", "onnxruntime", "onnx"), ("student", "executorch", "pte"),
+            ("bert-base", "executorch", "pte")} <= headline
+    # ExecuTorch beside ONNX Runtime: the student against BERT-base, fp32 and int8, same runtime and setting
+    executorch = {(c["precision"], c["threads"]) for c in results["comparisons"]
+                  if c["runtime"] == "executorch" and c["baseline"] == "bert-base"}
+    assert executorch == {(p, t) for p in ("fp32", "int8") for t in results["protocol"]["threads"]}
+    assert any(c["runtime"] == "executorch" for c in results["cold_start"])
     assert results["models"]["bert-base"]["num_hidden_layers"] == 12
     assert all(m["repeats"] >= 3 and m["ci_low_ms"] <= m["median_ms"] <= m["ci_high_ms"]
                for m in results["measurements"])

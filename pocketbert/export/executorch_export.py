@@ -79,13 +79,22 @@ def export_pte(model, task, architecture, path: Path, max_length: int, int8: boo
     return Path(path)
 
 
-def executorch_forward(path: Path, task):
-    """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
+def executorch_method(path: Path, threads: int | None = None):
+    """The program's forward method, loaded by ExecuTorch's runtime; threads: the size of its thread pool (one
+    pool for the process), None to leave it as it is."""
     with _quiet():
         require("executorch", "export")
+        from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime
 
-        method = Runtime.get().load_program(str(path)).load_method("forward")
+        if threads is not None:
+            portable_lib._unsafe_reset_threadpool(int(threads))
+        return Runtime.get().load_program(str(path)).load_method("forward")
+
+
+def executorch_forward(path: Path, task):
+    """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
+    method = executorch_method(path)
 
     def forward(batch):
         rows = []

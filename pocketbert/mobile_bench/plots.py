@@ -137,7 +137,8 @@ def plot_variants(results: dict, path: Path) -> Path | None:
     ax.set_xlabel("median latency measured here, ms (1 thread)")
     ax.set_ylabel(f"{acc['metric']} on its own runtime")
     ax.set_title("Export variants: accuracy, latency and size (marker area)", fontsize=9)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     return _save(fig, path)
 
 

@@ -22,12 +22,13 @@ from pocketbert.export.onnx_export import (
     export_onnx,
     quantize_int8,
 )
-from pocketbert.rundir import ONNX_FP32, ONNX_INT8, atomic_folder
+from pocketbert.rundir import EXECUTORCH_FP32, EXECUTORCH_INT8, ONNX_FP32, ONNX_INT8, atomic_folder
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
 HALF_DEPTH_LAYERS = 6  # DistilBERT: every other layer of BERT-base
 PYTORCH_DIR = "pytorch"
+PTE_MAX_SEQUENCE = 512  # BERT-base's ExecuTorch programs take any length its positions allow
 DESCRIBE_FILE = "describe.txt"
 
 
@@ -41,20 +42,29 @@ def _from_config(task, layers: int):
 
 
 def _cache_key(*parts) -> str:
+    import importlib.metadata
+
     import onnxruntime
     import transformers
 
+    try:
+        executorch = importlib.metadata.version("executorch")
+    except importlib.metadata.PackageNotFoundError:
+        executorch = None
     key = json.dumps([*parts, ONNX_OPSET, torch.__version__, transformers.__version__, onnxruntime.__version__,
-                      [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True, default=str)
+                      executorch, [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
-    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
+def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool,
+                   with_pte: bool = False) -> tuple[Path, str]:
+    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder, ExecuTorch programs in fp32
+    and int8), built once."""
     folder = cache_root() / "reference" / f"{kind}-{key}"
     wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
     wanted += [folder / ONNX_INT8] if with_int8 else []
     wanted += [folder / PYTORCH_DIR / "config.json"] if with_pytorch else []
+    wanted += [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8] if with_pte else []
     if all(p.is_file() for p in wanted):
         return folder, (folder / DESCRIBE_FILE).read_text()
     with atomic_folder(folder) as tmp:
@@ -62,6 +72,12 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
         export_onnx(model, task, tmp / ONNX_FP32)
         if with_int8:
             quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
+        if with_pte:
+            from pocketbert.core.architectures import BERT_FAMILY
+            from pocketbert.export.executorch_export import export_pte
+
+            for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
+                export_pte(model, task, BERT_FAMILY, tmp / name, PTE_MAX_SEQUENCE, int8)
         if with_pytorch:
             model.save_pretrained(tmp / PYTORCH_DIR)
         (tmp / DESCRIBE_FILE).write_text(describe)
@@ -79,7 +95,7 @@ def bert_base(task, source: str | None = None) -> tuple[Path, str]:
             "bert-base architecture from its config (random weights)"
 
     return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), source, BERT_BASE_CONFIG),
-                          build, with_int8=True, with_pytorch=True)
+                          build, with_int8=True, with_pytorch=True, with_pte=True)
 
 
 def half_depth_student(task) -> tuple[Path, str]:

@@ -103,7 +103,7 @@ def build_document(results: dict, images: dict) -> list[tuple]:
         f"Device: {host['cpu']}, {host['cores']} cores, {host['os']}, {host['machine']} "
         f"(ISA: {', '.join(host['isa_flags']) or 'none of the listed flags'})",
         "Runtimes: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()
-                                 if k in ("onnxruntime", "torch", "tokenizers", "coremltools")),
+                                 if k in ("onnxruntime", "torch", "tokenizers", "coremltools", "executorch")),
         f"Input: batch {proto['batch_size']}, sequence {proto['sequence_length']}, {proto['inputs']}",
         f"Protocol: {proto['warmup']} warm-up runs, then repeats until the {proto['interval']} is within "
         f"{100 * proto['target_relative_half_width']:.0f} % of it (at least {proto['min_repeats']}, at most "

@@ -36,6 +36,8 @@ from pocketbert.rundir import (
     BENCH_DIR,
     BENCH_IMPORTS_DIR,
     BENCH_RESULTS,
+    EXECUTORCH_FP32,
+    EXECUTORCH_INT8,
     EXPORT_DIR,
     LABELS,
     MODEL_CONFIG,
@@ -69,6 +71,9 @@ def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | No
 
 def _model_summary(config: dict) -> dict:
     return {k: config.get(k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")}
+
+
+PTE_FILES = {"fp32": EXECUTORCH_FP32, "int8": EXECUTORCH_INT8}
 
 
 def _artifact_format(name: str, runtime: str = "") -> str:
@@ -119,6 +124,9 @@ def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
                     plan.append((model, Runner("onnxruntime", "onnx", fs[f"onnx-{precision}"], precision, threads=t)))
             if "ort-int8" in fs:
                 plan.append((model, Runner("onnxruntime", "ort", fs["ort-int8"], "int8", threads=t)))
+            for precision in ("fp32", "int8"):
+                if f"pte-{precision}" in fs:
+                    plan.append((model, Runner("executorch", "pte", fs[f"pte-{precision}"], precision, threads=t)))
         if "pytorch-fp32" in fs:
             plan += [(model, Runner("pytorch", "pytorch", fs["pytorch-fp32"], "fp32", threads=t)) for t in pytorch_threads]
         if "mlpackage-fp16" in fs:
@@ -257,9 +265,13 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_
     files = {
         derive.STUDENT: {"onnx-fp32": export_dir / ONNX_FP32, "onnx-int8": export_dir / ONNX_INT8,
                          "ort-int8": export_dir / ORT_MODEL, "pytorch-fp32": student_dir,
-                         **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {})},
+                         **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {}),
+                         # ExecuTorch programs, where the export made them (not for a BiLSTM)
+                         **{f"pte-{p}": export_dir / name for p, name in PTE_FILES.items()
+                            if (export_dir / name).is_file()}},
         derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
-                           "pytorch-fp32": bert_dir / reference.PYTORCH_DIR},
+                           "pytorch-fp32": bert_dir / reference.PYTORCH_DIR,
+                           **{f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()}},
     }
     teacher_dir = Path(run_dir) / TEACHER_DIR
     teacher_config = json.loads((teacher_dir / MODEL_CONFIG).read_text()) if teacher_dir.is_dir() else None

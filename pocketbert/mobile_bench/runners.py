@@ -33,8 +33,8 @@ def setting_text(row: dict) -> str:
 
 @dataclass
 class Runner:
-    runtime: str  # onnxruntime | pytorch | coreml
-    model_format: str  # onnx | ort | pytorch | mlpackage
+    runtime: str  # onnxruntime | pytorch | coreml | executorch
+    model_format: str  # onnx | ort | pytorch | mlpackage | pte
     path: Path
     precision: str
     threads: int | None = None
@@ -68,6 +68,8 @@ class Runner:
             return _load_torch(self.path, task, self.threads or 1)
         if self.runtime == "coreml":
             return _load_coreml(self.path, self.compute_units or "ALL")
+        if self.runtime == "executorch":
+            return _load_executorch(self.path, task, self.threads or 1)
         raise ValueError(f"unknown runtime {self.runtime}")
 
 
@@ -106,6 +108,20 @@ def _load_coreml(path: Path, compute_units: str):
 
     def run(inputs: dict):
         return model.predict({k: v.astype(np.int32) for k, v in inputs.items()})
+
+    return run
+
+
+def _load_executorch(path: Path, task, threads: int):
+    import torch
+
+    from pocketbert.export.executorch_export import executorch_method
+
+    method = executorch_method(path, threads)
+    names = list(task.input_names)
+
+    def run(inputs: dict):
+        return method.execute([torch.from_numpy(inputs[name]) for name in names])
 
     return run
 
