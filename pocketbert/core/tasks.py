@@ -34,7 +34,8 @@ def valid_text(text: str, what: str = "text") -> str:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise DataError(f"the {what} holds a lone surrogate (U+{ord(text[exc.start]):04X} at character {exc.start}), "
-                        "which is not valid Unicode: replace it, e.g. text.encode('utf-8', 'replace').decode()") from None
+                        "which is not valid Unicode: replace it, e.g. text.encode('utf-8', 'replace').decode()"
+                        ) from None
     return text
 
 

@@ -87,7 +87,8 @@ def _fixed_shapes(model, length: int):
     fixed.CopyFrom(model)
     for graph_input in fixed.graph.input:
         dims = graph_input.type.tensor_type.shape.dim
-        make_input_shape_fixed(fixed.graph, graph_input.name, [1, length][:len(dims)] + [d.dim_value or 1 for d in dims[2:]])
+        shape = [1, length][:len(dims)] + [d.dim_value or 1 for d in dims[2:]]
+        make_input_shape_fixed(fixed.graph, graph_input.name, shape)
     del fixed.graph.value_info[:]
     # ONNX Runtime's symbolic inference follows the Shape-Gather-Concat-Reshape arithmetic of the exported
     # attention, so the fixed length reaches the softmax; onnx's own inference stops at the first Reshape.

@@ -101,7 +101,8 @@ def quantize_static_qdq(source: Path, target: Path, calibration_inputs: list[dic
         # No pre-processing pass: it would rename the nodes keep_float names. The calibrator prints to stdout.
         with contextlib.redirect_stdout(io.StringIO()), tempfile.TemporaryDirectory() as tmp:
             quantization.quantize_static(
-                str(_without_zero_gemm_bias(source, Path(tmp) / "model.onnx")), str(target), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                str(_without_zero_gemm_bias(source, Path(tmp) / "model.onnx")), str(target), Reader(),
+                quant_format=quantization.QuantFormat.QDQ,
                 op_types_to_quantize=list(op_types), per_channel=True,
                 activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
                 calibrate_method=getattr(quantization.CalibrationMethod, CALIBRATION_METHOD),

@@ -1,6 +1,6 @@
 """Text-in models for ONNX Runtime: the tokenizer inside the graph (onnxruntime-extensions), so an app passes
-a string (QA: a question and a context) and gets logits (QA: start and end logits, with the character offsets
-that cut the answer out of the context), and ships no tokenizer of its own.
+a string (QA: a question and a context) and gets logits (QA: start and end logits, with the token ids and types
+from which it decodes the answer), and ships no tokenizer of its own.
 
 The tokenizer graph (export/text_tokenizer.py) is built from the exported tokenizer.json and gives its ids; it runs
 in front of an exported graph (fp32 or int8), whose inputs gain a batch axis of one. The model needs the
@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from pocketbert.errors import ExportError, require
-
 from pocketbert.export.text_tokenizer import CONTRIB, PREFIX, tokenizer_graph
 
 GOLDEN_CHECK_OPSET = 17  # the tokenizer graph checked on its own
@@ -55,7 +54,8 @@ def build_text_in(tokenizer_json: Path, model_path: Path, target: Path, task, ma
     axis = helper.make_tensor(PREFIX + "batch_axis", TensorProto.INT64, [1], [0])
     unsqueeze = [helper.make_node("Unsqueeze", [PREFIX + name, axis.name], [name], name=f"{PREFIX}batch_{name}")
                  for name in model_inputs]
-    extra = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, "tokens"]) for name in task.text_in_extra_outputs]
+    extra = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, "tokens"])
+             for name in task.text_in_extra_outputs]
     merged_graph = helper.make_graph(
         list(tokenizer.graph.node) + unsqueeze + list(graph.node), f"{graph.name}_text_in",
         list(tokenizer.graph.input), list(graph.output) + extra,

@@ -155,7 +155,8 @@ def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_leng
     b.output("input_ids", ids)
     b.output("attention_mask", b.filled(ids, 1))
     b.output("token_type_ids", types)
-    graph = h.make_graph(b.nodes, "wordpiece_tokenizer", [h.make_tensor_value_info(n, T.STRING, [1]) for n in text_inputs],
+    graph = h.make_graph(b.nodes, "wordpiece_tokenizer",
+                         [h.make_tensor_value_info(n, T.STRING, [1]) for n in text_inputs],
                          [h.make_tensor_value_info(PREFIX + n, T.INT64, ["tokens"])
                           for n in ("input_ids", "attention_mask", "token_type_ids")], b.initializers)
     return h.make_model(graph, opset_imports=[h.make_opsetid("", opset), h.make_opsetid(CONTRIB, 1)],

@@ -1,8 +1,8 @@
 """Every export variant, defined once: its file, runtime, precision, how it is built, how it is run, its gate.
 
 Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX and
-ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants. Entries are built in order, so
-a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
+ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants. Entries are built in
+order, so a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from pocketbert.export import coreml, executorch_export, int8_budget, onnx_expor
 from pocketbert.rundir import (
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
-    ONNX_TEXT,
-    ONNX_TEXT_INT8,
-    ORT_TEXT_MODEL,
-    ORT_TEXT_REQUIRED_OPERATORS,
     ONNX_FP16,
     ONNX_FP32,
     ONNX_INT8,
     ONNX_QDQ,
+    ONNX_TEXT,
+    ONNX_TEXT_INT8,
     ORT_MODEL,
     ORT_QDQ_MODEL,
     ORT_QDQ_REQUIRED_OPERATORS,
     ORT_REQUIRED_OPERATORS,
+    ORT_TEXT_MODEL,
+    ORT_TEXT_REQUIRED_OPERATORS,
     TOKENIZER_GOLDEN,
     coreml_package_name,
 )
@@ -247,8 +247,8 @@ _DEFINITIONS = [
     # The .ort is the int8 graph, for ONNX Runtime Mobile; its operator list makes a reduced runtime build.
     _onnx_variant("ort", ORT_MODEL, "int8", _ort_builder("onnx-int8", ORT_REQUIRED_OPERATORS), parity.COMPRESSED_GATE,
                   (ORT_REQUIRED_OPERATORS,)),
-    # The static QDQ graph as .ort: its int8 products with constant scales are what NNAPI and XNNPACK take
-    # (export/mobile_usability.py says how much of it each would).
+    # The static QDQ graph as .ort: the int8 form accelerators' int8 kernels start from (export/mobile_usability.py
+    # says how much of it NNAPI and XNNPACK would take).
     _onnx_variant("ort-qdq", ORT_QDQ_MODEL, "int8-static", _ort_builder("onnx-qdq", ORT_QDQ_REQUIRED_OPERATORS),
                   parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,)),
     # Text in, logits out: the tokenizer inside the graph (tokenizer.json's ids), for apps that ship no tokenizer.

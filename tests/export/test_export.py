@@ -252,7 +252,8 @@ def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_
     from pocketbert.core.architectures import BERT_FAMILY
     from pocketbert.export.executorch_export import executorch_forward, export_pte
 
-    for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])), (BertForQuestionAnswering, QATask())):
+    for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),
+                      (BertForQuestionAnswering, QATask())):
         model = tiny(cls, **({"num_labels": 3} if task.name == "sentiment" else {}))
         path = export_pte(model, task, BERT_FAMILY, tmp_path / f"{task.name}.pte", 64, int8=int8)
         for length in (5, 27, 64):  # traced at 16, up to max_length
