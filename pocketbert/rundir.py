@@ -60,6 +60,7 @@ BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"
 BENCH_HTML = "report.html"  # self-contained: plots embedded
 BENCH_PLOTS = {  # plot name -> file, written beside report.md
+    "versus": "student_vs_bert_base.png",
     "runtimes": "latency.png",
     "sequence": "latency_vs_sequence.png",
     "batch": "latency_vs_batch.png",

@@ -64,6 +64,40 @@ def plot_runtimes(results: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def plot_versus(results: dict, path: Path) -> Path | None:
+    """One panel per runtime and format: the student beside BERT-base at each precision, measured here at the
+    headline shape with the fewest threads."""
+    rows = [c for c in results["comparisons"] if c["baseline"] == derive.BERT_BASE and c["device"] == derive.HOST]
+    if not rows:
+        return None
+    threads = min((c["threads"] for c in rows if c["threads"]), default=None)
+    rows = [c for c in rows if c["threads"] in (threads, None)]
+    panels = sorted({runtime_text(c) for c in rows})
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels) + 1, 3.2), squeeze=False, sharey=True)
+    # bars on a log axis start from its lower limit: one shared limit below the fastest keeps them comparable
+    lowest = min(min(c["student_ms"], c["baseline_ms"]) for c in rows)
+    for ax, panel in zip(axes[0], panels):
+        entries = sorted((c for c in rows if runtime_text(c) == panel), key=lambda c: c["precision"])
+        for i, c in enumerate(entries):
+            ax.bar(i - 0.2, c["student_ms"], 0.4, color=COLOURS[derive.STUDENT],
+                   label=derive.STUDENT if i == 0 else None)
+            ax.bar(i + 0.2, c["baseline_ms"], 0.4, color=COLOURS[derive.BERT_BASE],
+                   label=derive.BERT_BASE if i == 0 else None)
+            ax.annotate(f"{c['latency_ratio']:.2f}×", (i - 0.2, c["student_ms"]), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(entries)), [c["precision"] for c in entries], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(panel, fontsize=9)
+    axes[0][0].set_ylim(bottom=lowest / 2)
+    axes[0][0].set_ylabel("median latency, ms (log)")
+    axes[0][0].legend(fontsize=7)
+    proto = results["protocol"]
+    fig.suptitle(f"Student against BERT-base, same runtime and shape: batch {proto['batch_size']}, sequence "
+                 f"{proto['sequence_length']}" + (f", {threads} thread{'s' if threads > 1 else ''}" if threads else "")
+                 + " (over each pair: student / BERT-base)", fontsize=9)
+    return _save(fig, path)
+
+
 def _sweep(results: dict, axis: str) -> dict:
     proto = results["protocol"]
     threads = proto["sweep_threads"]
@@ -172,6 +206,7 @@ def plot_roofline(results: dict, path: Path) -> Path | None:
 
 def draw_all(results: dict, folder: Path, names: dict) -> dict:
     drawn = {
+        "versus": plot_versus(results, folder / names["versus"]),
         "runtimes": plot_runtimes(results, folder / names["runtimes"]),
         "sequence": plot_sweep(results, folder / names["sequence"], "sequence"),
         "batch": plot_sweep(results, folder / names["batch"], "batch"),

@@ -69,6 +69,20 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                               "Measured figures were timed by pocketbert on the named device; estimated figures are "
                               "roofline floors computed from a device profile. No table mixes the two.")]
 
+    versus = [c for c in results["comparisons"] if c["baseline"] == derive.BERT_BASE and c["device"] == derive.HOST]
+    fewest = min((c["threads"] for c in versus if c["threads"]), default=None)
+    compact = [c for c in versus if c["threads"] in (fewest, None)]
+    if compact:
+        doc.append(("h2", "At a glance"))
+        if "versus" in images:
+            doc.append(("img", images["versus"], "student against BERT-base, one panel per runtime"))
+        doc.append(("table", ["runtime", "precision", "setting", "student ms", "BERT-base ms", "faster", "smaller",
+                              "accuracy kept"],
+                    [[runtime_text(c), c["precision"], setting_text(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]),
+                      _pct(c["percent_faster"]), "–" if c["size_ratio"] is None else f"{c['size_ratio']:.1f}×",
+                      kept_text] for c in compact]))
+        doc.append(("p", "The full tables follow: every thread count, the teacher, the estimates for phones."))
+
     doc.append(("h2", "Student against BERT-base and the teacher — measured"))
     rows = [[_device_name(results, c["device"]), c["baseline"], runtime_text(c), c["precision"],
              setting_text(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]), f"{c['latency_ratio']:.3f}",

@@ -154,6 +154,11 @@ def test_reports_render_from_results_json_alone(tmp_path):
     assert images and all(src.startswith("data:image/png;base64,") for src in images)
     assert not re.search(r'(src|href)="https?://', page)
     assert (tmp_path / "latency.png").stat().st_size > 10_000 and (tmp_path / "roofline.png").is_file()
+    # it reads like a decision: the headline, the student against BERT-base per runtime, a compact table, and only
+    # then the full tables
+    assert md.index(sentence) < md.index("## At a glance") < md.index("— measured")
+    assert page.index("<img") < page.index("— measured")
+    assert (tmp_path / "student_vs_bert_base.png").stat().st_size > 10_000
 
 
 def test_synthetic_inputs_are_real_token_ids():
