@@ -368,3 +368,22 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
 
 
 MIN_QA_TEXT_IN_AGREEMENT = 0.99
+
+
+@pytest.mark.parametrize("platform, folder", [("ios", "resources"), ("android", ".")])
+def test_app_folders_can_carry_the_executorch_program(sentiment_run, capsys, tmp_path, platform, folder):
+    from pocketbert.core.tasks import make_task
+    from pocketbert.export.executorch_export import executorch_forward
+
+    result = run_cli(capsys, "export", platform, "--run", sentiment_run, "--executorch", "--out", tmp_path / platform)
+    assert result.exit_code == 0, result.err
+    shipped = tmp_path / platform / folder / "model.int8.pte"
+    assert shipped.read_bytes() == (sentiment_run / "export" / "model.int8.pte").read_bytes()
+    readme = (tmp_path / platform / "README.md").read_text()
+    assert "ExecuTorch instead of" in readme and "(not compiled here)" in readme
+    assert not [n for n in named_in_readme(readme) if not (tmp_path / platform / n).exists()]
+    # the shipped program answers on ExecuTorch's runtime
+    task = make_task("sentiment", json.loads((sentiment_run / "export" / "labels.json").read_text()))
+    ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])
+    logits = executorch_forward(shipped, task)({"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    assert logits.shape == (1, len(task.label_names)) and np.isfinite(logits).all()

@@ -13,6 +13,7 @@ from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
     ANDROID_APP_DIR,
+    EXECUTORCH_INT8,
     EXPORT_DIR,
     IOS_APP_DIR,
     LABELS,
@@ -50,11 +51,28 @@ def _app_folder(run_dir: Path, default: str, out: Path | None, overwrite: bool) 
 IOS_DEFAULT_VARIANTS = ("enumerated", "fp16")
 
 
-def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False) -> Path:
-    """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README."""
+def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, wanted: bool) -> list[str]:
+    """The ExecuTorch program an app folder carries beside its main model, checked before anything is written."""
+    if not wanted:
+        return []
+    task = manifest["config"]["task"]
+    if EXECUTORCH_INT8 not in manifest["metrics"]["parity"]:
+        raise ExportError(f"the export has no {EXECUTORCH_INT8}: re-run `pocketbert export` with this version (a "
+                          "BiLSTM has none)")
+    if task not in code_by_task:
+        raise ExportError(f"the ExecuTorch app code is written for {', '.join(code_by_task)}, not {task}: leave out "
+                          "--executorch")
+    return [EXECUTORCH_INT8]
+
+
+def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False,
+               executorch: bool = False) -> Path:
+    """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README;
+    with executorch, the int8 ExecuTorch program too, and Swift for it."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     target = _app_folder(run_dir, IOS_APP_DIR, out, overwrite)
+    pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     made = manifest["config"].get("coreml_variants", ["fp16"])
     variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
     if variant not in COREML_VARIANTS:
@@ -69,7 +87,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     with atomic_folder(target) as tmp:
         shutil.copytree(package, tmp / base_name)
         (tmp / IOS_RESOURCES).mkdir()
-        for name in (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN):
+        for name in (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte):
             shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
         described = {"tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
                      "tokenizer_config.json": "tokenizer settings (lower case, Chinese characters, special tokens)",
@@ -78,6 +96,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                      TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's "
                                        "tokenizer in a unit test"}
         weights = VARIANTS[variant].precision
+        described.update({name: "ExecuTorch program, int8 Linear layers (the alternative to Core ML below)"
+                          for name in pte})
         files = {base_name: f"Core ML ML Program (`{variant}`), {weights} weights, minimum "
                             f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}}
@@ -94,16 +114,21 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                         "the golden texts through `tokenizer.encode(text:)` in a unit test"]
         (tmp / "README.md").write_text(app_readme.ios_readme(
             task, files, base_name.removesuffix(".mlpackage"), variant, weights, int(manifest["config"]["max_length"]),
-            parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device))
+            parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device,
+            [line for name in pte for line in app_readme.executorch_section(
+                app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
+                json.loads((export_dir / LABELS).read_text()))]))
     return target
 
 
-def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False) -> Path:
+def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False, executorch: bool = False) -> Path:
     """The text-in model.text.ort (tokenizer inside), its operator list, labels, vocab, golden file and a README
-    whose Kotlin picks the execution provider ONNX Runtime's verdict supports."""
+    whose Kotlin picks the execution provider ONNX Runtime's verdict supports; with executorch, the int8
+    ExecuTorch program and tokenizer.json too, and Kotlin for them."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     target = _app_folder(run_dir, ANDROID_APP_DIR, out, overwrite)
+    pte = _executorch_files(export_dir, manifest, app_readme.KOTLIN_EXECUTORCH, executorch)
     labels = json.loads((export_dir / LABELS).read_text())
     parity = manifest["metrics"]["parity"]
     if ORT_TEXT_MODEL not in parity:
@@ -124,7 +149,9 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
              **({"vocab.txt": "WordPiece vocabulary, one token a line (to turn the answer's ids back into text)"}
                 if decodes_ids else {}),
              LABELS: "label names in logit order",
-             TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)"}
+             TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)",
+             **{name: "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)" for name in pte},
+             **({"tokenizer.json": "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
     with atomic_folder(target) as tmp:
         for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
@@ -139,5 +166,8 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
                         "BERT-tokenizer group, in the published package)"]
         (tmp / "README.md").write_text(app_readme.android_readme(
             task, files, labels, int(manifest["config"]["max_length"]), ORT_TEXT_MODEL, provider, verdicts,
-            shipped["metrics"], shipped["n_examples"], proven, needs_device))
+            shipped["metrics"], shipped["n_examples"], proven, needs_device,
+            [line for name in pte for line in app_readme.executorch_section(
+                app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", task, name, int(manifest["config"]["max_length"]),
+                labels)]))
     return target

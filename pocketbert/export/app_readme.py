@@ -179,6 +179,94 @@ class QuestionAnswerer(context: Context) {{
 ```'''
 
 
+SWIFT_EXECUTORCH_SENTIMENT = '''```swift
+import ExecuTorch   // https://github.com/pytorch/executorch (Swift package, products executorch and backend_xnnpack)
+import Tokenizers  // swift-transformers
+
+/// The same classifier on ExecuTorch's runtime (XNNPACK on the CPU) instead of Core ML.
+final class SentimentClassifierExecuTorch {{
+    private let module: Module
+    private let tokenizer: Tokenizer
+    private let labels: [String]
+    private let maxLength = {max_length}
+
+    init(folder: URL) async throws {{
+        module = Module(filePath: folder.appendingPathComponent("{pte}").path)
+        tokenizer = try await AutoTokenizer.from(modelFolder: folder)
+        let data = try Data(contentsOf: folder.appendingPathComponent("labels.json"))
+        labels = try JSONDecoder().decode([String].self, from: data)
+    }}
+
+    func classify(_ text: String) throws -> (label: String, probability: Float) {{
+        let encoded = tokenizer.encode(text: text)  // [CLS] ... [SEP]
+        let ids = encoded.count <= maxLength ? encoded : Array(encoded.prefix(maxLength - 1)) + [encoded.last!]
+        let shape = [1, ids.count]  // the program takes 2...maxLength tokens as they come: no padding
+        let inputIds = Tensor<Int64>(ids.map {{ Int64($0) }}, shape: shape)
+        let mask = Tensor<Int64>(Array(repeating: 1, count: ids.count), shape: shape)
+        let logits: Tensor<Float> = try module.forward([inputIds, mask])[0].tensor()!
+        let scores = logits.scalars()
+        let top = scores.max()!
+        let exps = scores.map {{ exp($0 - top) }}
+        let best = scores.firstIndex(of: top)!
+        return (labels[best], exps[best] / exps.reduce(0, +))
+    }}
+}}
+```'''
+
+KOTLIN_EXECUTORCH_SENTIMENT = '''```kotlin
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer
+import android.content.Context
+import java.io.File
+import kotlin.math.exp
+import org.pytorch.executorch.EValue
+import org.pytorch.executorch.Module
+import org.pytorch.executorch.Tensor
+
+// build.gradle:
+//   implementation("org.pytorch:executorch-android:<version>")
+//   implementation("ai.djl.huggingface:tokenizers:<version>")  // tokenizer.json through Hugging Face's tokenizers
+class SentimentClassifierExecuTorch(context: Context) {{
+    // Both libraries read files: copy them out of the APK's assets once.
+    private fun file(context: Context, name: String) = File(context.filesDir, name).also {{ target ->
+        if (!target.exists()) context.assets.open(name).use {{ input -> target.outputStream().use {{ input.copyTo(it) }} }}
+    }}
+    private val module = Module.load(file(context, "{pte}").absolutePath)
+    // DJL applies its own length limit: set it to the program's, with truncation that keeps [SEP].
+    private val tokenizer = HuggingFaceTokenizer.builder().optTokenizerPath(file(context, "tokenizer.json").toPath())
+        .optMaxLength({max_length}).optTruncation(true).build()
+    private val labels = listOf({labels_kotlin})
+
+    /** An input longer than {max_length} tokens is cut at its end, [SEP] kept. */
+    fun classify(text: String): Pair<String, Float> {{
+        val ids = tokenizer.encode(text).ids
+        val shape = longArrayOf(1, ids.size.toLong())
+        val mask = LongArray(ids.size) {{ 1L }}
+        val logits = module.forward(EValue.from(Tensor.fromBlob(ids, shape)),
+                                    EValue.from(Tensor.fromBlob(mask, shape)))[0].toTensor().dataAsFloatArray
+        val top = logits.max()
+        val exps = logits.map {{ exp((it - top).toDouble()).toFloat() }}
+        val best = logits.indexOfFirst {{ it == top }}
+        return labels[best] to exps[best] / exps.sum()
+    }}
+}}
+```'''
+
+# ExecuTorch app code, by task: the tasks that have it.
+SWIFT_EXECUTORCH = {"sentiment": SWIFT_EXECUTORCH_SENTIMENT}
+KOTLIN_EXECUTORCH = {"sentiment": KOTLIN_EXECUTORCH_SENTIMENT}
+
+
+def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str, max_length: int,
+                       labels: list[str]) -> list[str]:
+    """The README lines of the ExecuTorch alternative (not compiled here): code_by_task is SWIFT_EXECUTORCH or
+    KOTLIN_EXECUTORCH."""
+    code = code_by_task[task].format(pte=pte, max_length=max_length,
+                                     labels_kotlin=", ".join(f'"{label}"' for label in labels))
+    return ["", f"## ExecuTorch instead of {instead_of} (not compiled here)", "",
+            f"`{pte}` is the student as an ExecuTorch program (XNNPACK delegate, int8 Linear layers), gated at export "
+            "on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with tokenizer.json:", "", code]
+
+
 def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict[str, str]:
     """How the Swift sizes its input arrays: each input at its own length, max_length, or an enumerated length."""
     if variant == "fixed":
@@ -231,7 +319,7 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
-               proven: list[str] = (), needs_device: list[str] = ()) -> str:
+               proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = ()) -> str:
     code = SWIFT_CODE[task](model_class, max_length, variant, lengths)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
@@ -250,7 +338,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
         shape_step,
-    ], shape_tradeoffs(max_length, lengths, variant), proven, needs_device)
+    ], shape_tradeoffs(max_length, lengths, variant), proven, needs_device, alternative)
 
 
 def kotlin_provider(choice: str, threads: int = 2) -> str:
@@ -266,7 +354,7 @@ def kotlin_provider(choice: str, threads: int = 2) -> str:
 
 def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
                    provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
-                   needs_device: list[str] = ()) -> str:
+                   needs_device: list[str] = (), alternative: list[str] = ()) -> str:
     session = KOTLIN_SESSION.format(model_file=model_file, provider=kotlin_provider(provider))
     code = KOTLIN_CODE[task].format(imports=KOTLIN_IMPORTS, session=session, max_length=max_length,
                                     labels_kotlin=", ".join(f'"{label}"' for label in labels))
@@ -277,11 +365,12 @@ def android_readme(task: str, files: dict[str, str], labels: list[str], max_leng
         "`--include_ops_by_config`).",
         f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} tokens.",
     ], ["", "Execution providers, as ONNX Runtime's own checks judge the int8 graphs (nodes each provider would "
-            "take, with the input shapes fixed):", ""] + verdicts, proven, needs_device)
+            "take, with the input shapes fixed):", ""] + verdicts, proven, needs_device, alternative)
 
 
 def _readme(platform: str, files: dict[str, str], code: str, variant: str, metrics: dict, n_examples: int,
-            steps: list[str], notes: list[str] = (), proven: list[str] = (), needs_device: list[str] = ()) -> str:
+            steps: list[str], notes: list[str] = (), proven: list[str] = (), needs_device: list[str] = (),
+            alternative: list[str] = ()) -> str:
     lines = [f"# pocketbert model for {platform}", "",
              f"Exported by pocketbert; {variant} weights. On {n_examples} examples of the eval set the model scored "
              + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
@@ -292,5 +381,5 @@ def _readme(platform: str, files: dict[str, str], code: str, variant: str, metri
         lines += ["", "## Proven by pocketbert, and what needs a device", ""]
         lines += [f"- Proven at export: {p}" for p in proven]
         lines += [f"- Needs a device (not done here): {n}" for n in needs_device]
-    lines += ["", "## Code", "", code, ""]
+    lines += ["", "## Code", "", code] + list(alternative) + [""]
     return "\n".join(lines)

@@ -8,6 +8,8 @@ import click
 
 from pocketbert.cli_options import data_dir_option, overwrite_option, resolve_run_dir, run_option
 
+executorch_option = click.option("--executorch", is_flag=True,
+                                 help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -47,21 +49,23 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @click.option("--variant", default=None,
               help="Core ML program: enumerated, fp16, int8, 6bit, 4bit, int4-block, fixed, classifier "
                    "(default: enumerated where exported, else fp16).")
+@executorch_option
 @out_option
 @overwrite_option
-def ios(run, variant, out, overwrite):
+def ios(run, variant, executorch, out, overwrite):
     """The .mlpackage, swift-transformers tokenizer files, labels and a Swift README; writes <run>/ios/."""
     from pocketbert.export.app_bundle import ios_bundle
 
-    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite)}")
+    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite, executorch)}")
 
 
 @export.command()
 @run_option
+@executorch_option
 @out_option
 @overwrite_option
-def android(run, out, overwrite):
-    """model.ort, its operator list, vocab, labels and a Kotlin README; writes <run>/android/."""
+def android(run, executorch, out, overwrite):
+    """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
     from pocketbert.export.app_bundle import android_bundle
 
-    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite)}")
+    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite, executorch)}")
