@@ -23,7 +23,8 @@ from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
 
 def _check_head(loading_info: dict, task, source: str) -> None:
     """Refuse a checkpoint whose task head transformers had to create: it would answer at random."""
-    missing = [key for key in loading_info.get("missing_keys", []) if not key.startswith(("bert.pooler", "pooler"))]
+    # A pooler that is not saved is not part of the head (span heads read token states and skip it).
+    missing = [key for key in loading_info.get("missing_keys", []) if "pooler" not in key.split(".")]
     if missing:
         raise ModelError(f"'{source}' has no trained {task.name} head ({len(missing)} weights missing, e.g. "
                          f"{missing[0]}): import a checkpoint fine-tuned for {task.name}, or fine-tune it with "
