@@ -14,6 +14,8 @@ runs on the CPU, so partitions cost no copies: what matters is the share of weig
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -61,7 +63,7 @@ def usability(onnx_path: Path, fixed_length: int = 128) -> dict:
             verdict[provider] = {"dynamic_shapes": dynamic, "fixed_shapes": fixed,
                                  "advice": _advice(provider, dynamic, fixed)}
         dynamic = xnnpack_check(model)
-        fixed = xnnpack_check(_fixed_shapes(model, fixed_length))
+        fixed = xnnpack_check(_fixed_shapes(model, fixed_length, Path(tmp)))
         verdict[XNNPACK] = {"dynamic_shapes": dynamic, "fixed_shapes": fixed, "advice": _xnnpack_advice(dynamic, fixed)}
     return verdict
 
@@ -78,8 +80,20 @@ WEIGHT_PRODUCTS = ("MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "
 QLINEAR_SOFTMAX_SCALE, QLINEAR_SOFTMAX_TOLERANCE = 1 / 256, 1e-4
 
 
-def _fixed_shapes(model, length: int):
-    """A copy with batch 1 and sequence `length` in every input (what an app that pads would feed)."""
+@contextlib.contextmanager
+def _working_directory(folder: Path):
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def _fixed_shapes(model, length: int, scratch: Path):
+    """A copy with batch 1 and sequence `length` in every input (what an app that pads would feed). scratch: where
+    ONNX Runtime's shape inference may leave its debugging copy of a graph it cannot finish (it writes into the
+    working directory)."""
     import onnx
     from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
@@ -94,7 +108,8 @@ def _fixed_shapes(model, length: int):
     # attention, so the fixed length reaches the softmax; onnx's own inference stops at the first Reshape.
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     try:
-        return SymbolicShapeInference.infer_shapes(fixed, auto_merge=True)
+        with _working_directory(scratch):
+            return SymbolicShapeInference.infer_shapes(fixed, auto_merge=True)
     except Exception:  # an op it does not know: the plain inference still types most of the graph
         return onnx.shape_inference.infer_shapes(fixed)
 
