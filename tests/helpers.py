@@ -35,6 +35,18 @@ def error_line(result: CliResult) -> str:
     return lines[-1] if lines else ""
 
 
+def run_cli_steps(*steps) -> None:
+    """Each step (a list of CLI arguments) through the real CLI in turn, for module-wide fixtures (capsys is
+    function-scoped); a step that exits non-zero fails the fixture, naming it."""
+    from pocketbert.cli import main
+
+    for args in steps:
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            assert exc.code in (0, None), f"{args[:2]} exited {exc.code}"
+
+
 def cli_process(*args, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI in a process of its own: for runs that are killed, or that must start from a clean interpreter."""
     return subprocess.run([sys.executable, "-m", "pocketbert.cli", *map(str, args)], capture_output=True, text=True,

@@ -9,25 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import error_line, run_cli
+from helpers import error_line, run_cli, run_cli_steps
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def sentiment_run(tmp_path_factory, tiny_base, shared_data):
-    from pocketbert.cli import main  # capsys is function-scoped: this module-wide fixture calls the CLI directly
-
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    for args in (
-        ["train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data],
-        ["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data],
-        ["export", "--run", run, "--data-dir", shared_data],
-    ):
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            assert exc.code in (0, None), f"{args[:2]} exited {exc.code}"
+    tiny = ["--preset", "tiny", "--data-dir", shared_data]
+    run_cli_steps(["train", "teacher", "--run", run, "--model", tiny_base, *tiny],
+                  ["train", "distill", "--run", run, *tiny],
+                  ["export", "--run", run, "--data-dir", shared_data])
     return run
 
 
@@ -360,7 +353,8 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     assert fp32["agreement"] >= MIN_QA_TEXT_IN_AGREEMENT
     assert {"model.text.int8.onnx", "model.text.ort"} <= set(text_in)
     golden = json.loads((run / "export" / "tokenizer_golden.json").read_text(encoding="utf-8"))
-    assert {"question longer than max_length", "context longer than max_length"} <= {r["probe"] for r in golden["pairs"]}
+    probes = {r["probe"] for r in golden["pairs"]}
+    assert {"question longer than max_length", "context longer than max_length"} <= probes
     android = run_cli(capsys, "export", "android", "--run", run, "--out", tmp_path / "android")
     assert android.exit_code == 0, android.err
     assert (tmp_path / "android" / "vocab.txt").is_file()  # to decode the answer's pieces

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import error_line, run_cli
+from helpers import error_line, run_cli, run_cli_steps
 
 pytestmark = pytest.mark.slow
 
@@ -30,19 +30,13 @@ def plain_folder(path, tokenizer, cls_name: str, id2label: dict | None):
 
 @pytest.fixture(scope="module")
 def imported_run(tmp_path_factory, wordpiece_tokenizer, shared_data):
-    from pocketbert.cli import main
-
     folder = plain_folder(tmp_path_factory.mktemp("checkpoint"), wordpiece_tokenizer,
                           "BertForSequenceClassification", SST2_LABELS)
     assert not [p for p in folder.iterdir() if p.name.startswith("pocketbert")]
     run = tmp_path_factory.mktemp("runs") / "imported"
-    for args in (["import", "--model", folder, "--task", "sentiment", "--run", run, "--dataset", "sst2",
-                  "--preset", "tiny", "--data-dir", shared_data],
-                 ["export", "--run", run, "--data-dir", shared_data]):
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            assert exc.code in (0, None), f"{args[0]} exited {exc.code}"
+    run_cli_steps(["import", "--model", folder, "--task", "sentiment", "--run", run, "--dataset", "sst2",
+                   "--preset", "tiny", "--data-dir", shared_data],
+                  ["export", "--run", run, "--data-dir", shared_data])
     return run
 
 

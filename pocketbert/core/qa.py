@@ -60,6 +60,42 @@ def build_qa_features(tokenizer, examples: list[QAExample], max_length: int, doc
     return features
 
 
+def _best_span(starts: np.ndarray, ends: np.ndarray, in_context: list[bool], n_best: int,
+               max_answer_length: int) -> tuple[float, int, int] | None:
+    """(score, start, end) of the best valid span among the n_best starts and ends, or None."""
+    best = None
+    for s in np.argsort(starts)[::-1][:n_best]:
+        if s >= len(in_context) or not in_context[s]:
+            continue
+        for e in np.argsort(ends)[::-1][:n_best]:
+            if e >= len(in_context) or not in_context[e] or e < s or e - s + 1 > max_answer_length:
+                continue
+            score = starts[s] + ends[e]
+            if best is None or score > best[0]:
+                best = (score, s, e)
+    return best
+
+
+def _best_per_example(n_examples: int, features: list[QAFeature], start_logits: list[np.ndarray],
+                      end_logits: list[np.ndarray], in_context, answer, empty, n_best: int,
+                      max_answer_length: int) -> list:
+    """For each example, answer(feature, start, end) of its best span over all its windows (empty if none)."""
+    by_example = collections.defaultdict(list)
+    for f_index, feature in enumerate(features):
+        by_example[feature.example_index].append(f_index)
+    answers = []
+    for e_index in range(n_examples):
+        best_score, best = -np.inf, empty
+        for f_index in by_example.get(e_index, []):
+            feature = features[f_index]
+            span = _best_span(start_logits[f_index], end_logits[f_index], in_context(feature), n_best,
+                              max_answer_length)
+            if span is not None and span[0] > best_score:
+                best_score, best = span[0], answer(feature, span[1], span[2])
+        answers.append(best)
+    return answers
+
+
 def best_spans(
     examples: list[QAExample],
     features: list[QAFeature],
@@ -69,27 +105,10 @@ def best_spans(
     max_answer_length: int = 30,
 ) -> list[str]:
     """The highest-scoring valid answer text for each example, over all its windows."""
-    by_example = collections.defaultdict(list)
-    for f_index, feature in enumerate(features):
-        by_example[feature.example_index].append(f_index)
-    answers = []
-    for e_index, example in enumerate(examples):
-        best_score, best_text = -np.inf, ""
-        for f_index in by_example.get(e_index, []):
-            offsets = features[f_index].offsets
-            starts, ends = start_logits[f_index], end_logits[f_index]
-            for s in np.argsort(starts)[::-1][:n_best]:
-                if s >= len(offsets) or offsets[s] is None:
-                    continue
-                for e in np.argsort(ends)[::-1][:n_best]:
-                    if e >= len(offsets) or offsets[e] is None or e < s or e - s + 1 > max_answer_length:
-                        continue
-                    score = starts[s] + ends[e]
-                    if score > best_score:
-                        best_score = score
-                        best_text = example.context[offsets[s][0]:offsets[e][1]]
-        answers.append(best_text)
-    return answers
+    return _best_per_example(
+        len(examples), features, start_logits, end_logits, lambda f: [o is not None for o in f.offsets],
+        lambda f, s, e: examples[f.example_index].context[f.offsets[s][0]:f.offsets[e][1]], "", n_best,
+        max_answer_length)
 
 
 def best_piece_spans(n_examples: int, features: list[QAFeature], start_logits: list[np.ndarray],
@@ -97,29 +116,13 @@ def best_piece_spans(n_examples: int, features: list[QAFeature], start_logits: l
     """The highest-scoring answer of each example as its word-piece ids: what a text-in model, which returns ids
     and no character offsets, lets an app decode. Context tokens are those with offsets, or, in a text-in
     model's features (no offsets), those of token type 1 before the closing [SEP]."""
-    by_example = collections.defaultdict(list)
-    for f_index, feature in enumerate(features):
-        by_example[feature.example_index].append(f_index)
-    answers = []
-    for e_index in range(n_examples):
-        best_score, best = -np.inf, ()
-        for f_index in by_example.get(e_index, []):
-            feature = features[f_index]
-            if any(o is not None for o in feature.offsets):
-                context = [o is not None for o in feature.offsets]
-            else:
-                context = [t == 1 for t in feature.token_type_ids[:-1]] + [False]
-            starts, ends = start_logits[f_index], end_logits[f_index]
-            for s in np.argsort(starts)[::-1][:n_best]:
-                if s >= len(context) or not context[s]:
-                    continue
-                for e in np.argsort(ends)[::-1][:n_best]:
-                    if e >= len(context) or not context[e] or e < s or e - s + 1 > max_answer_length:
-                        continue
-                    if starts[s] + ends[e] > best_score:
-                        best_score, best = starts[s] + ends[e], tuple(feature.input_ids[s:e + 1])
-        answers.append(best)
-    return answers
+    def in_context(feature):
+        if any(o is not None for o in feature.offsets):
+            return [o is not None for o in feature.offsets]
+        return [t == 1 for t in feature.token_type_ids[:-1]] + [False]
+
+    return _best_per_example(n_examples, features, start_logits, end_logits, in_context,
+                             lambda f, s, e: tuple(f.input_ids[s:e + 1]), (), n_best, max_answer_length)
 
 
 def normalize_answer(text: str) -> str:

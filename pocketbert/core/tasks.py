@@ -39,6 +39,21 @@ def valid_text(text: str, what: str = "text") -> str:
     return text
 
 
+def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple[list, list[int], list]:
+    """The chosen examples (indices, in order), the indices of their features, and those features renumbered to
+    point into the chosen list."""
+    import copy
+
+    index = {old: new for new, old in enumerate(chosen)}
+    keep = [k for k, f in enumerate(features) if f.example_index in index]
+    renumbered = []
+    for k in keep:
+        clone = copy.copy(features[k])
+        clone.example_index = index[features[k].example_index]
+        renumbered.append(clone)
+    return [examples[i] for i in chosen], keep, renumbered
+
+
 def _strings(*texts: str) -> np.ndarray:
     return np.array(list(texts), dtype=object)
 
@@ -239,21 +254,12 @@ class QATask:
 
     def scorable(self, examples: list, features: list, n_run: int) -> tuple[list, list[int], list]:
         """Only examples all of whose windows were run can be scored; they are renumbered from 0."""
-        import copy
-
         run = features[:n_run]
         used = sorted({f.example_index for f in run})
         complete = [i for i in used if all(f.example_index != i for f in features[n_run:])]
         if not complete:
             raise ValueError(f"no complete QA example among the {n_run} windows run")
-        index = {old: new for new, old in enumerate(complete)}
-        keep = [k for k, f in enumerate(run) if f.example_index in index]
-        renumbered = []
-        for k in keep:
-            clone = copy.copy(run[k])
-            clone.example_index = index[run[k].example_index]
-            renumbered.append(clone)
-        return [examples[i] for i in complete], keep, renumbered
+        return _examples_subset(examples, run, complete)
 
     def features_for_examples(self, features: list, n_examples: int) -> int:
         return sum(1 for f in features if f.example_index < n_examples)
@@ -290,16 +296,9 @@ class QATask:
     def within_one_window(self, examples: list, features: list, logits: list) -> tuple[list, list, list]:
         """The examples whose question and context fit one window, renumbered: a text-in model reads one window
         (a longer context is windowed by the app, as the Python pipeline does)."""
-        import copy
-
         counts = np.bincount([f.example_index for f in features], minlength=len(examples))
-        keep = [k for k, f in enumerate(features) if counts[f.example_index] == 1]
-        renumbered = []
-        for new, k in enumerate(keep):
-            clone = copy.copy(features[k])
-            clone.example_index = new
-            renumbered.append(clone)
-        return [examples[features[k].example_index] for k in keep], renumbered, [logits[k] for k in keep]
+        chosen, keep, renumbered = _examples_subset(examples, features, [i for i, n in enumerate(counts) if n == 1])
+        return chosen, renumbered, [logits[k] for k in keep]
 
     def comparable_answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[tuple]:
         """Each answer as its word-piece ids: the same text however the model was fed."""

@@ -7,11 +7,7 @@ kernel of mil_kernels where that inference is missing.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import platform
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +16,7 @@ import torch
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
 from pocketbert.export import mil_kernels
+from pocketbert.export.quiet import quiet_tools
 from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.export_wrapper import ClassifierWrapper
 
@@ -57,17 +54,9 @@ def compress(mlmodel, compression: str | None):
         return compressor(mlmodel, cto.OptimizationConfig(global_config=op_config))
 
 
-@contextlib.contextmanager
 def _quiet():
     """coremltools prints version warnings and progress bars on import and conversion."""
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        previous = logging.root.manager.disable
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(previous)
+    return quiet_tools()
 
 
 def import_coremltools():

@@ -9,34 +9,22 @@ runtime (the wheel links the XNNPACK CPU backend) runs the saved program for the
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from pocketbert.errors import ExportError, require
+from pocketbert.export.quiet import quiet_tools
 
 MIN_SEQUENCE = 2  # [CLS] [SEP]: torch.export specializes lengths 0 and 1, so the dynamic range starts above them
 EXAMPLE_LENGTH = 16
 
 
-@contextlib.contextmanager
 def _quiet():
     """torch.export and ExecuTorch warn about every decomposition, torchao about its CUDA kernels on import, and
     the runtime prints the host's CPU probing."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        previous = logging.root.manager.disable
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(previous)
+    return quiet_tools(stdout=True)
 
 
 def _captured(model, task, architecture, max_length: int):
