@@ -34,7 +34,8 @@ def run_results(run: Path, given: dict[str, str]) -> dict:
             "dataset": student["config"].get("dataset"), "eval": m["eval"], "teacher_eval": m["teacher_eval"],
             "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
             "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],
-            "transfer_set": m.get("transfer_set"), "wall_time_s": student["wall_time_s"],
+            "transfer_set": m.get("transfer_set"), "transfer_data": m.get("transfer_data"),
+            "augmentation": m.get("augmentation"), "wall_time_s": student["wall_time_s"],
             "teacher": student["config"].get("teacher"), "device": student["config"].get("device"),
             "train": m.get("train"), "versions": student.get("versions"),
         }

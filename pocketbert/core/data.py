@@ -372,3 +372,77 @@ def subsample(examples: list, limit: int | None, seed: int) -> list:
     picked = list(examples)
     random.Random(seed).shuffle(picked)
     return picked[:limit]
+
+
+# ---------------------------------------------------------------- unlabelled passages (transfer data)
+
+PASSAGE_KINDS = ("txt", "csv", "tsv", "jsonl")
+
+
+def _passages_delimited(path: Path, delimiter: str, column: str):
+    csv.field_size_limit(CSV_FIELD_LIMIT)
+    with _open_text(path) as handle:
+        reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
+        try:
+            header = [h.strip().lower() for h in next(reader)]
+        except StopIteration:
+            raise DataError(f"{path}: the file is empty; it needs a header row naming a '{column}' column") from None
+        if column.lower() not in header:
+            raise DataError(f"{path}:1: no '{column}' column (the header has {', '.join(header)}): "
+                            "pass --transfer-column with the column that holds the text")
+        col = header.index(column.lower())
+        for row in reader:
+            if len(row) > col:
+                yield row[col]
+
+
+def _passages_jsonl(path: Path, column: str):
+    with _open_text(path) as handle:
+        for line, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{line}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
+            if not isinstance(obj, dict) or column not in obj:
+                raise DataError(f"{path}:{line}: no '{column}' key in the object: pass --transfer-column with the key "
+                                "that holds the text")
+            if isinstance(obj[column], str):
+                yield obj[column]
+
+
+def _passages_lines(path: Path):
+    with _open_text(path) as handle:
+        yield from handle
+
+
+def read_passages(path: Path, column: str = "text") -> list[str]:
+    """Unlabelled passages of a file: one a line (.txt), or the `column` of a CSV/TSV/JSON Lines file (.gz too).
+    Blank passages are skipped; a file with none is an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path} does not exist; check the path, or name a dataset ({', '.join(NAMED_DATASETS)})")
+    kind = _file_kind(path)
+    rows = {
+        "txt": lambda: _passages_lines(path),
+        "csv": lambda: _passages_delimited(path, ",", column),
+        "tsv": lambda: _passages_delimited(path, "\t", column),
+        "jsonl": lambda: _passages_jsonl(path, column),
+    }.get(kind)
+    if rows is None:
+        raise DataError(f"{path}: transfer data must be .txt (one passage a line), .csv, .tsv or .jsonl (.gz too)")
+    try:
+        passages = [text.strip() for text in rows() if text.strip()]
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start} of a block: {exc.reason}); save it as UTF-8") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: {exc}; fix the file") from None
+    if not passages:
+        raise DataError(f"{path} holds no text; check that it is the right file (and --transfer-column)")
+    return passages
+
+
+def text_key(text: str) -> str:
+    """A text as duplicates compare: case and runs of whitespace ignored."""
+    return " ".join(text.lower().split())

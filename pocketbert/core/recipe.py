@@ -49,6 +49,7 @@ class DistillSection(TrainingSection):
     ce_weight: float = Field(0.5, ge=0)
     cos_weight: float = Field(0.5, ge=0)
     alpha: float = Field(0.0, ge=0.0, le=1.0)  # Tang et al.: weight of the hard-label loss against logit MSE
+    augment: Optional[bool] = None  # the augment: section's rewrites; None: the recipe's own choice (tang yes)
     teacher_cache_mb: float = Field(4096, ge=0)
 
     @model_validator(mode="after")
@@ -86,6 +87,7 @@ class ExportSection(Section):
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     calibration_examples: int = Field(512, gt=0)
     int8_size_budget: float = Field(0.30, gt=0.0, le=1.0)
+    int8_latency_budget: Optional[float] = Field(1.05, ge=1.0)  # of all-int8's latency; None: size alone decides
     static_calibration_examples: int = Field(128, gt=0)
 
 
@@ -121,6 +123,22 @@ class AugmentSection(Section):
     n_iter: int = Field(20, ge=0)
     pos_tagger: str = "pattern"
     max_transfer_examples: Optional[int] = Field(None, gt=0)
+
+
+class TransferSection(Section):
+    """Unlabelled text the teacher labels with its soft targets, added to the distillation's training rows."""
+
+    data: list[str] = Field(default_factory=list)  # files (.txt one passage a line, .csv/.tsv/.jsonl) or datasets
+    text_column: str = "text"  # of a CSV/TSV/JSON Lines file
+    long_text: Literal["cut", "windows"] = "cut"  # a passage over max_length: its start, or every window of it
+    max_examples: Optional[int] = Field(None, gt=0)  # transfer rows at most (a seeded subset)
+    share: Optional[float] = Field(None, gt=0.0, lt=1.0)  # of all training rows; None: every transfer row
+
+    @model_validator(mode="after")
+    def _named(self):
+        if any(not str(name).strip() for name in self.data):
+            raise ValueError("an entry of transfer.data is empty: give a file path or a dataset name")
+        return self
 
 
 class BiLSTMSection(Section):
@@ -167,6 +185,7 @@ class Recipe(Section):
     bench: BenchSection = Field(default_factory=BenchSection)
     augment: AugmentSection = Field(default_factory=AugmentSection)
     bilstm: BiLSTMSection = Field(default_factory=BiLSTMSection)
+    transfer: TransferSection = Field(default_factory=TransferSection)
     prune: PruneSection = Field(default_factory=PruneSection)
     mlm: MLMSection = Field(default_factory=MLMSection)
 

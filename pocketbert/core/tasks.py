@@ -16,7 +16,7 @@ import torch
 from pocketbert.config import check_task
 from pocketbert.core import qa as qa_lib
 from pocketbert.core.data import QAExample, TextExample
-from pocketbert.core.losses import cross_entropy, soft_target_kl
+from pocketbert.core.losses import IGNORE_LABEL, cross_entropy, soft_target_kl
 from pocketbert.errors import ConfigError, DataError, ModelError
 
 GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does not name
@@ -175,6 +175,13 @@ class SentimentTask:
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         return loss_fn(logits, batch["labels"])
 
+    def require_unlabeled(self, what: str) -> None:
+        """Sentences without a gold label (transfer data, rewrites) are rows the teacher labels: allowed."""
+
+    def unlabeled_examples(self, texts: list[str], what: str = "transfer data") -> list[TextExample]:
+        """Rows the teacher alone labels: no gold label, so no hard-label loss."""
+        return [TextExample(text, IGNORE_LABEL) for text in texts]
+
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
         return soft_target_kl(student, teacher, temperature)
 
@@ -314,6 +321,14 @@ class QATask:
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
         return 0.5 * (loss_fn(masked[..., 0], batch["start_positions"]) + loss_fn(masked[..., 1], batch["end_positions"]))
+
+    def require_unlabeled(self, what: str) -> None:
+        raise ConfigError(f"{what} adds passages without questions, and extractive QA learns from a question with "
+                          "its context: leave transfer.data empty and distill.augment off for QA")
+
+    def unlabeled_examples(self, texts: list[str], what: str = "transfer data") -> list:
+        self.require_unlabeled(what)
+        return []
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
         mask = batch["attention_mask"]

@@ -99,13 +99,21 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--student-model", default=None, metavar="NAME|PATH",
               help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
 @click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
+@click.option("--transfer-data", multiple=True, metavar="PATH|DATASET",
+              help="Unlabelled text the teacher labels for the student (repeatable): a .txt file with one passage a "
+                   "line, a .csv/.tsv/.jsonl with a text column, or a dataset name whose labels are ignored.")
+@click.option("--transfer-column", default=None, metavar="NAME", help="The text column of CSV/TSV/JSONL transfer data.")
+@click.option("--augment/--no-augment", default=None,
+              help="Add the augment: section's rewrites (mask, part of speech, n-gram) of labelled and transfer text "
+                   "(default: the recipe's distill.augment; unset, tang rewrites and distilbert does not).")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @data_dir_option
 @device_option
 @overwrite_option
 def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
             focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight,
-            cos_weight, compile_student, student_model, layer_map, resume, data_dir, device, overwrite):
+            cos_weight, compile_student, student_model, layer_map, transfer_data, transfer_column, augment, resume,
+            data_dir, device, overwrite):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.errors import ConfigError
 
@@ -121,6 +129,8 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "distill.alpha": alpha, "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma,
         "distill.focal_alpha": focal_alpha, "distill.compile": compile_student or None,
         "eval.cross_domain": [n.strip() for n in cross_domain.split(",")] if cross_domain else None,
+        "transfer.data": list(transfer_data) or None, "transfer.text_column": transfer_column,
+        "distill.augment": augment,
     }, set_items)
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
                                       overwrite, resume)

@@ -2,6 +2,7 @@
 
 Student: half the teacher's layers, initialised from every other teacher layer, embeddings and head copied.
 Loss: kl_weight * T² * KL(teacher/T || student/T) + ce_weight * CE(labels) + cos_weight * (1 - cos(hidden states)).
+Rows without a gold label (transfer data, rewrites when distill.augment is on) take the soft losses alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pocketbert.rundir import (
     staged_output,
 )
 from pocketbert.core import losses, models
-from pocketbert.train import checkpoint, distributed, teacher_cache, trainer
+from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
 from pocketbert.core.data import load_task_data, subsample
 from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.train.student import build_student
@@ -167,6 +168,7 @@ def distill_student(
     seed = int(recipe["seed"])
     cfg, eval_cfg = recipe["distill"], recipe["eval"]
     check_distill_config(cfg)
+    transfer.check_recipe(recipe, augments_by_default=False)
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
                                                                         eval_file, seed)
     trainer.set_seed(seed)
@@ -188,11 +190,16 @@ def distill_student(
 
     with distributed.main_writes(run_dir, staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
+        extra, rows_report = transfer.unlabeled_rows(task, tokenizer, recipe, data,
+                                                     trainer.labelled_examples(data, cfg, seed), data_dir, seed,
+                                                     augments_by_default=False)
+        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg.get("doc_stride"))
 
         teacher_sha = sha256_of(teacher_dir)
-        cached, cache_report = teacher_cache.teacher_outputs_once(
-            teacher, task, features, tokenizer.pad_token_id, targets if need_hidden else None, teacher_sha, dev,
-            cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
+        cached, cache_report, extra_cache_report = teacher_cache.labelled_and_unlabeled(
+            teacher, task, features, extra_features, tokenizer.pad_token_id, targets if need_hidden else None,
+            teacher_sha, dev, cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
+        features = features + extra_features
 
         step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 
@@ -210,10 +217,12 @@ def distill_student(
             out, stage="student", started=started,
             config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "layer_map": layer_map,
                     "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
-            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
+            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
+                    **transfer.file_inputs(recipe)},
             metrics={
                 "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
                 "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats, "teacher_cache": cache_report,
+                **rows_report, **({"teacher_cache_unlabeled": extra_cache_report} if extra_cache_report else {}),
                 "parameters": sum(p.numel() for p in student.parameters()),
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
             },

@@ -1,6 +1,7 @@
 """`pocketbert train distill --recipe tang`: Tang et al. 2019, BERT into a BiLSTM.
 
-Transfer set: the training examples plus augmented copies (augment.py), every one labelled by the teacher.
+Transfer set: the training examples, the recipe's transfer data (transfer.py), and augmented copies of both
+(augment.py), every one labelled by the teacher.
 Loss: alpha * hard-label loss (original examples only) + (1 - alpha) * MSE(student logits, teacher logits);
 alpha = 0, pure distillation, was the paper's best.
 """
@@ -17,7 +18,7 @@ from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
 from pocketbert.core import bilstm, losses, models
 from pocketbert.core.architectures import BILSTM
-from pocketbert.train import augment, checkpoint, distributed, teacher_cache, trainer
+from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
 from pocketbert.core.data import subsample
 from pocketbert.train.distill import (
     cross_domain_eval,
@@ -27,6 +28,14 @@ from pocketbert.train.distill import (
 )
 
 RECIPE = "tang"
+
+
+def transfer_set_report(n_labelled: int, n_extra: int, rows_report: dict) -> dict:
+    """The transfer set's make-up: labelled originals, transfer data, and rewrites of both."""
+    augmentation = rows_report.get("augmentation") or {}
+    return {"originals": n_labelled, "transfer_data": (rows_report.get("transfer_data") or {}).get("rows", 0),
+            "augmented": augmentation.get("augmented", 0), "rows": n_labelled + n_extra,
+            "duplicates_dropped": augmentation.get("duplicates_dropped", 0), "tagger": augmentation.get("tagger")}
 
 
 def check_tang_config(cfg: dict) -> float:
@@ -51,14 +60,12 @@ def distill_bilstm(
     seed = int(recipe["seed"])
     cfg, eval_cfg = recipe["distill"], recipe["eval"]
     alpha = check_tang_config(cfg)
-    augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
+    transfer.check_recipe(recipe, augments_by_default=True)
     hard_loss = losses.hard_label_loss(cfg)
     teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir,
                                                                         eval_file, seed)
     if task.per_token_outputs:
         raise ConfigError("the BiLSTM student classifies sentences: use --recipe distilbert for QA")
-    if tokenizer.mask_token is None:
-        raise ConfigError("the teacher's tokenizer has no mask token for augmentation: set augment.p_mask=0")
     trainer.set_seed(seed)
     student = bilstm.build_bilstm(recipe.get("bilstm") or {}, teacher, tokenizer, len(task.label_names))
     dev = trainer.pick_device(device)
@@ -66,18 +73,22 @@ def distill_bilstm(
     length = int(cfg["max_length"])
 
     with distributed.main_writes(run_dir, staged_output(run_dir, STUDENT_DIR, overwrite)) as out:
-        originals = subsample(data.train, cfg.get("max_train_examples"), seed)
-        transfer, transfer_report = augment.transfer_set(originals, augment_cfg, tokenizer.mask_token, seed)
-        features = task.features(tokenizer, transfer, length)
+        originals = trainer.labelled_examples(data, cfg, seed)
+        extra, rows_report = transfer.unlabeled_rows(task, tokenizer, recipe, data, originals, data_dir, seed,
+                                                     augments_by_default=True)
+        labelled_features = task.features(tokenizer, originals, length)
+        extra_features = task.features(tokenizer, extra, length)
         eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
         eval_features = task.features(tokenizer, eval_examples, length)
         teacher_sha = sha256_of(teacher_dir)
-        cached, cache_report = teacher_cache.teacher_outputs_once(
-            teacher, task, features, tokenizer.pad_token_id, None, teacher_sha, dev,
+        cached, cache_report, extra_cache_report = teacher_cache.labelled_and_unlabeled(
+            teacher, task, labelled_features, extra_features, tokenizer.pad_token_id, None, teacher_sha, dev,
             cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
         if cached is None:
+            reason = next(r["reason"] for r in (cache_report, extra_cache_report) if r and not r["used"])
             raise ConfigError(f"the Tang recipe labels its transfer set once, through the teacher cache: "
-                              f"{cache_report['reason']}; raise distill.teacher_cache_mb")
+                              f"{reason}; raise distill.teacher_cache_mb")
+        features = labelled_features + extra_features
 
         def step_loss(forward_model, batch, idx):
             t_logits, _ = cached.batch(idx, batch["input_ids"].shape[1], dev)
@@ -101,11 +112,14 @@ def distill_bilstm(
             out, stage="student", started=started,
             config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "distill_recipe": RECIPE,
                     "device": str(dev), "dataset": data.name},
-            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()}},
+            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
+                    **transfer.file_inputs(recipe)},
             metrics={
                 "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
                 "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats,
-                "transfer_set": transfer_report, "teacher_cache": cache_report,
+                "transfer_set": transfer_set_report(len(originals), len(extra), rows_report),
+                **rows_report, "teacher_cache": cache_report,
+                **({"teacher_cache_unlabeled": extra_cache_report} if extra_cache_report else {}),
                 "parameters": student.parameter_count(include_embeddings=True),
                 "parameters_without_embeddings": student.parameter_count(),
                 "teacher_parameters": sum(p.numel() for p in teacher.parameters()),

@@ -64,6 +64,12 @@ class TeacherOutputs:
         hidden = stack([self.hidden[i] for i in idx])  # [batch, length, layers, hidden]
         return logits, list(hidden.unbind(dim=2))
 
+    @staticmethod
+    def joined(parts: list["TeacherOutputs"]) -> "TeacherOutputs":
+        """The parts' rows one after another, as for features listed in the same order."""
+        hidden = None if any(p.hidden is None for p in parts) else [row for p in parts for row in p.hidden]
+        return TeacherOutputs([row for p in parts for row in p.logits], hidden)
+
 
 def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list) -> str:
     from pocketbert.core.tasks import features_digest
@@ -101,7 +107,8 @@ def _evict_for(root: Path, needed: int, limit: int, keep: Path) -> None:
         shutil.rmtree(oldest, ignore_errors=True)
 
 
-def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path) -> None:
+def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_dir: Path,
+             desc: str = "teacher outputs") -> None:
     """Run the teacher over `features`, writing shards to out_dir.
 
     A shard holds its rows' logits and hidden states concatenated along the first axis (a sentence's logits
@@ -128,7 +135,7 @@ def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_d
             rows, offsets, buffered = {"logits": [], "hidden": [], "index": []}, {"logits": 0, "hidden": 0}, 0
 
     with torch.no_grad(), precision.autocast(device):
-        for start in tqdm(range(0, len(order), batch_size), desc="teacher outputs", unit="batch",
+        for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch",
                           disable=not distributed.is_main()):
             idx = order[start:start + batch_size]
             batch = task.collate([features[i] for i in idx], pad_id)
@@ -174,7 +181,7 @@ def _load(entry: Path, n_features: int, with_hidden: bool, per_token: bool) -> T
 
 def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[int] | None, teacher_sha: str,
                     device, limit_mb: float = DEFAULT_LIMIT_MB, batch_size: int = 64,
-                    root: Path | None = None) -> tuple[TeacherOutputs | None, dict]:
+                    root: Path | None = None, desc: str = "teacher outputs") -> tuple[TeacherOutputs | None, dict]:
     """Cached teacher outputs for `features` (computing them on a miss), and a report of the cache's use.
 
     Returns (None, report) when caching is off (limit 0) or the entry would not fit under the limit:
@@ -206,7 +213,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     _evict_for(root, needed, limit, keep=entry)
     try:
         with atomic_folder(entry) as tmp:
-            _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp)
+            _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp, desc)
             (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "format": FORMAT,
                                                 "created": time.time()}))
     except OSError as exc:
@@ -224,7 +231,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
 
 def teacher_outputs_once(teacher, task, features: list, pad_id: int, targets: list[int] | None, teacher_sha: str,
                          device, limit_mb: float = DEFAULT_LIMIT_MB, batch_size: int = 64,
-                         root: Path | None = None) -> tuple[TeacherOutputs | None, dict]:
+                         root: Path | None = None, desc: str = "teacher outputs") -> tuple[TeacherOutputs | None, dict]:
     """teacher_outputs for every process of a torchrun: filled by process 0 where all processes share the
     cache folder, else by the first process of each machine; the others wait, then read it."""
     folder = (root or cache_root()) / CACHE_SUBDIR
@@ -232,7 +239,25 @@ def teacher_outputs_once(teacher, task, features: list, pad_id: int, targets: li
     fills = distributed.is_main() if shared else distributed.local_rank() == 0
     with distributed.first(fills, "filling the teacher-output cache"):
         outputs, report = teacher_outputs(teacher, task, features, pad_id, targets, teacher_sha, device, limit_mb,
-                                          batch_size, root)
+                                          batch_size, root, desc)
     if distributed.active():
         report["filled"] = "once for all processes" if shared else "once per machine (the cache is not shared)"
     return outputs, report
+
+
+def labelled_and_unlabeled(teacher, task, labelled: list, unlabeled: list, pad_id: int, targets: list[int] | None,
+                           teacher_sha: str, device, limit_mb: float, batch_size: int
+                           ) -> tuple[TeacherOutputs | None, dict, dict | None]:
+    """Teacher outputs for labelled features followed by unlabelled ones (transfer data, rewrites), each part its
+    own cache entry: a run that adds transfer data reuses the labelled rows' outputs of a run without it.
+    Returns (outputs, the labelled part's report, the unlabelled part's report or None); outputs is None when
+    either part is not cached."""
+    outputs, report = teacher_outputs_once(teacher, task, labelled, pad_id, targets, teacher_sha, device, limit_mb,
+                                           batch_size)
+    if not unlabeled:
+        return outputs, report, None
+    extra, extra_report = teacher_outputs_once(teacher, task, unlabeled, pad_id, targets, teacher_sha, device,
+                                               limit_mb, batch_size, desc="teacher labels unlabelled rows")
+    if outputs is None or extra is None:
+        return None, report, extra_report
+    return TeacherOutputs.joined([outputs, extra]), report, extra_report

@@ -56,11 +56,18 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
     return batches
 
 
+def labelled_examples(data, cfg: dict, seed: int) -> list:
+    """The stage's seeded subset of the training split."""
+    from pocketbert.core.data import subsample
+
+    return subsample(data.train, cfg.get("max_train_examples"), seed)
+
+
 def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int):
     """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
     from pocketbert.core.data import subsample
 
-    train_examples = subsample(data.train, cfg.get("max_train_examples"), seed)
+    train_examples = labelled_examples(data, cfg, seed)
     eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
     length, stride = int(cfg["max_length"]), cfg.get("doc_stride")
     return (eval_examples, task.features(tokenizer, train_examples, length, stride),
