@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
 from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in
@@ -158,24 +160,38 @@ def _build_fp16(ctx: BuildContext, path: Path) -> None:
 
 
 def _build_int8(ctx: BuildContext, path: Path) -> None:
-    """Dynamic int8, keeping in fp32 the FFN projections chosen on the calibration set within the size budget."""
+    """Dynamic int8, keeping in fp32 the FFN projections chosen on the calibration set within the size and
+    latency budgets."""
     fp32 = ctx.path("onnx")
     features, reference = ctx.calibration
     candidates = onnx_export.fp32_nodes(fp32)
     choice: dict = {"fp32_nodes": [], "candidates": [], "trials": []}
-    if candidates:
-        def measure(trial: Path) -> dict:
-            logits = batched_logits(ctx.task, features, ctx.tokenizer.pad_token_id, ctx.batch_size,
-                                    _open_onnxruntime(trial, ctx.task))
-            return int8_budget.closeness(logits, reference)
+    with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
+        if candidates:
+            def measure(trial: Path) -> dict:
+                logits = batched_logits(ctx.task, features, ctx.tokenizer.pad_token_id, ctx.batch_size,
+                                        _open_onnxruntime(trial, ctx.task))
+                return int8_budget.closeness(logits, reference)
 
-        with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
+            # Timed on the longest calibration row, one thread: what an fp32 product costs against its int8 form.
+            longest = _one_row_feeds(ctx, [max(features, key=lambda f: len(f.input_ids))])[0]
+
+            def latency_ratio(trial: Path, base: Path) -> float:
+                a, b = (ort_session(p, threads=1) for p in (trial, base))
+                return int8_budget.interleaved_ratio(lambda: a.run(None, longest), lambda: b.run(None, longest))
+
             choice = int8_budget.choose_fp32_nodes(
                 fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
-                float(ctx.export_cfg["int8_size_budget"]))
-        choice = {**choice, "calibration_examples": len(features)}
-    onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"])
+                float(ctx.export_cfg["int8_size_budget"]), latency_ratio, ctx.export_cfg["int8_latency_budget"])
+            choice = {**choice, "calibration_examples": len(features)}
+        onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"])
     ctx.notes["int8_mixed_precision"] = choice
+
+
+def _one_row_feeds(ctx: BuildContext, features: list) -> list[dict]:
+    """Each feature as its own batch at its own length (no padding), with the model's inputs only."""
+    rows = [ctx.task.collate([f], ctx.tokenizer.pad_token_id) for f in features]
+    return [{name: row[name].astype(np.int64) for name in ctx.task.input_names} for row in rows]
 
 
 def _build_qdq(ctx: BuildContext, path: Path) -> None:

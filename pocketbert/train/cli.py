@@ -137,6 +137,11 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
     _say(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
          f" -> wrote {path}")
+    if result.get("transfer_data"):
+        used = result["transfer_data"]
+        _say(f"  transfer data: {used['rows']:,} unlabelled rows beside {used['labelled_rows']:,} labelled "
+             f"({100 * used['share_of_rows']:.0f} % of the training rows), from "
+             + ", ".join(s["source"] for s in used["sources"]))
     for name, pair in result.get("cross_domain", {}).items():
         _say(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
 

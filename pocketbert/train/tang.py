@@ -128,4 +128,5 @@ def distill_bilstm(
     if distributed.is_main():
         checkpoint.discard(spec)
     return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,
-                                         "cross_domain": cross_domain}
+                                         "cross_domain": cross_domain,
+                                         "transfer_data": rows_report.get("transfer_data")}

@@ -69,3 +69,20 @@ def test_sizes_grow_with_each_fp32_projection(exported, tmp_path):
     nodes = onnx_export.fp32_nodes(source)
     sizes = [onnx_export.quantize_int8(source, tmp_path / f"k{k}.onnx", nodes[:k]).stat().st_size for k in range(4)]
     assert sizes == sorted(sizes) and sizes[0] < sizes[3]
+
+
+SLOWER_THAN_BUDGET = 1.5  # what every fp32 node costs in the next test, against the latency budget below
+
+
+def test_a_latency_budget_keeps_no_fp32_node_that_costs_more_time(exported, tmp_path):
+    folder, measure = exported
+    source = folder / "model.onnx"
+    candidates = onnx_export.fp32_nodes(source)
+    free = int8_budget.choose_fp32_nodes(source, candidates, tmp_path, measure, onnx_export.quantize_int8, 1.0,
+                                         lambda trial, base: 1.0, int8_budget.INT8_LATENCY_BUDGET)
+    assert free["fp32_nodes"]  # when fp32 costs nothing, the nodes that help are kept
+    costly = int8_budget.choose_fp32_nodes(source, candidates, tmp_path, measure, onnx_export.quantize_int8, 1.0,
+                                           lambda trial, base: SLOWER_THAN_BUDGET, int8_budget.INT8_LATENCY_BUDGET)
+    assert costly["fp32_nodes"] == [] and costly["latency_budget"] == int8_budget.INT8_LATENCY_BUDGET
+    assert all(t["latency_ratio"] == SLOWER_THAN_BUDGET for t in costly["trials"] if t["fp32_nodes"])
+    assert not list(tmp_path.glob("*.onnx"))  # trial files are cleaned up
