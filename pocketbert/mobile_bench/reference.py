@@ -16,12 +16,7 @@ from pathlib import Path
 import torch
 
 from pocketbert.cache_dir import cache_root
-from pocketbert.export.onnx_export import (
-    FP32_NODE_PATTERNS,
-    ONNX_OPSET,
-    export_onnx,
-    quantize_int8,
-)
+from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
 from pocketbert.rundir import EXECUTORCH_FP32, EXECUTORCH_INT8, ONNX_FP32, ONNX_INT8, atomic_folder
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -30,6 +25,7 @@ HALF_DEPTH_LAYERS = 6  # DistilBERT: every other layer of BERT-base
 PYTORCH_DIR = "pytorch"
 PTE_MAX_SEQUENCE = 512  # BERT-base's ExecuTorch programs take any length its positions allow
 DESCRIBE_FILE = "describe.txt"
+INT8_FORM = "dynamic int8, per channel, every weight product"  # part of the cache key: a change rebuilds
 
 
 def _from_config(task, layers: int):
@@ -52,7 +48,7 @@ def _cache_key(*parts) -> str:
     except importlib.metadata.PackageNotFoundError:
         executorch = None
     key = json.dumps([*parts, ONNX_OPSET, torch.__version__, transformers.__version__, onnxruntime.__version__,
-                      executorch, [p.pattern for p in FP32_NODE_PATTERNS]], sort_keys=True, default=str)
+                      executorch, INT8_FORM], sort_keys=True, default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -70,8 +66,8 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
     with atomic_folder(folder) as tmp:
         model, task, describe = build()
         export_onnx(model, task, tmp / ONNX_FP32)
-        if with_int8:
-            quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8)
+        if with_int8:  # all products in int8, as the student's export chooses under its latency budget
+            quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8, keep_fp32=[])
         if with_pte:
             from pocketbert.core.architectures import BERT_FAMILY
             from pocketbert.export.executorch_export import export_pte
