@@ -46,6 +46,7 @@ ORT_TEXT_MODEL = "model.text.ort"  # the text-in int8 model for ONNX Runtime Mob
 ORT_TEXT_REQUIRED_OPERATORS = "model.text.required_operators.config"
 EXECUTORCH_FP32 = "model.pte"  # ExecuTorch program, XNNPACK delegate
 EXECUTORCH_INT8 = "model.int8.pte"  # the same with int8 Linear layers (dynamic activations, per-channel weights)
+EXECUTORCH_COREML = "model.coreml.pte"  # ExecuTorch program, the whole graph delegated to Core ML (fp16)
 ORT_QDQ_MODEL = "model.qdq.ort"  # the static QDQ graph for ONNX Runtime Mobile: what NNAPI and XNNPACK can take
 ORT_QDQ_REQUIRED_OPERATORS = "model.qdq.required_operators.config"
 COREML_PACKAGE_SUFFIX = ".mlpackage"

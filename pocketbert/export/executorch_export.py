@@ -17,6 +17,8 @@ import torch
 from pocketbert.errors import ExportError, require
 from pocketbert.export.quiet import quiet_tools
 
+COREML_DELEGATE_IOS = "iOS17"  # ExecuTorch's Core ML backend runs from iOS 17
+COREML_DELEGATE_PACKAGE = "model.mlpackage"  # what the backend's payload unpacks to
 MIN_SEQUENCE = 2  # [CLS] [SEP]: torch.export specializes lengths 0 and 1, so the dynamic range starts above them
 EXAMPLE_LENGTH = 16
 
@@ -36,17 +38,34 @@ def _captured(model, task, architecture, max_length: int):
     return wrapper, example, tuple({1: sequence} for _ in task.input_names)
 
 
-def export_pte(model, task, architecture, path: Path, max_length: int, int8: bool = False) -> Path:
-    """A .pte program delegated to XNNPACK: fp32, or with int8 Linear layers (dynamic, per channel)."""
+def _partitioner(coreml: bool):
+    """XNNPACK's (Linux, Android, iOS CPU), or Core ML's: the whole graph as one fp16 Core ML program."""
+    if not coreml:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        return XnnpackPartitioner()
+    import coremltools as ct
+    from executorch.backends.apple.coreml.compiler import CoreMLBackend
+    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+
+    return CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_specs(
+        minimum_deployment_target=getattr(ct.target, COREML_DELEGATE_IOS), compute_precision=ct.precision.FLOAT16))
+
+
+def export_pte(model, task, architecture, path: Path, max_length: int, int8: bool = False,
+               coreml: bool = False) -> Path:
+    """A .pte program delegated to XNNPACK (fp32, or with int8 Linear layers: dynamic, per channel), or to Core ML
+    (fp16)."""
     with _quiet():
         require("executorch", "export")
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
             get_symmetric_quantization_config,
         )
         from executorch.exir import to_edge_transform_and_lower
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        partitioner = _partitioner(coreml)
 
     wrapper, example, dynamic = _captured(model, task, architecture, max_length)
     try:
@@ -58,7 +77,7 @@ def export_pte(model, task, architecture, path: Path, max_length: int, int8: boo
                 graph(*example)  # dynamic activations: one pass only records the graph's observers
                 wrapper = convert_pt2e(graph)
             program = torch.export.export(wrapper, example, dynamic_shapes=dynamic)
-            lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
+            lowered = to_edge_transform_and_lower(program, partitioner=[partitioner]).to_executorch()
     except Exception as exc:  # torch.export names the op it could not capture
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ExportError(f"ExecuTorch could not capture this {architecture.name} {task.name} model ({first[:200]}): "
@@ -95,4 +114,44 @@ def executorch_forward(path: Path, task):
         return np.stack(rows)
 
     forward.runtime = "ExecuTorch (XNNPACK)"
+    return forward
+
+
+def coreml_delegate_package(pte: Path, folder: Path) -> Path:
+    """The Core ML program a Core ML-delegated .pte carries, unpacked from the saved file into `folder`."""
+    with _quiet():
+        require("executorch", "export")
+        from executorch.backends.apple.coreml import executorchcoreml
+        from executorch.exir._serialize._program import _extract_delegate_payload
+
+    payload = _extract_delegate_payload(Path(pte).read_bytes(), "coreml")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    if payload is not None and executorchcoreml.unflatten_directory_contents(payload, str(folder)):
+        for package in Path(folder).rglob(COREML_DELEGATE_PACKAGE):
+            return package
+    raise ExportError(f"{Path(pte).name} carries no Core ML program: export it again")
+
+
+def coreml_delegate_forward(path: Path, task):
+    """The Core ML program inside a Core ML-delegated .pte, evaluated op by op (MIL interpreter), one sequence at a
+    time at its own length: ExecuTorch's Core ML backend itself runs only on Apple hardware."""
+    import tempfile
+
+    from pocketbert.export.coreml import MILInterpreter
+
+    folder = tempfile.TemporaryDirectory(prefix="pocketbert-pte-coreml-")
+    interpreter = MILInterpreter(coreml_delegate_package(path, Path(folder.name)))
+    outputs = [v.name for v in interpreter.function.outputs]  # in the order the program returns them
+
+    def forward(batch):
+        rows = []
+        for i in range(batch["input_ids"].shape[0]):
+            n = max(int(batch["attention_mask"][i].sum()), MIN_SEQUENCE)
+            found = interpreter.predict({name: batch[name][i:i + 1, :n] for name in task.input_names})
+            row = task.stack_outputs([found[o] for o in outputs])[0]
+            rows.append(task.fit_row(row, n, batch["input_ids"].shape[1]))
+        return np.stack(rows)
+
+    forward.runtime = "Core ML delegate, MIL interpreter (numpy)"
+    forward.keeps = folder  # the unpacked program lives as long as the forward
     return forward

@@ -2,10 +2,11 @@
 
 They read GELU activations with large outliers, so int8 there moves answers most; keeping all of them in
 fp32 costs about a third of their size again, and time: an fp32 product runs several times slower than its
-int8 form, so under the latency budget (of the all-int8 model's latency) none may be kept. The search starts from everything in int8 and keeps, one at a
-time, the projection whose fp32 weights bring the logits closest to the student's (mean absolute difference:
-answers on training examples often all agree already, so agreement alone cannot rank the choices), while
-the file stays within the size budget. It measures on training examples: the dev set stays for the gate.
+int8 form. The search starts from everything in int8 and keeps, one at a time, the projection whose fp32
+weights bring the logits closest to the student's (mean absolute difference: answers on training examples
+often all agree already, so agreement alone cannot rank the choices), while the file stays within the size
+budget and the model within the latency budget (of the all-int8 model's time), which may leave none in fp32.
+It measures on training examples: the dev set stays for the gate.
 """
 
 from __future__ import annotations

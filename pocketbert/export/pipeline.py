@@ -38,9 +38,12 @@ PROVEN_HERE = [
     "elsewhere, evaluated op by op from the saved program (MIL interpreter)",
     "tokenizer.json, and the text-in models' tokenizer graph, give the ids of tokenizer_golden.json",
     "the execution-provider verdicts (NNAPI, CoreML, XNNPACK), from checks of the graph files",
+    "the Core ML program inside a Core ML-delegated ExecuTorch program (model.coreml.pte), taken out of the saved "
+    "file and evaluated op by op",
 ]
 NEEDS_A_DEVICE = [
     "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included",
+    "a Core ML-delegated ExecuTorch program through ExecuTorch's Core ML backend (Apple hardware only)",
     "NNAPI, XNNPACK and onnxruntime-extensions-android on an Android phone",
     "compiling and running the Swift and Kotlin of the app folders",
     "swift-transformers' tokenizer against tokenizer_golden.json, in the app's unit tests",

@@ -20,6 +20,7 @@ from pocketbert.core.inference import batched_logits, ort_forward, ort_session, 
 from pocketbert.errors import ExportError
 from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in
 from pocketbert.rundir import (
+    EXECUTORCH_COREML,
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
     ONNX_FP16,
@@ -71,6 +72,10 @@ COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml",
 EXECUTORCH_RUNTIME = Runtime("executorch", executorch_export.executorch_forward, 1, "parity")
 # The text-in models: fed raw text, run by onnxruntime with onnxruntime-extensions' custom ops.
 TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
+# A Core ML-delegated program: ExecuTorch's Core ML backend runs only on Apple hardware, so the Core ML program it
+# carries is taken out of the saved .pte and evaluated op by op (the ExecuTorch wrapper around it needs a device).
+EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward, 1,
+                                    "coreml")
 # Enumerated Core ML lengths: those covering these shares of the training inputs' token lengths, rounded up to a
 # multiple of LENGTH_MULTIPLE, and max_length. Chosen on training text, never the eval set the gate scores.
 LENGTH_COVERAGES = (0.5, 0.9, 0.99)
@@ -230,9 +235,9 @@ def _build_text_ort(ctx: BuildContext, path: Path) -> None:
                                text_in.extensions_library())
 
 
-def _pte_builder(int8: bool):
+def _pte_builder(int8: bool, coreml: bool = False):
     def build(ctx: BuildContext, path: Path) -> None:
-        executorch_export.export_pte(ctx.model, ctx.task, ctx.architecture, path, ctx.max_length, int8)
+        executorch_export.export_pte(ctx.model, ctx.task, ctx.architecture, path, ctx.max_length, int8, coreml)
     return build
 
 
@@ -279,6 +284,9 @@ _DEFINITIONS = [
             parity.FP32_GATE),
     Variant("pte-int8", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_INT8, EXECUTORCH_RUNTIME, "int8",
             _pte_builder(True), parity.COMPRESSED_GATE),
+    # The whole graph as one fp16 Core ML program inside an ExecuTorch program, sequence 2..max_length.
+    Variant("pte-coreml", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_COREML, EXECUTORCH_COREML_RUNTIME, "fp16",
+            _pte_builder(False, coreml=True), parity.FP16_GATE, minimum_ios=executorch_export.COREML_DELEGATE_IOS),
     # The fp16 program: sequence length 1..max_length.
     _coreml_variant("fp16", "fp16", parity.FP16_GATE),
     _coreml_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),

@@ -193,7 +193,7 @@ def distill_student(
         extra, rows_report = transfer.unlabeled_rows(task, tokenizer, recipe, data,
                                                      trainer.labelled_examples(data, cfg, seed), data_dir, seed,
                                                      augments_by_default=False)
-        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg.get("doc_stride"))
+        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg.get("doc_stride")) if extra else []
 
         teacher_sha = sha256_of(teacher_dir)
         cached, cache_report, extra_cache_report = teacher_cache.labelled_and_unlabeled(

@@ -77,7 +77,7 @@ def distill_bilstm(
         extra, rows_report = transfer.unlabeled_rows(task, tokenizer, recipe, data, originals, data_dir, seed,
                                                      augments_by_default=True)
         labelled_features = task.features(tokenizer, originals, length)
-        extra_features = task.features(tokenizer, extra, length)
+        extra_features = task.features(tokenizer, extra, length) if extra else []
         eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
         eval_features = task.features(tokenizer, eval_examples, length)
         teacher_sha = sha256_of(teacher_dir)

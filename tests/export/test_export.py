@@ -262,3 +262,20 @@ def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_
             got = executorch_forward(path, task)(b)
             assert got.shape == reference(model, task, b).shape
             assert np.abs(got - reference(model, task, b)).max() < tolerance, (task.name, length)
+
+
+def test_a_core_ml_delegated_program_carries_the_students_function(tmp_path):
+    from pocketbert.core.architectures import BERT_FAMILY
+    from pocketbert.export.executorch_export import coreml_delegate_forward, coreml_delegate_package, export_pte
+
+    for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),
+                      (BertForQuestionAnswering, QATask())):
+        model = tiny(cls, **({"num_labels": 3} if task.name == "sentiment" else {}))
+        path = export_pte(model, task, BERT_FAMILY, tmp_path / f"{task.name}.coreml.pte", 64, coreml=True)
+        unpacked = coreml_delegate_package(path, tmp_path / f"{task.name}-unpacked")
+        assert unpacked.is_dir() and (unpacked / "Manifest.json").is_file()  # a real .mlpackage, as Core ML loads it
+        for length in (5, 27):  # traced at 16: the program takes other lengths
+            b = batch(length=length)
+            b["attention_mask"][:] = 1
+            got = coreml_delegate_forward(path, task)(b)
+            assert np.abs(got - reference(model, task, b)).max() < COREML_FP16_TOLERANCE, (task.name, length)
