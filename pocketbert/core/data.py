@@ -155,21 +155,26 @@ def _rows_delimited(path: Path, delimiter: str):
             raise DataError(f"{path}:{line + 1}: {exc}; fix the row") from exc
 
 
-def _rows_jsonl(path: Path):
+def _json_lines(path: Path):
+    """(line number, parsed value) of each non-blank line of a JSON Lines file."""
     with _open_text(path) as handle:
         for line, raw in enumerate(handle, 1):
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                yield line, json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}:{line}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{line}: each line must be a JSON object with 'text' and 'label'")
-            text = obj.get("text", obj.get("sentence"))
-            if text is None or "label" not in obj:
-                raise DataError(f"{path}:{line}: the object needs a 'text' (or 'sentence') and a 'label' key")
-            yield f"{path}:{line}", text, obj["label"]
+
+
+def _rows_jsonl(path: Path):
+    for line, obj in _json_lines(path):
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{line}: each line must be a JSON object with 'text' and 'label'")
+        text = obj.get("text", obj.get("sentence"))
+        if text is None or "label" not in obj:
+            raise DataError(f"{path}:{line}: the object needs a 'text' (or 'sentence') and a 'label' key")
+        yield f"{path}:{line}", text, obj["label"]
 
 
 def _rows_semicolon(path: Path):
@@ -397,19 +402,12 @@ def _passages_delimited(path: Path, delimiter: str, column: str):
 
 
 def _passages_jsonl(path: Path, column: str):
-    with _open_text(path) as handle:
-        for line, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
-            if not isinstance(obj, dict) or column not in obj:
-                raise DataError(f"{path}:{line}: no '{column}' key in the object: pass --transfer-column with the key "
-                                "that holds the text")
-            if isinstance(obj[column], str):
-                yield obj[column]
+    for line, obj in _json_lines(path):
+        if not isinstance(obj, dict) or column not in obj:
+            raise DataError(f"{path}:{line}: no '{column}' key in the object: pass --transfer-column with the key "
+                            "that holds the text")
+        if isinstance(obj[column], str):
+            yield obj[column]
 
 
 def _passages_lines(path: Path):
