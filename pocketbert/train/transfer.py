@@ -156,6 +156,12 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
     })
 
 
+def augments(recipe: dict, by_default: bool) -> bool:
+    """Whether the distillation adds rewrites: distill.augment, or when unset the recipe's own default."""
+    wanted = recipe["distill"].get("augment")
+    return by_default if wanted is None else bool(wanted)
+
+
 def check_recipe(recipe: dict, augments_by_default: bool) -> None:
     """Before any work: a task that cannot learn from unlabelled sentences refuses transfer data and rewrites."""
     from pocketbert.core.tasks import make_task
@@ -163,8 +169,7 @@ def check_recipe(recipe: dict, augments_by_default: bool) -> None:
     task = make_task(recipe["task"])
     if (recipe.get("transfer") or {}).get("data"):
         task.require_unlabeled("transfer data")
-    wants = recipe["distill"].get("augment")
-    if augments_by_default if wants is None else wants:
+    if augments(recipe, augments_by_default):
         task.require_unlabeled("distill.augment")
 
 
@@ -197,8 +202,7 @@ def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir
                                    data_dir, seed)
         unlabeled = task.unlabeled_examples(built.texts)
         report["transfer_data"] = built.report
-    wants = cfg.get("augment")
-    if not (augments_by_default if wants is None else wants):
+    if not augments(recipe, augments_by_default):
         return unlabeled, report
     task.require_unlabeled("distill.augment")
     augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
