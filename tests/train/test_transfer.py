@@ -151,3 +151,19 @@ def test_qa_refuses_transfer_passages_in_one_line(capsys, tmp_path):
     result = run_cli(capsys, "train", "distill", "--run", tmp_path / "qa", "--task", "qa", "--preset", "tiny",
                      "--transfer-data", "sst2")
     assert result.exit_code != 0 and "extractive QA" in error_line(result)
+
+
+@pytest.mark.slow
+def test_the_tang_recipe_rewrites_transfer_text_too(capsys, teacher_run, tmp_path, shared_data):
+    reviews = tmp_path / "reviews.txt"
+    reviews.write_text("\n".join(FRESH_PASSAGES) + "\n")
+    run = run_with_teacher(teacher_run, tmp_path / "tang")
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "tang", "--transfer-data", reviews,
+                     "--set", "augment.n_iter=2", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    assert "transfer data: 4 unlabelled rows" in result.out
+    metrics = json.loads((run / "student" / "manifest.json").read_text())["metrics"]
+    made = metrics["transfer_set"]
+    assert made["transfer_data"] == len(FRESH_PASSAGES) and made["augmented"] > 0
+    assert made["rows"] == made["originals"] + made["transfer_data"] + made["augmented"]
+    assert metrics["train"]["train_examples"] == made["rows"]
