@@ -99,20 +99,29 @@ def executorch_method(path: Path, threads: int | None = None):
         return Runtime.get().load_program(str(path)).load_method("forward")
 
 
-def executorch_forward(path: Path, task):
-    """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
-    method = executorch_method(path)
-
+def _each_at_its_length(task, run_row):
+    """A numpy-in, numpy-out forward that runs each sequence alone at its own length, as an app runs it;
+    run_row(the inputs by name, each [1, n]) gives the outputs in output order."""
     def forward(batch):
         rows = []
         for i in range(batch["input_ids"].shape[0]):
             n = max(int(batch["attention_mask"][i].sum()), MIN_SEQUENCE)
-            inputs = [torch.from_numpy(np.ascontiguousarray(batch[name][i:i + 1, :n]).astype(np.int64))
-                      for name in task.input_names]
-            outputs = [np.asarray(o) for o in method.execute(inputs)]
+            outputs = run_row({name: np.ascontiguousarray(batch[name][i:i + 1, :n]) for name in task.input_names})
             rows.append(task.fit_row(task.stack_outputs(outputs)[0], n, batch["input_ids"].shape[1]))
         return np.stack(rows)
 
+    return forward
+
+
+def executorch_forward(path: Path, task):
+    """A numpy-in, numpy-out forward over ExecuTorch's runtime, one sequence at a time at its own length."""
+    method = executorch_method(path)
+
+    def run_row(inputs: dict) -> list:
+        return [np.asarray(o) for o in method.execute([torch.from_numpy(inputs[name].astype(np.int64))
+                                                        for name in task.input_names])]
+
+    forward = _each_at_its_length(task, run_row)
     forward.runtime = "ExecuTorch (XNNPACK)"
     return forward
 
@@ -143,15 +152,11 @@ def coreml_delegate_forward(path: Path, task):
     interpreter = MILInterpreter(coreml_delegate_package(path, Path(folder.name)))
     outputs = [v.name for v in interpreter.function.outputs]  # in the order the program returns them
 
-    def forward(batch):
-        rows = []
-        for i in range(batch["input_ids"].shape[0]):
-            n = max(int(batch["attention_mask"][i].sum()), MIN_SEQUENCE)
-            found = interpreter.predict({name: batch[name][i:i + 1, :n] for name in task.input_names})
-            row = task.stack_outputs([found[o] for o in outputs])[0]
-            rows.append(task.fit_row(row, n, batch["input_ids"].shape[1]))
-        return np.stack(rows)
+    def run_row(inputs: dict) -> list:
+        found = interpreter.predict(inputs)
+        return [found[o] for o in outputs]
 
+    forward = _each_at_its_length(task, run_row)
     forward.runtime = "Core ML delegate, MIL interpreter (numpy)"
     forward.keeps = folder  # the unpacked program lives as long as the forward
     return forward

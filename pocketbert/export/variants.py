@@ -179,7 +179,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
                 return int8_budget.closeness(logits, reference)
 
             # Timed on the longest calibration row, one thread: what an fp32 product costs against its int8 form.
-            longest = _one_row_feeds(ctx, [max(features, key=lambda f: len(f.input_ids))])[0]
+            longest = _one_row_feed(ctx, max(features, key=lambda f: len(f.input_ids)))
 
             def latency_ratio(trial: Path, base: Path) -> float:
                 a, b = (ort_session(p, threads=1) for p in (trial, base))
@@ -193,10 +193,10 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
     ctx.notes["int8_mixed_precision"] = choice
 
 
-def _one_row_feeds(ctx: BuildContext, features: list) -> list[dict]:
-    """Each feature as its own batch at its own length (no padding), with the model's inputs only."""
-    rows = [ctx.task.collate([f], ctx.tokenizer.pad_token_id) for f in features]
-    return [{name: row[name].astype(np.int64) for name in ctx.task.input_names} for row in rows]
+def _one_row_feed(ctx: BuildContext, feature) -> dict:
+    """One feature as a batch of its own at its own length (no padding), with the model's inputs only."""
+    row = ctx.task.collate([feature], ctx.tokenizer.pad_token_id)
+    return {name: row[name].astype(np.int64) for name in ctx.task.input_names}
 
 
 def _build_qdq(ctx: BuildContext, path: Path) -> None:
