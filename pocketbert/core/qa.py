@@ -111,20 +111,6 @@ def best_spans(
         max_answer_length)
 
 
-def best_piece_spans(n_examples: int, features: list[QAFeature], start_logits: list[np.ndarray],
-                     end_logits: list[np.ndarray], n_best: int = 20, max_answer_length: int = 30) -> list[tuple]:
-    """The highest-scoring answer of each example as its word-piece ids: what a text-in model, which returns ids
-    and no character offsets, lets an app decode. Context tokens are those with offsets, or, in a text-in
-    model's features (no offsets), those of token type 1 before the closing [SEP]."""
-    def in_context(feature):
-        if any(o is not None for o in feature.offsets):
-            return [o is not None for o in feature.offsets]
-        return [t == 1 for t in feature.token_type_ids[:-1]] + [False]
-
-    return _best_per_example(n_examples, features, start_logits, end_logits, in_context,
-                             lambda f, s, e: tuple(f.input_ids[s:e + 1]), (), n_best, max_answer_length)
-
-
 def normalize_answer(text: str) -> str:
     """SQuAD v1.1's normalisation: lower case, no punctuation, no articles, single spaces."""
     text = text.lower()

@@ -39,6 +39,12 @@ def valid_text(text: str, what: str = "text") -> str:
     return text
 
 
+def text_in_string(text: str, what: str = "text") -> np.ndarray:
+    """A text as a text-in model takes it: valid Unicode, without NUL characters (the model's byte reader stops at
+    the first; tokenizer.json removes them all, so removing them first changes no token), as a [1] string tensor."""
+    return np.array([valid_text(text, what).replace("\0", "")], dtype=object)
+
+
 def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple[list, list[int], list]:
     """The chosen examples (indices, in order), the indices of their features, and those features renumbered to
     point into the chosen list."""
@@ -52,10 +58,6 @@ def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple
         clone.example_index = index[features[k].example_index]
         renumbered.append(clone)
     return [examples[i] for i in chosen], keep, renumbered
-
-
-def _strings(*texts: str) -> np.ndarray:
-    return np.array(list(texts), dtype=object)
 
 
 def _pad(rows: list[list[int]], value: int) -> np.ndarray:
@@ -153,7 +155,7 @@ class SentimentTask:
     text_in_extra_outputs: tuple[str, ...] = ()
 
     def text_in_feeds(self, example) -> dict[str, np.ndarray]:
-        return {"text": _strings(valid_text(example.text))}
+        return {"text": text_in_string(example.text)}
 
     def text_in_result(self, index: int, outputs: dict[str, np.ndarray]):
         """(the feature the app's answer is read with, or None for the Python one; the logits row)."""
@@ -163,11 +165,7 @@ class SentimentTask:
         """The examples a text-in model (one window per input) answers in full: every sentence."""
         return examples, features, logits
 
-    def comparable_answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list:
-        """Answers that compare across tokenizations (a text-in model's and the student's): the labels."""
-        return self.answers(examples, features, logits, eval_cfg)
-
-    def score_answers(self, examples, features, answers: list, decode) -> dict[str, float]:
+    def score_answers(self, examples, features, answers: list) -> dict[str, float]:
         """The task metrics of comparable answers."""
         gold = np.array([f.label for f in features])
         return {"accuracy": float((np.array(answers) == gold).mean()), "n_examples": int(len(gold))}
@@ -283,20 +281,24 @@ class QATask:
         """A (question, context) pair per example, as the tokenizer takes it."""
         return [(ex.question, ex.context) for ex in examples]
 
-    # The text-in model: a question and a context in; start and end logits out, with the token ids and their types
-    # (1: context), from which an app decodes the answer with vocab.txt. (onnxruntime-extensions' offset_mapping
-    # is computed from token lengths, not from the text, so character offsets are not returned.)
+    # The text-in model: a question and a context in; start and end logits out, with the token ids, their types
+    # (1: context) and their code-point offsets in their own text, with which an app cuts the answer out of the
+    # context.
     text_in_inputs = ("question", "context")
-    text_in_extra_outputs = ("input_ids", "token_type_ids")
+    text_in_extra_outputs = ("input_ids", "token_type_ids", "offset_mapping")
 
     def text_in_feeds(self, example) -> dict[str, np.ndarray]:
-        return {"question": _strings(valid_text(example.question, "question")),
-                "context": _strings(valid_text(example.context, "context"))}
+        return {"question": text_in_string(example.question, "question"),
+                "context": text_in_string(example.context, "context")}
 
     def text_in_result(self, index: int, outputs: dict[str, np.ndarray]):
-        types = np.asarray(outputs["token_type_ids"]).reshape(-1)
-        ids = np.asarray(outputs["input_ids"]).reshape(-1)
-        feature = qa_lib.QAFeature(index, [int(i) for i in ids], [int(t) for t in types], [None] * len(ids))
+        types = [int(t) for t in np.asarray(outputs["token_type_ids"]).reshape(-1)]
+        ids = [int(i) for i in np.asarray(outputs["input_ids"]).reshape(-1)]
+        spans = np.asarray(outputs["offset_mapping"]).reshape(-1, 2)
+        # The context's tokens, not its closing [SEP], have offsets into the context.
+        offsets = [(int(a), int(b)) if t == 1 and k < len(ids) - 1 else None
+                   for k, (t, (a, b)) in enumerate(zip(types, spans))]
+        feature = qa_lib.QAFeature(index, ids, types, offsets)
         row = np.stack([np.asarray(outputs["start_logits"])[0], np.asarray(outputs["end_logits"])[0]], axis=-1)
         return feature, row
 
@@ -307,14 +309,8 @@ class QATask:
         chosen, keep, renumbered = _examples_subset(examples, features, [i for i, n in enumerate(counts) if n == 1])
         return chosen, renumbered, [logits[k] for k in keep]
 
-    def comparable_answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[tuple]:
-        """Each answer as its word-piece ids: the same text however the model was fed."""
-        return qa_lib.best_piece_spans(len(examples), features, [row[:, 0] for row in logits],
-                                       [row[:, 1] for row in logits], n_best=eval_cfg.get("n_best", 20),
-                                       max_answer_length=eval_cfg.get("max_answer_length", 30))
-
-    def score_answers(self, examples, features, answers: list, decode) -> dict[str, float]:
-        metrics = qa_lib.squad_scores(examples, [decode(list(a)) if a else "" for a in answers])
+    def score_answers(self, examples, features, answers: list) -> dict[str, float]:
+        metrics = qa_lib.squad_scores(examples, answers)
         metrics["n_examples"] = len(examples)
         return metrics
 

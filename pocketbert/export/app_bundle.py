@@ -6,9 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
-from pocketbert.core.tasks import make_task
 from pocketbert.errors import ExportError, RunDirError
 from pocketbert.export import app_readme, mobile_usability
+from pocketbert.export.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
@@ -121,8 +121,14 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     return target
 
 
+def _extension_ops(required_operators: Path) -> list[str]:
+    """The onnxruntime-extensions ops an ONNX Runtime operator list names (domain;opset;op,op,...)."""
+    return [op for line in required_operators.read_text().splitlines() if line.startswith(CONTRIB + ";")
+            for op in line.split(";", 2)[2].split(",")]
+
+
 def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False, executorch: bool = False) -> Path:
-    """The text-in model.text.ort (tokenizer inside), its operator list, labels, vocab, golden file and a README
+    """The text-in model.text.ort (tokenizer inside), its operator list, labels, golden file and a README
     whose Kotlin picks the execution provider ONNX Runtime's verdict supports; with executorch, the int8
     ExecuTorch program and tokenizer.json too, and Kotlin for them."""
     export_dir, manifest = _export_facts(run_dir)
@@ -141,17 +147,14 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
                 for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
                 for name in mobile_usability.ANDROID_PROVIDERS if name in usability[graph]]
     shipped = parity[ORT_TEXT_MODEL]
-    # A model that returns token ids (QA's answer span) needs the vocabulary to turn them back into text.
-    decodes_ids = "input_ids" in make_task(task, labels).text_in_extra_outputs
     files = {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
                              "(onnxruntime-extensions ops)",
              ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
-             **({"vocab.txt": "WordPiece vocabulary, one token a line (to turn the answer's ids back into text)"}
-                if decodes_ids else {}),
              LABELS: "label names in logit order",
              TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)",
              **{name: "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)" for name in pte},
              **({"tokenizer.json": "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
+    contrib_ops = _extension_ops(export_dir / ORT_TEXT_REQUIRED_OPERATORS)
     with atomic_folder(target) as tmp:
         for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
@@ -162,8 +165,8 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
                   "XNNPACK's, run on the graph files)"]
         needs_device = ["the Kotlin is not compiled here, and neither NNAPI nor XNNPACK ran (the Linux onnxruntime "
                         "has neither): run the app's tests on a phone",
-                        "onnxruntime-extensions-android must carry the BasicTokenizer and BertTokenizer ops (its "
-                        "BERT-tokenizer group, in the published package)"]
+                        f"onnxruntime-extensions-android must carry the model's {', '.join(contrib_ops)} ops (its "
+                        "BERT- and GPT-2-tokenizer groups, both in the published package)"]
         (tmp / "README.md").write_text(app_readme.android_readme(
             task, files, labels, int(manifest["config"]["max_length"]), ORT_TEXT_MODEL, provider, verdicts,
             shipped["metrics"], shipped["n_examples"], proven, needs_device,

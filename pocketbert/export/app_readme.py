@@ -127,7 +127,8 @@ class SentimentClassifier(context: Context) {{
     /** The label and its probability. The model tokenizes the text itself, and cuts an input longer than
      *  {max_length} tokens at its end, keeping [SEP]. */
     fun classify(text: String): Pair<String, Float> {{
-        OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1)).use {{ input ->
+        // The model reads a string up to its first NUL; tokenizer.json drops NULs, so dropping them changes nothing.
+        OnnxTensor.createTensor(env, arrayOf(text.replace("\u0000", "")), longArrayOf(1)).use {{ input ->
             session.run(mapOf("text" to input)).use {{ result ->
                 val logits = (result[0].value as Array<FloatArray>)[0]
                 val top = logits.max()
@@ -145,22 +146,24 @@ KOTLIN_QA = '''```kotlin
 
 class QuestionAnswerer(context: Context) {{
 {session}
-    // Only to turn the answer's word pieces back into text: the model tokenizes the question and context itself.
-    private val vocab = context.assets.open("vocab.txt").bufferedReader().readLines()
     private val maxAnswerTokens = 30
 
-    /** The best answer's word pieces joined into (lower-case) text, or null when the model prefers no answer.
+    /** The best answer, cut out of `text` as written (less any NULs), or null when the model prefers no answer.
      *  The model reads one window of {max_length} tokens; for a longer context, call it on overlapping parts. */
-    fun answer(question: String, context: String): String? {{
-        val inputs = mapOf("question" to OnnxTensor.createTensor(env, arrayOf(question), longArrayOf(1)),
+    fun answer(question: String, text: String): String? {{
+        // The model reads a string up to its first NUL; tokenizer.json drops NULs, so dropping them changes nothing.
+        val context = text.replace("\u0000", "")
+        val inputs = mapOf("question" to OnnxTensor.createTensor(env, arrayOf(question.replace("\u0000", "")),
+                                                                 longArrayOf(1)),
                            "context" to OnnxTensor.createTensor(env, arrayOf(context), longArrayOf(1)))
         session.run(inputs).use {{ result ->
             inputs.values.forEach {{ it.close() }}
             val start = (result.get("start_logits").get().value as Array<FloatArray>)[0]
             val end = (result.get("end_logits").get().value as Array<FloatArray>)[0]
-            val ids = (result.get("input_ids").get().value as Array<LongArray>)[0]
             val types = (result.get("token_type_ids").get().value as Array<LongArray>)[0]
-            fun inContext(k: Int) = types[k] == 1L && k < ids.size - 1  // not the closing [SEP]
+            // Each token's [first, past-the-end) code point in its own text (the context, for type 1).
+            val offsets = (result.get("offset_mapping").get().value as Array<Array<LongArray>>)[0]
+            fun inContext(k: Int) = types[k] == 1L && k < types.size - 1  // not the closing [SEP]
             var best: Triple<Float, Int, Int>? = null
             for (s in start.indices) {{
                 if (!inContext(s)) continue
@@ -172,7 +175,10 @@ class QuestionAnswerer(context: Context) {{
             }}
             val span = best ?: return null
             if (span.first <= start[0] + end[0]) return null
-            return (span.second..span.third).joinToString(" ") {{ vocab[ids[it].toInt()] }}.replace(" ##", "")
+            // Code points to String (UTF-16) indices: an emoji is one code point and two chars.
+            val from = context.offsetByCodePoints(0, offsets[span.second][0].toInt())
+            val to = context.offsetByCodePoints(0, offsets[span.third][1].toInt())
+            return context.substring(from, to)
         }}
     }}
 }}

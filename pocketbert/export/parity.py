@@ -105,18 +105,19 @@ def compare(task, examples, features, student_logits: list[np.ndarray], artifact
 
 
 def compare_text_in(task, examples, features, student_logits: list[np.ndarray], own_features: list,
-                    artifact_logits: list[np.ndarray], eval_cfg: dict, decode, artifact: str, runtime: str,
+                    artifact_logits: list[np.ndarray], eval_cfg: dict, artifact: str, runtime: str,
                     precision: str, gate: Gate) -> ParityResult:
     """A text-in model against the student: its answers read from its own tokenization (own_features; None where
     it returns only logits, as a sentence classifier does), compared as answers that mean the same whatever the
-    tokenization (labels, or a QA answer's word pieces). Logits of different tokenizations have no difference."""
+    tokenization (labels, or a QA answer's text cut out of the context). Logits of different tokenizations have no
+    difference."""
     own = [o if o is not None else f for o, f in zip(own_features, features)]
     max_diff = max(float(np.max(np.abs(a - r))) if np.shape(a) == np.shape(r) else float("inf")
                    for a, r in zip(artifact_logits, student_logits))
-    ours = task.comparable_answers(examples, own, artifact_logits, eval_cfg)
-    theirs = task.comparable_answers(examples, features, student_logits, eval_cfg)
-    metrics = task.score_answers(examples, features, ours, decode)
-    student_metrics = task.score_answers(examples, features, theirs, decode)
+    ours = task.answers(examples, own, artifact_logits, eval_cfg)
+    theirs = task.answers(examples, features, student_logits, eval_cfg)
+    metrics = task.score_answers(examples, features, ours)
+    student_metrics = task.score_answers(examples, features, theirs)
     return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
 
 

@@ -63,7 +63,7 @@ def check_coreml_choice(names: list[str], task, architecture) -> None:
 
 
 def _gate(variant, path: Path, task, examples, features, student_logits, n_features: dict, pad_id: int,
-          batch_size: int, eval_cfg: dict, decode) -> parity.ParityResult:
+          batch_size: int, eval_cfg: dict) -> parity.ParityResult:
     """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
     text-in model, the raw text (QA: the questions whose context fits one window, as such a model reads one)."""
     started = time.perf_counter()
@@ -71,8 +71,8 @@ def _gate(variant, path: Path, task, examples, features, student_logits, n_featu
         examples, features, student_logits = task.within_one_window(examples, features, student_logits)
         run = variant.runtime.open(path, task)
         own, logits = run(examples)
-        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, eval_cfg, decode,
-                                        path.name, run.runtime, variant.precision, variant.gate)
+        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, eval_cfg, path.name,
+                                        run.runtime, variant.precision, variant.gate)
         result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
         return result
     forward = variant.runtime.open(path, task)
@@ -138,7 +138,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
         results = [_gate(variant, out / variant.file_name(task), task, examples, features, student_logits,
-                         n_features, pad_id, batch_size, eval_cfg, app_tokenizer.decode) for variant in plan]
+                         n_features, pad_id, batch_size, eval_cfg) for variant in plan]
         steps.update()
         steps.close()
 

@@ -1,6 +1,7 @@
 """Text-in models for ONNX Runtime: the tokenizer inside the graph (onnxruntime-extensions), so an app passes
-a string (QA: a question and a context) and gets logits (QA: start and end logits, with the token ids and types
-from which it decodes the answer), and ships no tokenizer of its own.
+a string (QA: a question and a context) and gets logits (QA: start and end logits, with the token types and each
+token's code-point offsets in its text, with which it cuts the answer out of the context), and ships no tokenizer
+of its own.
 
 The tokenizer graph (export/text_tokenizer.py) is built from the exported tokenizer.json and gives its ids; it runs
 in front of an exported graph (fp32 or int8), whose inputs gain a batch axis of one. The model needs the
@@ -14,10 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pocketbert.core.tasks import text_in_string
 from pocketbert.errors import ExportError, require
 from pocketbert.export.text_tokenizer import CONTRIB, PREFIX, tokenizer_graph
 
 GOLDEN_CHECK_OPSET = 17  # the tokenizer graph checked on its own
+EXTRA_TRAILING_DIMS = {"offset_mapping": [2]}
+GOLDEN_KEYS = {"input_ids": "ids", "token_type_ids": "token_type_ids", "offset_mapping": "offsets"}
 
 
 def extensions_library() -> str:
@@ -45,16 +49,18 @@ def build_text_in(tokenizer_json: Path, model_path: Path, target: Path, task, ma
     model = onnx.load(str(model_path))
     graph = model.graph
     opsets = {o.domain or "": o.version for o in model.opset_import}
-    tokenizer = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, opsets[""], model.ir_version)
+    tokenizer = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, opsets[""], model.ir_version,
+                                offsets="offset_mapping" in task.text_in_extra_outputs)
     model_inputs = [i.name for i in graph.input]
     made = {o.name for o in tokenizer.graph.output}
     missing = [name for name in model_inputs if PREFIX + name not in made]
     if missing:
         raise ExportError(f"the tokenizer graph gives no {', '.join(missing)} for {model_path.name}")
     axis = helper.make_tensor(PREFIX + "batch_axis", TensorProto.INT64, [1], [0])
+    batched = model_inputs + [name for name in task.text_in_extra_outputs if name not in model_inputs]
     unsqueeze = [helper.make_node("Unsqueeze", [PREFIX + name, axis.name], [name], name=f"{PREFIX}batch_{name}")
-                 for name in model_inputs]
-    extra = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, "tokens"])
+                 for name in batched]
+    extra = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, "tokens"] + EXTRA_TRAILING_DIMS.get(name, []))
              for name in task.text_in_extra_outputs]
     merged_graph = helper.make_graph(
         list(tokenizer.graph.node) + unsqueeze + list(graph.node), f"{graph.name}_text_in",
@@ -87,20 +93,21 @@ def text_in_forward(path: Path, task):
 
 def golden_mismatches(tokenizer_json: Path, golden: dict, task, max_length: int) -> list[str]:
     """The golden probes on which the text-in models' tokenizer graph gives other ids (and, for pairs, token
-    types) than the golden file: texts for a one-text task, pairs for a question-and-context task."""
-    graph = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, GOLDEN_CHECK_OPSET, 8)
+    types and offsets) than the golden file: texts for a one-text task, pairs for a question-and-context task."""
+    offsets = "offset_mapping" in task.text_in_extra_outputs
+    graph = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, GOLDEN_CHECK_OPSET, 8, offsets)
     session = text_session(graph.SerializeToString())
     wrong = []
     if len(task.text_in_inputs) == 1:
         for row in golden["texts"]:
-            ids, = session.run([PREFIX + "input_ids"], {task.text_in_inputs[0]: np.array([row["text"]], dtype=object)})
+            ids, = session.run([PREFIX + "input_ids"], {task.text_in_inputs[0]: text_in_string(row["text"])})
             if ids.tolist() != row["ids"]:
                 wrong.append(row["probe"])
     else:
         for row in golden.get("pairs", []):
-            feeds = dict(zip(task.text_in_inputs, (np.array([row["question"]], dtype=object),
-                                                   np.array([row["context"]], dtype=object))))
-            ids, types = session.run([PREFIX + "input_ids", PREFIX + "token_type_ids"], feeds)
-            if ids.tolist() != row["ids"] or types.tolist() != row["token_type_ids"]:
+            feeds = dict(zip(task.text_in_inputs, (text_in_string(row["question"]), text_in_string(row["context"]))))
+            names = ["input_ids", "token_type_ids"] + (["offset_mapping"] if offsets else [])
+            got = dict(zip(names, session.run([PREFIX + name for name in names], feeds)))
+            if any(got[name].tolist() != row[GOLDEN_KEYS[name]] for name in names):
                 wrong.append(row["probe"])
     return wrong

@@ -1,31 +1,88 @@
-"""A WordPiece tokenizer as an ONNX graph (onnxruntime-extensions ops), giving tokenizer.json's ids.
+"""A WordPiece tokenizer as an ONNX graph (onnxruntime-extensions ops), giving tokenizer.json's ids and, on demand,
+each token's character offsets in its text.
 
-Only ops of the extensions' BERT-tokenizer group, the one the published Android package carries
-(onnxruntime-extensions-android), and standard ONNX ops are used:
-- BasicTokenizer splits the text into words as BERT's normalizer and pre-tokenizer do (lower case, accents
-  stripped, punctuation and CJK characters apart, control characters removed);
-- a Loop runs BertTokenizer on one word at a time. Run on a whole text, its WordPiece keeps the pieces it matched
-  before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json makes such a word one
-  [UNK], and so does the loop;
+Only ops of the extensions' groups the published Android package carries (onnxruntime-extensions-android: the
+BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
+- BasicTokenizer, with nothing normalized, splits the text into its words as they are written (at spaces, and
+  punctuation and CJK characters apart);
+- a Loop runs BertTokenizer on one word at a time, which normalizes it as BERT's normalizer does (lower case,
+  accents stripped, control characters removed) and cuts it into pieces. Run on a whole text, its WordPiece keeps
+  the pieces it matched before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json
+  makes such a word one [UNK], and so does the loop. The loop stops once the window is full, so a long text
+  costs no more than a window of it;
+- offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the graph
+  finds each word in the text's UTF-8 bytes (GPT2Tokenizer with one token per byte and no merges turns a string
+  into its bytes) and counts code points. A piece's offsets inside its word follow the normalized piece lengths;
+  where normalizing changed the word's length (a zero-width character, a decomposed accent), the pieces are
+  clamped inside the word and the last ends where the word ends;
 - Slice and Concat truncate as tokenizer.json does: [CLS] first and [SEP] last also when truncated; for a pair,
   only the second text (the QA context) is cut.
-
-Its offset_mapping output is not used: the op computes it from token lengths, not from the text.
 """
 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from pocketbert.errors import ExportError, require
 
 CONTRIB = "ai.onnx.contrib"
 PREFIX = "tokenizer/"
+# GPT2Tokenizer always knows this special token (id 256 in the byte vocabulary): where a text spells it, its bytes
+# are put back.
+GPT2_SPECIAL = "<|endoftext|>"
+GPT2_SPECIAL_ID = 256
+MISSING = -1  # a byte that matches nothing: the end of every text's bytes
+BMP = 0x10000  # code points the normalization table covers; those above (emoji, rare CJK) pass as they are
+NO_CODE_POINT = -1
+MAX_EXPANSION = 4
 
 
-def _vocabulary(tokenizer_json: Path) -> tuple[str, dict]:
-    """The vocabulary one token a line in id order, and the normalizer's settings, from tokenizer.json."""
+@lru_cache(maxsize=1)
+def _byte_vocabulary() -> str:
+    """GPT-2's byte-level vocabulary reduced to one token per byte (id = the byte's value), as JSON."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    shown = {b: chr(b) for b in printable} | {b: chr(256 + k) for k, b in enumerate(others)}
+    return json.dumps({shown[b]: b for b in range(256)} | {GPT2_SPECIAL: GPT2_SPECIAL_ID}, ensure_ascii=False)
+
+
+def _normalization_table(data: dict):
+    """What tokenizer.json's normalizer makes of each code point of the Basic Multilingual Plane, as a [65536, K]
+    int32 table of code points, NO_CODE_POINT where there are fewer than K (none: the character is removed).
+    CJK characters are left to BasicTokenizer, which sets them apart as the normalizer's padding does."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    normalizer = data.get("normalizer")
+    if not normalizer:
+        return None
+    if normalizer.get("type") == "BertNormalizer":
+        normalizer = {**normalizer, "handle_chinese_chars": False}
+    normalize = Tokenizer.from_str(json.dumps({**data, "normalizer": normalizer})).normalizer.normalize_str
+    mapped = {}
+    for code in range(BMP):
+        if not 0xD800 <= code < 0xE000:  # surrogates are no characters
+            out = normalize(chr(code))
+            if out != chr(code):
+                mapped[code] = [ord(c) for c in out]
+    width = max(len(v) for v in mapped.values())
+    if width > MAX_EXPANSION:
+        raise ExportError(f"tokenizer.json's normalizer maps a character to more than {MAX_EXPANSION} characters: "
+                          "export this model's token-id graphs only")
+    table = np.full((BMP, width), NO_CODE_POINT, dtype=np.int32)
+    table[:, 0] = np.arange(BMP)
+    table[0xD800:0xE000, 0] = NO_CODE_POINT
+    for code, out in mapped.items():
+        table[code] = NO_CODE_POINT
+        table[code, :len(out)] = out
+    return table
+
+
+def _vocabulary(tokenizer_json: Path) -> tuple[str, dict, list[int]]:
+    """The vocabulary one token a line in id order, the normalizer's settings, and each token's length in characters
+    of the word it covers (0 for [UNK], which covers a whole word), from tokenizer.json."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     model = data.get("model") or {}
     if model.get("type") != "WordPiece":
@@ -36,128 +93,336 @@ def _vocabulary(tokenizer_json: Path) -> tuple[str, dict]:
     if [i for _, i in ordered] != list(range(len(ordered))):
         raise ExportError("tokenizer.json's vocabulary ids are not 0..n-1: re-save the tokenizer with transformers")
     normalizer = data.get("normalizer") or {}
-    lowercase = bool(normalizer.get("lowercase", True))
-    strip = normalizer.get("strip_accents")
-    settings = {"do_lower_case": int(lowercase), "strip_accents": int(lowercase if strip is None else strip),
-                "tokenize_chinese_chars": int(bool(normalizer.get("handle_chinese_chars", True))),
-                "unk": vocab[model.get("unk_token", "[UNK]")], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"]}
-    return "\n".join(token for token, _ in ordered), settings
+    unk_token = model.get("unk_token", "[UNK]")
+    prefix = model.get("continuing_subword_prefix", "##")
+    settings = {"tokenize_chinese_chars": int(bool(normalizer.get("handle_chinese_chars", True))),
+                "unk": vocab[unk_token], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "prefix": prefix,
+                "table": _normalization_table(data)}
+    chars = [0 if token == unk_token else len(token[len(prefix):] if token.startswith(prefix) and token != prefix
+                                                 else token) for token, _ in ordered]
+    return "\n".join(token for token, _ in ordered), settings, chars
+
+
+MIN_OPSET = 13  # ReduceSum with its axes as an input
+
+
+class _Nodes:
+    """The nodes of one graph (the tokenizer's, or a loop body's), each output named uniquely under a tag."""
+
+    def __init__(self, helper, tag: str):
+        self.helper, self.tag, self.list, self.count = helper, tag, [], 0
+
+    def __call__(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attributes):
+        self.count += 1
+        outputs = [f"{self.tag}{op.lower()}_{self.count}_{k}" for k in range(n_out)]
+        self.list.append(self.helper.make_node(op, inputs, outputs, name=f"{self.tag}{op}_{self.count}",
+                                               domain=domain, **attributes))
+        return outputs[0] if n_out == 1 else outputs
 
 
 class _Builder:
-    """Nodes and initializers of the tokenizer graph, with unique names."""
+    """The tokenizer graph's nodes and initializers; loop bodies read the initializers from the outer scope."""
 
-    def __init__(self, vocab: str, settings: dict):
+    def __init__(self, vocab: str, settings: dict, chars: list[int], offsets: bool):
         self.onnx = require("onnx", "export")
         from onnx import TensorProto, helper
 
         self.helper, self.T = helper, TensorProto
         self.vocab, self.settings = vocab, settings
-        self.nodes, self.initializers = [], []
-        self.count = 0
-        self.int64("zero", [0])
-        self.int64("one", [1])
-        self.int64("minus_one", [-1])
-        for key in ("unk", "cls", "sep"):
-            self.int64(key, [settings[key]])
-        self.initializers.append(helper.make_tensor(PREFIX + "no_ids", TensorProto.INT64, [0], []))
+        self.n = _Nodes(helper, PREFIX)
+        self.initializers, self.subgraphs = [], 0
+        for name, values in (("zero", [0]), ("one", [1]), ("minus_one", [-1]), ("unk", [settings["unk"]]),
+                             ("cls", [settings["cls"]]), ("sep", [settings["sep"]]), ("no_ids", []),
+                             ("end", [2 ** 62]), ("missing", [MISSING]), ("special", [GPT2_SPECIAL_ID]),
+                             ("special_bytes", list(GPT2_SPECIAL.encode())), ("first_continuation", [0x80]),
+                             ("first_lead", [0xC0])):
+            self.int64(name, values)
+        for name, value in (("zero_scalar", 0), ("one_scalar", 1)):
+            self.initializers.append(helper.make_tensor(PREFIX + name, TensorProto.INT64, [], [value]))
         self.initializers.append(helper.make_tensor(PREFIX + "true", TensorProto.BOOL, [], [True]))
+        if offsets:
+            self.int64("piece_chars", chars)
+        for name, value in (("space", 0x20), ("lead3", 0xE0), ("lead4", 0xF0), ("p6", 64), ("p6x2", 0x80),
+                            ("p12", 4096), ("p18", 262144), ("u800", 0x800), ("bmp", BMP), ("bmp_last", BMP - 1),
+                            ("no_code_point", NO_CODE_POINT), *((f"k{k}", k) for k in range(4))):
+            self.int64(name, [value])
+        self.int64("zeros3", [0, 0, 0])
+        self.int64("k0123", [0, 1, 2, 3])
+        table = settings["table"]
+        if table is not None:
+            from onnx import numpy_helper
+
+            self.initializers.append(numpy_helper.from_array(table, PREFIX + "normalization"))
+            self.int64(f"width{table.shape[1] - 1}", [table.shape[1] - 1])
+            self.int64("no_code_points", [NO_CODE_POINT])
 
     def int64(self, name: str, values: list[int]) -> str:
         self.initializers.append(self.helper.make_tensor(PREFIX + name, self.T.INT64, [len(values)], values))
         return PREFIX + name
 
-    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attributes) -> list[str]:
-        self.count += 1
-        outputs = [f"{PREFIX}{op.lower()}_{self.count}_{k}" for k in range(n_out)]
-        self.nodes.append(self.helper.make_node(op, inputs, outputs, name=f"{PREFIX}{op}_{self.count}",
-                                                domain=domain, **attributes))
-        return outputs
+    def subgraph(self, what: str) -> tuple[_Nodes, str]:
+        self.subgraphs += 1
+        tag = f"{PREFIX}{what}{self.subgraphs}/"
+        return _Nodes(self.helper, tag), tag
 
-    def word_pieces(self, text: str) -> str:
-        """A [1] string tensor -> the WordPiece ids of its words, no special tokens (1-D int64)."""
-        h, T, s = self.helper, self.T, self.settings
-        scalar, = self.node("Squeeze", [text, PREFIX + "zero"])
-        words, = self.node("BasicTokenizer", [scalar], domain=CONTRIB, do_lower_case=s["do_lower_case"],
-                           strip_accents=s["strip_accents"], tokenize_chinese_chars=s["tokenize_chinese_chars"],
-                           tokenize_punctuation=1, remove_control_chars=1)
-        n_words, = self.node("Shape", [words])
-        trips, = self.node("Squeeze", [n_words, PREFIX + "zero"])
-        tag = f"w{self.count}_"
-        body = [
-            h.make_node("Unsqueeze", ["i", PREFIX + "zero"], [tag + "i1"]),
-            h.make_node("Gather", [words, tag + "i1"], [tag + "word"], axis=0),
-            h.make_node("BertTokenizer", [tag + "word"], [tag + "ids", tag + "types", tag + "mask"], domain=CONTRIB,
-                        vocab_file=self.vocab, do_lower_case=s["do_lower_case"], strip_accents=s["strip_accents"],
-                        tokenize_chinese_chars=s["tokenize_chinese_chars"]),
-            h.make_node("Slice", [tag + "ids", PREFIX + "one", PREFIX + "minus_one"], [tag + "pieces"]),
-            h.make_node("Equal", [tag + "pieces", PREFIX + "unk"], [tag + "is_unk"]),
-            h.make_node("Cast", [tag + "is_unk"], [tag + "unk_count_in"], to=T.INT64),
-            h.make_node("ReduceMax", [tag + "unk_count_in"], [tag + "any_unk"], keepdims=0),
-            h.make_node("Cast", [tag + "any_unk"], [tag + "has_unk"], to=T.BOOL),
-            # A word with a piece missing from the vocabulary is one [UNK], as tokenizer.json makes it.
-            h.make_node("If", [tag + "has_unk"], [tag + "word_ids"],
-                        then_branch=h.make_graph([h.make_node("Identity", [PREFIX + "unk"], [tag + "then"])], "unk", [],
-                                                 [h.make_tensor_value_info(tag + "then", T.INT64, [None])]),
-                        else_branch=h.make_graph([h.make_node("Identity", [tag + "pieces"], [tag + "else"])], "pieces",
-                                                 [], [h.make_tensor_value_info(tag + "else", T.INT64, [None])])),
-            h.make_node("Concat", [tag + "acc_in", tag + "word_ids"], [tag + "acc_out"], axis=0),
-            h.make_node("Identity", [tag + "cond_in"], [tag + "cond_out"]),
-        ]
-        graph = h.make_graph(body, f"{tag}per_word",
-                             [h.make_tensor_value_info("i", T.INT64, []),
-                              h.make_tensor_value_info(tag + "cond_in", T.BOOL, []),
-                              h.make_tensor_value_info(tag + "acc_in", T.INT64, [None])],
-                             [h.make_tensor_value_info(tag + "cond_out", T.BOOL, []),
-                              h.make_tensor_value_info(tag + "acc_out", T.INT64, [None])])
-        pieces, = self.node("Loop", [trips, PREFIX + "true", PREFIX + "no_ids"], body=graph)
-        return pieces
+    def graph(self, nodes: _Nodes, name: str, inputs: list[tuple[str, int, list]], outputs: list[tuple[str, int, list]]):
+        vi = self.helper.make_tensor_value_info
+        return self.helper.make_graph(nodes.list, name, [vi(*i) for i in inputs], [vi(*o) for o in outputs])
+
+    def branch(self, source: str, name: str):
+        """A branch of an If that returns `source`, a 1-D int64 tensor of the outer scope."""
+        nodes, tag = self.subgraph(name)
+        out = nodes("Identity", [source])
+        return self.graph(nodes, tag + name, [], [(out, self.T.INT64, [None])])
+
+    def utf8(self, text: str, n: _Nodes, restore_special: bool) -> str:
+        """A [1] string tensor -> its UTF-8 bytes (1-D int64). restore_special: spelled GPT2_SPECIAL comes back as
+        its bytes (a word never holds it: BasicTokenizer splits its brackets and bar off)."""
+        ids = n("GPT2Tokenizer", [text], domain=CONTRIB, vocab=_byte_vocabulary(), merges="#version: 0.2\n")
+        flat = n("Reshape", [ids, PREFIX + "minus_one"])
+        if not restore_special:
+            return flat
+        padded = n("Concat", [flat, PREFIX + "zero"], axis=0)  # never empty: ReduceMax needs an element
+        spelled = n("Cast", [n("ReduceMax", [n("Cast", [n("Equal", [padded, PREFIX + "special"])], to=self.T.INT64)],
+                               keepdims=0)], to=self.T.BOOL)
+        body, tag = self.subgraph("restore_special")
+        byte = body("Gather", [flat, body("Unsqueeze", [tag + "i", PREFIX + "zero"])], axis=0)
+        is_special = body("Squeeze", [body("Equal", [byte, PREFIX + "special"]), PREFIX + "zero"])
+        spelled_out = body("If", [is_special], then_branch=self.branch(PREFIX + "special_bytes", "spelled"),
+                           else_branch=self.branch(byte, "byte"))
+        acc = body("Concat", [tag + "acc", spelled_out], axis=0)
+        keep = body("Identity", [tag + "cond"])
+        T = self.T
+        loop_body = self.graph(body, tag + "body", [(tag + "i", T.INT64, []), (tag + "cond", T.BOOL, []),
+                                                    (tag + "acc", T.INT64, [None])],
+                               [(keep, T.BOOL, []), (acc, T.INT64, [None])])
+        then_nodes, then_tag = self.subgraph("bytes_restored")
+        count = then_nodes("Squeeze", [then_nodes("Shape", [flat]), PREFIX + "zero"])
+        restored = then_nodes("Loop", [count, PREFIX + "true", PREFIX + "no_ids"], body=loop_body)
+        then_graph = self.graph(then_nodes, then_tag + "graph", [], [(restored, T.INT64, [None])])
+        return n("If", [spelled], then_branch=then_graph, else_branch=self.branch(flat, "bytes_as_they_are"))
+
+    def normalized(self, text: str) -> tuple[str, str, str | None]:
+        """A [1] string tensor -> (the normalizer's output as a [1] string tensor, its UTF-8 bytes, and for each of
+        its code points the index of the text's code point it came from, one more at the end; None when
+        tokenizer.json has no normalizer). The normalized string always ends with a space: the string decoder
+        needs one byte at least."""
+        n, T, zero, one = self.n, self.T, PREFIX + "zero", PREFIX + "one"
+        table = self.settings["table"]
+        utf8 = self.utf8(text, n, restore_special=True)
+        if table is None:
+            spaced = n("Concat", [utf8, PREFIX + "space"], axis=0)
+            return self.decoded(spaced), spaced, None
+        # UTF-8 -> code points: each lead byte with the continuation bytes after it (at most three).
+        padded = n("Concat", [utf8, PREFIX + "zeros3"], axis=0)
+        leads = n("Squeeze", [n("NonZero", [self.starts_of_characters(utf8, n)]), zero])
+        lead, *tail = (n("Gather", [padded, n("Add", [leads, PREFIX + f"k{k}"])], axis=0) for k in range(4))
+        low6 = [n("Sub", [byte, PREFIX + "first_continuation"]) for byte in tail]
+        two = n("Add", [n("Mul", [n("Sub", [lead, PREFIX + "first_lead"]), PREFIX + "p6"]), low6[0]])
+        three = n("Add", [n("Add", [n("Mul", [n("Sub", [lead, PREFIX + "lead3"]), PREFIX + "p12"]),
+                                    n("Mul", [low6[0], PREFIX + "p6"])]), low6[1]])
+        four = n("Add", [n("Add", [n("Add", [n("Mul", [n("Sub", [lead, PREFIX + "lead4"]), PREFIX + "p18"]),
+                                             n("Mul", [low6[0], PREFIX + "p12"])]),
+                                   n("Mul", [low6[1], PREFIX + "p6"])]), low6[2]])
+        code = n("Where", [n("Less", [lead, PREFIX + "first_continuation"]), lead,
+                           n("Where", [n("Less", [lead, PREFIX + "lead3"]), two,
+                                       n("Where", [n("Less", [lead, PREFIX + "lead4"]), three, four])])])
+        # The table's row for each code point of the plane; a code point above it maps to itself.
+        width = table.shape[1]
+        in_plane = n("Unsqueeze", [n("Less", [code, PREFIX + "bmp"]), one])
+        rows = n("Cast", [n("Gather", [PREFIX + "normalization", n("Min", [code, PREFIX + "bmp_last"])], axis=0)],
+                 to=T.INT64)
+        as_is = n("Concat", [n("Unsqueeze", [code, one]),
+                             n("Expand", [PREFIX + "no_code_points", n("Concat", [n("Shape", [code]),
+                                                                                  PREFIX + f"width{width - 1}"],
+                                                                         axis=0)])], axis=1)
+        rows = n("Where", [in_plane, rows, as_is])
+        kept = n("Reshape", [n("Not", [n("Equal", [rows, PREFIX + "no_code_point"])]), PREFIX + "minus_one"])
+        normalized = n("Compress", [n("Reshape", [rows, PREFIX + "minus_one"]), kept], axis=0)
+        sources = n("Expand", [n("Unsqueeze", [n("Range", [PREFIX + "zero_scalar",
+                                                           n("Squeeze", [n("Shape", [code]), zero]),
+                                                           PREFIX + "one_scalar"]), one]), n("Shape", [rows])])
+        origin = n("Concat", [n("Compress", [n("Reshape", [sources, PREFIX + "minus_one"]), kept], axis=0),
+                              n("Shape", [code])], axis=0)
+        spaced = n("Concat", [self.encoded(normalized), PREFIX + "space"], axis=0)
+        return self.decoded(spaced), spaced, origin
+
+    def encoded(self, code: str) -> str:
+        """Code points (1-D int64) -> their UTF-8 bytes."""
+        n = self.n
+
+        def byte(shift: str | None, lead: str | None) -> str:
+            """(code >> 6*shift) & 63, plus the lead marker (or 0x80 for a continuation byte)."""
+            value = n("Div", [code, PREFIX + shift]) if shift else code
+            return n("Add", [n("Mod", [value, PREFIX + "p6"]), PREFIX + (lead or "first_continuation")])
+
+        one_byte = code
+        two = [n("Add", [n("Div", [code, PREFIX + "p6"]), PREFIX + "first_lead"]), byte(None, None)]
+        three = [n("Add", [n("Div", [code, PREFIX + "p12"]), PREFIX + "lead3"]), byte("p6", None), byte(None, None)]
+        four = [n("Add", [n("Div", [code, PREFIX + "p18"]), PREFIX + "lead4"]), byte("p12", None), byte("p6", None),
+                byte(None, None)]
+        size = n("Add", [n("Add", [n("Add", [PREFIX + "one", n("Cast", [n("GreaterOrEqual", [code, PREFIX + "p6x2"])],
+                                                                 to=self.T.INT64)]),
+                                   n("Cast", [n("GreaterOrEqual", [code, PREFIX + "u800"])], to=self.T.INT64)]),
+                         n("Cast", [n("GreaterOrEqual", [code, PREFIX + "bmp"])], to=self.T.INT64)])
+        columns = []
+        for k in range(4):
+            choices = [one_byte if k == 0 else PREFIX + "zero", two[k] if k < 2 else PREFIX + "zero",
+                       three[k] if k < 3 else PREFIX + "zero", four[k]]
+            column = choices[3]
+            for width in (3, 2, 1):
+                column = n("Where", [n("Equal", [size, PREFIX + f"k{width}"]), choices[width - 1], column])
+            columns.append(n("Unsqueeze", [column, PREFIX + "one"]))
+        matrix = n("Concat", columns, axis=1)
+        used = n("Less", [n("Unsqueeze", [PREFIX + "k0123", PREFIX + "zero"]), n("Unsqueeze", [size, PREFIX + "one"])])
+        return n("Compress", [n("Reshape", [matrix, PREFIX + "minus_one"]),
+                              n("Reshape", [used, PREFIX + "minus_one"])], axis=0)
+
+    def decoded(self, utf8: str) -> str:
+        """UTF-8 bytes (1-D int64, not empty, no NUL: the decoder ends its string there) -> the string they spell,
+        shape [1] (BpeDecoder with one token per byte)."""
+        shown = json.loads(_byte_vocabulary())
+        by_byte = {b: s for s, b in shown.items() if b < 256}
+        return self.n("BpeDecoder", [utf8], domain=CONTRIB, id_vocab="\n".join(by_byte[b] for b in range(256)),
+                      byte_decoder="\n".join(f"{ord(by_byte[b])}\t{b}" for b in range(256)))
+
+    def starts_of_characters(self, utf8: str, n: _Nodes) -> str:
+        """1 where a byte starts a code point (not a continuation byte 0b10xxxxxx), else 0."""
+        starts = n("Or", [n("Less", [utf8, PREFIX + "first_continuation"]),
+                          n("GreaterOrEqual", [utf8, PREFIX + "first_lead"])])
+        return n("Cast", [starts], to=self.T.INT64)
+
+    def word_pieces(self, text: str, limit: str, offsets: bool) -> tuple[str, str | None, str | None]:
+        """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1]) pieces
+        are reached (1-D int64); with offsets, each piece's first code point and the one past its end."""
+        n, s, T = self.n, self.settings, self.T
+        zero, one = PREFIX + "zero", PREFIX + "one"
+        text, text_bytes, origin = self.normalized(text)
+        words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, do_lower_case=0, strip_accents=0,
+                  tokenize_chinese_chars=s["tokenize_chinese_chars"], tokenize_punctuation=1, remove_control_chars=0)
+        trips = n("Squeeze", [n("Shape", [words]), zero])
+        reads = n("Squeeze", [n("Less", [zero, limit]), zero])  # a window with no room reads no word
+        if offsets:
+            text_bytes = n("Concat", [text_bytes, PREFIX + "missing"], axis=0)
+            chars_before = n("CumSum", [self.starts_of_characters(text_bytes, n), PREFIX + "zero_scalar"], exclusive=1)
+        b, tag = self.subgraph("word")
+        word = b("Gather", [words, b("Unsqueeze", [tag + "i", zero])], axis=0)
+        # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
+        ids, _, _ = b("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0, strip_accents=0,
+                      tokenize_chinese_chars=s["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
+        pieces = b("Slice", [ids, one, PREFIX + "minus_one"])
+        # A word with a piece missing from the vocabulary is one [UNK], as tokenizer.json makes it. (A word the
+        # normalizer empties, such as a lone zero-width space, has no pieces: the 0 keeps ReduceMax defined.)
+        unknown = b("Concat", [b("Cast", [b("Equal", [pieces, PREFIX + "unk"])], to=T.INT64), zero], axis=0)
+        has_unk = b("Cast", [b("ReduceMax", [unknown], keepdims=0)], to=T.BOOL)
+        word_ids = b("If", [has_unk], then_branch=self.branch(PREFIX + "unk", "unk"),
+                     else_branch=self.branch(pieces, "pieces"))
+        acc = b("Concat", [tag + "acc", word_ids], axis=0)
+        more = b("Squeeze", [b("Less", [b("Shape", [acc]), limit]), zero])
+        inputs = [(tag + "i", T.INT64, []), (tag + "cond", T.BOOL, []), (tag + "acc", T.INT64, [None])]
+        outputs = [(more, T.BOOL, []), (acc, T.INT64, [None])]
+        initial = [trips, reads, PREFIX + "no_ids"]
+        if offsets:
+            outputs += self._word_offsets(b, tag, word, word_ids, text_bytes, chars_before)
+            inputs += [(tag + "cursor", T.INT64, [1]), (tag + "starts", T.INT64, [None]),
+                       (tag + "ends", T.INT64, [None])]
+            initial += [zero, PREFIX + "no_ids", PREFIX + "no_ids"]
+        loop = n("Loop", initial, n_out=len(outputs) - 1, body=self.graph(b, tag + "body", inputs, outputs))
+        if not offsets:
+            return self.first(loop, limit), None, None
+        acc_ids, _, starts, ends = loop
+        starts, ends = self.first(starts, limit), self.first(ends, limit)
+        if origin is not None:  # normalized code points -> the text's own
+            starts = n("Gather", [origin, starts], axis=0)
+            ends = n("Add", [n("Gather", [origin, n("Max", [n("Sub", [ends, one]), zero])], axis=0), one])
+        return self.first(acc_ids, limit), starts, ends
+
+    def _word_offsets(self, b: _Nodes, tag: str, word: str, word_ids: str, text_bytes: str, chars_before: str):
+        """Loop-body nodes: find the word's bytes in the text's from the cursor on (only spaces lie between two
+        words), and give its pieces their code-point offsets."""
+        T, zero, one = self.T, PREFIX + "zero", PREFIX + "one"
+        word_bytes = self.utf8(word, b, restore_special=False)
+        size = b("Shape", [word_bytes])
+        rest = b("Slice", [text_bytes, tag + "cursor", PREFIX + "end"])
+        rest_size = b("Shape", [rest])
+        candidates = b("Max", [b("Sub", [b("Add", [rest_size, one]), size]), one])
+        at_ = b("Unsqueeze", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [candidates, zero]),
+                                          PREFIX + "one_scalar"]), one])
+        along = b("Unsqueeze", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [size, zero]),
+                                            PREFIX + "one_scalar"]), zero])
+        index = b("Min", [b("Add", [at_, along]), b("Sub", [rest_size, one])])
+        same = b("Cast", [b("Equal", [b("Gather", [rest, index], axis=0), word_bytes])], to=T.INT64)
+        whole = b("Equal", [b("ReduceSum", [same, one], keepdims=0), size])
+        found = b("Add", [tag + "cursor", b("ArgMax", [b("Cast", [whole], to=T.FLOAT)], axis=0, keepdims=1)])
+        cursor = b("Add", [found, size])
+        start = b("Gather", [chars_before, found], axis=0)
+        length = b("ReduceSum", [self.starts_of_characters(word_bytes, b)], keepdims=1)
+        chars = b("Gather", [PREFIX + "piece_chars", word_ids], axis=0)
+        reach = b("CumSum", [chars, PREFIX + "zero_scalar"])
+        starts = b("Add", [start, b("Min", [b("Sub", [reach, chars]), length])])
+        count = b("Shape", [word_ids])
+        last = b("Equal", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [count, zero]), PREFIX + "one_scalar"]),
+                           b("Sub", [count, one])])
+        end = b("Add", [start, length])
+        ends = b("Where", [last, end, b("Add", [start, b("Min", [reach, length])])])
+        return [(cursor, T.INT64, [1]), (b("Concat", [tag + "starts", starts], axis=0), T.INT64, [None]),
+                (b("Concat", [tag + "ends", ends], axis=0), T.INT64, [None])]
 
     def first(self, ids: str, count: str) -> str:
         """The first `count` ids (count >= 0)."""
-        return self.node("Slice", [ids, PREFIX + "zero", count])[0]
+        return self.n("Slice", [ids, PREFIX + "zero", count])
 
     def filled(self, like: str, value: int) -> str:
-        shape, = self.node("Shape", [like])
-        return self.node("ConstantOfShape", [shape],
-                         value=self.helper.make_tensor("value", self.T.INT64, [1], [value]))[0]
+        return self.n("ConstantOfShape", [self.n("Shape", [like])],
+                      value=self.helper.make_tensor("value", self.T.INT64, [1], [value]))
 
     def output(self, name: str, source: str) -> None:
-        self.nodes.append(self.helper.make_node("Identity", [source], [PREFIX + name], name=f"{PREFIX}out_{name}"))
+        self.n.list.append(self.helper.make_node("Identity", [source], [PREFIX + name], name=f"{PREFIX}out_{name}"))
 
 
-def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_length: int, opset: int, ir_version: int):
+def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_length: int, opset: int, ir_version: int,
+                    offsets: bool = False):
     """The tokenizer as an ONNX model: one string input per text (text, or question and context) ->
-    tokenizer/input_ids, tokenizer/attention_mask, tokenizer/token_type_ids (1-D int64)."""
+    tokenizer/input_ids, tokenizer/attention_mask, tokenizer/token_type_ids (1-D int64); with offsets also
+    tokenizer/offset_mapping ([tokens, 2]: each token's code-point span in its own text, (0, 0) for [CLS] and [SEP])."""
     if len(text_inputs) not in (1, 2):
         raise ExportError(f"a text-in model takes one text or a pair, not {len(text_inputs)}")
-    vocab, settings = _vocabulary(tokenizer_json)
-    b = _Builder(vocab, settings)
-    h, T = b.helper, b.T
-    cls, sep = PREFIX + "cls", PREFIX + "sep"
+    if opset < MIN_OPSET:
+        raise ExportError(f"a text-in model needs ONNX opset {MIN_OPSET} or later; this graph has {opset}: "
+                          "re-export it with a newer opset")
+    vocab, settings, chars = _vocabulary(tokenizer_json)
+    b = _Builder(vocab, settings, chars, offsets)
+    h, T, n = b.helper, b.T, b.n
+    cls, sep, zero = PREFIX + "cls", PREFIX + "sep", PREFIX + "zero"
     if len(text_inputs) == 1:
-        pieces = b.first(b.word_pieces(text_inputs[0]), b.int64("room", [max_length - 2]))
-        ids, = b.node("Concat", [cls, pieces, sep], axis=0)
+        pieces, starts, ends = b.word_pieces(text_inputs[0], b.int64("room", [max_length - 2]), offsets)
+        ids = n("Concat", [cls, pieces, sep], axis=0)
         types = b.filled(ids, 0)
+        if offsets:
+            starts, ends = (n("Concat", [zero, x, zero], axis=0) for x in (starts, ends))
     else:
         # A question longer than the window is cut to it (then no context fits): the model never sees more
         # than max_length tokens.
         pair_room = b.int64("pair_room", [max_length - 3])
-        question = b.first(b.word_pieces(text_inputs[0]), pair_room)
-        context = b.word_pieces(text_inputs[1])
-        n_question, = b.node("Shape", [question])
-        room, = b.node("Sub", [pair_room, n_question])
-        room, = b.node("Max", [room, PREFIX + "zero"])  # a question that fills the window leaves no context
-        first, = b.node("Concat", [cls, question, sep], axis=0)
-        second, = b.node("Concat", [b.first(context, room), sep], axis=0)
-        ids, = b.node("Concat", [first, second], axis=0)
-        types, = b.node("Concat", [b.filled(first, 0), b.filled(second, 1)], axis=0)
+        question, q_starts, q_ends = b.word_pieces(text_inputs[0], pair_room, offsets)
+        room = n("Max", [n("Sub", [pair_room, n("Shape", [question])]), zero])  # what the question leaves
+        context, c_starts, c_ends = b.word_pieces(text_inputs[1], room, offsets)
+        first = n("Concat", [cls, question, sep], axis=0)
+        second = n("Concat", [context, sep], axis=0)
+        ids = n("Concat", [first, second], axis=0)
+        types = n("Concat", [b.filled(first, 0), b.filled(second, 1)], axis=0)
+        if offsets:
+            starts, ends = (n("Concat", [zero, q, zero, c, zero], axis=0)
+                            for q, c in ((q_starts, c_starts), (q_ends, c_ends)))
     b.output("input_ids", ids)
     b.output("attention_mask", b.filled(ids, 1))
     b.output("token_type_ids", types)
-    graph = h.make_graph(b.nodes, "wordpiece_tokenizer",
-                         [h.make_tensor_value_info(n, T.STRING, [1]) for n in text_inputs],
-                         [h.make_tensor_value_info(PREFIX + n, T.INT64, ["tokens"])
-                          for n in ("input_ids", "attention_mask", "token_type_ids")], b.initializers)
+    outputs = [h.make_tensor_value_info(PREFIX + name, T.INT64, ["tokens"])
+               for name in ("input_ids", "attention_mask", "token_type_ids")]
+    if offsets:
+        b.output("offset_mapping", n("Concat", [n("Unsqueeze", [x, PREFIX + "one"]) for x in (starts, ends)], axis=1))
+        outputs.append(h.make_tensor_value_info(PREFIX + "offset_mapping", T.INT64, ["tokens", 2]))
+    graph = h.make_graph(b.n.list, "wordpiece_tokenizer", [h.make_tensor_value_info(name, T.STRING, [1])
+                                                           for name in text_inputs], outputs, b.initializers)
     return h.make_model(graph, opset_imports=[h.make_opsetid("", opset), h.make_opsetid(CONTRIB, 1)],
                         ir_version=ir_version)

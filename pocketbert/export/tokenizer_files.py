@@ -44,6 +44,7 @@ def golden_pairs(max_length: int) -> list[tuple[str, str, str]]:
         ("context longer than max_length", "What repeats?", " ".join(["terrific"] * (2 * max_length))),
         ("question longer than max_length", " ".join(["why"] * (2 * max_length)), "Because."),
         ("empty question", "", "A context with no question."),
+        ("cjk, emoji, zero-width and spaces", "哪部电影?", "电影  wonder\u200bful\t很好看 👍🏽, 5€ a ticket"),
     ]
 
 
@@ -75,8 +76,9 @@ def clean_tokenizer_config(path: Path, tokenizer_json: Path, max_length: int) ->
 
 def golden(reference_tokenizer, max_length: int, with_pairs: bool = False) -> dict:
     """Each golden text with the ids the reference tokenizer (the one the parity gate feeds) gives it; with_pairs
-    (a task that reads a question and a context): each golden pair with its ids and token types, the context cut
-    to fit. A question longer than the window is cut to max_length - 3 tokens, as the text-in model cuts it."""
+    (a task that reads a question and a context): each golden pair with its ids, token types and offsets (each
+    token's code-point span in its own text; (0, 0) for [CLS] and [SEP]), the context cut to fit. A question longer
+    than the window is cut to max_length - 3 tokens, as the text-in model cuts it."""
     rows = []
     for name, text in golden_texts(max_length):
         ids = reference_tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
@@ -86,13 +88,21 @@ def golden(reference_tokenizer, max_length: int, with_pairs: bool = False) -> di
     if with_pairs:
         pairs = []
         for name, question, context in golden_pairs(max_length):
-            q = reference_tokenizer(question, add_special_tokens=False)["input_ids"][:max_length - 3]
-            c = reference_tokenizer(context, add_special_tokens=False)["input_ids"][:max_length - 3 - len(q)]
+            q, q_offsets = _pieces(reference_tokenizer, question, max_length - 3)
+            c, c_offsets = _pieces(reference_tokenizer, context, max_length - 3 - len(q))
             cls, sep = reference_tokenizer.cls_token_id, reference_tokenizer.sep_token_id
             pairs.append({"probe": name, "question": question, "context": context,
-                          "ids": [cls, *q, sep, *c, sep], "token_type_ids": [0] * (len(q) + 2) + [1] * (len(c) + 1)})
+                          "ids": [cls, *q, sep, *c, sep], "token_type_ids": [0] * (len(q) + 2) + [1] * (len(c) + 1),
+                          "offsets": [[0, 0], *q_offsets, [0, 0], *c_offsets, [0, 0]]})
         golden_file["pairs"] = pairs
     return golden_file
+
+
+def _pieces(reference_tokenizer, text: str, room: int) -> tuple[list[int], list[list[int]]]:
+    """The first `room` word pieces of a text, and their code-point offsets in it."""
+    encoded = reference_tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return (list(map(int, encoded["input_ids"][:room])),
+            [[int(a), int(b)] for a, b in encoded["offset_mapping"][:room]])
 
 
 def ids_from_tokenizer_json(path: Path, texts: list[str]) -> list[list[int]]:
