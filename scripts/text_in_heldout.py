@@ -4,7 +4,9 @@
 
 For each cross-domain dataset (IMDb reviews, emotion sentences; 2,000 eval texts each): how many texts the
 text-in tokenizer graph gives tokenizer.json's ids for, and, where the dataset has the run's labels, how often
-model.text.onnx and model.text.ort agree with the PyTorch student fed tokenizer.json's ids.
+model.text.onnx and model.text.ort agree with the PyTorch student fed tokenizer.json's ids. Then the QA form of
+the graph (question and context, with offsets) on pairs of those texts (an emotion sentence as the question, an
+IMDb review as the context): how many pairs get tokenizer.json's ids, token types and code-point offsets.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.core.data import load_task_data, subsample
     from pocketbert.core.inference import batched_logits, torch_forward
     from pocketbert.core.models import load_stage_model, load_tokenizer
+    from pocketbert.core.tasks import text_in_string
     from pocketbert.export import text_in
     from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
 
@@ -40,7 +43,7 @@ def main(run: Path, data_dir: Path) -> dict:
         same_labels = name != "emotion"  # emotion has six labels of its own: tokenization only
         data = load_task_data(name, task.name, data_dir, None, task.label_names if same_labels else None, SEED)
         examples = subsample(data.eval, TEXTS_PER_DATASET, SEED)
-        same = sum(graph.run([PREFIX + "input_ids"], {"text": np.array([ex.text], dtype=object)})[0].tolist()
+        same = sum(graph.run([PREFIX + "input_ids"], {"text": text_in_string(ex.text)})[0].tolist()
                    == reference.encode(ex.text).ids for ex in examples)
         row = {"texts": len(examples), "same_ids_as_tokenizer_json": same}
         if same_labels:
@@ -54,7 +57,30 @@ def main(run: Path, data_dir: Path) -> dict:
                                                              for a, s in zip(logits, student)])),
                     "accuracy": float(np.mean([int(a.argmax()) == ex.label for a, ex in zip(logits, examples)]))}
         results["datasets"][name] = row
+    results["pairs"] = _pairs(export, max_length, data_dir)
     return results
+
+
+def _pairs(export: Path, max_length: int, data_dir: Path) -> dict:
+    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.models import load_tokenizer
+    from pocketbert.core.tasks import QATask, text_in_string
+    from pocketbert.export import text_in, tokenizer_files
+    from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
+
+    task = QATask()
+    graph = text_in.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8,
+                                                 offsets=True).SerializeToString())
+    reference = load_tokenizer(str(export))
+    questions, contexts = (subsample(load_task_data(name, "sentiment", data_dir, None, None, SEED).eval,
+                                     TEXTS_PER_DATASET, SEED) for name in ("emotion", "imdb"))
+    same = 0
+    for question, context in zip(questions, contexts):
+        expected = tokenizer_files.golden_pair(reference, question.text, context.text, max_length)
+        got = graph.run([PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")],
+                        {"question": text_in_string(question.text), "context": text_in_string(context.text)})
+        same += [g.tolist() for g in got] == [expected["ids"], expected["token_type_ids"], expected["offsets"]]
+    return {"pairs": min(len(questions), len(contexts)), "same_ids_types_and_offsets": same}
 
 
 if __name__ == "__main__":

@@ -86,16 +86,20 @@ def golden(reference_tokenizer, max_length: int, with_pairs: bool = False) -> di
     golden_file = {"max_length": int(max_length),
                    "special_tokens_kept": "[CLS] first, [SEP] last, also when truncated", "texts": rows}
     if with_pairs:
-        pairs = []
-        for name, question, context in golden_pairs(max_length):
-            q, q_offsets = _pieces(reference_tokenizer, question, max_length - 3)
-            c, c_offsets = _pieces(reference_tokenizer, context, max_length - 3 - len(q))
-            cls, sep = reference_tokenizer.cls_token_id, reference_tokenizer.sep_token_id
-            pairs.append({"probe": name, "question": question, "context": context,
-                          "ids": [cls, *q, sep, *c, sep], "token_type_ids": [0] * (len(q) + 2) + [1] * (len(c) + 1),
-                          "offsets": [[0, 0], *q_offsets, [0, 0], *c_offsets, [0, 0]]})
-        golden_file["pairs"] = pairs
+        golden_file["pairs"] = [{"probe": name, **golden_pair(reference_tokenizer, question, context, max_length)}
+                                for name, question, context in golden_pairs(max_length)]
     return golden_file
+
+
+def golden_pair(reference_tokenizer, question: str, context: str, max_length: int) -> dict:
+    """A question and context with the ids, token types and offsets the reference tokenizer gives them, the
+    context cut to fit (the question too, to max_length - 3 tokens, when it alone is longer)."""
+    q, q_offsets = _pieces(reference_tokenizer, question, max_length - 3)
+    c, c_offsets = _pieces(reference_tokenizer, context, max_length - 3 - len(q))
+    cls, sep = reference_tokenizer.cls_token_id, reference_tokenizer.sep_token_id
+    return {"question": question, "context": context, "ids": [cls, *q, sep, *c, sep],
+            "token_type_ids": [0] * (len(q) + 2) + [1] * (len(c) + 1),
+            "offsets": [[0, 0], *q_offsets, [0, 0], *c_offsets, [0, 0]]}
 
 
 def _pieces(reference_tokenizer, text: str, room: int) -> tuple[list[int], list[list[int]]]:
