@@ -1,20 +1,19 @@
 """A WordPiece tokenizer as an ONNX graph (onnxruntime-extensions ops), giving tokenizer.json's ids and, on demand,
-each token's character offsets in its text.
+each token's code-point offsets in its text.
 
 Only ops of the extensions' groups the published Android package carries (onnxruntime-extensions-android: the
 BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
-- BasicTokenizer, with nothing normalized, splits the text into its words as they are written (at spaces, and
-  punctuation and CJK characters apart);
-- a Loop runs BertTokenizer on one word at a time, which normalizes it as BERT's normalizer does (lower case,
-  accents stripped, control characters removed) and cuts it into pieces. Run on a whole text, its WordPiece keeps
-  the pieces it matched before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json
-  makes such a word one [UNK], and so does the loop. The loop stops once the window is full, so a long text
-  costs no more than a window of it;
-- offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the graph
-  finds each word in the text's UTF-8 bytes (GPT2Tokenizer with one token per byte and no merges turns a string
-  into its bytes) and counts code points. A piece's offsets inside its word follow the normalized piece lengths;
-  where normalizing changed the word's length (a zero-width character, a decomposed accent), the pieces are
-  clamped inside the word and the last ends where the word ends;
+- normalizing: GPT2Tokenizer with one token per byte and no merges turns the text into its UTF-8 bytes; standard
+  ops decode them into code points, map each through tokenizer.json's own normalizer (tabulated at export for
+  the Basic Multilingual Plane: the extensions' BasicTokenizer lower-cases and strips accents in Latin-1 and a
+  little Greek and Cyrillic only) and encode the result; BpeDecoder turns those bytes back into a string;
+- BasicTokenizer splits the normalized string into words (at spaces; punctuation and CJK characters apart);
+- a Loop runs BertTokenizer on one word at a time. Run on a whole text, its WordPiece keeps the pieces it matched
+  before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json makes such a word one
+  [UNK], and so does the loop. The loop stops once the window is full, so a long text costs a window of it;
+- offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the loop
+  finds each word in the normalized bytes, gives its pieces the normalized code points they cover, and the
+  normalizer's table says which code point of the text each came from;
 - Slice and Concat truncate as tokenizer.json does: [CLS] first and [SEP] last also when truncated; for a pair,
   only the second text (the QA context) is cut.
 """
@@ -37,6 +36,7 @@ MISSING = -1  # a byte that matches nothing: the end of every text's bytes
 BMP = 0x10000  # code points the normalization table covers; those above (emoji, rare CJK) pass as they are
 NO_CODE_POINT = -1
 MAX_EXPANSION = 4
+MIN_OPSET = 13  # ReduceSum with its axes as an input
 
 
 @lru_cache(maxsize=1)
@@ -103,9 +103,6 @@ def _vocabulary(tokenizer_json: Path) -> tuple[str, dict, list[int]]:
     return "\n".join(token for token, _ in ordered), settings, chars
 
 
-MIN_OPSET = 13  # ReduceSum with its axes as an input
-
-
 class _Nodes:
     """The nodes of one graph (the tokenizer's, or a loop body's), each output named uniquely under a tag."""
 
@@ -124,7 +121,7 @@ class _Builder:
     """The tokenizer graph's nodes and initializers; loop bodies read the initializers from the outer scope."""
 
     def __init__(self, vocab: str, settings: dict, chars: list[int], offsets: bool):
-        self.onnx = require("onnx", "export")
+        require("onnx", "export")
         from onnx import TensorProto, helper
 
         self.helper, self.T = helper, TensorProto
@@ -154,7 +151,6 @@ class _Builder:
 
             self.initializers.append(numpy_helper.from_array(table, PREFIX + "normalization"))
             self.int64(f"width{table.shape[1] - 1}", [table.shape[1] - 1])
-            self.int64("no_code_points", [NO_CODE_POINT])
 
     def int64(self, name: str, values: list[int]) -> str:
         self.initializers.append(self.helper.make_tensor(PREFIX + name, self.T.INT64, [len(values)], values))
@@ -165,7 +161,8 @@ class _Builder:
         tag = f"{PREFIX}{what}{self.subgraphs}/"
         return _Nodes(self.helper, tag), tag
 
-    def graph(self, nodes: _Nodes, name: str, inputs: list[tuple[str, int, list]], outputs: list[tuple[str, int, list]]):
+    def graph(self, nodes: _Nodes, name: str, inputs: list[tuple[str, int, list]],
+              outputs: list[tuple[str, int, list]]):
         vi = self.helper.make_tensor_value_info
         return self.helper.make_graph(nodes.list, name, [vi(*i) for i in inputs], [vi(*o) for o in outputs])
 
@@ -227,13 +224,13 @@ class _Builder:
         code = n("Where", [n("Less", [lead, PREFIX + "first_continuation"]), lead,
                            n("Where", [n("Less", [lead, PREFIX + "lead3"]), two,
                                        n("Where", [n("Less", [lead, PREFIX + "lead4"]), three, four])])])
-        # The table's row for each code point of the plane; a code point above it maps to itself.
+        # The table's row for each code point of the plane; one above it stays as it is.
         width = table.shape[1]
         in_plane = n("Unsqueeze", [n("Less", [code, PREFIX + "bmp"]), one])
         rows = n("Cast", [n("Gather", [PREFIX + "normalization", n("Min", [code, PREFIX + "bmp_last"])], axis=0)],
                  to=T.INT64)
         as_is = n("Concat", [n("Unsqueeze", [code, one]),
-                             n("Expand", [PREFIX + "no_code_points", n("Concat", [n("Shape", [code]),
+                             n("Expand", [PREFIX + "no_code_point", n("Concat", [n("Shape", [code]),
                                                                                   PREFIX + f"width{width - 1}"],
                                                                          axis=0)])], axis=1)
         rows = n("Where", [in_plane, rows, as_is])

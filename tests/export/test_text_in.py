@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
-from pocketbert.core.data import QAExample, TextExample
+from pocketbert.core.data import TextExample
 from pocketbert.core.tasks import QATask, SentimentTask, text_in_string
 from pocketbert.errors import DataError
 from pocketbert.export import onnx_export, parity, text_in, tokenizer_files
