@@ -25,21 +25,48 @@ def soft_target_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, t
     return kl * temperature**2
 
 
+def soft_target_kl_per_row(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
+                           row_weights: torch.Tensor) -> torch.Tensor:
+    """soft_target_kl over rows of any leading shape, averaged with `row_weights` (0 drops a row: a token that
+    was not masked in masked-LM), without selecting rows, so no shape depends on the data."""
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0")
+    log_s = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    log_t = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    per_row = (log_t.exp() * (log_t - log_s)).sum(dim=-1)
+    weights = row_weights.float()
+    return (per_row * weights).sum() / weights.sum().clamp_min(1.0) * temperature**2
+
+
 def hidden_cosine_loss(student_hidden: list[torch.Tensor], teacher_hidden: list[torch.Tensor],
                        attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean of (1 - cosine) between paired hidden states, over real tokens of every aligned layer."""
+    """Mean of (1 - cosine) between paired hidden states, over real tokens of every aligned layer.
+
+    A masked sum, not boolean indexing: the shapes stay fixed, so the host never waits for the device.
+    """
     if len(student_hidden) != len(teacher_hidden):
         raise ValueError("student and teacher hidden-state lists must pair up")
-    real = attention_mask.bool()
+    real = attention_mask.float()
+    count = real.sum().clamp_min(1.0)
     losses = []
     for s, t in zip(student_hidden, teacher_hidden):
-        cos = F.cosine_similarity(s[real].float(), t[real].float(), dim=-1)
-        losses.append((1.0 - cos).mean())
+        cos = F.cosine_similarity(s.float(), t.float(), dim=-1)
+        losses.append(((1.0 - cos) * real).sum() / count)
     return torch.stack(losses).mean()
 
 
 IGNORE_LABEL = -100  # rows with this label (augmented examples in the Tang recipe) add no hard-label loss
 HARD_LOSSES = ("ce", "focal")
+
+
+def _labelled(target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(labelled-row mask as floats, their count (at least 1), targets with ignored rows pointed at class 0).
+
+    Every row stays in the batch and the unlabelled ones are weighted 0, so no shape depends on the data
+    and nothing is read back to the host; a batch without labels gives a loss of exactly 0.
+    """
+    keep = target != IGNORE_LABEL
+    return keep.float(), keep.sum().clamp_min(1), target.masked_fill(~keep, 0)
 
 
 def focal_loss(logits: torch.Tensor, target: torch.Tensor, gamma: float = 2.0,
@@ -50,23 +77,19 @@ def focal_loss(logits: torch.Tensor, target: torch.Tensor, gamma: float = 2.0,
     """
     if gamma < 0:
         raise ValueError("focal gamma must be >= 0")
-    logits = logits.float()
-    keep = target != IGNORE_LABEL
-    if not keep.any():
-        return logits.sum() * 0.0
-    log_p = F.log_softmax(logits[keep], dim=-1).gather(1, target[keep][:, None])[:, 0]
+    keep, count, safe_target = _labelled(target)
+    log_p = F.log_softmax(logits.float(), dim=-1).gather(1, safe_target[:, None])[:, 0]
     loss = -((1.0 - log_p.exp()) ** gamma) * log_p
     if alpha is not None:
         weights = torch.as_tensor(alpha, dtype=loss.dtype, device=loss.device)
-        loss = loss * (weights[target[keep]] if weights.ndim else weights)
-    return loss.mean()
+        loss = loss * (weights[safe_target] if weights.ndim else weights)
+    return (loss * keep).sum() / count
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    keep = target != IGNORE_LABEL
-    if not keep.any():
-        return logits.float().sum() * 0.0
-    return F.cross_entropy(logits.float()[keep], target[keep])
+    """Cross-entropy averaged over labelled rows (rows labelled IGNORE_LABEL add nothing)."""
+    _, count, _ = _labelled(target)
+    return F.cross_entropy(logits.float(), target, ignore_index=IGNORE_LABEL, reduction="sum") / count
 
 
 def hard_label_loss(cfg: dict):

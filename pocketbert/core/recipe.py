@@ -36,6 +36,17 @@ class TrainingSection(Section):
     focal_gamma: float = Field(2.0, ge=0)
     focal_alpha: Optional[Union[float, list[float]]] = None
     compile: bool = False
+    # Large batches: with base_batch_size set, the learning rate is given for that global batch and scaled to
+    # the one trained (sqrt: Malladi et al. 2022's rule for Adam; linear: Goyal et al. 2017's for SGD). Warm-up
+    # stays warmup_ratio of the steps, so it covers the same share of the examples at any batch size.
+    base_batch_size: Optional[int] = Field(None, gt=0)
+    lr_scaling: Literal["sqrt", "linear"] = "sqrt"
+    # Batch widths rounded up to a multiple of this (a few fixed shapes for CUDA graphs and torch.compile);
+    # None: 8 on a GPU, 1 (no rounding: least padding) on the CPU.
+    pad_to_multiple: Optional[int] = Field(None, gt=0, le=512)
+    # Attention kernel while training: sdpa (PyTorch's fused scaled_dot_product_attention) or eager. Saved and
+    # exported models always use eager attention, which the exporters need.
+    attention: Literal["sdpa", "eager"] = "sdpa"
 
 
 class TeacherSection(TrainingSection):

@@ -136,7 +136,7 @@ def distillation_loss(task, teacher, cached, weights: dict, temperature: float, 
         return task.logits(out), [out.hidden_states[k] for k in targets] if need_hidden else None
 
     def step_loss(forward_model, batch, idx):
-        inputs = {k: batch[k] for k in task.input_names}
+        inputs = trainer.model_inputs(task, batch)
         t_logits, t_hidden = teacher_step(inputs, idx, batch["input_ids"].shape[1])
         s_out = forward_model(**inputs, output_hidden_states=need_hidden)
         s_logits = task.logits(s_out)

@@ -41,6 +41,7 @@ class MaskedLMTask:
     """What the training loop needs of a task, for masked-LM batches."""
 
     name = "mlm"
+    input_names = ("input_ids", "attention_mask")
     head_skips_pooler = False  # the masked-LM head reads every token state; BertForMaskedLM has no pooler
 
     @staticmethod
@@ -138,20 +139,19 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
         held_out, features = masked_all[:n_held], masked_all[n_held:]
 
         def step_loss(forward_model, batch, idx):
-            inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            inputs = trainer.model_inputs(task, batch)
             with torch.no_grad():
                 t_out = teacher(**inputs, output_hidden_states=weights["cos"] > 0)
             s_out = forward_model(**inputs, output_hidden_states=weights["cos"] > 0)
-            masked = batch["labels"] != losses.IGNORE_LABEL
-            parts = {}
-            if masked.any():
-                parts["kl"] = losses.soft_target_kl(s_out.logits[masked], t_out.logits[masked], temperature)
-                parts["ce"] = F.cross_entropy(s_out.logits[masked].float(), batch["labels"][masked])
+            labels = batch["labels"]
+            parts = {"kl": losses.soft_target_kl_per_row(s_out.logits, t_out.logits, temperature,
+                                                         labels != losses.IGNORE_LABEL),
+                     "ce": losses.cross_entropy(s_out.logits.flatten(0, 1), labels.flatten())}
             if weights["cos"]:
                 parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]),
                                                          [t_out.hidden_states[k] for k in targets],
                                                          batch["attention_mask"])
-            loss = sum(weights[k] * v for k, v in parts.items()) if parts else s_out.logits.sum() * 0.0
+            loss = sum(weights[k] * v for k, v in parts.items())
             return loss, parts
 
         spec = trainer.checkpoint_spec_for(run_dir, MLM_STUDENT_DIR, cfg, {

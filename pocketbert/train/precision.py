@@ -13,6 +13,7 @@ import torch
 
 BF16, FP16, FP32 = "bf16", "fp16", "fp32"
 AUTOCAST_DTYPES = {BF16: torch.bfloat16, FP16: torch.float16}
+AUTOCAST_DEVICES = ("cuda", "cpu")  # device types autocast knows (tests also run steps on "meta")
 
 
 def precision_for(device: torch.device, native_bf16: bool | None = None) -> str:

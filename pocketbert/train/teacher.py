@@ -50,8 +50,7 @@ def fine_tune_teacher(
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
         def step_loss(forward_model, batch, idx):
-            loss = task.hard_loss(task.logits(forward_model(**{k: batch[k] for k in task.input_names})), batch,
-                                  hard_loss)
+            loss = task.hard_loss(task.logits(forward_model(**trainer.model_inputs(task, batch))), batch, hard_loss)
             return loss, {}
 
         spec = trainer.checkpoint_spec_for(run_dir, TEACHER_DIR, cfg, {

@@ -5,9 +5,10 @@ layers the loss needs, so a change to any of them makes a new entry. Entries are
 folder and renamed into place when complete; a failed write (a full disk) leaves no entry. The whole cache
 is bounded: old entries are evicted to make room, and an entry larger than the bound is not cached at all.
 
-Shards are plain .npy arrays read back memory-mapped: the processes of a torchrun on one machine share one
-copy in the page cache instead of each holding the whole entry. The teacher runs in the training step's
-precision (bf16 on a GPU), so cached targets are the ones an uncached step would compute.
+Shards are plain .npy arrays. A run reads an entry back whole, onto the GPU when it fits there (else into host
+memory), and gathers each batch's rows by index on the device. The teacher runs in the training step's
+precision (bf16 on a GPU), which is part of the key, so cached targets are the ones an uncached step would
+compute.
 """
 
 from __future__ import annotations
@@ -44,38 +45,90 @@ class CacheError(PocketbertError):
 
 @dataclass
 class TeacherOutputs:
-    """Per-feature teacher logits ([classes] or [length, 2]) and hidden states ([length, layers, hidden])."""
+    """Every feature's teacher outputs, concatenated: logits [features, classes] (or [tokens, 2] for per-token
+    outputs) and hidden states [tokens, layers, hidden], with each feature's first row and row count.
 
-    logits: list[np.ndarray]
-    hidden: list[np.ndarray] | None
+    Held where the training step runs (on the GPU when they fit, else in host memory) and gathered into a padded
+    batch there, by index arithmetic alone: no per-row Python loop, no host sync.
+    """
+
+    logits: torch.Tensor
+    hidden: torch.Tensor | None
+    logits_start: torch.Tensor  # [features] int64
+    hidden_start: torch.Tensor
+    lengths: torch.Tensor
+    per_token: bool
 
     def batch(self, idx: list[int], length: int, device) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        def stack(rows):
-            if rows[0].ndim == 1:
-                return torch.from_numpy(np.stack(rows)).to(device).float()
-            out = np.zeros((len(rows), length, *rows[0].shape[1:]), dtype=np.float16)
-            for i, row in enumerate(rows):
-                out[i, : len(row)] = row
-            return torch.from_numpy(out).to(device).float()  # fp16 over the bus, widened on the device
+        from pocketbert.train.trainer import host_to_device
 
-        logits = stack([self.logits[i] for i in idx])
+        device = torch.device(device)
+        rows = host_to_device(torch.as_tensor(idx, dtype=torch.int64), self.logits.device)
+        if self.per_token:
+            logits = self._gather(self.logits, self.logits_start[rows], self.lengths[rows], length)
+        else:
+            logits = self.logits[self.logits_start[rows]]
+        logits = self._to(logits, device)
         if self.hidden is None:
             return logits, None
-        hidden = stack([self.hidden[i] for i in idx])  # [batch, length, layers, hidden]
-        return logits, list(hidden.unbind(dim=2))
+        hidden = self._to(self._gather(self.hidden, self.hidden_start[rows], self.lengths[rows], length), device)
+        return logits, list(hidden.unbind(dim=2))  # [batch, length, layers, hidden] -> one per layer
+
+    @staticmethod
+    def _gather(flat: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
+        """[batch, length, ...] rows of `flat`, each feature's from its start, zero past its own length."""
+        positions = torch.arange(length, device=flat.device)
+        valid = positions[None, :] < lengths[:, None]
+        index = (starts[:, None] + positions[None, :]).clamp_max(flat.shape[0] - 1)
+        out = flat[index]
+        return out * valid.view(*valid.shape, *([1] * (out.ndim - 2))).to(out.dtype)
+
+    @staticmethod
+    def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """fp16 over the bus, widened on the device."""
+        if tensor.device != device:
+            from pocketbert.train.trainer import host_to_device
+
+            tensor = host_to_device(tensor, device)
+        return tensor.float()
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Feature i's logits and hidden states as stored (fp16), for inspection and tests."""
+        n, start = int(self.lengths[i]), int(self.logits_start[i])
+        logits = self.logits[start:start + n] if self.per_token else self.logits[start]
+        hidden = None if self.hidden is None else self.hidden[int(self.hidden_start[i]):int(self.hidden_start[i]) + n]
+        return logits.cpu().numpy(), None if hidden is None else hidden.cpu().numpy()
+
+    def to(self, device) -> "TeacherOutputs":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return TeacherOutputs(move(self.logits), move(self.hidden), move(self.logits_start), move(self.hidden_start),
+                              move(self.lengths), self.per_token)
 
     @staticmethod
     def joined(parts: list["TeacherOutputs"]) -> "TeacherOutputs":
         """The parts' rows one after another, as for features listed in the same order."""
-        hidden = None if any(p.hidden is None for p in parts) else [row for p in parts for row in p.hidden]
-        return TeacherOutputs([row for p in parts for row in p.logits], hidden)
+        logits_offset = hidden_offset = 0
+        logits_starts, hidden_starts = [], []
+        for p in parts:
+            logits_starts.append(p.logits_start + logits_offset)
+            hidden_starts.append(p.hidden_start + hidden_offset)
+            logits_offset += p.logits.shape[0]
+            hidden_offset += 0 if p.hidden is None else p.hidden.shape[0]
+        hidden = None if any(p.hidden is None for p in parts) else torch.cat([p.hidden for p in parts])
+        return TeacherOutputs(torch.cat([p.logits for p in parts]), hidden, torch.cat(logits_starts),
+                              torch.cat(hidden_starts), torch.cat([p.lengths for p in parts]), parts[0].per_token)
 
 
-def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list) -> str:
+def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list, arithmetic: str) -> str:
+    """The entry's name: the teacher, the task, the hidden layers, the token ids, and the precision the teacher
+    ran in (bf16 targets are not fp32 targets: a CPU run and a GPU run never share an entry)."""
     from pocketbert.core.tasks import features_digest
 
     digest = features_digest(features, with_targets=False)
-    digest.update(json.dumps([teacher_sha, task_name, targets, FORMAT]).encode())
+    digest.update(json.dumps([teacher_sha, task_name, targets, FORMAT, arithmetic]).encode())
     return digest.hexdigest()[:24]
 
 
@@ -161,22 +214,51 @@ def _compute(teacher, task, features, pad_id, targets, device, batch_size, out_d
     flush()
 
 
-def _load(entry: Path, n_features: int, with_hidden: bool, per_token: bool) -> TeacherOutputs:
-    """Views into the memory-mapped shards: nothing is read until a batch asks for its rows."""
-    logits: list = [None] * n_features
-    hidden: list | None = [None] * n_features if with_hidden else None
-    for index_file in sorted(entry.glob("shard-*.index.npy")):
-        stem = str(index_file)[: -len(".index.npy")]
-        index = np.load(index_file)
-        shard_logits = np.load(f"{stem}.logits.npy", mmap_mode="r")
-        shard_hidden = np.load(f"{stem}.hidden.npy", mmap_mode="r") if with_hidden else None
-        for i, logits_start, hidden_start, n in index.tolist():
-            logits[i] = shard_logits[logits_start:logits_start + n] if per_token else shard_logits[logits_start]
+def _load(entry: Path, n_features: int, with_hidden: bool, per_token: bool, device) -> TeacherOutputs:
+    """The entry's shards concatenated, on the training device when they fit there (else in host memory)."""
+    logits_parts, hidden_parts = [], []
+    logits_start = np.full(n_features, -1, dtype=np.int64)
+    hidden_start = np.full(n_features, -1, dtype=np.int64)
+    lengths = np.zeros(n_features, dtype=np.int64)
+    logits_offset = hidden_offset = 0
+    try:
+        for index_file in sorted(entry.glob("shard-*.index.npy")):
+            stem = str(index_file)[: -len(".index.npy")]
+            index = np.load(index_file)
+            logits_parts.append(np.load(f"{stem}.logits.npy", mmap_mode="c"))
+            feature, lstart, hstart, n = index.T
+            logits_start[feature] = lstart + logits_offset
+            hidden_start[feature] = hstart + hidden_offset
+            lengths[feature] = n
+            logits_offset += len(logits_parts[-1])
             if with_hidden:
-                hidden[i] = shard_hidden[hidden_start:hidden_start + n]
-    if any(x is None for x in logits) or (hidden is not None and any(x is None for x in hidden)):
+                hidden_parts.append(np.load(f"{stem}.hidden.npy", mmap_mode="c"))
+                hidden_offset += len(hidden_parts[-1])
+    except (OSError, ValueError, IndexError) as exc:
+        raise CacheError(f"the teacher-output cache entry {entry} is unreadable ({exc}): delete it and run again") \
+            from None
+    if (logits_start < 0).any() or (with_hidden and (hidden_start < 0).any()) or not logits_parts:
         raise CacheError(f"the teacher-output cache entry {entry} is incomplete: delete it and run again")
-    return TeacherOutputs(logits, hidden)
+
+    def joined(parts):
+        return torch.from_numpy(parts[0]) if len(parts) == 1 else torch.cat([torch.from_numpy(p) for p in parts])
+
+    outputs = TeacherOutputs(joined(logits_parts), joined(hidden_parts) if with_hidden else None,
+                             torch.from_numpy(logits_start), torch.from_numpy(hidden_start), torch.from_numpy(lengths),
+                             per_token)
+    return outputs.to(device) if fits_on_device(entry, device) else outputs
+
+
+DEVICE_SHARE = 0.5  # of the GPU's free memory the cached outputs may take; the rest is the training step's
+
+
+def fits_on_device(entry: Path, device) -> bool:
+    """Whether the entry fits on a GPU beside training (the CPU reads it from host memory where it is)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False
+    free, _ = torch.cuda.mem_get_info(device)
+    return path_size(entry) <= DEVICE_SHARE * free
 
 
 def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[int] | None, teacher_sha: str,
@@ -193,7 +275,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
     n_classes = len(getattr(task, "label_names", []) or [])
     per_token = len(task.output_names) if task.per_token_outputs else None
     needed = estimate_bytes(features, per_token, n_classes, len(targets or []), config.hidden_size)
-    key = entry_key(teacher_sha, task.name, targets, features)
+    key = entry_key(teacher_sha, task.name, targets, features, precision.precision_for(torch.device(device)))
     entry = root / key
     report = {"path": str(entry), "limit_bytes": limit, "entry_bytes_estimate": needed}
     if limit <= 0:
@@ -202,7 +284,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
         return None, {**report, "used": False,
                       "reason": f"the outputs need {needed / 2**20:.0f} MB, over the cache's {limit / 2**20:.0f} MB limit"}
     if (entry / META).is_file():
-        outputs = _load(entry, len(features), targets is not None, task.per_token_outputs)
+        outputs = _load(entry, len(features), targets is not None, task.per_token_outputs, device)
         os.utime(entry / META)  # most recently used
         return outputs, {**report, "used": True, "hit": True, "entry_bytes": path_size(entry),
                          "total_bytes": path_size(root)}
@@ -224,7 +306,7 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
             ) from None
         raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
                          "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
-    outputs = _load(entry, len(features), targets is not None, task.per_token_outputs)
+    outputs = _load(entry, len(features), targets is not None, task.per_token_outputs, device)
     return outputs, {**report, "used": True, "hit": False, "entry_bytes": path_size(entry),
                      "total_bytes": path_size(root)}
 

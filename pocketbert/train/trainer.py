@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import random
 import time
 from typing import Callable
@@ -86,8 +88,93 @@ def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features
     )
 
 
+def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device` without making the host wait: pinned first, so the copy is truly asynchronous
+    (a copy from pageable memory blocks until the GPU has run everything queued before it)."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def to_device(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: host_to_device(torch.from_numpy(v), device) for k, v in batch.items()}
+
+
+def model_inputs(task, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A BERT-family model's inputs for a training step, the 2-D mask given as the additive 4-D bias the model
+    takes as it is. From a 2-D mask its own mask builder asks the device whether any token is padding: a host
+    sync in every forward. The bias has the values that builder makes, in the dtype the step computes in."""
+    inputs = {k: batch[k] for k in task.input_names}
+    mask = inputs["attention_mask"]
+    kind = mask.device.type
+    autocasting = kind in precision.AUTOCAST_DEVICES and torch.is_autocast_enabled(kind)
+    dtype = torch.get_autocast_dtype(kind) if autocasting else torch.float32
+    inputs["attention_mask"] = (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+    return inputs
+
+
+SEQUENCE_PADDING = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0}  # None: the tokenizer's pad id
+
+
+def pad_to(batch: dict[str, np.ndarray], length: int, pad_id: int) -> dict[str, np.ndarray]:
+    """Every per-token array widened to `length` columns: ids with the pad id, masks and types with 0, per-token
+    labels (masked-LM) with IGNORE_LABEL, so the widened batch trains exactly as the narrow one."""
+    from pocketbert.core.losses import IGNORE_LABEL
+
+    width = batch["input_ids"].shape[1]
+    if length == width:
+        return batch
+    out = dict(batch)
+    for name, array in batch.items():
+        if array.ndim != 2 or array.shape[1] != width:
+            continue
+        value = SEQUENCE_PADDING.get(name, IGNORE_LABEL)
+        out[name] = np.pad(array, ((0, 0), (0, length - width)), constant_values=pad_id if value is None else value)
+    return out
+
+
+def pad_multiple_for(cfg: dict, device: torch.device) -> int:
+    """The recipe's pad_to_multiple, or the device's default: a few fixed widths on a GPU (shapes that CUDA
+    graphs and compiled kernels reuse), none on the CPU (where every padded token costs its full arithmetic)."""
+    if cfg.get("pad_to_multiple"):
+        return int(cfg["pad_to_multiple"])
+    return GPU_PAD_MULTIPLE if torch.device(device).type == "cuda" else 1
+
+
+GPU_PAD_MULTIPLE = 8
+
+
+def collate_padded(task, features: list, pad_id: int, multiple: int, max_length: int | None) -> dict[str, np.ndarray]:
+    """The task's batch, its width rounded up to `multiple` (never past max_length)."""
+    batch = task.collate(features, pad_id)
+    width = batch["input_ids"].shape[1]
+    rounded = -(-width // multiple) * multiple
+    return pad_to(batch, min(rounded, max(width, int(max_length))) if max_length else rounded, pad_id)
+
+
+def effective_learning_rate(cfg: dict, global_batch: int) -> float:
+    """The recipe's learning rate, scaled to the global batch when the recipe names the batch it was set for."""
+    base = cfg.get("base_batch_size")
+    if not base:
+        return float(cfg["learning_rate"])
+    ratio = global_batch / int(base)
+    return float(cfg["learning_rate"]) * (math.sqrt(ratio) if cfg.get("lr_scaling", "sqrt") == "sqrt" else ratio)
+
+
+@contextlib.contextmanager
+def training_attention(model: torch.nn.Module, kernel: str):
+    """The model trains with `kernel` attention and leaves with the one it came with (eager, which the
+    exporters need); a model without a choice of kernels (the BiLSTM) trains as it is."""
+    setter = getattr(model, "set_attn_implementation", None)
+    before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if setter is None or before is None or before == kernel:
+        yield
+        return
+    setter(kernel)
+    try:
+        yield
+    finally:
+        setter(before)
 
 
 def optimizer_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, scaler) -> None:
@@ -139,9 +226,11 @@ def train(
     steps_per_epoch = len(epoch_batches(0))
     total = max(1, epochs * steps_per_epoch)
     warmup = int(total * float(cfg["warmup_ratio"]))
+    global_batch = batch_size * world
+    learning_rate = effective_learning_rate(cfg, global_batch)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
-        lr=float(cfg["learning_rate"]), weight_decay=float(cfg["weight_decay"]),
+        lr=learning_rate, weight_decay=float(cfg["weight_decay"]),
         fused=device.type == "cuda",
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -160,6 +249,7 @@ def train(
     bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step",
                disable=not distributed.is_main())
     averages = {name: torch.tensor(value, device=device) for name, value in running.items()}
+    multiple, max_length = pad_multiple_for(cfg, device), cfg.get("max_length")
 
     def read_back(step: int) -> dict[str, float]:
         values = {k: float(v) for k, v in zip(averages, torch.stack(list(averages.values())).tolist())}
@@ -167,35 +257,32 @@ def train(
         if bad:
             raise TrainingDiverged(
                 f"training diverged: the running average of {', '.join(bad)} is {next(iter(bad.values()))} by step {step} "
-                f"(learning rate {cfg['learning_rate']}, {mode}): lower the learning rate, or check the data")
+                f"(learning rate {learning_rate:g}, {mode}): lower the learning rate, or check the data")
         bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()}, refresh=False)
         return values
 
+    def one_step(idx: list[int]) -> None:
+        batch = to_device(collate_padded(task, [features[i] for i in idx], pad_id, multiple, max_length), device)
+        train_step(forward_model, model, batch, idx, step_loss, optimizer, schedule, scaler, averages, device, mode)
+
     step = examples_done = 0
     started = time.perf_counter()
-    for epoch in range(epochs):
-        for idx in epoch_batches(epoch):
-            step += 1
-            if step <= start:
-                continue
-            examples_done += len(idx)
-            batch = to_device(task.collate([features[i] for i in idx], pad_id), device)
-            with precision.autocast(device, mode):
-                loss, parts = step_loss(forward_model, batch, idx)
-            optimizer_step(model, loss, optimizer, scaler)
-            schedule.step()
-            with torch.no_grad():
-                for name, value in {"loss": loss, **parts}.items():
-                    value = value.detach().float()
-                    averages[name] = value if name not in averages else EMA_DECAY * averages[name] + (1 - EMA_DECAY) * value
-            saving = checkpoint_spec is not None and step % checkpoint_spec.every == 0 and step < total
-            if saving or step % SYNC_EVERY == 0:
-                running = read_back(step)
-            if saving:
-                checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, scaler, running, device, mode)
-            bar.update()
-            checkpoint.kill_if_asked("kill_after_step", step)
-    running = read_back(step) if averages else running  # waits for the device: the clock below is honest
+    with training_attention(model, cfg.get("attention", "sdpa")):
+        for epoch in range(epochs):
+            for idx in epoch_batches(epoch):
+                step += 1
+                if step <= start:
+                    continue
+                examples_done += len(idx)
+                one_step(idx)
+                saving = checkpoint_spec is not None and step % checkpoint_spec.every == 0 and step < total
+                if saving or step % SYNC_EVERY == 0:
+                    running = read_back(step)
+                if saving:
+                    checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, scaler, running, device, mode)
+                bar.update()
+                checkpoint.kill_if_asked("kill_after_step", step)
+        running = read_back(step) if averages else running  # waits for the device: the clock below is honest
     seconds = time.perf_counter() - started
     bar.close()
     model.eval()
@@ -203,7 +290,23 @@ def train(
             | {"steps": total, "train_examples": len(features), "precision": mode, "loop_seconds": round(seconds, 2),
                # every process's examples: DDP trains world_size batches a step
                "examples_per_second": round(examples_done * world / seconds, 1) if seconds > 0 else None,
+               "global_batch_size": global_batch, "learning_rate": learning_rate, "pad_to_multiple": multiple,
+               "attention": cfg.get("attention", "sdpa"),
                "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile"))})
+
+
+def train_step(forward_model, model, batch: dict[str, torch.Tensor], idx: list[int], step_loss, optimizer, schedule,
+               scaler, averages: dict[str, torch.Tensor], device: torch.device, mode: str) -> None:
+    """One optimisation step, queued on the device: nothing in it reads a value back to the host, so the host
+    runs ahead of a GPU (tests run it on meta tensors, which have no values to read)."""
+    with precision.autocast(device, mode):
+        loss, parts = step_loss(forward_model, batch, idx)
+    optimizer_step(model, loss, optimizer, scaler)
+    schedule.step()
+    with torch.no_grad():
+        for name, value in {"loss": loss, **parts}.items():
+            value = value.detach().float()
+            averages[name] = value if name not in averages else EMA_DECAY * averages[name] + (1 - EMA_DECAY) * value
 
 
 def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,
