@@ -12,7 +12,10 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,12 +109,34 @@ def require_stage(run_dir: Path, stage: str, made_by: str) -> Path:
     return path
 
 
+TEMP_NAME = re.compile(r"\.(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+(?:@(?P<host>[^/]+))?$")
+FOREIGN_TEMP_MAX_AGE_S = 24 * 3600  # another host's temporary folder untouched this long is a leftover
+
+
+def temp_name(final: Path, kind: str) -> Path:
+    """.<name>.<kind>-<pid>-<random>@<host>: a later run, on any machine sharing the disk, tells a writer's
+    folder from a killed writer's leftover (owner_alive)."""
+    return final.parent / f".{final.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+
+
 def owner_alive(folder: Path) -> bool:
-    """Temporary folders are named .<name>.<kind>-<pid>-<random>: is that process still running?"""
+    """Whether the process that made a temporary folder may still be writing it.
+
+    On this host: whether its process runs. On another host sharing the disk no process can be asked: the folder
+    counts as in use until it has gone untouched for FOREIGN_TEMP_MAX_AGE_S.
+    """
+    match = TEMP_NAME.search(folder.name)
+    if not match:
+        return False
+    host = match.group("host")
+    if host is not None and host != socket.gethostname():
+        try:
+            return time.time() - folder.stat().st_mtime < FOREIGN_TEMP_MAX_AGE_S
+        except OSError:
+            return False
     try:
-        pid = int(folder.name.rsplit("-", 2)[-2])
-        os.kill(pid, 0)
-    except (ValueError, IndexError, ProcessLookupError):
+        os.kill(int(match.group("pid")), 0)
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True
@@ -149,11 +174,11 @@ def check_writable(run_dir: Path, stage: str, overwrite: bool) -> Path:
 def atomic_folder(final: Path):
     """Yield a temporary sibling of `final`; it replaces `final` only when the block finishes without error.
 
-    Its name, .<name>.tmp-<pid>-<random>, lets a later run tell a killed writer's leftovers (owner_alive).
+    Its name (temp_name) lets a later run tell a killed writer's leftovers (owner_alive).
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = temp_name(final, "tmp")
     tmp.mkdir()
     try:
         yield tmp
@@ -162,7 +187,7 @@ def atomic_folder(final: Path):
         raise
     old = None
     if final.exists():
-        old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        old = temp_name(final, "old")
         os.replace(final, old)
     os.replace(tmp, final)
     if old is not None:

@@ -65,3 +65,31 @@ def test_a_running_stage_keeps_its_temporary_folder(tmp_path):
     mine.mkdir()
     recover_stage(tmp_path, "export")
     assert mine.exists()
+
+
+def test_another_hosts_folder_in_progress_is_left_alone(tmp_path):
+    """On a disk shared between machines, a dead local PID says nothing of another host's writer."""
+    import os
+    import time
+
+    from pocketbert.rundir import FOREIGN_TEMP_MAX_AGE_S
+
+    dead_pid = 2 ** 22 + 777  # above the default pid_max: no such process on this host
+    elsewhere = tmp_path / f".student.tmp-{dead_pid}-abcd1234@another-machine.example"
+    elsewhere.mkdir()
+    here = tmp_path / f".student.tmp-{dead_pid}-abcd5678@{__import__('socket').gethostname()}"
+    here.mkdir()
+    recover_stage(tmp_path, "student")
+    assert elsewhere.is_dir(), "another machine's fill in progress was deleted"
+    assert not here.exists(), "this host's killed writer's leftover was kept"
+    stale = time.time() - FOREIGN_TEMP_MAX_AGE_S - 60
+    os.utime(elsewhere, (stale, stale))
+    recover_stage(tmp_path, "student")
+    assert not elsewhere.exists(), "another machine's leftover, untouched for a day, was kept"
+
+
+def test_temporary_folders_name_their_host(tmp_path):
+    import socket
+
+    with staged_output(tmp_path, "student") as out:
+        assert out.name.endswith("@" + socket.gethostname())

@@ -19,7 +19,8 @@ from pocketbert.errors import ConfigError
 CHECKPOINT_FILE = "last.pt"
 PARTIAL_FILE = "last.pt.partial"  # written first, renamed over CHECKPOINT_FILE when complete
 FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N", "kill_in_checkpoint:N",
-# "disk_full_in_cache:RANK"
+# "disk_full_in_cache:RANK", "stall_in_training:RANK" (that process sleeps FAULT_STALL_S before its first step)
+FAULT_STALL_S = 20
 
 
 @dataclass
@@ -41,6 +42,14 @@ def fingerprint(identity: dict, features: list) -> str:
 
 def fault_asked(kind: str, at: int) -> bool:
     return os.environ.get(FAULT_ENV) == f"{kind}:{at}"
+
+
+def stall_if_asked(rank: int) -> None:
+    """Sleep as a process does that hangs (a stuck data read, a slow disk), where a test asked for it."""
+    if fault_asked("stall_in_training", rank):
+        import time
+
+        time.sleep(FAULT_STALL_S)
 
 
 def kill_if_asked(kind: str, step: int) -> None:
@@ -80,12 +89,25 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, r
     }
     target = spec.folder / CHECKPOINT_FILE
     partial = spec.folder / PARTIAL_FILE
-    torch.save(state, partial)
+    with open(partial, "wb") as handle:
+        torch.save(state, handle)
+        handle.flush()
+        os.fsync(handle.fileno())  # on the disk before the rename makes it the checkpoint
     if fault_asked("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
             handle.truncate(partial.stat().st_size // 2)
         kill_if_asked("kill_in_checkpoint", step)
     os.replace(partial, target)
+    fsync_folder(spec.folder)  # and the rename itself, so a power cut cannot bring back the older checkpoint
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename inside `folder` durable (a folder's entries are flushed by fsync on the folder itself)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def _read(target: Path) -> dict:

@@ -211,22 +211,23 @@ def distill_student(
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
-        models.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
-                                {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
-        write_manifest(
-            out, stage="student", started=started,
-            config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "layer_map": layer_map,
-                    "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
-            inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
-                    **transfer.file_inputs(recipe)},
-            metrics={
-                "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
-                "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats, "teacher_cache": cache_report,
-                **rows_report, **({"teacher_cache_unlabeled": extra_cache_report} if extra_cache_report else {}),
-                "parameters": sum(p.numel() for p in student.parameters()),
-                "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
-            },
-        )
+        if out is not None:  # process 0 alone writes the stage
+            models.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
+                                    {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
+            write_manifest(
+                out, stage="student", started=started,
+                config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "layer_map": layer_map,
+                        "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
+                inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
+                        **transfer.file_inputs(recipe)},
+                metrics={
+                    "eval": metrics, "teacher_eval": teacher_metrics, "primary_metric": task.primary_metric,
+                    "fraction_of_teacher_kept": kept, "cross_domain": cross_domain, "train": stats, "teacher_cache": cache_report,
+                    **rows_report, **({"teacher_cache_unlabeled": extra_cache_report} if extra_cache_report else {}),
+                    "parameters": sum(p.numel() for p in student.parameters()),
+                    "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
+                },
+            )
     if distributed.is_main():
         checkpoint.discard(spec)
     return Path(run_dir) / STUDENT_DIR, {"eval": metrics, "teacher_eval": teacher_metrics, "kept": kept,

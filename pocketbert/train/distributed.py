@@ -6,8 +6,12 @@ draws its own dropout masks. Process 0 alone writes checkpoints and the stage fo
 see: on several machines the run directory is shared (checked at the start of every stage). The teacher-output
 cache is filled once where it is shared, else once per machine.
 
-Process 0's failure while the others wait ends every process with its message; a wait is bounded by
-POCKETBERT_DDP_TIMEOUT seconds (NCCL's own default, 10 minutes, is shorter than a large cache fill).
+Process 0's failure while the others wait ends every process with its message. The wait for a cache fill is
+bounded by POCKETBERT_DDP_TIMEOUT seconds (2 hours: a large fill takes long), in a gloo group of its own; every
+other collective, DDP's gradient all-reduce included, by POCKETBERT_DDP_STEP_TIMEOUT (10 minutes), so a
+process that stalls or desyncs frees the others' GPUs in minutes. Before the first step the processes compare
+a fingerprint of the training features they built: different data copies or tokenizer versions would give
+other step counts and a hang.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import contextlib
 import datetime
 import os
 import socket
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -25,8 +28,11 @@ import torch
 
 from pocketbert.errors import ConfigError, PocketbertError
 
-TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"
+TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"  # waiting for another process's teacher-cache fill
 DEFAULT_TIMEOUT_S = 2 * 3600
+STEP_TIMEOUT_ENV = "POCKETBERT_DDP_STEP_TIMEOUT"  # every other collective
+DEFAULT_STEP_TIMEOUT_S = 600
+_wait_group = None  # the gloo group with the long timeout, for waiting on a cache fill
 REPLICA_SEED_STRIDE = 1_000_003  # process r > 0 seeds with seed + r * stride: its own dropout stream
 
 
@@ -58,17 +64,27 @@ def active() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def timeout_seconds() -> float:
-    raw = os.environ.get(TIMEOUT_ENV)
+def _seconds_from(env: str, default: float) -> float:
+    raw = os.environ.get(env)
     if raw is None:
-        return DEFAULT_TIMEOUT_S
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if value <= 0:
-        raise ConfigError(f"{TIMEOUT_ENV}={raw} is not a positive number of seconds: set it to e.g. 7200")
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{env}={raw} is not a positive number of seconds: set it to e.g. {int(default)}")
     return value
+
+
+def timeout_seconds() -> float:
+    """How long a process waits for another's teacher-cache fill."""
+    return _seconds_from(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+
+
+def step_timeout_seconds() -> float:
+    """How long any other collective (a training step's all-reduce) may wait before the run stops."""
+    return _seconds_from(STEP_TIMEOUT_ENV, DEFAULT_STEP_TIMEOUT_S)
 
 
 def check_local_rank(local: int, gpus: int) -> None:
@@ -86,8 +102,12 @@ def init(device: torch.device) -> torch.device:
         device = torch.device("cuda", local_rank())
         torch.cuda.set_device(device)
     if not torch.distributed.is_initialized():
+        global _wait_group
         backend = "nccl" if device.type == "cuda" else "gloo"
-        torch.distributed.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds()))
+        wait = timeout_seconds()  # read both before joining: a bad value stops every process the same way
+        torch.distributed.init_process_group(backend=backend,
+                                             timeout=datetime.timedelta(seconds=step_timeout_seconds()))
+        _wait_group = torch.distributed.new_group(backend="gloo", timeout=datetime.timedelta(seconds=wait))
         atexit.register(torch.distributed.destroy_process_group)
     return device
 
@@ -97,13 +117,40 @@ def barrier() -> None:
         torch.distributed.barrier()
 
 
-def gather(value) -> list:
+def gather(value, group=None) -> list:
     """`value` from every process, in rank order (a picklable object); [value] when running alone."""
     if not active():
         return [value]
     out = [None] * world_size()
-    torch.distributed.all_gather_object(out, value)
+    torch.distributed.all_gather_object(out, value, group=group)
     return out
+
+
+@contextlib.contextmanager
+def collectives_bounded():
+    """A collective that failed or timed out under torchrun (another process died, stalled or desynced) ends this
+    process with one line; alone, errors pass through as they are."""
+    try:
+        yield
+    except RuntimeError as exc:  # torch.distributed.DistBackendError and gloo's timeouts are RuntimeErrors
+        if not active():
+            raise
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ProcessFailed(f"process {rank()} lost the other processes ({first_line}): one of them stopped, or "
+                            f"stalled for over {step_timeout_seconds():g} s ({STEP_TIMEOUT_ENV}); see its output") \
+            from exc
+
+
+def check_same_features(fingerprint: str, what: str) -> None:
+    """Refuse in one line, on every process, to train when the processes built different training features."""
+    if not active():
+        return
+    seen = gather((fingerprint, socket.gethostname()))
+    if len({f for f, _ in seen}) > 1:
+        odd = [f"{r} ({host})" for r, (f, host) in enumerate(seen) if f != seen[0][0]]
+        raise ConfigError(f"process(es) {', '.join(odd)} built other {what} than process 0: every process must read "
+                          "the same data files with the same tokenizer and recipe (copy them to every machine "
+                          "unchanged, or put them on a shared disk)")
 
 
 def seed_replica(seed: int) -> None:
@@ -113,7 +160,8 @@ def seed_replica(seed: int) -> None:
 
 
 def _outcomes(mine: str | None) -> list[tuple[int, str]]:
-    return [(r, message) for r, message in enumerate(gather(mine)) if message is not None]
+    """Every process's failure message (None: it did not fail), through the group that waits long."""
+    return [(r, message) for r, message in enumerate(gather(mine, _wait_group)) if message is not None]
 
 
 @contextlib.contextmanager
@@ -185,7 +233,8 @@ def folder_shared(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def main_writes(run_dir: Path, staged):
-    """The stage's staged folder on process 0; a scratch folder, thrown away, on the others.
+    """The stage's staged folder on process 0; None on the others, which write nothing (a caller saves only
+    where it gets a folder).
 
     Every process returns only once the stage folder is in place, so a caller may read it at once.
     """
@@ -194,8 +243,7 @@ def main_writes(run_dir: Path, staged):
         with staged as out:
             yield out
     else:
-        with tempfile.TemporaryDirectory(prefix="pocketbert-rank-") as scratch:
-            yield Path(scratch)
+        yield None
     barrier()
 
 

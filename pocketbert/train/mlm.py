@@ -160,16 +160,17 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
                               "masked-LM distill", spec)
         perplexities = {name: masked_lm_perplexity(m, held_out, tokenizer.pad_token_id, dev)
                         for name, m in (("student", student), ("teacher", teacher))}
-        student.save_pretrained(out, safe_serialization=True)
-        tokenizer.save_pretrained(out)
-        (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": layer_map, "teacher": teacher_source}) + "\n")
-        write_manifest(out, stage="student_mlm", started=started,
-                       config={"recipe": recipe, "mlm": cfg, "teacher": teacher_source, "layer_map": layer_map,
-                               "corpus": str(corpus), "device": str(dev)},
-                       inputs={"corpus": Path(corpus)},
-                       metrics={"train": stats, "masked_lm_perplexity_held_out": perplexities,
-                                "held_out_texts": n_held,
-                                "texts": len(texts)})
+        if out is not None:  # process 0 alone writes the stage
+            student.save_pretrained(out, safe_serialization=True)
+            tokenizer.save_pretrained(out)
+            (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": layer_map, "teacher": teacher_source}) + "\n")
+            write_manifest(out, stage="student_mlm", started=started,
+                           config={"recipe": recipe, "mlm": cfg, "teacher": teacher_source, "layer_map": layer_map,
+                                   "corpus": str(corpus), "device": str(dev)},
+                           inputs={"corpus": Path(corpus)},
+                           metrics={"train": stats, "masked_lm_perplexity_held_out": perplexities,
+                                    "held_out_texts": n_held,
+                                    "texts": len(texts)})
     if distributed.is_main():
         checkpoint.discard(spec)
     return Path(run_dir) / MLM_STUDENT_DIR, {"perplexity": perplexities}

@@ -59,15 +59,16 @@ def fine_tune_teacher(
                               spec)
         metrics = trainer.evaluate(model, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
                                    "teacher eval")
-        models.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
-                                {"doc_stride": cfg.get("doc_stride"), "base_model": model_name})
-        write_manifest(
-            out, stage="teacher", started=started,
-            config={"recipe": recipe, "seed": seed, "base_model": model_name, "device": str(dev), "dataset": data.name,
-                    "trust_remote_code": trust_remote_code},
-            inputs={f"data_{k}": v for k, v in data.sources.items()},
-            metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
-        )
+        if out is not None:  # process 0 alone writes the stage
+            models.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
+                                    {"doc_stride": cfg.get("doc_stride"), "base_model": model_name})
+            write_manifest(
+                out, stage="teacher", started=started,
+                config={"recipe": recipe, "seed": seed, "base_model": model_name, "device": str(dev), "dataset": data.name,
+                        "trust_remote_code": trust_remote_code},
+                inputs={f"data_{k}": v for k, v in data.sources.items()},
+                metrics={"eval": metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())},
+            )
     if distributed.is_main():
         checkpoint.discard(spec)
     final = Path(run_dir) / TEACHER_DIR

@@ -223,6 +223,9 @@ def train(
             batches = batches[rank:len(batches) // world * world:world]
         return batches
 
+    from pocketbert.core.tasks import features_digest
+
+    distributed.check_same_features(features_digest(features, with_targets=True).hexdigest(), "training features")
     steps_per_epoch = len(epoch_batches(0))
     total = max(1, epochs * steps_per_epoch)
     warmup = int(total * float(cfg["warmup_ratio"]))
@@ -267,7 +270,10 @@ def train(
 
     step = examples_done = 0
     started = time.perf_counter()
-    with training_attention(model, cfg.get("attention", "sdpa")):
+    checkpoint.stall_if_asked(rank)
+    # The bar closes whatever happens, so an error's one line starts a line of its own.
+    with contextlib.closing(bar), training_attention(model, cfg.get("attention", "sdpa")), \
+            distributed.collectives_bounded():
         for epoch in range(epochs):
             for idx in epoch_batches(epoch):
                 step += 1
@@ -284,7 +290,6 @@ def train(
                 checkpoint.kill_if_asked("kill_after_step", step)
         running = read_back(step) if averages else running  # waits for the device: the clock below is honest
     seconds = time.perf_counter() - started
-    bar.close()
     model.eval()
     return ({f"final_{k}": round(v, 4) for k, v in running.items()}
             | {"steps": total, "train_examples": len(features), "precision": mode, "loop_seconds": round(seconds, 2),

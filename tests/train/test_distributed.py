@@ -222,6 +222,41 @@ def test_several_machines_fill_an_unshared_cache_once_each(teacher_run, shared_d
         assert len(entries) == 1 and (entries[0] / "meta.json").is_file()
 
 
+@pytest.mark.slow
+def test_processes_that_built_other_features_are_refused_before_training(teacher_run, shared_data, tmp_path):
+    # Another subset on process 1 stands for another data copy or tokenizer version: other step counts, then a
+    # hang in the gradient all-reduce, unless the features are compared first.
+    run = copy_run(teacher_run, "other-features")
+    args = ["train", "distill", "--run", run, *TINY, "--data-dir", shared_data]
+    env = {distributed.TIMEOUT_ENV: str(WAIT_TIMEOUT_S), "POCKETBERT_CACHE": str(tmp_path / "cache")}
+    done = processes([args, [*args, "--max-train-examples", "48"]], machine_of=[0, 0], env_of=[env, env])
+    assert [d.returncode for d in done] == [2, 2]
+    for d in done:
+        line = last_error(d.stderr)
+        assert "process(es) 1 (" in line and "built other training features than process 0" in line
+        assert "Traceback" not in d.stderr
+    assert not (run / "student").exists()
+
+
+STALL_STEP_TIMEOUT_S = 5  # the step timeout of the stall test: far under checkpoint.FAULT_STALL_S
+
+
+@pytest.mark.slow
+def test_a_stalled_process_frees_the_others_after_the_step_timeout(teacher_run, shared_data, tmp_path):
+    from pocketbert.train.checkpoint import FAULT_STALL_S
+
+    run = copy_run(teacher_run, "stalled")
+    args = ["train", "distill", "--run", run, *TINY, "--data-dir", shared_data]
+    env = {distributed.TIMEOUT_ENV: str(WAIT_TIMEOUT_S), distributed.STEP_TIMEOUT_ENV: str(STALL_STEP_TIMEOUT_S),
+           "POCKETBERT_CACHE": str(tmp_path / "cache"), FAULT_ENV: "stall_in_training:1"}
+    done = processes([args, args], machine_of=[0, 0], env_of=[env, env])
+    assert done[0].returncode == 2, done[0].stderr[-2000:]  # not the cache-fill wait: it ran out after a few s
+    line = last_error(done[0].stderr)
+    assert "lost the other processes" in line and distributed.STEP_TIMEOUT_ENV in line, done[0].stderr[-1500:]
+    assert done[1].returncode != 0 and FAULT_STALL_S > 3 * STALL_STEP_TIMEOUT_S
+    assert not (run / "student").exists()
+
+
 def test_a_local_rank_beyond_the_gpus_is_refused():
     distributed.check_local_rank(0, 1)
     with pytest.raises(ConfigError, match=r"LOCAL_RANK 1 .* 1 GPU\(s\): start torchrun with --nproc_per_node 1"):
