@@ -277,7 +277,8 @@ def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
                f"(mean {result['mean_length']:.1f}), {result['device']}, {result['threads']} threads")
     for name, label in (("reference", "reference loop"), ("pocketbert_cold_cache", "pocketbert, cache filled now"),
                         ("pocketbert_warm_cache", "pocketbert, cache on disk")):
-        click.echo(f"  {label:30s} {t[name]['examples_per_second']:8.1f} examples/s  ({t[name]['seconds']:.1f} s)")
+        click.echo(f"  {label:30s} {t[name]['examples_per_second']:8.1f} examples/s  ({t[name]['seconds']:.1f} s, "
+                   f"median of {result['repeats']}, spread {100 * t[name]['spread']:.1f} %)")
     click.echo(f"speed-up: {result['speedup_warm_cache']:.2f}x with the cache on disk, "
                f"{result['speedup_cold_cache']:.2f}x filling it -> wrote {run_dir / TRAIN_BENCH_RESULTS}")
 

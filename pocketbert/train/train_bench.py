@@ -5,7 +5,8 @@ batch size, precision (bf16 autocast on a GPU) and optimizer (fused AdamW on a G
 batch to the maximum length and runs the teacher at every step; pocketbert's loop reads teacher outputs from
 the cache and pads each length-grouped batch only to its longest row. The clock is read only after the GPU
 has finished the work queued before it. pocketbert is timed twice: with the cache filled as part of the epoch (a first run), and with
-it already on disk (every later epoch and run).
+it already on disk (every later epoch and run). Each loop first runs a few untimed steps, then is timed
+REPEATS times; the median run is reported with the spread of the three.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import random
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,17 +36,8 @@ from pocketbert.train.distill import (
 )
 
 DEFAULT_EXAMPLES = 2000
-
-
-def pad_to(batch: dict[str, np.ndarray], length: int, pad_id: int) -> dict[str, np.ndarray]:
-    """Every sequence input widened to `length` columns (ids with the pad id, masks and types with 0)."""
-    out = dict(batch)
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
-        if name in batch:
-            value = pad_id if name == "input_ids" else 0
-            width = batch[name].shape[1]
-            out[name] = np.pad(batch[name], ((0, 0), (0, length - width)), constant_values=value)
-    return out
+REPEATS = 3  # timed runs of each loop; the median is reported, with the spread (max - min) / median
+WARMUP_STEPS = 5  # untimed steps of each loop before its clock starts
 
 
 def synchronized_clock(dev) -> float:
@@ -73,7 +66,7 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
     steps = examples = padded_tokens = 0
     for start in tqdm(range(0, len(order), batch_size), desc="reference loop", unit="step"):
         idx = order[start:start + batch_size]
-        batch = trainer.to_device(pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
+        batch = trainer.to_device(trainer.pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
         steps, examples, padded_tokens = steps + 1, examples + len(idx), padded_tokens + batch["input_ids"].numel()
         with precision.autocast(device, mode):
             loss, _ = step_loss(student, batch, idx)
@@ -83,8 +76,28 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
             "padded_tokens": padded_tokens, "precision": mode}
 
 
-def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
-                data_dir: Path | None = None, device: str | None = None) -> dict:
+@dataclass
+class DistillationBench:
+    """What a timed distillation needs: the run's teacher, a fresh student, the features and the losses."""
+
+    cfg: dict
+    eval_cfg: dict
+    seed: int
+    teacher: torch.nn.Module
+    teacher_dir: Path
+    task: object
+    student: torch.nn.Module
+    features: list
+    pad_id: int
+    weights: dict
+    hidden_targets: list | None
+    dev: torch.device
+    step_loss_for: object  # cached teacher outputs (or None) -> step_loss
+
+
+def distillation_bench(run_dir: Path, recipe: dict, n_examples: int, teacher_dir: Path | None = None,
+                       data_dir: Path | None = None, device: str | None = None) -> DistillationBench:
+    """One epoch of the recipe's distillation on n_examples, ready to time or profile."""
     cfg, eval_cfg = dict(recipe["distill"]), recipe.get("eval", {})
     check_distill_config(cfg)
     cfg["max_train_examples"] = n_examples
@@ -100,31 +113,59 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
     _, features, _ = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
     weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
     targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))
-    hidden_targets = targets if weights["cos"] else None
     hard_loss = losses.hard_label_loss(cfg)
     temperature = float(cfg["temperature"])
-    pad_id = tokenizer.pad_token_id
 
-    def loss_for(cached):
+    def step_loss_for(cached):
         return distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 
+    return DistillationBench(cfg, eval_cfg, seed, teacher, teacher_dir, task, initial, features,
+                             tokenizer.pad_token_id, weights, targets if weights["cos"] else None, dev, step_loss_for)
+
+
+def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
+                data_dir: Path | None = None, device: str | None = None) -> dict:
+    bench = distillation_bench(run_dir, recipe, n_examples, teacher_dir, data_dir, device)
+    cfg, eval_cfg, seed, teacher, task, initial = (bench.cfg, bench.eval_cfg, bench.seed, bench.teacher, bench.task,
+                                                   bench.student)
+    features, pad_id, weights, hidden_targets, dev = (bench.features, bench.pad_id, bench.weights,
+                                                      bench.hidden_targets, bench.dev)
+    teacher_dir, loss_for = bench.teacher_dir, bench.step_loss_for
+
+    warmup_features = features[:WARMUP_STEPS * int(cfg["batch_size"])]
+
+    def reference(sample: list, _root: Path) -> dict:
+        trainer.set_seed(seed)
+        return reference_epoch(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, loss_for(None), seed)
+
+    def pocketbert_loop(sample: list, root: Path) -> dict:
+        trainer.set_seed(seed)
+        started = synchronized_clock(dev)
+        cached, report = teacher_cache.teacher_outputs(
+            teacher, task, sample, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
+            int(eval_cfg["batch_size"]), root=root)
+        filled = synchronized_clock(dev)
+        stats = trainer.train(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, loss_for(cached), seed, "pocketbert")
+        return {"seconds": synchronized_clock(dev) - started, "teacher_cache_seconds": filled - started,
+                "cache_hit": report.get("hit", False), "steps": stats["steps"], "examples": stats["train_examples"],
+                "precision": stats["precision"]}
+
     timings = {}
-    trainer.set_seed(seed)
-    timings["reference"] = reference_epoch(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(None),
-                                           seed)
-    with tempfile.TemporaryDirectory(prefix="pocketbert-train-bench-") as cache_root:
-        for name in ("pocketbert_cold_cache", "pocketbert_warm_cache"):
-            trainer.set_seed(seed)
-            started = synchronized_clock(dev)
-            cached, report = teacher_cache.teacher_outputs(
-                teacher, task, features, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
-                int(eval_cfg["batch_size"]), root=Path(cache_root))
-            filled = synchronized_clock(dev)
-            stats = trainer.train(copy.deepcopy(initial), task, features, pad_id, cfg, dev, loss_for(cached), seed,
-                                  name)
-            timings[name] = {"seconds": synchronized_clock(dev) - started, "teacher_cache_seconds": filled - started,
-                             "cache_hit": report.get("hit", False), "steps": stats["steps"],
-                             "examples": stats["train_examples"], "precision": stats["precision"]}
+    with tempfile.TemporaryDirectory(prefix="pocketbert-train-bench-") as scratch:
+        filled_root = Path(scratch) / "filled"
+        pocketbert_loop(features, filled_root)  # fills the cache the warm-cache runs read
+        loops = {"reference": lambda run: Path(scratch) / "unused",
+                 "pocketbert_cold_cache": lambda run: Path(scratch) / f"empty-{run}",
+                 "pocketbert_warm_cache": lambda run: filled_root}
+        for name, root_of in loops.items():
+            loop = reference if name == "reference" else pocketbert_loop
+            # Every loop warms up (allocations, kernels, caches) on a few steps of its own before its clock starts.
+            loop(warmup_features, Path(scratch) / f"warmup-{name}")
+            runs = [loop(features, root_of(run)) for run in range(REPEATS)]
+            seconds = [r["seconds"] for r in runs]
+            timings[name] = {**runs[int(np.argsort(seconds)[len(seconds) // 2])],
+                             "seconds_each": [round(x, 3) for x in seconds],
+                             "spread": (max(seconds) - min(seconds)) / float(np.median(seconds))}
     lengths = [len(f.input_ids) for f in features]
     for t in timings.values():
         t["examples_per_second"] = len(features) / t["seconds"]
@@ -133,6 +174,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
         "command": command_line(), "examples": len(features), "batch_size": int(cfg["batch_size"]), "max_length": int(cfg["max_length"]),
         "mean_length": float(np.mean(lengths)), "device": str(dev), "threads": torch.get_num_threads(),
         "losses": {k: w for k, w in weights.items() if w}, "teacher": str(teacher_dir), "timings": timings,
+        "repeats": REPEATS, "warmup_steps": WARMUP_STEPS,
         "speedup_cold_cache": timings["pocketbert_cold_cache"]["examples_per_second"] / reference_rate,
         "speedup_warm_cache": timings["pocketbert_warm_cache"]["examples_per_second"] / reference_rate,
     }

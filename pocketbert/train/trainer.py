@@ -142,6 +142,7 @@ def pad_multiple_for(cfg: dict, device: torch.device) -> int:
 
 
 GPU_PAD_MULTIPLE = 8
+FUSED_ADAMW_DEVICES = ("cpu", "cuda")  # where torch has a fused AdamW kernel
 
 
 def collate_padded(task, features: list, pad_id: int, multiple: int, max_length: int | None) -> dict[str, np.ndarray]:
@@ -234,7 +235,7 @@ def train(
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
         lr=learning_rate, weight_decay=float(cfg["weight_decay"]),
-        fused=device.type == "cuda",
+        fused=bool(cfg.get("fused_adamw", True)) and device.type in FUSED_ADAMW_DEVICES,
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
@@ -296,7 +297,7 @@ def train(
                # every process's examples: DDP trains world_size batches a step
                "examples_per_second": round(examples_done * world / seconds, 1) if seconds > 0 else None,
                "global_batch_size": global_batch, "learning_rate": learning_rate, "pad_to_multiple": multiple,
-               "attention": cfg.get("attention", "sdpa"),
+               "attention": cfg.get("attention", "sdpa"), "fused_adamw": optimizer.defaults.get("fused") or False,
                "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile"))})
 
 

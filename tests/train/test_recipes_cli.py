@@ -105,7 +105,8 @@ def test_random_init_student_does_not_start_from_the_teacher(capsys, teacher_run
 def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, shared_data):
     import numpy as np
 
-    from pocketbert.train.train_bench import pad_to
+    from pocketbert.train.train_bench import REPEATS, WARMUP_STEPS
+    from pocketbert.train.trainer import pad_to
 
     widened = pad_to({"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}, 8, 0)
     assert widened["input_ids"].shape == (2, 8) and widened["attention_mask"][:, 3:].sum() == 0
@@ -118,6 +119,10 @@ def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, sha
     steps = -(-examples // out["batch_size"])
     for loop in timings.values():  # every loop trained on every example once, none skipped
         assert loop["examples"] == examples and loop["steps"] == steps and loop["seconds"] > 0
+        # the median of REPEATS timed runs, each after its own warm-up, and their spread
+        assert len(loop["seconds_each"]) == out["repeats"] == REPEATS and out["warmup_steps"] == WARMUP_STEPS
+        assert round(loop["seconds"], 3) == sorted(loop["seconds_each"])[REPEATS // 2]
+        assert loop["spread"] >= 0
     # the reference pads every batch to max_length, while the examples are much shorter on average
     assert timings["reference"]["padded_tokens"] == examples * out["max_length"]
     assert out["mean_length"] < out["max_length"]
