@@ -40,6 +40,22 @@ recipe_options = [
 ]
 
 
+batch_size_option = click.option(
+    "--batch-size", "large_batch", type=click.IntRange(min=1), default=None, metavar="N",
+    help="Train with batches of N (global: N x processes); the learning rate is scaled from the recipe's batch "
+         "by sqrt(N / batch) (distill.lr_scaling), and warm-up stays the same share of the examples.")
+
+
+def with_large_batch(recipe: dict, section: str, batch: int | None) -> dict:
+    """The recipe at batch size `batch`, its learning rate stated for the batch it was set for (base_batch_size)."""
+    from pocketbert.config import apply_overrides
+
+    if batch is None:
+        return recipe
+    base = recipe[section].get("base_batch_size") or recipe[section]["batch_size"]
+    return apply_overrides(recipe, {f"{section}.batch_size": batch, f"{section}.base_batch_size": base})
+
+
 def with_options(options):
     def decorate(func):
         for option in reversed(options):
@@ -62,11 +78,13 @@ def train():
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @click.option("--trust-remote-code", is_flag=True,
               help="Run Python code shipped with the checkpoint (off: only the model's weights and config are read).")
+@batch_size_option
 @data_dir_option
 @device_option
 @overwrite_option
 def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-            focal_gamma, focal_alpha, set_items, labels, resume, trust_remote_code, data_dir, device, overwrite):
+            focal_gamma, focal_alpha, set_items, labels, resume, trust_remote_code, large_batch, data_dir, device,
+            overwrite):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
     from pocketbert.train.teacher import fine_tune_teacher
 
@@ -74,6 +92,7 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
         "dataset": dataset, "seed": seed, "teacher.epochs": epochs, "teacher.max_train_examples": max_train_examples,
         "teacher.hard_loss": hard_loss, "teacher.focal_gamma": focal_gamma, "teacher.focal_alpha": focal_alpha,
     }, set_items)
+    recipe = with_large_batch(recipe, "teacher", large_batch)
     label_names = [s.strip() for s in labels.split(",")] if labels else None
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
                                       device, overwrite, trust_remote_code, resume)
@@ -107,13 +126,14 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
               help="Add the augment: section's rewrites (mask, part of speech, n-gram) of labelled and transfer text "
                    "(default: the recipe's distill.augment; unset, tang rewrites and distilbert does not).")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
+@batch_size_option
 @data_dir_option
 @device_option
 @overwrite_option
 def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
             focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight,
             cos_weight, compile_student, student_model, layer_map, transfer_data, transfer_column, augment, resume,
-            data_dir, device, overwrite):
+            large_batch, data_dir, device, overwrite):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.errors import ConfigError
 
@@ -132,6 +152,7 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "transfer.data": list(transfer_data) or None, "transfer.text_column": transfer_column,
         "distill.augment": augment,
     }, set_items)
+    recipe = with_large_batch(recipe, "distill", large_batch)
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
                                       overwrite, resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""

@@ -213,3 +213,24 @@ def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_pa
     assert AutoModelForSequenceClassification.from_pretrained(pruned / "student").config.intermediate_size == 32
     exported = run_cli(capsys, "export", "--run", pruned, "--data-dir", shared_data)
     assert exported.exit_code == 0, exported.err
+
+
+def test_a_larger_batch_scales_the_learning_rate_and_records_the_global_batch(capsys, teacher_run, tmp_path,
+                                                                              shared_data):
+    import math
+
+    from pocketbert.config import load_recipe
+
+    tiny = load_recipe("sentiment", "tiny")["distill"]
+    run = run_with_teacher(teacher_run, tmp_path / "run")
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--batch-size", str(2 * tiny["batch_size"]),
+                     "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    student = json.loads((run / "student" / "manifest.json").read_text())
+    train, distill = student["metrics"]["train"], student["config"]["recipe"]["distill"]
+    assert train["global_batch_size"] == 2 * tiny["batch_size"] == distill["batch_size"]
+    assert distill["base_batch_size"] == tiny["batch_size"] and distill["lr_scaling"] == "sqrt"
+    assert math.isclose(train["learning_rate"], tiny["learning_rate"] * math.sqrt(2))
+    refused = run_cli(capsys, "train", "distill", "--run", tmp_path / "other", *TINY, "--batch-size", "0",
+                      "--data-dir", shared_data)
+    assert refused.exit_code == 2 and not (tmp_path / "other").exists()
