@@ -329,10 +329,13 @@ def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg:
     mine = list(range(rank, len(features), world)) if distributed.active() else list(range(len(features)))
     logits = batched_logits(task, [features[i] for i in mine], pad_id, int(eval_cfg["batch_size"]),
                             forward_in_precision, progress=desc if distributed.is_main() else None)
+    shares = None
     if distributed.active():
         ordered: list = [None] * len(features)
-        for indices, rows in distributed.gather((mine, logits)):
+        gathered = distributed.gather((mine, logits))
+        for indices, rows in gathered:
             for i, row in zip(indices, rows):
                 ordered[i] = row
-        logits = ordered
-    return task.score(examples, features, logits, eval_cfg)
+        logits, shares = ordered, [len(indices) for indices, _ in gathered]
+    metrics = task.score(examples, features, logits, eval_cfg)
+    return metrics if shares is None else {**metrics, "features_scored_by_process": shares}

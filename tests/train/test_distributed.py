@@ -132,7 +132,10 @@ def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shar
                                                      recipe["seed"])
     alone = trainer.evaluate(model, task, examples, features, tokenizer.pad_token_id, recipe["eval"],
                              torch.device("cpu"), "eval")
-    assert alone == student["metrics"]["eval"]
+    together = dict(student["metrics"]["eval"])
+    shares = together.pop("features_scored_by_process")
+    assert shares == [len(features) - len(features) // 2, len(features) // 2]  # each its share, not all of it
+    assert alone == together
 
 
 @pytest.mark.slow
