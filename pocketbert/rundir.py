@@ -151,20 +151,45 @@ def atomic_folder(final: Path):
 
     Its name, .<name>.tmp-<pid>-<random>, lets a later run tell a killed writer's leftovers (owner_alive).
     """
+    from pocketbert.errors import PocketbertError
+    from pocketbert.storage import storage_error
+
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         yield tmp
-    except BaseException:
+    except PocketbertError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    except Exception as exc:
+        # Whether the disk was full is read before the half-written part is removed (it frees the space).
+        said = storage_error(exc, final, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if said is not None:
+            raise said from exc
+        raise
+    except BaseException:  # Ctrl-C, SystemExit
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _put_in_place(tmp, final)
+
+
+def _put_in_place(tmp: Path, final: Path) -> None:
+    """Rename the finished `tmp` to `final`, setting an earlier `final` aside first; if a rename fails, the
+    earlier folder is put back and `tmp` removed, so a refused rename leaves what was there before."""
     old = None
-    if final.exists():
-        old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None and not final.exists():
+            os.replace(old, final)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

@@ -80,7 +80,14 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, r
     }
     target = spec.folder / CHECKPOINT_FILE
     partial = spec.folder / PARTIAL_FILE
-    torch.save(state, partial)
+    try:
+        # Through a Python file: on a full disk torch then fails with the system's OSError as its context,
+        # which names the fault (saved to a path, it says only "unexpected pos").
+        with open(partial, "wb") as handle:
+            torch.save(state, handle)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a half-written checkpoint is never left behind; last.pt stays
+        raise
     if fault_asked("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
             handle.truncate(partial.stat().st_size // 2)
