@@ -64,6 +64,16 @@ def cli():
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 
 
+def end_progress_bars() -> None:
+    """Close the progress bars a failure left open, so the error line starts a line of its own."""
+    std = sys.modules.get("tqdm.std")
+    for bar in list(getattr(getattr(std, "tqdm", None), "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot close must not hide the error
+            pass
+
+
 def main(argv=None) -> None:
     """The command with its error boundary: whatever ends it, the user reads one line and the exit status means
     one thing (pocketbert/exit_codes.py). Tracebacks are for POCKETBERT_DEBUG=1."""
@@ -81,6 +91,7 @@ def main(argv=None) -> None:
         line, code, debuggable = verdict(exc)
         if debuggable and os.environ.get(DEBUG_ENV):
             raise
+        end_progress_bars()
         if isinstance(exc, click.ClickException) and not line:
             exc.show()  # click's own usage text, then its `Error:` line
         else:

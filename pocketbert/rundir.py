@@ -155,9 +155,12 @@ def atomic_folder(final: Path):
     from pocketbert.storage import storage_error
 
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except OSError as exc:  # read-only, not permitted, a file in the way: said of `final`, not of `tmp`
+        raise (storage_error(exc, final, tmp) or exc) from exc
     try:
         yield tmp
     except PocketbertError:

@@ -87,6 +87,11 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, r
             torch.save(state, handle)
     except BaseException:
         partial.unlink(missing_ok=True)  # a half-written checkpoint is never left behind; last.pt stays
+        for folder in (spec.folder, spec.folder.parent):  # nor the folders made for it, if nothing else is there
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise
     if fault_asked("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
