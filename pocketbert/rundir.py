@@ -197,6 +197,25 @@ def _put_in_place(tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """A file that is whole or absent: written beside `path` and renamed over it; a failed write (a full disk)
+    removes the partial file and leaves an earlier `path` as it was."""
+    path = Path(path)
+    partial = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        if exc.errno is None:
+            raise
+        # A failed write names no file (or the temporary one): the error line names the file the user asked for.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
 @contextmanager
 def staged_output(run_dir: Path, stage: str, overwrite: bool = False):
     """Yield a temporary folder for a stage; it becomes <run>/<stage> only when the block finishes.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from pocketbert.train.teacher_cache import CACHE_SUBDIR
 pytestmark = pytest.mark.slow
 LEFT_FREE = 128 * 1024  # bytes left on a "full" disk: room for folders and a manifest, none for weights
 CHUNK = 1024 * 1024
+QUICK_EXPORT = ("--coreml-variants", "fp16", "--parity-examples", "8", "--coreml-examples", "1")  # app folders need no more
 
 
 @pytest.fixture
@@ -56,11 +58,10 @@ def mounts():
 def fill(disk: Path, leave: int = LEFT_FREE) -> None:
     """Fill the file system holding `disk` until only `leave` bytes are free."""
     filler = disk / ".filler"
-    with open(filler, "wb") as handle:
+    with open(filler, "wb", buffering=0) as handle:  # unbuffered: the ENOSPC comes from write, not from close
         try:
-            while True:
-                handle.write(b"\0" * CHUNK)
-                handle.flush()
+            while handle.write(b"\0" * CHUNK):
+                pass
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     os.truncate(filler, max(0, filler.stat().st_size - leave))
@@ -122,6 +123,22 @@ def test_full_disk_while_writing_the_student(tmp_path, capsys, mounts, teacher_r
     assert snapshot(disk) == before, "the failed stage left something, or changed the teacher"
 
 
+def test_full_disk_while_importing_a_phone_measurement(tmp_path, capsys, mounts):
+    disk = mounts("tmpfs", tmp_path / "disk", size="1m")
+    run = disk / "run"
+    (run / "earlier").mkdir(parents=True)
+    (run / "earlier" / "keep.txt").write_text("kept")
+    phone = tmp_path / "phone.json"  # on another disk: only the import's own write meets the full one
+    phone.write_text(json.dumps({"device": "iPhone 15 Pro", "compute_units": "ComputeUnit.ALL",
+                                 "predict": {"statistics": {"median": 4.0}, "samples": [4.0, 4.1, 3.9, 4.0]}}))
+    fill(disk, leave=0)
+    before = snapshot(disk)
+    result = run_cli(capsys, "bench", "import", phone, "--run", run, "--device", "iphone-15-pro",
+                     "--sequence-length", "32")
+    assert_one_line_error(result, str(run), "no space left")
+    assert snapshot(disk) == before, "a failed import left a partial file or an empty folder"
+
+
 # --- the cache ---------------------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -172,7 +189,7 @@ def test_full_disk_under_the_cache_says_so(tmp_path, capsys, mounts, cache_at, t
 def exported_run(tmp_path_factory, teacher_run, shared_data):
     run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("exported") / "run")
     run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data],
-                  ["export", "--run", run, "--data-dir", shared_data])
+                  ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
     return run
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.cache_dir import cache_root
 from pocketbert import storage
+from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
-from pocketbert.storage import StorageError
 from pocketbert.manifest import path_size
 from pocketbert.rundir import atomic_folder, owner_alive
+from pocketbert.storage import StorageError
 from pocketbert.train import checkpoint, distributed, precision
 
 CACHE_SUBDIR = "teacher-outputs"
@@ -205,7 +205,10 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
                       "reason": f"the outputs need {needed / 2**20:.0f} MB, over the cache's {limit / 2**20:.0f} MB limit"}
     if (entry / META).is_file():
         outputs = _load(entry, len(features), targets is not None, task.per_token_outputs)
-        os.utime(entry / META)  # most recently used
+        try:
+            os.utime(entry / META)  # most recently used
+        except OSError:  # a read-only cache still serves its entries; only their age for eviction goes unrecorded
+            pass
         return outputs, {**report, "used": True, "hit": True, "entry_bytes": path_size(entry),
                          "total_bytes": path_size(root)}
     try:
