@@ -23,6 +23,7 @@ from pocketbert.errors import PocketbertError
 NEARLY_FULL_BYTES = 1024 * 1024
 
 RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+PYTHON_OS_ERROR = re.compile(r"\[Errno (\d+)\]")  # how shutil.Error (copytree) carries each file's OSError
 
 FIX_SPACE = "free space on that disk, or write to another one (a --run or --out elsewhere), then run again"
 # errno -> (what the system said, in words; what the user can do)
@@ -70,6 +71,12 @@ def fault_behind(exc: BaseException) -> OSError | None:
             return link.fault
         if isinstance(link, OSError) and link.errno is not None:
             return link
+        if isinstance(link, shutil.Error) and link.args and isinstance(link.args[0], list):
+            for _source, destination, why in link.args[0]:  # copytree: one (src, dst, reason) per failed file
+                found = PYTHON_OS_ERROR.search(str(why))
+                if found:
+                    code = int(found.group(1))
+                    return OSError(code, os.strerror(code), destination)
         found = RUST_OS_ERROR.search(str(link))
         if found and int(found.group(1)) in REASONS:
             code = int(found.group(1))
