@@ -45,7 +45,7 @@ REASONS = {
     errno.ENFILE: ("the system has too many open files", "close other programs and run again"),
     errno.EIO: ("input/output error", "check the disk (dmesg), or write to another one"),
 }
-WRITE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}  # said of the file written, not the one read
+WRITE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}  # said of the file written
 
 
 class StorageError(PocketbertError):
@@ -57,19 +57,24 @@ class StorageError(PocketbertError):
 
 
 def _chain(exc: BaseException):
-    seen = set()
+    """`exc`, then what it was raised from or while handling: (exception, reached only through __cause__)."""
+    seen, explicit = set(), True
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        yield exc
+        yield exc, explicit
+        explicit = explicit and exc.__cause__ is not None
         exc = exc.__cause__ or exc.__context__
 
 
 def fault_behind(exc: BaseException) -> OSError | None:
-    """The operating system's error that `exc` is or wraps, or None when it is not a file-system fault."""
-    for link in _chain(exc):
+    """The operating system's error that `exc` is or wraps, or None when it is not a file-system fault.
+
+    An OSError that was only being handled when `exc` was raised (its __context__: torch.save's wrapping of a
+    full disk) counts only as a write fault: a bug raised while handling a missing file is still a bug."""
+    for link, explicit in _chain(exc):
         if isinstance(link, StorageError):
             return link.fault
-        if isinstance(link, OSError) and link.errno is not None:
+        if isinstance(link, OSError) and link.errno is not None and (explicit or link.errno in WRITE_FAULTS):
             return link
         if isinstance(link, shutil.Error) and link.args and isinstance(link.args[0], list):
             for _source, destination, why in link.args[0]:  # copytree: one (src, dst, reason) per failed file

@@ -67,6 +67,18 @@ def test_a_bug_is_said_in_one_line_with_its_own_status():
     assert debuggable
 
 
+def test_a_bug_while_handling_a_missing_file_is_still_a_bug(tmp_path):
+    """Only a write fault (a full disk inside torch.save) is recognised behind another exception; a bug raised
+    while a missing file was being handled must not be reported as the user's missing file."""
+    try:
+        try:
+            (tmp_path / "absent.json").read_text()
+        except FileNotFoundError:
+            {}["missing"]
+    except KeyError as exc:
+        assert verdict(exc)[1] == exit_codes.INTERNAL
+
+
 def test_usage_errors_exit_2(capsys):
     for args in (["nope"], ["train", "teacher", "--bogus"], ["bench", "--run", "r", "--time-cap", "abc"]):
         result = run_cli(capsys, *args)
