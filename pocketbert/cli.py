@@ -64,29 +64,39 @@ def cli():
 QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 
 
-def main(argv=None) -> None:
-    import logging
+def end_progress_bars() -> None:
+    """Close the progress bars a failure left open, so the error line starts a line of its own."""
+    std = sys.modules.get("tqdm.std")
+    for bar in list(getattr(getattr(std, "tqdm", None), "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot close must not hide the error
+            pass
 
-    from pocketbert.errors import PocketbertError
+
+def main(argv=None) -> None:
+    """The command with its error boundary: whatever ends it, the user reads one line and the exit status means
+    one thing (pocketbert/exit_codes.py). Tracebacks are for POCKETBERT_DEBUG=1."""
+    import logging
 
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
         cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
-    except PocketbertError as exc:
-        if os.environ.get(DEBUG_ENV):
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - this is the one place every failure is said in one line
+        from pocketbert.boundary import verdict
+
+        line, code, debuggable = verdict(exc)
+        if debuggable and os.environ.get(DEBUG_ENV):
             raise
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted: nothing half-written was kept", err=True)
-        sys.exit(130)
+        end_progress_bars()
+        if isinstance(exc, click.ClickException) and not line:
+            exc.show()  # click's own usage text, then its `Error:` line
+        else:
+            click.echo(line, err=True)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

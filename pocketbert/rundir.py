@@ -176,22 +176,69 @@ def atomic_folder(final: Path):
 
     Its name (temp_name) lets a later run tell a killed writer's leftovers (owner_alive).
     """
+    from pocketbert.errors import PocketbertError
+    from pocketbert.storage import storage_error
+
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(final, "tmp")
-    tmp.mkdir()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except OSError as exc:  # read-only, not permitted, a file in the way: said of `final`, not of `tmp`
+        raise (storage_error(exc, final, tmp) or exc) from exc
     try:
         yield tmp
-    except BaseException:
+    except PocketbertError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    except Exception as exc:
+        # Whether the disk was full is read before the half-written part is removed (it frees the space).
+        said = storage_error(exc, final, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if said is not None:
+            raise said from exc
+        raise
+    except BaseException:  # Ctrl-C, SystemExit
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _put_in_place(tmp, final)
+
+
+def _put_in_place(tmp: Path, final: Path) -> None:
+    """Rename the finished `tmp` to `final`, setting an earlier `final` aside first; if a rename fails, the
+    earlier folder is put back and `tmp` removed, so a refused rename leaves what was there before."""
     old = None
-    if final.exists():
-        old = temp_name(final, "old")
-        os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        if final.exists():
+            old = temp_name(final, "old")
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None and not final.exists():
+            os.replace(old, final)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """A file that is whole or absent: written beside `path` and renamed over it; a failed write (a full disk)
+    removes the partial file and leaves an earlier `path` as it was."""
+    path = Path(path)
+    partial = temp_name(path, "tmp")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        if exc.errno is None:
+            raise
+        # A failed write names no file (or the temporary one): the error line names the file the user asked for.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 @contextmanager

@@ -85,7 +85,11 @@ def import_measurement(file, run, device_key, model, precision, sequence_length,
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 def compare(before, after):
-    """Change between two results.json files; exits 1 when a regression beyond noise is found."""
+    """Change between two results.json files; exits 1 when a regression beyond noise is found (and only then:
+    an unreadable file exits 2, a crash 70)."""
+    import sys
+
+    from pocketbert import exit_codes
     from pocketbert.mobile_bench.compare import (
         compare_results,
         load_results,
@@ -95,4 +99,4 @@ def compare(before, after):
     result = compare_results(load_results(before), load_results(after))
     click.echo(render_comparison(result))
     if result["regressions"]:
-        raise SystemExit(1)
+        sys.exit(exit_codes.FINDING)

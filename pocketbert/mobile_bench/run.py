@@ -50,6 +50,7 @@ from pocketbert.rundir import (
     coreml_package_name,
     require_stage,
     staged_output,
+    write_text_atomically,
 )
 from pocketbert.core.tasks import make_task
 
@@ -367,8 +368,6 @@ def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep:
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
                              sequence_length: int | None) -> tuple[Path, Path | None]:
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
-    import os
-
     from pocketbert.mobile_bench.phone_import import import_phone_file
 
     results_path = Path(run_dir) / BENCH_DIR / BENCH_RESULTS
@@ -380,11 +379,15 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
     row = import_phone_file(file, device_key, model, precision, batch, sequence_length)
     name = f"{device_key}-{model}-{row['compute_units'].lower()}-{precision}-b{batch}-s{sequence_length}.json"
     imports = Path(run_dir) / BENCH_IMPORTS_DIR
+    made = not imports.exists()
     imports.mkdir(parents=True, exist_ok=True)
     target = imports / name
-    partial = imports / f".{name}.tmp-{os.getpid()}"  # renamed into place: a killed import leaves no half file
-    partial.write_text(json.dumps(row, indent=2) + "\n")
-    os.replace(partial, target)
+    try:
+        write_text_atomically(target, json.dumps(row, indent=2) + "\n")  # a killed or failed import leaves no half file
+    except BaseException:
+        if made:  # nor the folder made for it
+            imports.rmdir()
+        raise
     if existing is None:
         return target, None
     existing["measurements"] = [m for m in existing["measurements"] if m.get("device", derive.HOST) == derive.HOST]

@@ -22,6 +22,7 @@ from pocketbert.rundir import (
     STUDENT_DIR,
     TEACHER_DIR,
     require_stage,
+    write_text_atomically,
 )
 from pocketbert.train import distributed
 from pocketbert.train.distill import distill_student
@@ -76,8 +77,8 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
     result = {"command": command_line(), "primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
               "recipe": recipe, "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
     if distributed.is_main():  # under torchrun every process holds the same rows; one writes them
-        (folder / ABLATION_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
-        (folder / ABLATION_TABLE).write_text(render_table(result))
+        write_text_atomically(folder / ABLATION_RESULTS, json.dumps(result, indent=2) + "\n")
+        write_text_atomically(folder / ABLATION_TABLE, render_table(result))
         plot_ablation(result, folder / ABLATION_PLOT)
     distributed.barrier()
     return result

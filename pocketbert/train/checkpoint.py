@@ -89,10 +89,21 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, r
     }
     target = spec.folder / CHECKPOINT_FILE
     partial = spec.folder / PARTIAL_FILE
-    with open(partial, "wb") as handle:
-        torch.save(state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())  # on the disk before the rename makes it the checkpoint
+    try:
+        # Through a Python file: on a full disk torch then fails with the system's OSError as its context,
+        # which names the fault (saved to a path, it says only "unexpected pos").
+        with open(partial, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())  # on the disk before the rename makes it the checkpoint
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a half-written checkpoint is never left behind; last.pt stays
+        for folder in (spec.folder, spec.folder.parent):  # nor the folders made for it, if nothing else is there
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
     if fault_asked("kill_in_checkpoint", step):
         with open(partial, "r+b") as handle:  # die with a half-written file on disk
             handle.truncate(partial.stat().st_size // 2)

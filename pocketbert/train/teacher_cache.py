@@ -24,10 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pocketbert import storage
 from pocketbert.cache_dir import cache_root
 from pocketbert.errors import PocketbertError
 from pocketbert.manifest import path_size
 from pocketbert.rundir import atomic_folder, owner_alive
+from pocketbert.storage import StorageError
 from pocketbert.train import checkpoint, distributed, precision
 
 CACHE_SUBDIR = "teacher-outputs"
@@ -285,27 +287,33 @@ def teacher_outputs(teacher, task, features: list, pad_id: int, targets: list[in
                       "reason": f"the outputs need {needed / 2**20:.0f} MB, over the cache's {limit / 2**20:.0f} MB limit"}
     if (entry / META).is_file():
         outputs = _load(entry, len(features), targets is not None, task.per_token_outputs, device)
-        os.utime(entry / META)  # most recently used
+        try:
+            os.utime(entry / META)  # most recently used
+        except OSError:  # a read-only cache still serves its entries; only their age for eviction goes unrecorded
+            pass
         return outputs, {**report, "used": True, "hit": True, "entry_bytes": path_size(entry),
                          "total_bytes": path_size(root)}
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".*.tmp-*"):  # left by a run that was killed while filling the cache
-        if not owner_alive(stale):
-            shutil.rmtree(stale, ignore_errors=True)
-    _evict_for(root, needed, limit, keep=entry)
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob(".*.tmp-*"):  # left by a run that was killed while filling the cache
+            if not owner_alive(stale):
+                shutil.rmtree(stale, ignore_errors=True)
+        _evict_for(root, needed, limit, keep=entry)
         with atomic_folder(entry) as tmp:
             _compute(teacher, task, features, pad_id, targets, device, batch_size, tmp, desc)
             (tmp / META).write_text(json.dumps({"features": len(features), "targets": targets, "format": FORMAT,
                                                 "created": time.time()}))
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    except (OSError, StorageError) as exc:
+        fault = storage.fault_behind(exc)
+        if fault is not None and fault.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(
                 f"the disk filled up while writing teacher outputs ({needed / 2**20:.0f} MB) to {root}: free space, "
                 "point POCKETBERT_CACHE at another disk, or set distill.teacher_cache_mb=0 to skip the cache"
             ) from None
-        raise CacheError(f"cannot write the teacher-output cache in {root}: {exc.strerror}; "
-                         "point POCKETBERT_CACHE elsewhere or set distill.teacher_cache_mb=0") from None
+        # strerror is None for an OSError raised with a message only (numpy's short writes): say what we know.
+        reason = (fault.strerror if fault is not None and fault.strerror else None) or str(exc) or type(exc).__name__
+        raise CacheError(f"cannot write the teacher-output cache in {root} ({reason}): point POCKETBERT_CACHE at a "
+                         "writable folder, or set distill.teacher_cache_mb=0 to skip the cache") from None
     outputs = _load(entry, len(features), targets is not None, task.per_token_outputs, device)
     return outputs, {**report, "used": True, "hit": False, "entry_bytes": path_size(entry),
                      "total_bytes": path_size(root)}

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pocketbert.manifest import command_line
-from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage
+from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage, write_text_atomically
 from pocketbert.core import losses, models
 from pocketbert.train.student import build_student
 from pocketbert.train import precision, teacher_cache, trainer
@@ -178,5 +178,5 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
         "speedup_cold_cache": timings["pocketbert_cold_cache"]["examples_per_second"] / reference_rate,
         "speedup_warm_cache": timings["pocketbert_warm_cache"]["examples_per_second"] / reference_rate,
     }
-    (Path(run_dir) / TRAIN_BENCH_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
+    write_text_atomically(Path(run_dir) / TRAIN_BENCH_RESULTS, json.dumps(result, indent=2) + "\n")
     return result

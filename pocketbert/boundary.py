@@ -1,0 +1,60 @@
+"""The CLI's error boundary: any exception that ends a command becomes one line and an exit status.
+
+The exit statuses are pocketbert/exit_codes.py's: a user's mistake and a file-system fault exit 2, an interrupt
+130, and anything else is a bug in pocketbert and exits 70, never 1, which `bench compare` keeps for "a
+regression was found". Whatever ended the command, the stage folders it was writing were temporary and are
+gone (rundir.atomic_folder), so the line can say that nothing half-written was kept.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pocketbert import exit_codes
+from pocketbert.errors import PocketbertError
+from pocketbert.storage import describe, fault_behind
+
+INTERRUPTED_LINE = "interrupted: nothing half-written was kept"
+MAX_QUOTED = 300  # characters of an exception's own message quoted in the line
+DEBUG_HINT = "run again with POCKETBERT_DEBUG=1 to see the traceback"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= MAX_QUOTED else line[:MAX_QUOTED] + "…"
+
+
+def _causes(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def verdict(exc: BaseException) -> tuple[str, int, bool]:
+    """(the line to print, the exit status, whether POCKETBERT_DEBUG=1 should show the traceback instead).
+    An empty line for a click usage error: click prints its own usage text and `Error:` line."""
+    if isinstance(exc, PocketbertError):
+        return f"error: {exc}", exc.exit_code, True
+    if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
+        # click turns both Ctrl-C and a read past the end of a file (EOFError) into Abort: only the first is
+        # an interrupt; the second is a truncated input, the user's to fix.
+        ended = next((link for link in _causes(exc) if isinstance(link, EOFError)), None)
+        if ended is not None and not any(isinstance(link, KeyboardInterrupt) for link in _causes(exc)):
+            return (f"error: an input ended before it was complete ({_first_line(ended)}): the file is truncated; "
+                    "copy or download it again", exit_codes.USAGE, True)
+        return INTERRUPTED_LINE, exit_codes.INTERRUPTED, False
+    if isinstance(exc, click.ClickException):
+        return "", exit_codes.USAGE, False  # a usage error, whatever exit code the exception class carries
+    fault = fault_behind(exc)
+    if fault is not None:
+        return f"error: {describe(fault)}", exit_codes.USAGE, True
+    if isinstance(exc, OSError):  # no errno: a library's "cannot load ..." about a file it was given
+        return f"error: {_first_line(exc)}", exit_codes.USAGE, True
+    if isinstance(exc, MemoryError):
+        return ("error: out of memory: use a smaller preset, batch or sequence length, or a machine with more "
+                "memory", exit_codes.USAGE, True)
+    return (f"error: internal error, a bug in pocketbert ({type(exc).__name__}: {_first_line(exc)}); {DEBUG_HINT}, "
+            "and report it", exit_codes.INTERNAL, True)

@@ -1,0 +1,15 @@
+"""What the `pocketbert` command's exit status means: one meaning per code, so a script or CI can act on it.
+
+    0    success
+    1    a finding the command reports by design: `bench compare` found a regression beyond noise
+    2    a usage or input error, or a file-system fault (full disk, read-only, no permission): one `error:` line
+    70   an internal error, a bug in pocketbert: one line; POCKETBERT_DEBUG=1 shows the traceback
+         (70 is EX_SOFTWARE of BSD's sysexits.h, "internal software error")
+    130  interrupted (Ctrl-C): nothing half-written was kept
+"""
+
+OK = 0
+FINDING = 1
+USAGE = 2
+INTERNAL = 70
+INTERRUPTED = 130
