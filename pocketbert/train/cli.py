@@ -74,7 +74,9 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
         "dataset": dataset, "seed": seed, "teacher.epochs": epochs, "teacher.max_train_examples": max_train_examples,
         "teacher.hard_loss": hard_loss, "teacher.focal_gamma": focal_gamma, "teacher.focal_alpha": focal_alpha,
     }, set_items)
-    label_names = [s.strip() for s in labels.split(",")] if labels else None
+    from pocketbert.core.data import parse_labels_option
+
+    label_names = parse_labels_option(labels, recipe["dataset"])
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
                                       device, overwrite, trust_remote_code, resume)
     _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
@@ -132,6 +134,10 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "transfer.data": list(transfer_data) or None, "transfer.text_column": transfer_column,
         "distill.augment": augment,
     }, set_items)
+    from pocketbert.core.data import check_cross_domain
+    from pocketbert.core.recipe import cross_domain_datasets
+
+    check_cross_domain(cross_domain_datasets(recipe), recipe["task"])
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
                                       overwrite, resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
