@@ -41,10 +41,18 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: valid JSON, but no float holds it
+        raise ValueError(f"the number {text[:20]} is too large")
+    return value
+
+
 def parse_json(text: str, where: str, error: type[PocketbertError], advice: str) -> Any:
     """The value of a JSON text; anything else is `error` with one line: where, what is wrong, `advice`."""
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
+        return json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant,
+                          parse_float=_finite_float)
     except DuplicateKeyError as exc:
         raise error(f"{where}: the key '{exc}' appears twice in one object; keep one and {advice}") from None
     except json.JSONDecodeError as exc:

@@ -22,7 +22,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
-SEED_MAX = 2**32 - 1  # numpy's seed range, the narrowest of the generators a seed reaches
+SEED_MAX = 2**32 - 1  # numpy's seed range, the narrowest of the generators a seed reaches (--seed shares it)
 
 
 class TrainingSection(Section):

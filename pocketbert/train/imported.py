@@ -80,15 +80,5 @@ def _load_config(source: str, trust_remote_code: bool):
 
 def _load_with_info(source: str, task, trust_remote_code: bool):
     """The model with its head as saved, and transformers' report of which weights it had to create."""
-    import pickle
-
-    try:
-        return task.auto_model_class().from_pretrained(
-            source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code,
-            dtype=models.master_dtype(), output_loading_info=True)
-    except pickle.UnpicklingError as exc:
-        raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; use a "
-                         "checkpoint in safetensors format from a source you trust") from exc
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot load '{source}' as a {task.name} model ({exc}); pass a Hugging Face folder or "
-                         "hub name") from exc
+    return models.from_pretrained(task.auto_model_class(), source, task, trust_remote_code,
+                                  output_loading_info=True)
