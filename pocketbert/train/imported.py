@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from pocketbert.core import models
-from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
 from pocketbert.core.data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.recipe import complete_recipe
@@ -39,8 +39,9 @@ def import_student(source: str, task_name: str, run_dir: Path, recipe: dict, dat
     recipe = complete_recipe(recipe)
     source = models.resolve_model_source(source)
     models.quiet_transformers()
-    tokenizer = models.load_tokenizer(source, trust_remote_code=trust_remote_code)
     config = _load_config(source, trust_remote_code)
+    check_bert_family(config, source)
+    tokenizer = models.load_tokenizer(source, trust_remote_code=trust_remote_code)
     task = make_task(task_name, make_task(task_name).checkpoint_labels(config))
     model, loading_info = _load_with_info(source, task, trust_remote_code)
     _check_head(loading_info, task, source)
