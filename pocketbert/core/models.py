@@ -170,7 +170,7 @@ def read_task_info(folder: Path) -> dict:
     if (task == "qa") != (not names) or len(names) == 1:
         raise ModelError(f"{path}: a {task} model with {len(names)} label names; {advice}")
     length = info.get("max_length")
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ModelError(f"{path}: 'max_length' must be a positive whole number (found {length!r}); {advice}")
     if not isinstance(info.get("architecture", ""), str):
         raise ModelError(f"{path}: 'architecture' must be a name; {advice}")
