@@ -39,6 +39,11 @@ class Number(click.ParamType):
         self.name = "integer" if kind is int else "number"
 
     def rule(self) -> str:
+        noun = "whole number" if self.kind is int else "number"
+        if self.low == 0 and self.high is None:
+            return f"a positive {noun}" if self.low_open else f"a non-negative {noun}"
+        if self.kind is int and self.low == 1 and self.high is None:
+            return "a positive whole number"
         parts = []
         if self.low is not None:
             parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
@@ -105,7 +110,9 @@ def thread_list(value: str | None, option: str) -> list[int] | None:
     try:
         counts = [int(t) for t in value.split(",")]
     except ValueError:
-        raise ConfigError(f"{option} must be comma-separated thread counts like 1,2 (got '{value}')") from None
-    if not counts or any(not 1 <= t <= MAX_THREADS for t in counts):
-        raise ConfigError(f"{option} takes thread counts from 1 to {MAX_THREADS} (got '{value}')")
+        raise ConfigError(f"{option} must be comma-separated integers like 1,2 (got '{value}')") from None
+    if not counts or any(t < 1 for t in counts):
+        raise ConfigError(f"{option} must be positive thread counts (got '{value}')")
+    if any(t > MAX_THREADS for t in counts):
+        raise ConfigError(f"{option} must be at most {MAX_THREADS} threads each (got '{value}')")
     return counts

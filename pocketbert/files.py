@@ -56,11 +56,11 @@ def parse_json(text: str, where: str, error: type[PocketbertError], advice: str)
     except DuplicateKeyError as exc:
         raise error(f"{where}: the key '{exc}' appears twice in one object; keep one and {advice}") from None
     except json.JSONDecodeError as exc:
-        raise error(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}); {advice}") from None
+        raise error(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno}); {advice}") from None
     except ValueError as exc:  # NaN / Infinity: Python's extension, not JSON
-        raise error(f"{where}: not valid JSON ({exc}); {advice}") from None
+        raise error(f"{where} is not valid JSON ({exc}); {advice}") from None
     except RecursionError:
-        raise error(f"{where}: JSON nested too deeply to read; {advice}") from None
+        raise error(f"{where} is JSON nested too deeply to read; {advice}") from None
 
 
 def open_text(path: Path):

@@ -40,7 +40,7 @@ def _positive(raw, where: str) -> float:
     except (TypeError, ValueError):
         raise ConfigError(f"{where} must be a number of milliseconds (got '{raw}')") from None
     if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"{where} must be a positive, finite number of milliseconds (got {raw!r})")
+        raise ConfigError(f"{where} must be positive and finite, in milliseconds (got {raw!r})")
     return value
 
 
