@@ -76,6 +76,19 @@ def test_id2label_that_disagrees_with_the_head(capsys, tmp_path, teacher_run):
     assert not (run / "student").exists()
 
 
+def test_import_of_a_checkpoint_whose_id2label_disagrees_with_its_head(capsys, tmp_path, teacher_run, shared_data):
+    source = tmp_path / "checkpoint"
+    shutil.copytree(teacher_run / "teacher", source)
+    config = json.loads((source / "config.json").read_text())
+    config["id2label"] = {"0": "negative", "1": "positive", "2": "neutral"}
+    config["label2id"] = {"negative": 0, "positive": 1, "neutral": 2}
+    (source / "config.json").write_text(json.dumps(config))
+    run = tmp_path / "run"
+    _refused(run_cli(capsys, "import", "--run", run, "--model", source, "--dataset", "sst2", "--data-dir",
+                     shared_data), "id2label")
+    assert not run.exists()
+
+
 TASK_DAMAGE = {
     "not JSON": lambda info: "{not json",
     "no task": lambda info: json.dumps({k: v for k, v in info.items() if k != "task"}),
