@@ -13,7 +13,7 @@ import gzip
 import json
 import shutil
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import error_line, run_cli
@@ -171,8 +171,19 @@ def test_any_manifest_is_read_or_refused(capsys, tmp_path_factory, teacher_run, 
     assert sorted(p.name for p in run.iterdir()) == ["export", "student"]
 
 
+# Documents shaped like the files they stand for, beside any JSON at all.
+results_docs = json_values | st.fixed_dictionaries({"measurements": st.lists(json_values, max_size=3)},
+                                                   optional={"host": json_values})
+phone_docs = json_values | st.fixed_dictionaries(
+    {"predict": json_values, "device": json_values, "compute_units": st.sampled_from(["All", "CPU_ONLY", "GPU"])},
+    optional={"load": json_values, "os": json_values}) | st.fixed_dictionaries(
+    {"xcode_performance_report": json_values})
+
+
 @FEW
-@given(before=json_values, after=json_values)
+@given(before=results_docs, after=results_docs)
+@example(before={"measurements": [1]}, after={"measurements": []})
+@example(before={"measurements": [{"median_ms": "fast"}]}, after={"measurements": [{"median_ms": 2.0}]})
 def test_any_results_file_compares_or_is_refused(capsys, tmp_path_factory, before, after):
     folder = tmp_path_factory.mktemp("results")
     (folder / "a.json").write_text(json.dumps(before))
@@ -185,7 +196,9 @@ def test_any_results_file_compares_or_is_refused(capsys, tmp_path_factory, befor
 
 
 @FEW
-@given(doc=json_values)
+@given(doc=phone_docs)
+@example(doc={"predict": 5, "device": "iPhone", "compute_units": "All"})
+@example(doc={"predict": {"samples": [2.0]}, "device": ["iPhone"], "compute_units": "All"})
 def test_any_phone_file_imports_or_is_refused(capsys, tmp_path_factory, doc):
     folder = tmp_path_factory.mktemp("phone")
     (folder / "phone.json").write_text(json.dumps(doc))
