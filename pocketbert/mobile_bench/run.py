@@ -40,7 +40,6 @@ from pocketbert.rundir import (
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
     EXPORT_DIR,
-    LABELS,
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
