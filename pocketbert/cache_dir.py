@@ -9,4 +9,6 @@ CACHE_ENV = "POCKETBERT_CACHE"
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "pocketbert"))
+    # An empty POCKETBERT_CACHE= (a cleared variable in a CI file) means "not set", never the working directory.
+    value = os.environ.get(CACHE_ENV, "").strip()
+    return Path(value) if value else Path.home() / ".cache" / "pocketbert"

@@ -22,3 +22,97 @@ overwrite_option = click.option("--overwrite", is_flag=True, help="Replace this 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None, envvar="POCKETBERT_DATA_DIR",
                                help="Folder holding the named datasets (default: $POCKETBERT_DATA_DIR, else the hub).")
 device_option = click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+
+
+# ---------------------------------------------------------------- option values, checked as they are parsed
+#
+# Click's own range types let nan and inf through (every comparison with nan is false), and their errors are a
+# usage block rather than one line. These raise ConfigError, which the CLI prints as one `error:` line before
+# any work starts.
+
+class Number(click.ParamType):
+    """A finite int or float within bounds."""
+
+    def __init__(self, kind: type = float, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False):
+        self.kind, self.low, self.high, self.low_open, self.high_open = kind, low, high, low_open, high_open
+        self.name = "integer" if kind is int else "number"
+
+    def rule(self) -> str:
+        noun = "whole number" if self.kind is int else "number"
+        if self.low == 0 and self.high is None:
+            return f"a positive {noun}" if self.low_open else f"a non-negative {noun}"
+        if self.kind is int and self.low == 1 and self.high is None:
+            return "a positive whole number"
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        return ("a whole number" if self.kind is int else "a finite number") + (f" {' and '.join(parts)}" if parts else "")
+
+    def convert(self, value, param, ctx):
+        import math
+
+        from pocketbert.errors import ConfigError
+
+        name = param.opts[0] if param is not None and param.opts else "the value"
+        try:
+            number = self.kind(value) if not isinstance(value, str) else self.kind(value.strip())
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be {self.rule()} (got '{value}')") from None
+        if isinstance(number, float) and not math.isfinite(number):
+            raise ConfigError(f"{name} must be {self.rule()} (got '{value}')")
+        too_low = self.low is not None and (number <= self.low if self.low_open else number < self.low)
+        too_high = self.high is not None and (number >= self.high if self.high_open else number > self.high)
+        if too_low or too_high:
+            raise ConfigError(f"{name} must be {self.rule()} (got '{value}')")
+        return number
+
+
+class OneOf(click.ParamType):
+    """One of a few words (click.Choice, with a one-line error)."""
+
+    name = "choice"
+
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = tuple(choices)
+
+    def get_metavar(self, param, ctx=None):
+        return "[" + "|".join(self.choices) + "]"
+
+    def convert(self, value, param, ctx):
+        from pocketbert.errors import ConfigError
+
+        if value in self.choices:
+            return value
+        name = param.opts[0] if param is not None and param.opts else "the value"
+        raise ConfigError(f"{name} must be one of {', '.join(self.choices)} (got '{value}')")
+
+
+MAX_THREADS = 256  # more threads than any phone or laptop has cores: a larger count is a typo
+from pocketbert.core.recipe import SEED_MAX  # noqa: E402  (one bound for the recipe and --seed)
+
+COUNT = Number(int, 1)  # examples, epochs, batch, sequence length: at least one
+THREADS = Number(int, 1, MAX_THREADS)
+SEED = Number(int, 0, SEED_MAX)
+POSITIVE = Number(float, 0, low_open=True)
+NON_NEGATIVE = Number(float, 0)
+FRACTION = Number(float, 0, 1)
+
+
+def thread_list(value: str | None, option: str) -> list[int] | None:
+    """'1,2,4' as thread counts, each 1 to MAX_THREADS."""
+    from pocketbert.errors import ConfigError
+
+    if value is None:
+        return None
+    try:
+        counts = [int(t) for t in value.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option} must be comma-separated integers like 1,2 (got '{value}')") from None
+    if not counts or any(t < 1 for t in counts):
+        raise ConfigError(f"{option} must be positive thread counts (got '{value}')")
+    if any(t > MAX_THREADS for t in counts):
+        raise ConfigError(f"{option} must be at most {MAX_THREADS} threads each (got '{value}')")
+    return counts

@@ -36,10 +36,16 @@ def load_recipe(task: str, preset: str = "default", path: Path | None = None) ->
             raise ConfigError(
                 f"no preset '{preset}' for task '{task}': choose one of {', '.join(available_presets(task)) or 'none'}"
             )
+    from pocketbert.files import read_text
+
+    text = read_text(Path(path), ConfigError, "recipe (--config)")
     try:
-        recipe = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read recipe {path}: {exc}; fix the YAML or pass another --config") from exc
+        recipe = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read recipe {path}: {_yaml_problem(exc)}; fix the YAML or pass another "
+                          "--config") from None
+    except RecursionError:
+        raise ConfigError(f"cannot read recipe {path}: nested too deeply; fix the YAML") from None
     if not isinstance(recipe, dict) or recipe.get("task") != task:
         raise ConfigError(f"recipe {path} is not a '{task}' recipe (its 'task:' key must say {task})")
     from pocketbert.core.recipe import recipe_dict, validate_recipe
@@ -61,5 +67,22 @@ def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"--set expects key=value, got '{item}' (for example --set distill.temperature=4)")
         key, raw = item.split("=", 1)
-        parsed[key.strip()] = yaml.safe_load(raw)
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set '{item}': name a recipe key before '=' (for example distill.temperature=4)")
+        if not raw.strip():
+            raise ConfigError(f"--set '{item}': no value after '='; give one (null restores the default)")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set '{item}': the value is not valid YAML ({_yaml_problem(exc)}); quote it or "
+                              "close its brackets") from None
+        if key in parsed:
+            raise ConfigError(f"--set {key} is given twice; keep one")
+        parsed[key] = value
     return parsed
+
+
+def _yaml_problem(exc) -> str:
+    """A YAML error's own words, on one line."""
+    return " ".join(str(getattr(exc, "problem", None) or exc).split())

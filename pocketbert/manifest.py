@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pocketbert.files import dumps_strict
 from pocketbert.rundir import MANIFEST
 
 RECORDED_PACKAGES = (
@@ -97,9 +97,35 @@ def write_manifest(
     if extra:
         manifest.update(extra)
     path = Path(stage_dir) / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    path.write_text(dumps_strict(manifest, indent=2, default=str) + "\n")
     return path
 
 
+# What later stages read from each stage's manifest: a manifest without one of these (edited, or cut short) is
+# refused when it is read, not by a KeyError halfway through the next stage.
+REQUIRED_KEYS = ("stage", "config", "metrics")
+STAGE_KEYS = {
+    "teacher": ("config.recipe",),
+    "student": ("config.recipe", "config.dataset", "metrics.eval"),
+    "export": ("config.task", "config.max_length", "metrics.parity"),
+}
+OBJECT_KEYS = {"config", "metrics", "config.recipe", "metrics.eval", "metrics.parity"}
+
+
 def read_manifest(stage_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(stage_dir) / MANIFEST).read_text())
+    """A stage folder's manifest.json, checked to be one: a JSON object with the keys later stages read.
+    A missing, unreadable or edited manifest is a RunDirError naming it and the command that rewrites it."""
+    from pocketbert.errors import RunDirError
+    from pocketbert.files import read_json_object
+
+    path = Path(stage_dir) / MANIFEST
+    advice = f"re-run the stage that wrote {Path(stage_dir).name}/ (with --overwrite)"
+    manifest = read_json_object(path, RunDirError, advice, "stage folder's manifest")
+    for dotted in (*REQUIRED_KEYS, *STAGE_KEYS.get(str(manifest.get("stage")), ())):
+        node: Any = manifest
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None or (dotted in OBJECT_KEYS and not isinstance(node, dict)):
+            what = "object" if dotted in OBJECT_KEYS else "entry"
+            raise RunDirError(f"{path}: no '{dotted}' {what} in the manifest; {advice}")
+    return manifest

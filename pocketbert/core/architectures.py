@@ -105,6 +105,20 @@ BERT_FAMILY, BILSTM = BertFamily(), BiLSTM()
 ARCHITECTURES = {a.name: a for a in (BERT_FAMILY, BILSTM)}
 
 
+# config.json model_type values of the encoders the BERT-family path trains, exports and benches: a decoder
+# (GPT-2, Llama) also loads with a classification head, but fails export minutes later.
+BERT_FAMILY_MODEL_TYPES = ("bert", "distilbert", "roberta", "xlm-roberta", "camembert", "albert", "electra",
+                           "mobilebert", "mpnet", "deberta", "deberta-v2", "ernie", "megatron-bert")
+
+
+def check_bert_family(config, source: str) -> None:
+    """Refuse a checkpoint that is not a BERT-family encoder, from its config alone (before any weight loads)."""
+    model_type = getattr(config, "model_type", None)
+    if model_type not in BERT_FAMILY_MODEL_TYPES:
+        raise ModelError(f"'{source}' is a {model_type or 'model of unknown type'} checkpoint, not BERT-family "
+                         f"({', '.join(BERT_FAMILY_MODEL_TYPES)}): import a fine-tuned encoder of one of those types")
+
+
 def architecture_of(info: dict) -> Architecture:
     """The architecture a stage folder's task info names (none: BERT-family, as folders written before it said)."""
     name = info.get("architecture") or BERT_FAMILY.name

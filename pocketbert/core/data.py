@@ -8,16 +8,15 @@ SQuAD-format JSON. Every reader either returns clean examples or raises DataErro
 from __future__ import annotations
 
 import csv
-import gzip
-import io
-import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pocketbert.errors import ConfigError, DataError, require
+from pocketbert.files import open_text, parse_json, reading
 
 DATA_DIR_ENV = "POCKETBERT_DATA_DIR"
 IMDB_EVAL_SIZE = 2500  # IMDb ships only its train split here; this many reviews are held out for evaluation
@@ -77,9 +76,7 @@ def default_data_dir() -> Path | None:
 
 def _open_text(path: Path):
     try:
-        if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-        return open(path, encoding="utf-8-sig", newline="")
+        return open_text(path)
     except OSError as exc:
         raise DataError(f"cannot open {path}: {exc.strerror}; check the path") from exc
 
@@ -92,27 +89,102 @@ def _file_kind(path: Path) -> str:
     raise DataError(f"{path}: unknown file type '{last or path.name}'; use .csv, .tsv, .jsonl(.gz), .txt or .json")
 
 
-def _label_index(raw: Any, label_names: list[str] | None, where: str) -> int | str:
-    """A label as an index into label_names; with no label set yet, the raw value (resolved later)."""
-    if isinstance(raw, bool) or raw is None:
+# ---------------------------------------------------------------- the label set
+#
+# A label set is either names or numbers, never both. Names are taken as written (case and spelling kept) and
+# ordered by code point, so a shuffled copy of a file gives the same classes in the same order. Numbers are
+# class indices: 0, 1, 2, ... with none missing (a gap is far more often a typo than an empty class), written
+# without leading zeros, at most MAX_CLASSES of them. `--labels` names the set instead of the file.
+
+MAX_CLASSES = 1000  # a mistyped 9999999999 must not become ten billion classes
+INDEX = re.compile(r"0|[1-9][0-9]*")  # ASCII digits only: "²" and "٣" are names, "01" is refused
+
+
+def _raw_label(raw: Any, where: str) -> str:
+    """A label as written: a JSON integer (or integral float) as its digits, a string stripped."""
+    if isinstance(raw, bool) or raw is None or isinstance(raw, (list, dict)):
         raise DataError(f"{where}: missing or invalid label {raw!r}; every row needs a label")
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
     text = str(raw).strip()
     if text == "":
         raise DataError(f"{where}: empty label; every row needs a label")
-    if label_names is None:
-        return text
+    return text
+
+
+def _label_index(text: str, label_names: list[str], where: str) -> int:
+    """The index of a label in a given label set: by name, else as a class index."""
     if text in label_names:
         return label_names.index(text)
-    try:
-        index = int(float(text)) if float(text).is_integer() else None
-    except ValueError:
-        index = None
-    if index is not None and 0 <= index < len(label_names):
-        return index
+    if INDEX.fullmatch(text) and int(text) < len(label_names):
+        return int(text)
     raise DataError(
-        f"{where}: label '{text}' is not in the label set ({', '.join(label_names)}); "
-        "fix the row or pass --labels with the full set"
+        f"{where}: label '{text}' is not in the label set ({', '.join(label_names)}) nor an index below "
+        f"{len(label_names)}; fix the row or pass --labels with the full set"
     )
+
+
+NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # what reads as a number, not a name
+
+
+def _looks_numeric(text: str) -> bool:
+    return NUMBER.fullmatch(text) is not None
+
+
+def infer_label_names(raw_labels: list[str], source: str) -> list[str]:
+    """The label set a file's labels spell (the rule above), or DataError saying what to fix."""
+    unique = set(raw_labels)
+    numeric = {label for label in unique if _looks_numeric(label)}
+    if numeric and numeric != unique:
+        names = sorted(unique - numeric)[:2]
+        raise DataError(f"{source}: labels mix numbers ({sorted(numeric)[0]}) and names ({', '.join(names)}); "
+                        "write every label one way, or pass --labels with the names in index order")
+    if not numeric:
+        names = sorted(unique)
+    else:
+        bad = sorted(label for label in numeric if not INDEX.fullmatch(label))
+        if bad:
+            raise DataError(f"{source}: label '{bad[0]}' is not a class index (0, 1, 2, ... without leading zeros "
+                            "or signs); fix it, or use label names")
+        values = sorted(int(label) for label in numeric)
+        if values[-1] >= MAX_CLASSES:
+            raise DataError(f"{source}: label {values[-1]} is beyond the {MAX_CLASSES} classes pocketbert takes; "
+                            "fix the row (a typo?) or renumber the classes from 0")
+        missing = sorted(set(range(values[-1] + 1)) - set(values))
+        if missing:
+            raise DataError(f"{source}: numeric labels must be 0, 1, 2, ... with none missing, but {missing[0]} "
+                            f"never occurs (the largest is {values[-1]}); fix the rows, or pass --labels")
+        names = [str(i) for i in values]
+    return check_label_names(names, source)
+
+
+def check_label_names(names: list[str], source: str = "--labels") -> list[str]:
+    """A label set to train on: at least two classes, at most MAX_CLASSES, no name empty or given twice."""
+    if any(not name for name in names):
+        raise DataError(f"{source}: a label name is empty; give every class a name")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DataError(f"{source}: the label '{twice[0]}' is given twice; name each class once")
+    if len(names) < 2:
+        shown = f" ('{names[0]}')" if names else ""
+        raise DataError(f"{source}: a single class{shown}; a classifier needs at least two: check the file, or pass "
+                        "--labels with the full set")
+    if len(names) > MAX_CLASSES:
+        raise DataError(f"{source}: {len(names)} classes, more than the {MAX_CLASSES} pocketbert takes")
+    return list(names)
+
+
+def parse_labels_option(value: str | None, dataset: str) -> list[str] | None:
+    """`--labels a,b,c` for the data file `dataset`: the names in index order, checked before any work. A named
+    dataset has its own label set, which --labels may repeat but not change."""
+    if value is None:
+        return None
+    names = check_label_names([name.strip() for name in value.split(",")], "--labels")
+    spec = NAMED_DATASETS.get(dataset)
+    if spec is not None and names != list(spec.label_names):
+        raise ConfigError(f"--labels names the classes of a local data file; '{dataset}' has its own "
+                          f"({', '.join(spec.label_names) or 'none: it is a QA dataset'}): leave --labels out")
+    return names
 
 
 def _clean_text(raw: Any, where: str) -> str:
@@ -127,17 +199,53 @@ def _clean_text(raw: Any, where: str) -> str:
 CSV_FIELD_LIMIT = 64 * 1024 * 1024  # characters; the csv module's default (131,072) rejects long reviews
 
 
+def _csv_reader(handle, delimiter: str):
+    # strict: a quote left open to the end of the file, or text after a closing quote, is an error rather
+    # than a field that silently swallows the rows after it.
+    if delimiter == "\t":
+        return csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+    return csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL, strict=True)
+
+
+def _header(path: Path, header: list[str]) -> list[str]:
+    names = [h.strip().lower() for h in header]
+    twice = sorted({n for n in names if n and names.count(n) > 1})
+    if twice:
+        raise DataError(f"{path}:1: the column '{twice[0]}' appears twice in the header; rename or remove one")
+    return names
+
+
 def _rows_delimited(path: Path, delimiter: str):
+    rows = list(_rows_delimited_raw(path, delimiter))
+    if delimiter != "\t":
+        _refuse_merged_rows(rows, delimiter)
+    yield from ((where, text, label) for where, text, label, _ in rows)
+
+
+def _refuse_merged_rows(rows, delimiter: str) -> None:
+    """A quote opened in one row and closed in a later one merges the rows between into one text. CSV allows
+    line breaks in quoted text, so the sign is a line inside a text that reads as a whole row of its own (the
+    header's column count, ending in a label the file uses)."""
+    labels = {str(label).strip() for _, _, label, _ in rows}
+    for where, text, _, (columns, label_col) in rows:
+        for inner in text.splitlines()[:-1]:
+            fields = next(csv.reader([inner], delimiter=delimiter), [])
+            if len(fields) == columns and fields[label_col].strip() in labels:
+                raise DataError(f"{where}: a quoted text holds a line that reads as a row ('{inner[:40]}'); "
+                                "close the quote that opens it, or double any quote inside the text")
+
+
+def _rows_delimited_raw(path: Path, delimiter: str):
     csv.field_size_limit(CSV_FIELD_LIMIT)
     with _open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
+        reader = _csv_reader(handle, delimiter)
         try:
             header = next(reader)
         except StopIteration:
             raise DataError(f"{path}: the file is empty; it needs a header row and examples") from None
         except csv.Error as exc:
             raise DataError(f"{path}:1: {exc}; fix the header row") from exc
-        names = [h.strip().lower() for h in header]
+        names = _header(path, header)
         text_col = next((names.index(c) for c in ("text", "sentence") if c in names), None)
         if text_col is None or "label" not in names:
             raise DataError(f"{path}:1: the header must name a 'text' (or 'sentence') column and a 'label' column")
@@ -145,14 +253,14 @@ def _rows_delimited(path: Path, delimiter: str):
         line = 1
         try:
             for row in reader:
-                line += 1
+                line = reader.line_num
                 if not row or all(not c.strip() for c in row):
                     continue
                 if len(row) != len(names):
                     raise DataError(f"{path}:{line}: {len(row)} columns where the header has {len(names)}; fix the row")
-                yield f"{path}:{line}", row[text_col], row[label_col]
+                yield f"{path}:{line}", row[text_col], row[label_col], (len(names), label_col)
         except csv.Error as exc:
-            raise DataError(f"{path}:{line + 1}: {exc}; fix the row") from exc
+            raise DataError(f"{path}:{reader.line_num}: {exc}; fix the row (a quote left open?)") from exc
 
 
 def _json_lines(path: Path):
@@ -161,10 +269,7 @@ def _json_lines(path: Path):
         for line, raw in enumerate(handle, 1):
             if not raw.strip():
                 continue
-            try:
-                yield line, json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
+            yield line, parse_json(raw, f"{path}:{line}", DataError, "each line must be one JSON object")
 
 
 def _rows_jsonl(path: Path):
@@ -203,27 +308,24 @@ def read_sentiment_file(path: Path, label_names: list[str] | None = None) -> tup
     }.get(kind)
     if rows is None:
         raise DataError(f"{path}: a sentiment file must be .csv, .tsv, .jsonl(.gz) or .txt (text;label)")
-    try:
-        raw_examples = [(where, _clean_text(text, where), _label_index(label, label_names, where))
-                        for where, text, label in rows()]
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start} of a block: {exc.reason}); save it as UTF-8") from None
+    with reading(path, DataError):
+        raw_examples = [(where, _clean_text(text, where), _raw_label(label, where)) for where, text, label in rows()]
     if not raw_examples:
         raise DataError(f"{path} holds no examples; check that it is the right file")
     if label_names is None:
-        label_names = _infer_label_names([label for _, _, label in raw_examples])
-        raw_examples = [(w, t, label_names.index(label)) for w, t, label in raw_examples]
-    return [TextExample(text, label) for _, text, label in raw_examples], list(label_names)
+        label_names = infer_label_names([label for _, _, label in raw_examples], str(path))
+    else:
+        _refuse_mixed_spellings(raw_examples, label_names, path)
+    return ([TextExample(text, _label_index(label, label_names, where)) for where, text, label in raw_examples],
+            list(label_names))
 
 
-def _infer_label_names(raw_labels: list[str]) -> list[str]:
-    unique = set(raw_labels)
-    if all(label.lstrip("-").isdigit() for label in unique):
-        values = sorted(int(label) for label in unique)
-        if values[0] < 0:
-            raise DataError(f"negative label {values[0]}; integer labels must be 0, 1, 2, ...")
-        return [str(i) for i in range(values[-1] + 1)]
-    return sorted(unique)
+def _refuse_mixed_spellings(raw_examples, label_names: list[str], path: Path) -> None:
+    """With a label set given, a file names its classes or numbers them, not both (which would be ambiguous)."""
+    by_name = next((w for w, _, label in raw_examples if label in label_names), None)
+    by_index = next((w for w, _, label in raw_examples if label not in label_names and INDEX.fullmatch(label)), None)
+    if by_name and by_index:
+        raise DataError(f"{by_index}: a class index where {by_name} names its class; write every label one way")
 
 
 # ---------------------------------------------------------------- QA reader
@@ -232,13 +334,9 @@ def read_squad_file(path: Path) -> list[QAExample]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path} does not exist; check the path or --data-dir")
-    try:
-        with _open_text(path) as handle:
-            doc = json.load(handle)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); it must be SQuAD-format JSON") from exc
+    with reading(path, DataError), _open_text(path) as handle:
+        text = handle.read()
+    doc = parse_json(text, str(path), DataError, "it must be SQuAD-format JSON")
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{path}: not SQuAD format (a top-level object with a 'data' list of articles)")
     examples = []
@@ -258,7 +356,7 @@ def read_squad_file(path: Path) -> list[QAExample]:
                             raise DataError(f"{where}: answer '{text}' is not at character {start} of its context")
                         answers.append((text, start))
                     examples.append(QAExample(str(qa["id"]), question, context, tuple(answers)))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise DataError(f"{path}: not SQuAD format ({type(exc).__name__}: {exc}); check the file") from exc
     if not examples:
         raise DataError(f"{path} holds no questions; check that it is the right file")
@@ -334,6 +432,7 @@ def load_task_data(
         if eval_file is None:  # IMDb: hold out a fixed, seeded part of train
             kept, held = hold_out(train, IMDB_EVAL_SIZE, seed)
             return TaskData(dataset, task, names, kept, held, sources)
+        _check_eval_file(train_path, eval_file)
         eval_examples, _ = read_task_file(Path(eval_file), task, names)
         sources["eval"] = Path(eval_file)
         return TaskData(dataset, task, names, train, eval_examples, sources)
@@ -343,6 +442,8 @@ def load_task_data(
         raise ConfigError(
             f"unknown dataset '{dataset}': use one of {', '.join(NAMED_DATASETS)} or the path of a data file"
         )
+    if eval_file is not None:
+        _check_eval_file(path, eval_file)
     train, names = read_task_file(path, task, label_names)
     sources = {"train": path}
     if eval_file is None:
@@ -353,6 +454,35 @@ def load_task_data(
     eval_examples, _ = read_task_file(Path(eval_file), task, names)
     sources["eval"] = Path(eval_file)
     return TaskData(path.stem, task, names, train, eval_examples, sources)
+
+
+def check_cross_domain(names: list[str], task: str, label_names: list[str] | None = None) -> None:
+    """Every eval.cross_domain entry is a dataset of the task (with the model's labels, when they are given) or a
+    data file that exists: checked before the student trains, not after."""
+    import difflib
+
+    for name in names:
+        spec = NAMED_DATASETS.get(name)
+        if spec is None:
+            if not Path(name).is_file():
+                close = difflib.get_close_matches(name, list(NAMED_DATASETS), n=1)
+                hint = f"did you mean {close[0]}?" if close else f"use {', '.join(NAMED_DATASETS)} or a data file"
+                raise ConfigError(f"eval.cross_domain: unknown dataset '{name}' ({hint})")
+            continue
+        if spec.task != task:
+            raise ConfigError(f"eval.cross_domain: '{name}' is a {spec.task} dataset, not {task}: name a dataset "
+                              "of the run's task")
+        if label_names and list(spec.label_names) != list(label_names):
+            raise ConfigError(f"eval.cross_domain: '{name}' has labels {list(spec.label_names)}, the model "
+                              f"{list(label_names)}: name a dataset with the model's labels")
+
+
+def _check_eval_file(train_path: Path, eval_file: Path) -> None:
+    """An eval file that is the training file scores the model on what it learnt: refused."""
+    eval_path = Path(eval_file)
+    if eval_path.exists() and Path(train_path).exists() and eval_path.resolve() == Path(train_path).resolve():
+        raise ConfigError(f"--eval-file {eval_file} is the training file; evaluate on examples the model did not "
+                          "train on (leave --eval-file out to hold out a part of the training file)")
 
 
 def hold_out(examples: list, n_eval: int, seed: int) -> tuple[list, list]:
@@ -387,9 +517,9 @@ PASSAGE_KINDS = ("txt", "csv", "tsv", "jsonl")
 def _passages_delimited(path: Path, delimiter: str, column: str):
     csv.field_size_limit(CSV_FIELD_LIMIT)
     with _open_text(path) as handle:
-        reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
+        reader = _csv_reader(handle, delimiter)
         try:
-            header = [h.strip().lower() for h in next(reader)]
+            header = _header(path, next(reader))
         except StopIteration:
             raise DataError(f"{path}: the file is empty; it needs a header row naming a '{column}' column") from None
         if column.lower() not in header:
@@ -431,9 +561,8 @@ def read_passages(path: Path, column: str = "text") -> list[str]:
     if rows is None:
         raise DataError(f"{path}: transfer data must be .txt (one passage a line), .csv, .tsv or .jsonl (.gz too)")
     try:
-        passages = [text.strip() for text in rows() if text.strip()]
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start} of a block: {exc.reason}); save it as UTF-8") from None
+        with reading(path, DataError):
+            passages = [text.strip() for text in rows() if text.strip()]
     except csv.Error as exc:
         raise DataError(f"{path}: {exc}; fix the file") from None
     if not passages:

@@ -71,23 +71,48 @@ def load_for_task(source: str, task, num_labels_from_source: bool = False, trust
     Weights load only through safetensors or torch.load(weights_only=True): a checkpoint from a stranger
     cannot run code, and neither can a model's own Python unless trust_remote_code is asked for.
     """
-    import pickle
-
     quiet_transformers()  # the "newly initialized head" report is expected when fine-tuning
     kwargs = {} if num_labels_from_source else task.model_kwargs()
+    return from_pretrained(task.auto_model_class(), source, task, trust_remote_code=trust_remote_code, **kwargs)
+
+
+def from_pretrained(model_class, source: str, task, trust_remote_code: bool = False, **kwargs):
+    """model_class.from_pretrained with every way a checkpoint can be refused or broken as one ModelError line:
+    pickled code, weights cut short or overwritten, a head whose size disagrees with the labels."""
+    import pickle
+
     try:
-        model = task.auto_model_class().from_pretrained(
+        from safetensors import SafetensorError
+    except ImportError:  # older safetensors keep it in the Rust module only
+        from safetensors._safetensors_rust import SafetensorError
+
+    try:
+        return model_class.from_pretrained(
             source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code,
             dtype=master_dtype(), **kwargs)
     except pickle.UnpicklingError as exc:
-        raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; "
-                         "use a checkpoint in safetensors format from a source you trust") from exc
+        # torch's weights-only unpickler names the global a pickle would call; bytes that are no pickle at all
+        # fail on an opcode instead, and are damage, not an attack.
+        if "unsupported operand" not in str(exc).lower() and "load key" not in str(exc).lower():
+            raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; "
+                             "use a checkpoint in safetensors format from a source you trust") from exc
+        raise _damaged(source, exc) from exc
+    except (SafetensorError, EOFError) as exc:
+        raise _damaged(source, exc) from exc
     except (OSError, ValueError) as exc:
         raise _load_error(source, "a model", exc, "pass a Hugging Face folder or hub name") from exc
-    except RuntimeError as exc:  # size mismatch of a classification head
-        raise ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels; "
-                         "fine-tune a teacher for this label set with `pocketbert train teacher`") from exc
-    return model
+    except RuntimeError as exc:
+        if "size mismatch" in str(exc) or "ignore_mismatched_sizes" in str(exc):  # a head for other labels
+            raise ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels "
+                             "(config.json's id2label and the weights must agree); fine-tune a teacher for this "
+                             "label set with `pocketbert train teacher`") from exc
+        raise _damaged(source, exc) from exc
+
+
+def _damaged(source: str, exc: Exception) -> ModelError:
+    first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+    return ModelError(f"cannot read the weights in '{source}' ({first}): the file is damaged or cut short; "
+                      "copy or save the checkpoint again")
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None,
@@ -111,10 +136,9 @@ def load_stage_model(folder: Path):
     from pocketbert.core.tasks import make_task
 
     folder = Path(folder)
-    info_path = folder / TASK_INFO
-    if not info_path.is_file():
+    if not (folder / TASK_INFO).is_file():
         raise ModelError(f"{folder} was not written by pocketbert (no {TASK_INFO}); train it with `pocketbert train`")
-    info = json.loads(info_path.read_text())
+    info = read_task_info(folder)
     task = make_task(info["task"], info["label_names"])
     model = architecture_of(info).load(folder, task)
     model.eval()
@@ -125,9 +149,44 @@ def load_model_folder(folder: Path, task):
     """A model from a stage folder (its task info names the architecture) or a plain save_pretrained folder."""
     from pocketbert.core.architectures import architecture_of
 
-    info_path = Path(folder) / TASK_INFO
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    info = read_task_info(folder) if (Path(folder) / TASK_INFO).is_file() else {}
     return architecture_of(info).load(Path(folder), task)
+
+
+def read_task_info(folder: Path) -> dict:
+    """A stage folder's pocketbert_task.json, checked: the task, its label names (strings, each once; two or more
+    for a classifier, none for spans) and the training length. An edited or damaged file is one ModelError line."""
+    from pocketbert.config import TASKS
+    from pocketbert.files import read_json_object
+
+    path = Path(folder) / TASK_INFO
+    advice = f"re-run the stage that wrote {Path(folder).name}/ (with --overwrite)"
+    info = read_json_object(path, ModelError, advice, "stage folder's task file")
+    task, names = info.get("task"), info.get("label_names")
+    if task not in TASKS:
+        raise ModelError(f"{path}: 'task' must be one of {', '.join(TASKS)} (found {task!r}); {advice}")
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ModelError(f"{path}: 'label_names' must list each class name once; {advice}")
+    if (task == "qa") != (not names) or len(names) == 1:
+        raise ModelError(f"{path}: a {task} model with {len(names)} label names; {advice}")
+    length = info.get("max_length")
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ModelError(f"{path}: 'max_length' must be a positive whole number (found {length!r}); {advice}")
+    if not isinstance(info.get("architecture", ""), str):
+        raise ModelError(f"{path}: 'architecture' must be a name; {advice}")
+    return info
+
+
+def read_labels(folder: Path) -> list[str]:
+    """An export's labels.json: the class names in logit order (none for spans)."""
+    from pocketbert.files import read_json
+
+    path = Path(folder) / LABELS
+    advice = f"re-run the stage that wrote {Path(folder).name}/ (with --overwrite)"
+    names = read_json(path, ModelError, advice, "labels file")
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ModelError(f"{path}: must be a JSON list of class names, each once; {advice}")
+    return names
 
 
 def layer_count(config) -> int:

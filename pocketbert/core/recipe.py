@@ -11,13 +11,18 @@ import copy
 import difflib
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pocketbert.errors import ConfigError
 
 
+# Every float in a recipe is finite: `.inf` or `.nan` from YAML or --set is refused (pydantic takes them by default,
+# and an infinite learning rate trains to NaN without a word).
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
+
+
+SEED_MAX = 2**32 - 1  # numpy's seed range, the narrowest of the generators a seed reaches (--seed shares it)
 
 
 class TrainingSection(Section):
@@ -34,6 +39,7 @@ class TrainingSection(Section):
     checkpoint_every: int = Field(200, gt=0)
     hard_loss: Literal["ce", "focal"] = "ce"
     focal_gamma: float = Field(2.0, ge=0)
+    # One weight for every class, or one per class (their number is checked against the data's classes).
     focal_alpha: Optional[Union[float, list[float]]] = None
     compile: bool = False
     # Large batches: with base_batch_size set, the learning rate is given for that global batch and scaled to
@@ -50,6 +56,16 @@ class TrainingSection(Section):
     # AdamW's fused kernel (one pass over the weights, on the CPU as on a GPU); off: PyTorch's per-tensor loop.
     # With the 12 M-entry embedding table trained, the update is the largest part of a small student's CPU step.
     fused_adamw: bool = True
+
+    @field_validator("focal_alpha")
+    @classmethod
+    def _class_weights(cls, value):
+        weights = value if isinstance(value, list) else [value] if value is not None else []
+        if isinstance(value, list) and not value:
+            raise ValueError("an empty list: give one weight per class, or a single number")
+        if any(w < 0 for w in weights):
+            raise ValueError("class weights must be >= 0")
+        return value
 
 
 class TeacherSection(TrainingSection):
@@ -190,7 +206,7 @@ class MLMSection(Section):
 class Recipe(Section):
     task: Literal["sentiment", "qa"]
     dataset: str
-    seed: int = Field(13, ge=0)
+    seed: int = Field(13, ge=0, le=SEED_MAX)
     teacher: TeacherSection = Field(default_factory=TeacherSection)
     student: StudentSection = Field(default_factory=StudentSection)
     distill: DistillSection = Field(default_factory=DistillSection)
@@ -300,6 +316,16 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
     except ValidationError as exc:
         error = exc.errors()[0]
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
+
+
+def check_class_weights(section: dict, label_names: list[str], where: str) -> None:
+    """A per-class focal_alpha has one weight per class of the data; checked as soon as the classes are known,
+    before any training."""
+    alpha = section.get("focal_alpha")
+    if isinstance(alpha, list) and len(alpha) != len(label_names):
+        raise ConfigError(f"{where}.focal_alpha lists {len(alpha)} weights for {len(label_names)} classes "
+                          f"({', '.join(label_names) or 'a span task has none'}): give one weight per class, in "
+                          "that order, or a single number")
 
 
 def cross_domain_datasets(recipe: dict) -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import data_dir_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import COUNT, Number, data_dir_option, overwrite_option, resolve_run_dir, run_option
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -18,8 +18,8 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--run", "--run-dir", "run", default=None, metavar="NAME|PATH",
               help="Run directory: a name under runs/, or a path.")
 @data_dir_option
-@click.option("--parity-examples", type=int, default=None, help="Eval examples for the ONNX parity check (default: recipe).")
-@click.option("--coreml-examples", type=int, default=None, help="Eval examples for the Core ML parity check (default: recipe).")
+@click.option("--parity-examples", type=COUNT, default=None, help="Eval examples for the ONNX parity check (default: recipe).")
+@click.option("--coreml-examples", type=Number(int, 0), default=None, help="Eval examples for the Core ML parity check (default: recipe).")
 @click.option("--coreml-variants", default=None, metavar="V,...",
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @overwrite_option

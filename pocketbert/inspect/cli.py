@@ -7,18 +7,31 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import data_dir_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import (
+    COUNT,
+    POSITIVE,
+    THREADS,
+    Number,
+    OneOf,
+    data_dir_option,
+    overwrite_option,
+    resolve_run_dir,
+    run_option,
+)
+
+COMPARED_RUNTIMES = ("onnxruntime", "pytorch", "coreml", "executorch")  # what bench measures
+COMPARED_FORMATS = ("onnx", "ort", "pytorch", "mlpackage", "pte")
 
 
 @click.command()
 @run_option
 @click.option("--datasets", default=None, metavar="NAME,...",
               help="Datasets to look at (default: the training dataset and its cross-domain ones).")
-@click.option("--examples", type=int, default=500, show_default=True, help="Eval examples per dataset.")
+@click.option("--examples", type=COUNT, default=500, show_default=True, help="Eval examples per dataset.")
 @click.option("--pooling", type=click.Choice(["cls", "mean"]), default="cls", show_default=True,
               help="Sentence embedding: the [CLS] state or the mean of the token states (last layer).")
-@click.option("--clusters", type=int, default=9, show_default=True, help="Gaussian-mixture components.")
-@click.option("--perplexity", type=float, default=30.0, show_default=True, help="t-SNE perplexity.")
+@click.option("--clusters", type=Number(int, 2), default=9, show_default=True, help="Gaussian-mixture components.")
+@click.option("--perplexity", type=POSITIVE, default=30.0, show_default=True, help="t-SNE perplexity.")
 @data_dir_option
 @overwrite_option
 def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, overwrite):
@@ -51,10 +64,10 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs/compare"), show_default=True,
               help="Folder for compare.json, compare.md and compare.png.")
-@click.option("--runtime", default="onnxruntime", show_default=True, help="Runtime whose latency is compared.")
-@click.option("--format", "model_format", default="onnx", show_default=True, help="onnx, ort or pytorch.")
-@click.option("--precision", default="int8", show_default=True, help="fp32 or int8.")
-@click.option("--threads", type=int, default=1, show_default=True, help="Thread count of the compared latency.")
+@click.option("--runtime", type=OneOf(COMPARED_RUNTIMES), default="onnxruntime", show_default=True, help="Runtime whose latency is compared.")
+@click.option("--format", "model_format", type=OneOf(COMPARED_FORMATS), default="onnx", show_default=True, help="onnx, ort or pytorch.")
+@click.option("--precision", type=OneOf(("fp32", "fp16", "int8")), default="int8", show_default=True, help="fp32 or int8.")
+@click.option("--threads", type=THREADS, default=1, show_default=True, help="Thread count of the compared latency.")
 @overwrite_option
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""

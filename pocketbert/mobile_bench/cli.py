@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import overwrite_option, resolve_run_dir
+from pocketbert.cli_options import COUNT, POSITIVE, OneOf, overwrite_option, resolve_run_dir, thread_list
+
+PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
 
 DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -18,7 +20,7 @@ DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 @click.option("--reference", "reference_source", default=None,
               help="BERT-base checkpoint (hub name or folder); default: its architecture built from the config.")
 @click.option("--threads", default=None, help="Comma-separated ONNX Runtime thread counts (default: the recipe's).")
-@click.option("--time-cap", type=float, default=None,
+@click.option("--time-cap", type=POSITIVE, default=None,
               help="Seconds of timed repeats per configuration at most (default: the recipe's).")
 @overwrite_option
 @click.pass_context
@@ -39,15 +41,8 @@ def bench(ctx, run, reference_source, threads, time_cap, overwrite):
 
     if run is None:
         raise ConfigError("name the run to benchmark: pocketbert bench --run NAME")
-    try:
-        thread_list = [int(t) for t in threads.split(",")] if threads else None
-    except ValueError:
-        raise ConfigError(f"--threads must be comma-separated integers like 1,2 (got '{threads}')") from None
-    if thread_list and min(thread_list) < 1:
-        raise ConfigError(f"--threads must be positive (got '{threads}')")
-    if time_cap is not None and time_cap <= 0:
-        raise ConfigError(f"--time-cap must be a positive number of seconds (got {time_cap})")
-    path, results = bench_run(resolve_run_dir(run), overwrite, reference_source, thread_list, time_cap)
+    path, results = bench_run(resolve_run_dir(run), overwrite, reference_source, thread_list(threads, "--threads"),
+                              time_cap)
     click.echo(headline_sentence(results))
     check = results.get("architecture_check")
     if check:
@@ -63,9 +58,9 @@ def bench(ctx, run, reference_source, threads, time_cap, overwrite):
 @click.option("--device", "device_key", required=True,
               help="Device key, e.g. iphone-15-pro (the keys of device_profiles.yaml get roofline floors).")
 @click.option("--model", default="student", show_default=True, help="Which model was measured: student, bert-base, teacher.")
-@click.option("--precision", default="fp16", show_default=True, help="Precision of the measured .mlpackage.")
-@click.option("--sequence-length", type=int, default=None, help="Sequence length measured (default: the bench's).")
-@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--precision", type=OneOf(PHONE_PRECISIONS), default="fp16", show_default=True, help="Precision of the measured .mlpackage.")
+@click.option("--sequence-length", type=COUNT, default=None, help="Sequence length measured (default: the bench's).")
+@click.option("--batch", type=COUNT, default=1, show_default=True)
 def import_measurement(file, run, device_key, model, precision, sequence_length, batch):
     """Bring a latency measured on a phone (Xcode performance report or coremltools benchmark JSON) into the run."""
     from pocketbert.errors import ConfigError

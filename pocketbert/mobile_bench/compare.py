@@ -6,10 +6,11 @@ more than the protocol's own precision target: anything less is what re-running 
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
-from pocketbert.errors import ConfigError
+from pocketbert.errors import ConfigError, PocketbertError
+from pocketbert.files import read_json_object
 from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
 
 MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH
@@ -21,15 +22,28 @@ def measurement_key(m: dict) -> tuple:
     return tuple(m.get(f) for f in KEY_FIELDS)
 
 
-def load_results(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: pass two results.json files written by `pocketbert bench`") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or "measurements" not in data:
-        raise ConfigError(f"{path} is not a pocketbert results.json (no measurements)")
+def load_results(path: Path, error: type[PocketbertError] = ConfigError) -> dict:
+    """A results.json, checked for what comparing and re-deriving read: a measurements list whose rows carry a
+    positive, finite median_ms, with key fields of plain values."""
+    advice = "pass a results.json written by `pocketbert bench`"
+    data = read_json_object(path, error, advice, "results.json")
+    measurements = data.get("measurements")
+    if not isinstance(measurements, list):
+        raise error(f"{path} is not a pocketbert results.json (no measurements list); {advice}")
+    for i, m in enumerate(measurements):
+        where = f"{path}: measurements[{i}]"
+        if not isinstance(m, dict):
+            raise error(f"{where} is not an object; {advice}")
+        median = m.get("median_ms")
+        if isinstance(median, bool) or not isinstance(median, (int, float)) or not (0 < median < math.inf):
+            raise error(f"{where}: median_ms must be a positive number (got {median!r}); {advice}")
+        for key in ("ci_low_ms", "ci_high_ms"):
+            if m.get(key) is not None and (isinstance(m[key], bool) or not isinstance(m[key], (int, float))):
+                raise error(f"{where}: {key} must be a number or null (got {m[key]!r}); {advice}")
+        if any(isinstance(m.get(f), (dict, list)) for f in KEY_FIELDS):
+            raise error(f"{where}: {', '.join(KEY_FIELDS)} must be plain values; {advice}")
+    if not isinstance(data.get("host", {}), dict):
+        raise error(f"{path}: 'host' must be an object; {advice}")
     return data
 
 

@@ -10,10 +10,11 @@ Two inputs are read:
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
+from pocketbert.files import read_json_object
 from pocketbert.mobile_bench.stats import summarize
 
 COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUnit names used in results
@@ -32,19 +33,27 @@ def _compute_units(raw, where: str) -> str:
 
 
 def _positive(raw, where: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ConfigError(f"{where} must be a number of milliseconds (got {raw!r})")
     try:
         value = float(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"{where} must be a number of milliseconds (got '{raw}')") from None
-    if not value > 0:
-        raise ConfigError(f"{where} must be positive (got {value})")
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{where} must be positive and finite, in milliseconds (got {raw!r})")
     return value
+
+
+def _object(raw, where: str) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a JSON object (got {type(raw).__name__})")
+    return raw
 
 
 def parse_phone_measurement(data: dict, where: str) -> dict:
     """The measurement fields a phone file provides: device, OS, compute units, latency statistics, load time."""
     if "xcode_performance_report" in data:
-        report = data["xcode_performance_report"]
+        report = _object(data["xcode_performance_report"], f"{where}: xcode_performance_report")
         median = _positive(report.get("prediction_median_ms"), f"{where}: prediction_median_ms")
         row = {"format": "xcode", "median_ms": median, "ci_low_ms": None, "ci_high_ms": None,
                "ci_relative_half_width": None, "repeats": report.get("iterations"), "converged": None,
@@ -52,23 +61,34 @@ def parse_phone_measurement(data: dict, where: str) -> dict:
         load = report.get("load_median_ms")
         cold = {"load_ms": _positive(load, f"{where}: load_median_ms")} if load is not None else None
     elif "predict" in data:
-        samples = (data["predict"] or {}).get("samples") or []
+        samples = _object(data["predict"] or {}, f"{where}: predict").get("samples") or []
+        if not isinstance(samples, list):
+            raise ConfigError(f"{where}: predict.samples must be a list of milliseconds")
         samples = [_positive(s, f"{where}: predict.samples") for s in samples]
         if not samples:
             raise ConfigError(f"{where}: predict.samples is empty; benchmark with iterations > 0")
         stats = summarize(samples, "coremltools MLModelBenchmarker samples").to_dict()
         row = {"format": "coremltools", **stats}
-        load_samples = ((data.get("load") or {}).get("samples")) or []
+        load_samples = _object(data.get("load") or {}, f"{where}: load").get("samples") or []
+        if not isinstance(load_samples, list):
+            raise ConfigError(f"{where}: load.samples must be a list of milliseconds")
         cold = {"load_ms": summarize([_positive(s, f"{where}: load.samples") for s in load_samples]).median_ms} \
             if load_samples else None
         report = data
     else:
         raise ConfigError(f"{where}: not a phone measurement: expected a coremltools benchmark JSON (with 'predict') "
                           "or an 'xcode_performance_report' object")
-    device = str(report.get("device") or "").strip()
+    device = report.get("device")
+    device = device.strip() if isinstance(device, str) else ""
     if not device:
         raise ConfigError(f"{where}: name the phone in 'device' (for example \"iPhone 15 Pro\")")
-    return {**row, "device_name": device, "os": report.get("os"),
+    os_name = report.get("os")
+    if os_name is not None and not isinstance(os_name, str):
+        raise ConfigError(f"{where}: 'os' must be text like \"iOS 17.4\" (got {os_name!r})")
+    repeats = row.get("repeats")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        raise ConfigError(f"{where}: iterations must be a positive whole number (got {repeats!r})")
+    return {**row, "device_name": device, "os": os_name,
             "compute_units": _compute_units(report.get("compute_units"), where), "cold_start": cold}
 
 
@@ -76,14 +96,7 @@ def import_phone_file(path: Path, device_key: str, model: str, precision: str, b
                       sequence_length: int) -> dict:
     """One measurement row in the results schema, marked as measured on the named device."""
     where = str(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where} is not valid JSON ({exc}); export the measurement as JSON") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object")
+    data = read_json_object(path, ConfigError, "export the measurement as JSON", "phone measurement")
     parsed = parse_phone_measurement(data, where)
     cold = parsed.pop("cold_start")
     return {"model": model, "runtime": "coreml", "model_format": "mlpackage", "precision": precision,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from pocketbert.core.models import read_labels
 from pocketbert.errors import RunDirError
+from pocketbert.files import dumps_strict, read_json_object
 from pocketbert.manifest import (
     git_commit,
     package_versions,
@@ -39,7 +40,6 @@ from pocketbert.rundir import (
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
     EXPORT_DIR,
-    LABELS,
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
@@ -142,7 +142,20 @@ def _files_entry(fs: dict) -> dict:
 
 def collect_imports(run_dir: Path) -> list[dict]:
     folder = Path(run_dir) / BENCH_IMPORTS_DIR
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    advice = "remove it, or bring the measurement in again with `pocketbert bench import`"
+    return [read_json_object(p, RunDirError, advice, "imported measurement")
+            for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def read_results(path: Path) -> dict:
+    """A results.json written by `pocketbert bench`, checked for what is read back from it."""
+    from pocketbert.mobile_bench.compare import load_results
+
+    results = load_results(path, RunDirError)
+    length = (results.get("protocol") or {}).get("sequence_length") if isinstance(results.get("protocol"), dict) else None
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise RunDirError(f"{path}: no protocol.sequence_length; re-run `pocketbert bench --overwrite`")
+    return results
 
 
 def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | None = None,
@@ -154,12 +167,13 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     student_manifest, export_manifest = read_manifest(student_dir), read_manifest(export_dir)
     cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s)
     seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])
-    student_config = json.loads((export_dir / MODEL_CONFIG).read_text())
+    student_config = read_json_object(export_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert export`",
+                                      "exported config.json")
     max_positions = student_config.get("max_position_embeddings", seq_len)
     if seq_len > max_positions:
         raise RunDirError(f"bench sequence length {seq_len} exceeds the student's {max_positions} positions: "
                           "lower bench.sequence_length")
-    labels = json.loads((export_dir / LABELS).read_text())
+    labels = read_labels(export_dir)
     task = make_task(export_manifest["config"]["task"], labels)
     longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
     seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= longest})
@@ -246,7 +260,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         }
         derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)
-        (out / BENCH_RESULTS).write_text(json.dumps(results, indent=2) + "\n")
+        (out / BENCH_RESULTS).write_text(dumps_strict(results, indent=2) + "\n")
         report.write_reports(out / BENCH_RESULTS, out)
     return Path(run_dir) / BENCH_DIR, results
 
@@ -275,7 +289,8 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_
                            **{f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()}},
     }
     teacher_dir = Path(run_dir) / TEACHER_DIR
-    teacher_config = json.loads((teacher_dir / MODEL_CONFIG).read_text()) if teacher_dir.is_dir() else None
+    teacher_config = read_json_object(teacher_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert train teacher`",
+                                      "teacher's config.json") if teacher_dir.is_dir() else None
     if teacher_config and _model_summary(teacher_config) != _model_summary(reference.BERT_BASE_CONFIG):
         t_dir, t_describe = reference.teacher(task, teacher_dir, sha256_of(teacher_dir))
         models[derive.TEACHER] = {"description": t_describe, **_model_summary(teacher_config)}
@@ -370,8 +385,10 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
     from pocketbert.mobile_bench.phone_import import import_phone_file
 
+    if not Path(run_dir).is_dir():
+        raise RunDirError(f"{run_dir} is not a run directory: name the run the measurement belongs to")
     results_path = Path(run_dir) / BENCH_DIR / BENCH_RESULTS
-    existing = json.loads(results_path.read_text()) if results_path.is_file() else None
+    existing = read_results(results_path) if results_path.is_file() else None
     if sequence_length is None:
         if existing is None:
             raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
@@ -383,7 +400,7 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
     imports.mkdir(parents=True, exist_ok=True)
     target = imports / name
     try:
-        write_text_atomically(target, json.dumps(row, indent=2) + "\n")  # a killed or failed import leaves no half file
+        write_text_atomically(target, dumps_strict(row, indent=2) + "\n")  # a killed or failed import leaves no half file
     except BaseException:
         if made:  # nor the folder made for it
             imports.rmdir()
@@ -394,6 +411,6 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
     existing["measurements"] += collect_imports(run_dir)
     derive.derive(existing)
     with staged_output(run_dir, BENCH_DIR, overwrite=True) as out:
-        (out / BENCH_RESULTS).write_text(json.dumps(existing, indent=2) + "\n")
+        (out / BENCH_RESULTS).write_text(dumps_strict(existing, indent=2) + "\n")
         report.write_reports(out / BENCH_RESULTS, out)
     return target, Path(run_dir) / BENCH_DIR

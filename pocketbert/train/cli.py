@@ -7,6 +7,12 @@ from pathlib import Path
 import click
 
 from pocketbert.cli_options import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    Number,
     data_dir_option,
     device_option,
     overwrite_option,
@@ -29,13 +35,13 @@ recipe_options = [
     click.option("--eval-file", type=click.Path(path_type=Path), default=None, help="Evaluation file for a local dataset."),
     click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml."),
     click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset."),
-    click.option("--epochs", type=int, default=None, help="Override the recipe's epochs."),
-    click.option("--max-train-examples", type=int, default=None, help="Train on a seeded subset of this size."),
-    click.option("--seed", type=int, default=None, help="Override the recipe's seed."),
+    click.option("--epochs", type=COUNT, default=None, help="Override the recipe's epochs."),
+    click.option("--max-train-examples", type=COUNT, default=None, help="Train on a seeded subset of this size."),
+    click.option("--seed", type=SEED, default=None, help="Override the recipe's seed."),
     click.option("--hard-loss", type=click.Choice(["ce", "focal"]), default=None,
                  help="Hard-label loss: cross-entropy, or focal loss (Lin et al. 2017)."),
-    click.option("--focal-gamma", type=float, default=None, help="Focal loss gamma (default 2)."),
-    click.option("--focal-alpha", type=float, default=None, help="Focal loss alpha, one weight for every class."),
+    click.option("--focal-gamma", type=NON_NEGATIVE, default=None, help="Focal loss gamma (default 2)."),
+    click.option("--focal-alpha", type=NON_NEGATIVE, default=None, help="Focal loss alpha, one weight for every class."),
     click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override any recipe key, e.g. distill.temperature=4."),
 ]
 
@@ -93,7 +99,9 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
         "teacher.hard_loss": hard_loss, "teacher.focal_gamma": focal_gamma, "teacher.focal_alpha": focal_alpha,
     }, set_items)
     recipe = with_large_batch(recipe, "teacher", large_batch)
-    label_names = [s.strip() for s in labels.split(",")] if labels else None
+    from pocketbert.core.data import parse_labels_option
+
+    label_names = parse_labels_option(labels, recipe["dataset"])
     path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
                                       device, overwrite, trust_remote_code, resume)
     _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
@@ -107,13 +115,13 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--recipe", "distill_recipe", type=click.Choice(["distilbert", "tang"]), default=None,
               help="distilbert: half-depth transformer student (KL, CE, cosine); tang: BiLSTM student, logit MSE, "
                    "augmented transfer set (default: the recipe file's distill.recipe, else distilbert).")
-@click.option("--alpha", type=float, default=None, help="Tang recipe: weight of the hard-label loss against logit MSE.")
+@click.option("--alpha", type=FRACTION, default=None, help="Tang recipe: weight of the hard-label loss against logit MSE.")
 @click.option("--cross-domain", default=None, metavar="NAME,...",
               help="Also evaluate student and teacher on these datasets, e.g. imdb (sets eval.cross_domain).")
-@click.option("--temperature", type=float, default=None, help="Softmax temperature T of the soft targets.")
-@click.option("--kl-weight", type=float, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
-@click.option("--ce-weight", type=float, default=None, help="Weight of the hard-label cross-entropy.")
-@click.option("--cos-weight", type=float, default=None, help="Weight of the hidden-state cosine loss.")
+@click.option("--temperature", type=POSITIVE, default=None, help="Softmax temperature T of the soft targets.")
+@click.option("--kl-weight", type=NON_NEGATIVE, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
+@click.option("--ce-weight", type=NON_NEGATIVE, default=None, help="Weight of the hard-label cross-entropy.")
+@click.option("--cos-weight", type=NON_NEGATIVE, default=None, help="Weight of the hidden-state cosine loss.")
 @click.option("--compile", "compile_student", is_flag=True, help="Wrap the student in torch.compile.")
 @click.option("--student-model", default=None, metavar="NAME|PATH",
               help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
@@ -153,6 +161,10 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         "distill.augment": augment,
     }, set_items)
     recipe = with_large_batch(recipe, "distill", large_batch)
+    from pocketbert.core.data import check_cross_domain
+    from pocketbert.core.recipe import cross_domain_datasets
+
+    check_cross_domain(cross_domain_datasets(recipe), recipe["task"])
     path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
                                       overwrite, resume)
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
@@ -249,7 +261,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 
 @train.command()
 @run_option
-@click.option("--ffn-ratio", type=float, default=None, help="Share of every FFN's channels to remove (default 0.5).")
+@click.option("--ffn-ratio", type=Number(float, 0, 1, low_open=True, high_open=True), default=None, help="Share of every FFN's channels to remove (default 0.5).")
 @click.option("--out-run", type=click.Path(path_type=Path), default=None,
               help="Run directory for the pruned student (default: <run>-pruned beside the run).")
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
@@ -282,7 +294,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset
               help="A fine-tuned teacher folder (default: <run>/teacher).")
 @click.option("--task", default="sentiment", show_default=True, help="sentiment or qa.")
 @click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml.")
-@click.option("--examples", type=int, default=2000, show_default=True, help="Training examples in the timed epoch.")
+@click.option("--examples", type=COUNT, default=2000, show_default=True, help="Training examples in the timed epoch.")
 @data_dir_option
 @device_option
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):

@@ -24,8 +24,8 @@ from pocketbert.rundir import (
 )
 from pocketbert.core import losses, models
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
-from pocketbert.core.data import load_task_data, subsample
-from pocketbert.core.recipe import cross_domain_datasets
+from pocketbert.core.data import check_cross_domain, load_task_data, subsample
+from pocketbert.core.recipe import check_class_weights, cross_domain_datasets
 from pocketbert.train.student import build_student
 
 
@@ -57,6 +57,9 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
     task.check_label_names(data.label_names, f"dataset '{data.name}'")
+    # Checks that need the classes, made before the student trains rather than after.
+    check_class_weights(recipe["distill"], task.label_names, "distill")
+    check_cross_domain(cross_domain_datasets(recipe), task.name, task.label_names)
     return teacher, tokenizer, task, teacher_dir, data
 
 

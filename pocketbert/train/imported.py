@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from pocketbert.core import models
-from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
 from pocketbert.core.data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.recipe import complete_recipe
@@ -39,8 +39,9 @@ def import_student(source: str, task_name: str, run_dir: Path, recipe: dict, dat
     recipe = complete_recipe(recipe)
     source = models.resolve_model_source(source)
     models.quiet_transformers()
-    tokenizer = models.load_tokenizer(source, trust_remote_code=trust_remote_code)
     config = _load_config(source, trust_remote_code)
+    check_bert_family(config, source)
+    tokenizer = models.load_tokenizer(source, trust_remote_code=trust_remote_code)
     task = make_task(task_name, make_task(task_name).checkpoint_labels(config))
     model, loading_info = _load_with_info(source, task, trust_remote_code)
     _check_head(loading_info, task, source)
@@ -80,15 +81,5 @@ def _load_config(source: str, trust_remote_code: bool):
 
 def _load_with_info(source: str, task, trust_remote_code: bool):
     """The model with its head as saved, and transformers' report of which weights it had to create."""
-    import pickle
-
-    try:
-        return task.auto_model_class().from_pretrained(
-            source, attn_implementation="eager", weights_only=True, trust_remote_code=trust_remote_code,
-            dtype=models.master_dtype(), output_loading_info=True)
-    except pickle.UnpicklingError as exc:
-        raise ModelError(f"refused to load '{source}': its pickled weights would run code when loaded; use a "
-                         "checkpoint in safetensors format from a source you trust") from exc
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot load '{source}' as a {task.name} model ({exc}); pass a Hugging Face folder or "
-                         "hub name") from exc
+    return models.from_pretrained(task.auto_model_class(), source, task, trust_remote_code,
+                                  output_loading_info=True)

@@ -11,6 +11,7 @@ from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
 from pocketbert.core import losses, models
 from pocketbert.train import checkpoint, distributed, trainer
 from pocketbert.core.data import load_task_data
+from pocketbert.core.recipe import check_class_weights
 from pocketbert.core.tasks import make_task
 
 
@@ -38,6 +39,7 @@ def fine_tune_teacher(
     cfg, eval_cfg = recipe["teacher"], recipe["eval"]
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, label_names, seed)
     task = make_task(recipe["task"], data.label_names)
+    check_class_weights(cfg, task.label_names, "teacher")
     source = models.resolve_model_source(model_name)
     tokenizer = models.load_tokenizer(source, trust_remote_code)
     trainer.set_seed(seed)
