@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from helpers import error_line, run_cli, run_cli_steps, run_with_teacher
 
-from pocketbert import rundir
 from pocketbert.cache_dir import CACHE_ENV
 from pocketbert.exit_codes import USAGE
 from pocketbert.train.teacher_cache import CACHE_SUBDIR

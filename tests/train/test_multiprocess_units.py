@@ -4,7 +4,6 @@ state, the precision the GPU is asked about, and which process writes the stage.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import torch
 
