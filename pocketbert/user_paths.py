@@ -20,7 +20,9 @@ from typing import Iterable
 from pocketbert.errors import ConfigError, DataError, RunDirError
 from pocketbert.rundir import DEFAULT_RUNS_ROOT, MANIFEST
 
-OUTPUT_MARKER = "pocketbert_output.json"  # {"made_by": "<command>"}: what --overwrite may replace
+# {"made_by": "<command>"} in an output folder: what --overwrite may replace. Hidden, so that an app's build
+# (Android assets, an Xcode folder reference) leaves it out.
+OUTPUT_MARKER = ".pocketbert_output.json"
 MADE_BY = "made_by"
 
 

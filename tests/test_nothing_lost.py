@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import error_line, run_cli, run_cli_steps
+from helpers import error_line, run_cli, run_cli_steps, run_with_teacher
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ USAGE_ERROR = 2
 TINY = ["--preset", "tiny"]
 LOCAL_DATA_ROWS = 200  # a local data file: enough for the tiny recipe's eval split
 OUTSIDE_WALL_TIME_S = 12345.0  # a number only a manifest outside the runs holds
-MARKER = "pocketbert_output.json"
+MARKER = ".pocketbert_output.json"
 
 
 def tree(root: Path) -> dict:
@@ -169,6 +169,30 @@ def test_compare_never_overwrites_a_run_or_its_inputs(capsys, sst2_runs, run_cop
     out = tmp_path / "compare"
     assert run_cli(capsys, "compare", *sst2_runs, "--out", out).exit_code == 0
     assert run_cli(capsys, "compare", *sst2_runs, "--out", out, "--overwrite").exit_code == 0
+
+
+def test_a_training_stage_never_replaces_its_own_input(capsys, teacher_run, tmp_path, shared_data):
+    """`train prune --out-run` equal to `--run`, and `train distill --teacher <run>/student`: the folder the
+    stage would replace is the one it reads."""
+    run = run_with_teacher(teacher_run, tmp_path / "run")
+    data = ["--data-dir", shared_data]
+    assert run_cli(capsys, "train", "distill", "--run", run, *TINY, *data).exit_code == 0
+    before = tree(tmp_path)
+    refused(run_cli(capsys, "train", "prune", "--run", run, "--out-run", run, *TINY, *data, "--overwrite"),
+            "--out-run", "which `pocketbert train prune` reads")
+    refused(run_cli(capsys, "train", "distill", "--run", run, "--teacher", run / "student", *TINY, *data,
+                    "--overwrite"), "which `pocketbert train distill` reads")
+    assert tree(tmp_path) == before
+
+
+def test_overwrite_never_replaces_a_folder_that_only_bears_a_stages_name(capsys, tiny_base, tmp_path, shared_data):
+    own = tmp_path / "teacher"  # the user's folder, in the folder given as --run
+    own.mkdir()
+    (own / "notes.txt").write_text("the user's")
+    before = tree(tmp_path)
+    refused(run_cli(capsys, "train", "teacher", "--run", tmp_path, "--model", tiny_base, *TINY,
+                    "--data-dir", shared_data, "--overwrite"), "not one", "manifest.json")
+    assert tree(tmp_path) == before
 
 
 # --- class 7: compare reads only the runs it was given ----------------------------------------------------------
