@@ -230,6 +230,7 @@ def test_compare_follows_no_teacher_path_out_of_the_runs(capsys, sst2_runs, tmp_
 # --- class 6: app folders and bench take only what the export proved ----------------------------------------------
 
 def test_export_manifest_hashes_every_artifact(exported):
+    from pocketbert.export.artifacts import verified
     from pocketbert.manifest import sha256_of
 
     export = exported[0] / "export"
@@ -238,6 +239,9 @@ def test_export_manifest_hashes_every_artifact(exported):
     assert set(recorded) == on_disk
     for name, entry in recorded.items():
         assert entry["sha256"] == sha256_of(export / name), name
+    # and an untouched export passes the check app folders and bench make, every artifact at once
+    manifest = json.loads((export / "manifest.json").read_text())
+    assert verified(export, manifest, sorted(recorded), exported[0]) == [export / name for name in sorted(recorded)]
 
 
 def swap_labels(export: Path) -> None:
