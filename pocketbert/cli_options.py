@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from pocketbert.rundir import DEFAULT_RUNS_ROOT
-
-
-def resolve_run_dir(run: str) -> Path:
-    """A bare name lives under runs/; anything with a path separator is taken as a path."""
-    return Path(run) if (os.sep in run or run.startswith(".")) else DEFAULT_RUNS_ROOT / run
+from pocketbert.user_paths import run_dir as resolve_run_dir  # noqa: F401  (the commands' one way to read --run)
 
 
 # --run-dir spells the same option for torchrun, whose own parser takes "--run" for its "--run-path".

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -161,12 +162,37 @@ def recover_stage(run_dir: Path, stage: str) -> None:
             shutil.rmtree(previous, ignore_errors=True)
 
 
+# What proves a folder is a stage's own output: its manifest.json naming the stage, or, for the stages that
+# write no manifest, their results file.
+STAGE_RECORDS = {BENCH_DIR: BENCH_RESULTS, INSPECT_DIR: INSPECT_RESULTS}
+
+
+def is_stage_output(folder: Path, stage: str) -> bool:
+    """Whether `folder` is recognisably an earlier output of `stage` (links are not taken as proof)."""
+    record = Path(folder) / STAGE_RECORDS.get(stage, MANIFEST)
+    if record.is_symlink() or not record.is_file():
+        return False
+    if record.name != MANIFEST:
+        return True
+    try:
+        return json.loads(record.read_text(encoding="utf-8")).get("stage") == stage
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def check_writable(run_dir: Path, stage: str, overwrite: bool) -> Path:
-    """Refuse early, before any work, to replace a finished stage without --overwrite."""
+    """Refuse early, before any work, to replace a finished stage without --overwrite, and, with it, a folder
+    that is not recognisably that stage's earlier output (a folder of the user's that bears the stage's name)."""
     recover_stage(run_dir, stage)
     final = stage_path(run_dir, stage)
-    if final.exists() and any(final.iterdir()) and not overwrite:
-        raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
+    if final.exists() and not final.is_dir():
+        raise RunDirError(f"{final} is not a folder this stage wrote: move it away, or choose another --run")
+    if final.exists() and any(final.iterdir()):
+        if not overwrite:
+            raise RunDirError(f"{final} already exists: pass --overwrite to replace it, or choose another --run")
+        if not is_stage_output(final, stage):
+            raise RunDirError(f"--overwrite replaces only an earlier {stage} stage, and {final} is not one (no "
+                              f"{STAGE_RECORDS.get(stage, MANIFEST)} of that stage): choose another --run")
     return final
 
 

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from helpers import error_line, run_cli, run_cli_steps
 
+from pocketbert.user_paths import OUTPUT_MARKER
+
 pytestmark = pytest.mark.slow
 
 
@@ -151,7 +153,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
     ios = tmp_path / "ios"
-    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "resources", "README.md"}
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "resources", "README.md", OUTPUT_MARKER}
     assert {p.name for p in (ios / "resources").iterdir()} == {"tokenizer.json", "tokenizer_config.json",
                                                                "config.json", "labels.json", "tokenizer_golden.json"}
     readme = (ios / "README.md").read_text()
@@ -167,7 +169,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     assert result.exit_code == 0, result.err
     android = tmp_path / "android"
     assert {p.name for p in android.iterdir()} == {"model.text.ort", "model.text.required_operators.config",
-                                                   "labels.json", "tokenizer_golden.json", "README.md"}
+                                                   "labels.json", "tokenizer_golden.json", "README.md", OUTPUT_MARKER}
     kotlin = (android / "README.md").read_text()
     assert "registerCustomOpLibrary(OrtxPackage.getLibraryPath())" in kotlin
     assert "class WordPiece" not in kotlin  # the tokenizer is in the model, not hand-written in the app
@@ -274,10 +276,16 @@ def test_app_folder_is_replaced_only_with_overwrite(sentiment_run, capsys, tmp_p
     (out / "mine.txt").write_text("an app's own file")
     refused = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out)
     assert refused.exit_code == 2 and "pass --overwrite" in error_line(refused)
+    # --overwrite replaces only a folder this command made (its marker says so), never the app's own
+    kept = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out, "--overwrite")
+    assert kept.exit_code == 2 and "not one" in error_line(kept)
     assert [p.name for p in out.iterdir()] == ["mine.txt"]  # untouched
+    (out / "mine.txt").unlink()
+    assert run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out).exit_code == 0
+    (out / "stale.txt").write_text("left by an earlier version")
     replaced = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out, "--overwrite")
     assert replaced.exit_code == 0, replaced.err
-    assert not (out / "mine.txt").exists() and (out / "README.md").is_file()
+    assert not (out / "stale.txt").exists() and (out / "README.md").is_file()
 
 
 def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pocketbert.errors import RunDirError
@@ -19,6 +21,7 @@ def test_failed_stage_leaves_nothing(tmp_path):
 def test_failed_overwrite_keeps_the_earlier_complete_folder(tmp_path):
     with staged_output(tmp_path, "export") as out:
         (out / "model.onnx").write_text("v1")
+        (out / MANIFEST).write_text(json.dumps({"stage": "export"}))
     with pytest.raises(KeyboardInterrupt):
         with staged_output(tmp_path, "export", overwrite=True) as out:
             (out / "model.onnx").write_text("v2-partial")
@@ -30,12 +33,27 @@ def test_failed_overwrite_keeps_the_earlier_complete_folder(tmp_path):
 def test_overwrite_replaces_and_refusal_without_it(tmp_path):
     with staged_output(tmp_path, "student") as out:
         (out / "a").write_text("1")
+        (out / MANIFEST).write_text(json.dumps({"stage": "student"}))
     with pytest.raises(RunDirError, match="already exists: pass --overwrite"):
         with staged_output(tmp_path, "student"):
             pass
     with staged_output(tmp_path, "student", overwrite=True) as out:
         (out / "b").write_text("2")
     assert sorted(p.name for p in (tmp_path / "student").iterdir()) == ["b"]
+
+
+@pytest.mark.parametrize("record", [None, "not json", json.dumps({"stage": "teacher"})])
+def test_overwrite_replaces_only_a_folder_the_stage_wrote(tmp_path, record):
+    """A folder that only bears the stage's name (no manifest, an unreadable one, another stage's) is kept."""
+    own = tmp_path / "student"
+    own.mkdir()
+    (own / "notes.txt").write_text("the user's")
+    if record is not None:
+        (own / MANIFEST).write_text(record)
+    with pytest.raises(RunDirError, match="is not one"):
+        with staged_output(tmp_path, "student", overwrite=True):
+            pass
+    assert (own / "notes.txt").read_text() == "the user's"
 
 
 def test_require_stage_needs_a_manifest(tmp_path):

@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from pocketbert.errors import ExportError, RunDirError
-from pocketbert.export import app_readme, mobile_usability
+from pocketbert.errors import ExportError
+from pocketbert.export import app_readme, artifacts, mobile_usability
 from pocketbert.export.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
@@ -27,6 +27,7 @@ from pocketbert.rundir import (
     coreml_package_name,
     require_stage,
 )
+from pocketbert.user_paths import mark_output, output_folder
 
 TOKENIZER_FOR_SWIFT = ("tokenizer.json", "tokenizer_config.json", MODEL_CONFIG)  # what swift-transformers reads
 # The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
@@ -39,12 +40,11 @@ def _export_facts(run_dir: Path) -> tuple[Path, dict]:
     return export_dir, read_manifest(export_dir)
 
 
-def _app_folder(run_dir: Path, default: str, out: Path | None, overwrite: bool) -> Path:
-    """Where the app folder goes; an existing non-empty one is replaced only with --overwrite, checked first."""
+def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None, overwrite: bool) -> Path:
+    """Where the app folder goes, checked first: --overwrite replaces only an earlier app folder of this kind,
+    never the export it reads or a folder that holds it."""
     target = Path(out) if out else Path(run_dir) / default
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another --out")
-    return target
+    return output_folder(target, f"export {default}", overwrite, inputs=[export_dir])
 
 
 # The iOS folder's default program: enumerated lengths, which the Neural Engine runs, where the export made them.
@@ -71,7 +71,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     with executorch, the int8 ExecuTorch program too, and Swift for it."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
-    target = _app_folder(run_dir, IOS_APP_DIR, out, overwrite)
+    target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     made = manifest["config"].get("coreml_variants", ["fp16"])
     variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
@@ -84,10 +84,13 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     parity = manifest["metrics"]["parity"][package.name]
     lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
     base_name = coreml_package_name(task)  # one class name, whatever the compression
+    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
+    artifacts.verified(export_dir, manifest, [package.name, *shipped], run_dir)  # before anything is read
     with atomic_folder(target) as tmp:
+        mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
         shutil.copytree(package, tmp / base_name)
         (tmp / IOS_RESOURCES).mkdir()
-        for name in (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte):
+        for name in shipped:
             shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
         described = {"tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
                      "tokenizer_config.json": "tokenizer settings (lower case, Chinese characters, special tokens)",
@@ -133,9 +136,8 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     ExecuTorch program and tokenizer.json too, and Kotlin for them."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
-    target = _app_folder(run_dir, ANDROID_APP_DIR, out, overwrite)
+    target = _app_folder(run_dir, export_dir, ANDROID_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.KOTLIN_EXECUTORCH, executorch)
-    labels = json.loads((export_dir / LABELS).read_text())
     parity = manifest["metrics"]["parity"]
     if ORT_TEXT_MODEL not in parity:
         raise ExportError(f"the export has no {ORT_TEXT_MODEL} (text-in model): re-run `pocketbert export` with "
@@ -154,8 +156,11 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
              TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)",
              **{name: "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)" for name in pte},
              **({"tokenizer.json": "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
+    artifacts.verified(export_dir, manifest, list(files), run_dir)  # before any of them is read or copied
+    labels = json.loads((export_dir / LABELS).read_text())
     contrib_ops = _extension_ops(export_dir / ORT_TEXT_REQUIRED_OPERATORS)
     with atomic_folder(target) as tmp:
+        mark_output(tmp, f"export {ANDROID_APP_DIR}", run=run_dir)
         for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
         proven = [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "

@@ -14,7 +14,7 @@ from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import bundle, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import artifacts, bundle, hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
@@ -25,6 +25,7 @@ from pocketbert.rundir import (
     require_stage,
     staged_output,
 )
+from pocketbert.user_paths import recorded_dataset
 
 # The .ort files are the dynamic int8 and the static QDQ graphs; the fp32 one shows what an accelerator could
 # take without quantized ops.
@@ -106,7 +107,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     seed = int(recipe["seed"])
     coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
     check_coreml_choice(coreml_names, task, architecture)
-    data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, seed)
+    dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
+    data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
     plan = variants.selected(coreml_names, task, architecture)
@@ -178,6 +180,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                                               ["the text-in models' tokenizer graph (onnxruntime-extensions), "
                                                f"{context.notes['text_in_golden']} probes"]
                                               if "text_in_golden" in context.notes else [])}},
-            extra={"app_files": [p.name for p in app_files]},
+            # every artifact's hash: app folders and bench check these before they copy or time a file
+            extra={"app_files": [p.name for p in app_files], artifacts.ARTIFACTS: artifacts.record(out)},
         )
     return Path(run_dir) / EXPORT_DIR, results

@@ -71,14 +71,15 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 @overwrite_option
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""
-    from pocketbert.inspect.compare import compare_runs, plot_pareto, render_table
+    from pocketbert.inspect.compare import MADE_BY, compare_runs, plot_pareto, render_table
     from pocketbert.rundir import COMPARE_PLOT, COMPARE_RESULTS, COMPARE_TABLE, atomic_folder
-    from pocketbert.errors import RunDirError
+    from pocketbert.user_paths import mark_output, output_folder
 
-    if out_dir.exists() and not overwrite:
-        raise RunDirError(f"{out_dir} already exists: pass --overwrite to replace it, or --out another folder")
-    result = compare_runs([resolve_run_dir(r) for r in runs], runtime, model_format, precision, threads)
+    run_dirs = [resolve_run_dir(r) for r in runs]
+    output_folder(out_dir, MADE_BY, overwrite, inputs=run_dirs)
+    result = compare_runs(run_dirs, runtime, model_format, precision, threads)
     with atomic_folder(out_dir) as out:
+        mark_output(out, MADE_BY)
         (out / COMPARE_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
         stored = json.loads((out / COMPARE_RESULTS).read_text())
         (out / COMPARE_TABLE).write_text(render_table(stored))

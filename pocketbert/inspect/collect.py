@@ -22,6 +22,7 @@ from pocketbert.errors import ConfigError, require
 from pocketbert.inspect import measures
 from pocketbert.manifest import command_line, read_manifest
 from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.user_paths import recorded_dataset, recorded_path
 
 DEFAULT_EXAMPLES = 500  # per dataset: t-SNE of 500 points takes seconds; the whole inspect stays within minutes
 DEFAULT_CLUSTERS = 9
@@ -153,7 +154,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
     started = time.time()
     run_dir = Path(run_dir)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    teacher_dir = Path(read_manifest(student_dir)["config"].get("teacher") or run_dir / TEACHER_DIR)
+    teacher_dir = recorded_path(run_dir, read_manifest(student_dir)["config"].get("teacher") or TEACHER_DIR)
     if not (teacher_dir / "manifest.json").is_file():
         teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     recipe = read_manifest(student_dir)["config"]["recipe"]
@@ -164,7 +165,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
         raise ConfigError("inspect looks at sentence classifiers (embeddings coloured by label); this run is "
                           f"{task.name}: inspect a sentiment or emotion run")
     models = {role: (model, architecture_of(info)) for role, (model, _, _, info) in loaded.items()}
-    datasets = datasets or [recipe["dataset"], *cross_domain_datasets(recipe)]
+    datasets = datasets or [recorded_dataset(run_dir, recipe["dataset"]), *cross_domain_datasets(recipe)]
     max_length = int(loaded["student"][3]["max_length"])
     result = {
         "schema": 1, "run": str(run_dir), "command": command_line(), "task": task.name,

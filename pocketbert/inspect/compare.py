@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
-from pocketbert.manifest import command_line, read_manifest, sha256_of
-from pocketbert.rundir import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, require_stage
+from pocketbert.manifest import command_line, read_manifest
+from pocketbert.rundir import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.user_paths import inside_run, recorded_path
 
 MIN_RUNS = 2
+MADE_BY = "compare"  # the --out folder's marker: what a later --overwrite may replace
 
 
 def _measurement(bench: dict | None, model: str, runtime: str, model_format: str, precision: str,
@@ -83,11 +85,16 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])
         rows.append(_row(run.name, f"student ({recipe})", m["eval"], primary, cross, bench, "student", setting,
                          m.get("parameters"), student.get("wall_time_s"), sources))
-        teacher_dir = Path(student["config"].get("teacher") or "")
-        # the same teacher copied into several runs is one row: its files say so, not its path
-        key = sha256_of(teacher_dir) if teacher_dir.is_dir() else str(teacher_dir)
+        teacher_input = (student.get("inputs") or {}).get("teacher")
+        if not teacher_input or not m.get("teacher_eval"):
+            continue  # an imported student has no teacher to compare
+        # the same teacher copied into several runs is one row: the hash distillation recorded says so, and no
+        # path named in a manifest is followed out of the run (the user named only the runs)
+        key = teacher_input.get("sha256") or teacher_input.get("path")
         if key not in teachers:
-            teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
+            teacher_dir = recorded_path(run, student["config"].get("teacher") or TEACHER_DIR)
+            own = inside_run(run, teacher_dir) and (teacher_dir / MANIFEST).is_file()
+            teacher_manifest = read_manifest(teacher_dir) if own else {}
             teachers[key] = _row(f"teacher of {run.name}", "teacher", m["teacher_eval"], primary,
                                  {d: pair["teacher"][primary] for d, pair in (m.get("cross_domain") or {}).items()},
                                  bench, "teacher", setting, m.get("teacher_parameters"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from tqdm.auto import tqdm
 from pocketbert.core.models import read_labels
 from pocketbert.errors import RunDirError
 from pocketbert.files import dumps_strict, read_json_object
+from pocketbert.export import artifacts
 from pocketbert.manifest import (
     git_commit,
     package_versions,
@@ -40,12 +42,14 @@ from pocketbert.rundir import (
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
     EXPORT_DIR,
+    LABELS,
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
     ORT_MODEL,
     STUDENT_DIR,
     TEACHER_DIR,
+    TOKENIZER_FILES,
     check_writable,
     coreml_package_name,
     require_stage,
@@ -140,6 +144,17 @@ def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
 
+def _verify_export(run_dir: Path, export_dir: Path, manifest: dict) -> None:
+    """Time only what the export's parity gate proved: every export file bench reads, checked against the hash
+    the export manifest recorded, before anything is timed."""
+    task = manifest["config"]["task"]
+    recorded = manifest.get(artifacts.ARTIFACTS) or {}
+    optional = (*TOKENIZER_FILES, coreml_package_name(task), *PTE_FILES.values())
+    names = [MODEL_CONFIG, LABELS, ONNX_FP32, ONNX_INT8, ORT_MODEL,
+             *(n for n in optional if n in recorded or os.path.lexists(export_dir / n))]
+    artifacts.verified(export_dir, manifest, names, run_dir)
+
+
 def collect_imports(run_dir: Path) -> list[dict]:
     folder = Path(run_dir) / BENCH_IMPORTS_DIR
     advice = "remove it, or bring the measurement in again with `pocketbert bench import`"
@@ -165,6 +180,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     student_manifest, export_manifest = read_manifest(student_dir), read_manifest(export_dir)
+    _verify_export(run_dir, export_dir, export_manifest)
     cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s)
     seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])
     student_config = read_json_object(export_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert export`",

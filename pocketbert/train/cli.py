@@ -24,9 +24,14 @@ from pocketbert.config import TASKS
 
 def _recipe(task, preset, config, overrides, set_items):
     from pocketbert.config import apply_overrides, load_recipe, parse_set_options
+    from pocketbert.user_paths import dataset_for_recipe
 
     recipe = load_recipe(task, preset, config)
-    return apply_overrides(recipe, {**overrides, **parse_set_options(set_items)})
+    recipe = apply_overrides(recipe, {**overrides, **parse_set_options(set_items)})
+    # a local data file is recorded absolute: later stages read the recipe from the run, from any folder
+    if isinstance(recipe.get("dataset"), str):
+        recipe["dataset"] = dataset_for_recipe(recipe["dataset"])
+    return recipe
 
 
 recipe_options = [

@@ -20,8 +20,10 @@ from pocketbert.rundir import (
     TEACHER_DIR,
     check_writable,
     require_stage,
+    stage_path,
     staged_output,
 )
+from pocketbert.user_paths import record_path, refuse_inputs
 from pocketbert.core import losses, models
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
 from pocketbert.core.data import check_cross_domain, load_task_data, subsample
@@ -52,6 +54,8 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
                           eval_file: Path | None, seed: int):
     """The run's (or the given) teacher with its tokenizer and task, and the recipe's data in its label order."""
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    # the student folder this stage writes must not be, hold or lie in the teacher it reads (--teacher R/student)
+    refuse_inputs(stage_path(run_dir, STUDENT_DIR), "train distill", [teacher_dir], "--run")
     teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
@@ -219,7 +223,7 @@ def distill_student(
                                     {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
             write_manifest(
                 out, stage="student", started=started,
-                config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "layer_map": layer_map,
+                config={"recipe": recipe, "seed": seed, "teacher": record_path(run_dir, teacher_dir), "layer_map": layer_map,
                         "aligned_teacher_layers": targets, "device": str(dev), "dataset": data.name},
                 inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
                         **transfer.file_inputs(recipe)},

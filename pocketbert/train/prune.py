@@ -21,6 +21,7 @@ import torch
 from pocketbert.errors import ConfigError, ModelError, require
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.user_paths import recorded_path, refuse_inputs
 from pocketbert.core import models
 from pocketbert.core.architectures import architecture_of
 
@@ -75,9 +76,12 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives
         recorded = read_manifest(student_dir)["config"].get("teacher")
-        teacher_dir = Path(recorded) if recorded and (Path(recorded) / MANIFEST).is_file() else None
+        recorded = recorded_path(run_dir, recorded) if recorded else None  # absolute, or relative to the run
+        teacher_dir = recorded if recorded and (recorded / MANIFEST).is_file() else None
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
+    # the pruned student's folder must not replace what pruning reads (--out-run equal to --run, say)
+    refuse_inputs(out_run / STUDENT_DIR, "train prune", [student_dir, teacher_dir], "--out-run")
     student, tokenizer, task, info = models.load_stage_model(student_dir)
     architecture = architecture_of(info)
     if not architecture.supports_pruning:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
+from pocketbert.user_paths import record_path
 from pocketbert.core import bilstm, losses, models
 from pocketbert.core.architectures import BILSTM
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
@@ -111,7 +112,7 @@ def distill_bilstm(
             models.save_stage_model(student, tokenizer, out, task, length, {"recipe": RECIPE}, architecture=BILSTM)
             write_manifest(
                 out, stage="student", started=started,
-                config={"recipe": recipe, "seed": seed, "teacher": str(teacher_dir), "distill_recipe": RECIPE,
+                config={"recipe": recipe, "seed": seed, "teacher": record_path(run_dir, teacher_dir), "distill_recipe": RECIPE,
                         "device": str(dev), "dataset": data.name},
                 inputs={"teacher": teacher_dir, **{f"data_{k}": v for k, v in data.sources.items()},
                         **transfer.file_inputs(recipe)},

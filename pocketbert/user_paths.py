@@ -1,0 +1,150 @@
+"""Paths a user gives, resolved and checked in one place, before any work.
+
+- `--run`: a bare name lives under runs/, anything with a separator is a path; an empty one is refused (it
+  would silently become ./runs).
+- `--out` (app folders, compare): `--overwrite` may replace only an earlier output of the same command, which
+  says so in its OUTPUT_MARKER file; never a run, a stage folder, an input of the command, or a folder that
+  holds any of them.
+- Paths recorded in a manifest or recipe are absolute, or relative to the run, so a run can be read from any
+  folder; paths read back from a run never lead outside it unless the user named them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterable
+
+from pocketbert.errors import ConfigError, DataError, RunDirError
+from pocketbert.rundir import DEFAULT_RUNS_ROOT, MANIFEST
+
+# {"made_by": "<command>"} in an output folder: what --overwrite may replace. Hidden, so that an app's build
+# (Android assets, an Xcode folder reference) leaves it out.
+OUTPUT_MARKER = ".pocketbert_output.json"
+MADE_BY = "made_by"
+
+
+def run_dir(run: str) -> Path:
+    """The run directory a --run value names: a bare name under runs/, anything with a path separator a path."""
+    if not run or not run.strip():
+        raise ConfigError("--run is empty: give a run name (a folder under runs/) or the path of a run directory")
+    return Path(run) if (os.sep in run or run.startswith(".")) else DEFAULT_RUNS_ROOT / run
+
+
+def _relation(target: Path, other: Path) -> str | None:
+    """How `target` stands to `other`, both resolved: the same folder, holding it, or inside it."""
+    if target == other:
+        return "is"
+    if target in other.parents:
+        return "holds"
+    if other in target.parents:
+        return "lies inside"
+    return None
+
+
+def _made_by(folder: Path) -> str | None:
+    """The command an earlier output says made it, or None when it carries no readable marker."""
+    marker = folder / OUTPUT_MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        made_by = json.loads(marker.read_text(encoding="utf-8")).get(MADE_BY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return made_by if isinstance(made_by, str) else None
+
+
+def _stage_inside(folder: Path) -> Path | None:
+    """A stage's manifest.json anywhere under `folder` (links not followed): a run or stage folder is in it."""
+    for root, dirs, files in os.walk(folder):
+        if MANIFEST in files or (OUTPUT_MARKER in files and Path(root) != folder):
+            return Path(root)
+    return None
+
+
+def refuse_inputs(target: Path, made_by: str, inputs: Iterable[Path], option: str = "--out") -> None:
+    """Refuse an output folder that is, holds or lies inside a folder the command reads."""
+    where = Path(target).resolve()  # R/../R, and a link to R, are R
+    for given in inputs:
+        relation = _relation(where, Path(given).resolve())
+        if relation:
+            raise RunDirError(f"{option} {target} {relation} {given}, which `pocketbert {made_by}` reads: "
+                              f"choose another {option}")
+
+
+def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[Path] = ()) -> Path:
+    """`target` checked as the folder `pocketbert <made_by>` may write: absent, empty, or, with --overwrite, an
+    earlier output of the same command; never an input of the command, nor a folder that holds or lies in one."""
+    target = Path(target)
+    refuse_inputs(target, made_by, inputs)
+    if not target.exists():
+        return target
+    if not target.is_dir():
+        raise RunDirError(f"--out {target} is a file, not a folder: choose another --out")
+    if not any(target.iterdir()):
+        return target
+    if not overwrite:
+        raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another --out")
+    if _made_by(target) != made_by:
+        raise RunDirError(f"--overwrite replaces only an earlier output of `pocketbert {made_by}`, and {target} is "
+                          f"not one (no {OUTPUT_MARKER} saying so): choose another --out, or empty it yourself")
+    nested = _stage_inside(target)
+    if nested is not None:
+        raise RunDirError(f"{target} holds {nested}, which is not part of an output of `pocketbert {made_by}`: "
+                          "choose another --out")
+    return target
+
+
+def mark_output(folder: Path, made_by: str, **facts) -> Path:
+    """Write the marker that lets a later --overwrite recognise `folder` as this command's output."""
+    path = Path(folder) / OUTPUT_MARKER
+    path.write_text(json.dumps({MADE_BY: made_by, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                **{k: str(v) for k, v in facts.items()}}, indent=2) + "\n")
+    return path
+
+
+def record_path(run: Path, path: Path) -> str:
+    """A path as a manifest records it: relative to the run when inside it (the run can move), else absolute."""
+    absolute = Path(path).resolve()
+    try:
+        return str(absolute.relative_to(Path(run).resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+def recorded_path(run: Path, value: str) -> Path:
+    """A path a manifest recorded, as record_path wrote it: relative values are relative to the run."""
+    path = Path(value)
+    return path if path.is_absolute() else Path(run) / path
+
+
+def inside_run(run: Path, path: Path) -> bool:
+    """Whether `path` (links resolved) lies in the run: what a run's own files may lead to unasked."""
+    run, path = Path(run).resolve(), Path(path).resolve()
+    return path == run or run in path.parents
+
+
+def dataset_for_recipe(dataset: str | None) -> str | None:
+    """The recipe's dataset as it is recorded: a named dataset as it is, a local file as an absolute path, so a
+    later stage finds it from any folder."""
+    from pocketbert.core.data import NAMED_DATASETS
+
+    if not dataset or dataset in NAMED_DATASETS or not Path(dataset).exists():
+        return dataset  # unknown names are refused, with the choices, where the data is read
+    return str(Path(dataset).resolve())
+
+
+def recorded_dataset(run: Path, dataset: str) -> str:
+    """The dataset a run's recipe names, resolved on read: a named one as it is, a recorded absolute path as it
+    is; a relative one (written by an older version, relative to where it was trained) from here, or the run."""
+    from pocketbert.core.data import NAMED_DATASETS
+
+    if dataset in NAMED_DATASETS or Path(dataset).is_absolute():
+        return dataset
+    for candidate in (Path(dataset), Path(run) / dataset):
+        if candidate.exists():
+            return str(candidate.resolve())
+    raise DataError(f"the run's dataset '{dataset}' was recorded relative to the folder it was trained in, and is "
+                    "not found from here: run this command from that folder")
