@@ -174,11 +174,13 @@ def make_other_vocabulary_model(folder, vocab_words):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--temperature", "0"], ["distill.temperature", "greater than 0"]),
-    (["--temperature", "-2"], ["distill.temperature", "greater than 0"]),
+    # option values are refused as they are parsed, naming the option; --set values by the recipe's key
+    (["--temperature", "0"], ["--temperature", "positive number", "'0'"]),
+    (["--temperature", "-2"], ["--temperature", "positive number", "'-2'"]),
     (["--layer-map", "0,7"], ["out of range", "0..1"]),
-    (["--recipe", "tang", "--alpha", "1.5"], ["distill.alpha", "less than or equal to 1"]),
-    (["--hard-loss", "focal", "--focal-gamma", "-1"], ["distill.focal_gamma", "greater than or equal to 0"]),
+    (["--recipe", "tang", "--alpha", "1.5"], ["--alpha", ">= 0 and <= 1", "'1.5'"]),
+    (["--hard-loss", "focal", "--focal-gamma", "-1"], ["--focal-gamma", "non-negative", "'-1'"]),
+    (["--set", "distill.temperature=0"], ["distill.temperature", "greater than 0"]),
 ])
 def test_bad_distillation_options_are_one_line_errors(capsys, teacher_run, tmp_path, shared_data, args, fragments):
     run = run_with_teacher(teacher_run, tmp_path / "run")
