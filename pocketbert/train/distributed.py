@@ -133,7 +133,7 @@ def collectives_bounded():
     try:
         yield
     except RuntimeError as exc:  # torch.distributed.DistBackendError and gloo's timeouts are RuntimeErrors
-        if not active():
+        if not active() or isinstance(exc, torch.OutOfMemoryError):  # running out of memory is this process's own
             raise
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise ProcessFailed(f"process {rank()} lost the other processes ({first_line}): one of them stopped, or "
