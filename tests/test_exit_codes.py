@@ -113,7 +113,10 @@ def test_ctrl_c_says_interrupted_and_exits_130(tmp_path, tiny_base, shared_data)
     process = subprocess.Popen([sys.executable, "-m", "pocketbert.cli", "train", "teacher", "--run", str(run),
                                 "--model", str(tiny_base), "--preset", "tiny", "--data-dir", str(shared_data)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, FAULT_ENV: "stall_in_training:0"})
+                               env={**os.environ, FAULT_ENV: "stall_in_training:0"},
+                               # a background job (make test under `&`, some CI runners) starts with SIGINT ignored,
+                               # and Python keeps it ignored: give the child the terminal's default, as a user has
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + WRITE_START_TIMEOUT_S
     while not list(run.glob(f".{rundir.TEACHER_DIR}.tmp-*")):
         assert process.poll() is None, "the stage ended before it started writing"
