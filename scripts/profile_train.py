@@ -30,15 +30,12 @@ TOP_OPERATORS = 15
 
 def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str) -> dict:
     from pocketbert.config import load_recipe
-    from pocketbert.train import teacher_cache, trainer
+    from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 
     bench = distillation_bench(run_dir, load_recipe("sentiment", preset), examples, None, data_dir, device)
     with tempfile.TemporaryDirectory(prefix="pocketbert-profile-") as root:
-        cached, _ = teacher_cache.teacher_outputs(bench.teacher, bench.task, bench.features, bench.pad_id,
-                                                  bench.hidden_targets, "profile", bench.dev,
-                                                  teacher_cache.DEFAULT_LIMIT_MB, int(bench.eval_cfg["batch_size"]),
-                                                  root=Path(root))
+        cached, _ = bench.cached_outputs(Path(root), "profile")
         step_loss = bench.step_loss_for(cached)
         warmup = bench.features[:WARMUP_STEPS * int(bench.cfg["batch_size"])]
         trainer.train(copy.deepcopy(bench.student), bench.task, warmup, bench.pad_id, bench.cfg, bench.dev, step_loss,

@@ -34,7 +34,7 @@ LEVERS = {  # name -> the recipe keys that turn it on
 
 def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: list[str]) -> dict:
     from pocketbert.config import load_recipe
-    from pocketbert.train import teacher_cache, trainer
+    from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 
     bench = distillation_bench(run_dir, load_recipe("sentiment", "default"), examples, None, data_dir, device)
@@ -44,10 +44,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
         k: v for k, v in ALL_OFF.items() if not any(k in LEVERS[name] for name in levers)}
     rows = {}
     with tempfile.TemporaryDirectory(prefix="pocketbert-levers-") as root:
-        cached, _ = teacher_cache.teacher_outputs(bench.teacher, bench.task, bench.features, bench.pad_id,
-                                                  bench.hidden_targets, "levers", bench.dev,
-                                                  teacher_cache.DEFAULT_LIMIT_MB, int(bench.eval_cfg["batch_size"]),
-                                                  root=Path(root))
+        cached, _ = bench.cached_outputs(Path(root), "levers")
         step_loss = bench.step_loss_for(cached)
         for label, keys in settings.items():
             cfg = {**bench.cfg, **keys}

@@ -94,6 +94,12 @@ class DistillationBench:
     dev: torch.device
     step_loss_for: object  # cached teacher outputs (or None) -> step_loss
 
+    def cached_outputs(self, root: Path, teacher_sha: str) -> tuple:
+        """(teacher outputs, cache report) for the features, from the cache under `root` (filled on a miss)."""
+        return teacher_cache.teacher_outputs(self.teacher, self.task, self.features, self.pad_id, self.hidden_targets,
+                                             teacher_sha, self.dev, teacher_cache.DEFAULT_LIMIT_MB,
+                                             int(self.eval_cfg["batch_size"]), root=Path(root))
+
 
 def distillation_bench(run_dir: Path, recipe: dict, n_examples: int, teacher_dir: Path | None = None,
                        data_dir: Path | None = None, device: str | None = None) -> DistillationBench:
