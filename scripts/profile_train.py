@@ -28,18 +28,21 @@ WARMUP_STEPS = 5
 TOP_OPERATORS = 15
 
 
-def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str) -> dict:
+def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str,
+            eager: bool = False) -> dict:
     from pocketbert.config import load_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 
     bench = distillation_bench(run_dir, load_recipe("sentiment", preset), examples, None, data_dir, device)
+    if eager:
+        bench.cfg["cuda_graphs"] = False
     with tempfile.TemporaryDirectory(prefix="pocketbert-profile-") as root:
         cached, _ = bench.cached_outputs(Path(root), "profile")
-        step_loss = bench.step_loss_for(cached)
+        step_loss, extras = bench.step_loss_for(cached)
         warmup = bench.features[:WARMUP_STEPS * int(bench.cfg["batch_size"])]
         trainer.train(copy.deepcopy(bench.student), bench.task, warmup, bench.pad_id, bench.cfg, bench.dev, step_loss,
-                      bench.seed, "warm-up")
+                      bench.seed, "warm-up", batch_extras=extras)
         activities = [torch.profiler.ProfilerActivity.CPU]
         if bench.dev.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -47,7 +50,7 @@ def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
         with torch.profiler.profile(activities=activities) as prof:
             started = synchronized_clock(bench.dev)
             stats = trainer.train(student, bench.task, bench.features, bench.pad_id, bench.cfg, bench.dev, step_loss,
-                                  bench.seed, "profiled")
+                                  bench.seed, "profiled", batch_extras=extras)
             seconds = synchronized_clock(bench.dev) - started
     steps = stats["steps"]
     events = prof.key_averages()
@@ -67,6 +70,7 @@ def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
             "torch": torch.__version__,
             "examples": len(bench.features), "batch_size": int(bench.cfg["batch_size"]), "steps": steps,
             "precision": stats["precision"], "attention": stats["attention"], "pad_to_multiple": stats["pad_to_multiple"],
+            "cuda_graphs": stats["cuda_graphs"],
             "examples_per_second": len(bench.features) / seconds,
             "step_ms": per_step_ms,
             "aten_self_ms_per_step": in_ops_us / 1000 / steps,
@@ -86,12 +90,13 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--preset", default="default")
+    parser.add_argument("--eager", action="store_true", help="launch every kernel from Python (no CUDA graphs)")
     parser.add_argument("--out", type=Path, default=Path("results/profile"))
     args = parser.parse_args()
-    result = profile(args.run, args.examples, args.device, args.data_dir, args.preset)
+    result = profile(args.run, args.examples, args.device, args.data_dir, args.preset, args.eager)
     summary = result["summary"]
     args.out.mkdir(parents=True, exist_ok=True)
-    name = summary["device"].split(":")[0]
+    name = summary["device"].split(":")[0] + ("_eager" if args.eager and summary["device"].startswith("cuda") else "")
     result["prof"].export_chrome_trace(str(args.out / f"{name}_trace.json"))
     (args.out / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{summary['examples_per_second']:.1f} examples/s, {summary['step_ms']:.1f} ms a step: "

@@ -23,13 +23,16 @@ import torch
 
 REPEATS = 3
 WARMUP_STEPS = 5
-ALL_OFF = {"attention": "eager", "fused_adamw": False, "pad_to_multiple": 1, "compile": False}
+ALL_OFF = {"attention": "eager", "fused_adamw": False, "pad_to_multiple": 1, "compile": False, "cuda_graphs": False}
 LEVERS = {  # name -> the recipe keys that turn it on
     "SDPA attention": {"attention": "sdpa"},
     "fused AdamW": {"fused_adamw": True},
     "widths rounded to multiples of 8": {"pad_to_multiple": 8},
     "torch.compile": {"compile": True},
+    # replays need few shapes: on their own they capture one graph per width
+    "CUDA graphs": {"cuda_graphs": True, "pad_to_multiple": 8},
 }
+GPU_ONLY = {"CUDA graphs"}
 
 
 def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: list[str]) -> dict:
@@ -45,7 +48,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
     rows = {}
     with tempfile.TemporaryDirectory(prefix="pocketbert-levers-") as root:
         cached, _ = bench.cached_outputs(Path(root), "levers")
-        step_loss = bench.step_loss_for(cached)
+        step_loss, extras = bench.step_loss_for(cached)
         for label, keys in settings.items():
             cfg = {**bench.cfg, **keys}
 
@@ -53,7 +56,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
                 trainer.set_seed(bench.seed)
                 started = synchronized_clock(bench.dev)
                 stats = trainer.train(copy.deepcopy(bench.student), bench.task, sample, bench.pad_id, cfg, bench.dev,
-                                      step_loss, bench.seed, label)
+                                      step_loss, bench.seed, label, batch_extras=extras)
                 return synchronized_clock(bench.dev) - started, stats
 
             loop(bench.features[:WARMUP_STEPS * int(cfg["batch_size"])])
@@ -63,7 +66,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
             rows[label] = {"settings": keys, "seconds_each": [round(s, 3) for s in seconds],
                            "examples_per_second": len(bench.features) / median,
                            "spread": (max(seconds) - min(seconds)) / median,
-                           "final_loss": runs[0][1].get("final_loss")}
+                           "final_loss": runs[0][1].get("final_loss"), "cuda_graphs": runs[0][1].get("cuda_graphs")}
     base = rows["all off"]["examples_per_second"]
     for row in rows.values():
         row["speedup"] = row["examples_per_second"] / base
@@ -83,6 +86,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     levers = [name.strip() for name in args.levers.split(",") if name.strip()]
+    if not (args.device or "").startswith("cuda"):
+        levers = [name for name in levers if name not in GPU_ONLY]
     unknown = [name for name in levers if name not in LEVERS]
     if unknown:
         parser.error(f"unknown lever(s) {', '.join(unknown)}; choose from: {', '.join(LEVERS)}")

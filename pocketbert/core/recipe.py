@@ -56,6 +56,9 @@ class TrainingSection(Section):
     # AdamW's fused kernel (one pass over the weights, on the CPU as on a GPU); off: PyTorch's per-tensor loop.
     # With the 12 M-entry embedding table trained, the update is the largest part of a small student's CPU step.
     fused_adamw: bool = True
+    # On one CUDA GPU, each batch shape's step is captured once as a CUDA graph and replayed (train/cuda_graphs.py):
+    # the host no longer launches a small student's thousand kernels one by one.
+    cuda_graphs: bool = True
 
     @field_validator("focal_alpha")
     @classmethod

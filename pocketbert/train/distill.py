@@ -131,20 +131,20 @@ def freeze(teacher, dev):
 
 
 def distillation_loss(task, teacher, cached, weights: dict, temperature: float, targets: list[int], hard_loss, dev):
-    """step_loss(forward_model, batch, indices) of the DistilBERT recipe; teacher outputs from `cached` when given,
-    else from the teacher at every step."""
+    """(step_loss(forward_model, batch), batch_extras) of the DistilBERT recipe: teacher outputs from `cached`
+    (put into each batch by batch_extras) when given, else from the teacher inside every step."""
     need_hidden = weights["cos"] > 0
 
-    def teacher_step(inputs, idx, length):
+    def teacher_step(inputs, batch):
         if cached is not None:
-            return cached.batch(idx, length, dev)
+            return teacher_cache.teacher_targets(batch)
         with torch.no_grad():
             out = teacher(**inputs, output_hidden_states=need_hidden)
         return task.logits(out), [out.hidden_states[k] for k in targets] if need_hidden else None
 
-    def step_loss(forward_model, batch, idx):
+    def step_loss(forward_model, batch):
         inputs = trainer.model_inputs(task, batch)
-        t_logits, t_hidden = teacher_step(inputs, idx, batch["input_ids"].shape[1])
+        t_logits, t_hidden = teacher_step(inputs, batch)
         s_out = forward_model(**inputs, output_hidden_states=need_hidden)
         s_logits = task.logits(s_out)
         parts = {}
@@ -157,7 +157,8 @@ def distillation_loss(task, teacher, cached, weights: dict, temperature: float, 
         loss = sum(weights[k] * v for k, v in parts.items())
         return loss, parts
 
-    return step_loss
+    extras = None if cached is None else (lambda idx, length: cached.as_batch(idx, length, dev))
+    return step_loss, extras
 
 
 def distill_student(
@@ -208,13 +209,13 @@ def distill_student(
             teacher_sha, dev, cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
         features = features + extra_features
 
-        step_loss = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
+        step_loss, extras = distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
 
         spec = trainer.checkpoint_spec_for(run_dir, STUDENT_DIR, cfg, {
             "cfg": cfg, "seed": seed, "layer_map": layer_map, "student": student_cfg, "teacher": teacher_sha,
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed, "distill",
-                              spec, unused_parameters=leaves_parameters_unused(task, weights))
+                              spec, unused_parameters=leaves_parameters_unused(task, weights), batch_extras=extras)
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)

@@ -138,7 +138,7 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
         n_held = min(HELD_OUT_MAX, len(masked_all) // HELD_OUT_FRACTION)  # perplexity on text not trained on
         held_out, features = masked_all[:n_held], masked_all[n_held:]
 
-        def step_loss(forward_model, batch, idx):
+        def step_loss(forward_model, batch):
             inputs = trainer.model_inputs(task, batch)
             with torch.no_grad():
                 t_out = teacher(**inputs, output_hidden_states=weights["cos"] > 0)

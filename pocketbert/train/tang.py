@@ -91,8 +91,8 @@ def distill_bilstm(
                               f"{reason}; raise distill.teacher_cache_mb")
         features = labelled_features + extra_features
 
-        def step_loss(forward_model, batch, idx):
-            t_logits, _ = cached.batch(idx, batch["input_ids"].shape[1], dev)
+        def step_loss(forward_model, batch):
+            t_logits, _ = teacher_cache.teacher_targets(batch)
             s_logits = forward_model(batch["input_ids"], batch["attention_mask"]).logits.float()
             parts = {"mse": F.mse_loss(s_logits, t_logits)}
             if alpha:
@@ -104,7 +104,8 @@ def distill_bilstm(
             "cfg": cfg, "seed": seed, "recipe": RECIPE, "bilstm": recipe.get("bilstm"), "teacher": teacher_sha,
         }, features, resume)
         stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed,
-                              "distill (BiLSTM)", spec)
+                              "distill (BiLSTM)", spec,
+                              batch_extras=lambda idx, length: cached.as_batch(idx, length, dev))
         metrics, teacher_metrics, kept = evaluate_against_teacher(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)

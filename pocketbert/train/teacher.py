@@ -51,7 +51,7 @@ def fine_tune_teacher(
     with distributed.main_writes(run_dir, staged_output(run_dir, TEACHER_DIR, overwrite)) as out:
         eval_examples, features, eval_features = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
 
-        def step_loss(forward_model, batch, idx):
+        def step_loss(forward_model, batch):
             loss = task.hard_loss(task.logits(forward_model(**trainer.model_inputs(task, batch))), batch, hard_loss)
             return loss, {}
 

@@ -41,6 +41,16 @@ INDEX_BYTES_PER_FEATURE = 4 * 8  # feature, logits start, hidden start, length: 
 FORMAT = 2  # memory-mapped .npy shards; entries of another format get other keys and age out
 
 
+TEACHER_LOGITS = "teacher_logits"  # names of the cached outputs among a training batch's tensors
+TEACHER_HIDDEN = "teacher_hidden_"
+
+
+def teacher_targets(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    """(logits, hidden states or None) that TeacherOutputs.as_batch put into a training batch."""
+    hidden = [batch[f"{TEACHER_HIDDEN}{k}"] for k in range(len(batch)) if f"{TEACHER_HIDDEN}{k}" in batch]
+    return batch[TEACHER_LOGITS], hidden or None
+
+
 class CacheError(PocketbertError):
     """The teacher-output cache could not be written."""
 
@@ -76,6 +86,11 @@ class TeacherOutputs:
         hidden = self._to(self._gather(self.hidden, self.hidden_start[rows], self.lengths[rows], length), device)
         return logits, list(hidden.unbind(dim=2))  # [batch, length, layers, hidden] -> one per layer
 
+    def as_batch(self, idx: list[int], length: int, device) -> dict[str, torch.Tensor]:
+        """The rows of `idx` as extra batch tensors (trainer.train's batch_extras); teacher_targets reads them."""
+        logits, hidden = self.batch(idx, length, device)
+        return {TEACHER_LOGITS: logits, **{f"{TEACHER_HIDDEN}{k}": h for k, h in enumerate(hidden or [])}}
+
     @staticmethod
     def _gather(flat: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
         """[batch, length, ...] rows of `flat`, each feature's from its start, zero past its own length."""
@@ -88,7 +103,7 @@ class TeacherOutputs:
     @staticmethod
     def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
         """fp16 over the bus, widened on the device."""
-        if tensor.device != device:
+        if tensor.device.type != device.type:  # "cuda" and "cuda:0" are one device
             from pocketbert.train.trainer import host_to_device
 
             tensor = host_to_device(tensor, device)

@@ -69,7 +69,7 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
         batch = trainer.to_device(trainer.pad_to(task.collate([features[i] for i in idx], pad_id), length, pad_id), dev)
         steps, examples, padded_tokens = steps + 1, examples + len(idx), padded_tokens + batch["input_ids"].numel()
         with precision.autocast(device, mode):
-            loss, _ = step_loss(student, batch, idx)
+            loss, _ = step_loss(student, batch)
         trainer.optimizer_step(student, loss, optimizer, scaler)  # as pocketbert's loop does
     # What the loop really did, so a benchmark that skipped work or padding shows it.
     return {"seconds": synchronized_clock(dev) - started, "steps": steps, "examples": examples,
@@ -92,7 +92,7 @@ class DistillationBench:
     weights: dict
     hidden_targets: list | None
     dev: torch.device
-    step_loss_for: object  # cached teacher outputs (or None) -> step_loss
+    step_loss_for: object  # cached teacher outputs (or None) -> (step_loss, batch_extras)
 
     def cached_outputs(self, root: Path, teacher_sha: str) -> tuple:
         """(teacher outputs, cache report) for the features, from the cache under `root` (filled on a miss)."""
@@ -142,7 +142,8 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
 
     def reference(sample: list, _root: Path) -> dict:
         trainer.set_seed(seed)
-        return reference_epoch(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, loss_for(None), seed)
+        step_loss, _ = loss_for(None)
+        return reference_epoch(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, step_loss, seed)
 
     def pocketbert_loop(sample: list, root: Path) -> dict:
         trainer.set_seed(seed)
@@ -151,7 +152,9 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
             teacher, task, sample, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
             int(eval_cfg["batch_size"]), root=root)
         filled = synchronized_clock(dev)
-        stats = trainer.train(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, loss_for(cached), seed, "pocketbert")
+        step_loss, extras = loss_for(cached)
+        stats = trainer.train(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, step_loss, seed, "pocketbert",
+                              batch_extras=extras)
         return {"seconds": synchronized_clock(dev) - started, "teacher_cache_seconds": filled - started,
                 "cache_hit": report.get("hit", False), "steps": stats["steps"], "examples": stats["train_examples"],
                 "precision": stats["precision"]}

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from pocketbert.errors import ConfigError, PocketbertError
-from pocketbert.train import checkpoint, distributed, precision
+from pocketbert.train import checkpoint, cuda_graphs, distributed, precision
 from pocketbert.core.inference import batched_logits, torch_forward
 
 MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
@@ -91,7 +91,7 @@ def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features
 def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device` without making the host wait: pinned first, so the copy is truly asynchronous
     (a copy from pageable memory blocks until the GPU has run everything queued before it)."""
-    if torch.device(device).type == "cuda":
+    if torch.device(device).type == "cuda" and tensor.device.type == "cpu":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
 
@@ -195,16 +195,19 @@ def train(
     pad_id: int,
     cfg: dict,
     device: torch.device,
-    step_loss: Callable[[torch.nn.Module, dict[str, torch.Tensor], list[int]], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+    step_loss: Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, torch.Tensor]]],
     seed: int,
     desc: str,
     checkpoint_spec: checkpoint.CheckpointSpec | None = None,
     unused_parameters: bool | None = None,
+    batch_extras: Callable[[list[int], int], dict[str, torch.Tensor]] | None = None,
 ) -> dict[str, float]:
     """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics.
 
-    step_loss(forward_model, batch, indices) computes the loss through forward_model (the model itself, or its
-    DDP / torch.compile wrapper) and its named parts as tensors, which stay on the device between reads.
+    step_loss(forward_model, batch) computes the loss through forward_model (the model itself, or its DDP /
+    torch.compile wrapper) and its named parts as tensors, which stay on the device between reads. It reads
+    only the batch, so a step can be replayed as a CUDA graph: what depends on which features are in the batch
+    (cached teacher outputs) comes from batch_extras(indices, width), device tensors added to the batch.
     unused_parameters: whether the loss leaves some parameters without a gradient (default: the task's head
     says). With a checkpoint spec, state is saved every `every` steps and, when resuming, training continues
     after the saved step: same batches, same dropout draws, same final weights.
@@ -232,10 +235,13 @@ def train(
     warmup = int(total * float(cfg["warmup_ratio"]))
     global_batch = batch_size * world
     learning_rate = effective_learning_rate(cfg, global_batch)
+    no_graphs = cuda_graphs.unavailable_reason(cfg, device, world, mode)
+    fused = bool(cfg.get("fused_adamw", True)) and device.type in FUSED_ADAMW_DEVICES
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
-        lr=learning_rate, weight_decay=float(cfg["weight_decay"]),
-        fused=bool(cfg.get("fused_adamw", True)) and device.type in FUSED_ADAMW_DEVICES,
+        # captured steps read the learning rate from the device, where the schedule writes it
+        lr=learning_rate if no_graphs else torch.tensor(learning_rate, device=device),
+        weight_decay=float(cfg["weight_decay"]), fused=fused, capturable=no_graphs is None,
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
@@ -245,6 +251,8 @@ def train(
     distributed.seed_replica(seed)
     start, running = (checkpoint.load(checkpoint_spec, model, optimizer, schedule, scaler, device, mode)
                       if checkpoint_spec else (0, {}))
+    if no_graphs is None:
+        learning_rate_on_device(optimizer, device)  # a loaded state brings the rate back as a number
     if unused_parameters is None:
         unused_parameters = task.head_skips_pooler
     forward_model = distributed.wrap(model, device, find_unused=unused_parameters)
@@ -265,16 +273,25 @@ def train(
         bar.set_postfix({k: f"{v:.3f}" for k, v in values.items()}, refresh=False)
         return values
 
+    def queue_step(batch: dict[str, torch.Tensor]) -> None:
+        train_step(forward_model, model, batch, step_loss, optimizer, scaler, averages, device, mode)
+
+    graphed = None if no_graphs else cuda_graphs.GraphedSteps(queue_step, lambda: optimizer.zero_grad(set_to_none=True))
+
     def one_step(idx: list[int]) -> None:
         batch = to_device(collate_padded(task, [features[i] for i in idx], pad_id, multiple, max_length), device)
-        train_step(forward_model, model, batch, idx, step_loss, optimizer, schedule, scaler, averages, device, mode)
+        if batch_extras is not None:
+            batch.update(batch_extras(idx, batch["input_ids"].shape[1]))
+        (graphed or queue_step)(batch)
+        schedule.step()
 
     step = examples_done = 0
     started = time.perf_counter()
     checkpoint.stall_if_asked(rank)
+    writer = checkpoint.CheckpointWriter()
     # The bar closes whatever happens, so an error's one line starts a line of its own.
     with contextlib.closing(bar), training_attention(model, cfg.get("attention", "sdpa")), \
-            distributed.collectives_bounded():
+            distributed.collectives_bounded(), checkpoints_written(writer):
         for epoch in range(epochs):
             for idx in epoch_batches(epoch):
                 step += 1
@@ -286,9 +303,10 @@ def train(
                 if saving or step % SYNC_EVERY == 0:
                     running = read_back(step)
                 if saving:
-                    checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, scaler, running, device, mode)
+                    checkpoint.save(checkpoint_spec, step, model, optimizer, schedule, scaler, running, device, mode,
+                                    writer)
                 bar.update()
-                checkpoint.kill_if_asked("kill_after_step", step)
+                checkpoint.kill_if_asked("kill_after_step", step, writer)
         running = read_back(step) if averages else running  # waits for the device: the clock below is honest
     seconds = time.perf_counter() - started
     model.eval()
@@ -298,21 +316,44 @@ def train(
                "examples_per_second": round(examples_done * world / seconds, 1) if seconds > 0 else None,
                "global_batch_size": global_batch, "learning_rate": learning_rate, "pad_to_multiple": multiple,
                "attention": cfg.get("attention", "sdpa"), "fused_adamw": optimizer.defaults.get("fused") or False,
-               "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile"))})
+               "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile")),
+               "cuda_graphs": graphed.report() if graphed else {"used": False, "not_used_because": no_graphs}})
 
 
-def train_step(forward_model, model, batch: dict[str, torch.Tensor], idx: list[int], step_loss, optimizer, schedule,
-               scaler, averages: dict[str, torch.Tensor], device: torch.device, mode: str) -> None:
+@contextlib.contextmanager
+def checkpoints_written(writer: checkpoint.CheckpointWriter):
+    """Training ends with its last checkpoint on disk; a write that failed is raised unless training did."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writer.wait()
+        raise
+    writer.wait()
+
+
+def train_step(forward_model, model, batch: dict[str, torch.Tensor], step_loss, optimizer, scaler,
+               averages: dict[str, torch.Tensor], device: torch.device, mode: str) -> None:
     """One optimisation step, queued on the device: nothing in it reads a value back to the host, so the host
-    runs ahead of a GPU (tests run it on meta tensors, which have no values to read)."""
+    runs ahead of a GPU and the step can be captured as a CUDA graph (tests run it on meta tensors, which have
+    no values to read). The running averages are updated in place, where a replayed graph writes them."""
     with precision.autocast(device, mode):
-        loss, parts = step_loss(forward_model, batch, idx)
+        loss, parts = step_loss(forward_model, batch)
     optimizer_step(model, loss, optimizer, scaler)
-    schedule.step()
     with torch.no_grad():
         for name, value in {"loss": loss, **parts}.items():
             value = value.detach().float()
-            averages[name] = value if name not in averages else EMA_DECAY * averages[name] + (1 - EMA_DECAY) * value
+            if name in averages:
+                averages[name].copy_(EMA_DECAY * averages[name] + (1 - EMA_DECAY) * value)
+            else:
+                averages[name] = value.clone()
+
+
+def learning_rate_on_device(optimizer, device: torch.device) -> None:
+    """Every parameter group's learning rate as a device tensor, which the schedule fills in place."""
+    for group in optimizer.param_groups:
+        if not isinstance(group["lr"], torch.Tensor):
+            group["lr"] = torch.tensor(float(group["lr"]), device=device)
 
 
 def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,

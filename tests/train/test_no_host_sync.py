@@ -77,8 +77,8 @@ def test_a_distillation_step_reads_nothing_back(task, cached):
     teacher.to(META).eval()
     weights = {"kl": 1.0, "ce": 0.5, "cos": 0.5}
     outputs = meta_cache(task.per_token_outputs, CLASSES) if cached else None
-    step_loss = distillation_loss(task, teacher, outputs, weights, 2.0, TARGETS, losses.cross_entropy, META)
-    run_one_step(student, task, step_loss)
+    step_loss, extras = distillation_loss(task, teacher, outputs, weights, 2.0, TARGETS, losses.cross_entropy, META)
+    run_one_step(student, task, step_loss, extras=extras)
 
 
 def test_unlabelled_rows_and_focal_loss_read_nothing_back():
@@ -86,21 +86,22 @@ def test_unlabelled_rows_and_focal_loss_read_nothing_back():
     student = tiny_bert(BertForSequenceClassification, 2, num_labels=CLASSES)
     labels = torch.full((BATCH,), losses.IGNORE_LABEL, dtype=torch.long, device=META)  # transfer rows
     focal = losses.hard_label_loss({"hard_loss": "focal", "focal_gamma": 2.0, "focal_alpha": [0.2, 0.3, 0.5]})
-    step_loss = distillation_loss(task, None, meta_cache(False, CLASSES), {"kl": 1.0, "ce": 0.5, "cos": 0.0}, 2.0,
-                                  TARGETS, focal, META)
-    run_one_step(student, task, step_loss, labels)
+    step_loss, extras = distillation_loss(task, None, meta_cache(False, CLASSES), {"kl": 1.0, "ce": 0.5, "cos": 0.0},
+                                          2.0, TARGETS, focal, META)
+    run_one_step(student, task, step_loss, labels, extras)
 
 
-def run_one_step(student, task, step_loss, labels=None):
+def run_one_step(student, task, step_loss, labels=None, extras=None):
     with trainer.training_attention(student, "sdpa"):
         student.to(META).train()
         optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         scaler = precision.grad_scaler(torch.device("cpu"), precision.FP32)
         averages: dict[str, torch.Tensor] = {}
         for _ in range(2):  # the second step updates the running averages as well
-            trainer.train_step(student, student, meta_batch(task, labels), [0, 3, 5, 7], step_loss, optimizer,
-                               schedule, scaler, averages, META, precision.FP32)
+            batch = meta_batch(task, labels)
+            if extras is not None:
+                batch.update(extras([0, 3, 5, 7], LENGTH))
+            trainer.train_step(student, student, batch, step_loss, optimizer, scaler, averages, META, precision.FP32)
     assert set(averages) >= {"loss", "kl"} and all(v.device == META for v in averages.values())
 
 
@@ -124,20 +125,17 @@ def test_a_step_on_the_gpu_makes_no_sync():
                 "labels": rng.integers(0, CLASSES, BATCH)}
     mode = precision.precision_for(device)
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3, fused=True)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     scaler = precision.grad_scaler(device, mode)
-    step_loss = distillation_loss(task, teacher, None, {"kl": 1.0, "ce": 0.5, "cos": 0.5}, 2.0, TARGETS,
-                                  losses.cross_entropy, device)
+    step_loss, _ = distillation_loss(task, teacher, None, {"kl": 1.0, "ce": 0.5, "cos": 0.5}, 2.0, TARGETS,
+                                     losses.cross_entropy, device)
     averages: dict[str, torch.Tensor] = {}
     with trainer.training_attention(student, "sdpa"):
         batch = trainer.to_device(batch_np, device)  # warm-up: first-use allocations may synchronize
-        trainer.train_step(student, student, batch, [0, 1, 2, 3], step_loss, optimizer, schedule, scaler, averages,
-                           device, mode)
+        trainer.train_step(student, student, batch, step_loss, optimizer, scaler, averages, device, mode)
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
             batch = trainer.to_device(batch_np, device)
-            trainer.train_step(student, student, batch, [0, 1, 2, 3], step_loss, optimizer, schedule, scaler,
-                               averages, device, mode)
+            trainer.train_step(student, student, batch, step_loss, optimizer, scaler, averages, device, mode)
         finally:
             torch.cuda.set_sync_debug_mode("default")

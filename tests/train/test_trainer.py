@@ -64,7 +64,7 @@ def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
                                                      num_attention_heads=2, intermediate_size=32, num_labels=2))
     cfg = {"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0, "learning_rate": 1e-3, "weight_decay": 0.0}
 
-    def step_loss(forward_model, batch, idx):
+    def step_loss(forward_model, batch):
         loss = task.hard_loss(task.logits(forward_model(input_ids=batch["input_ids"],
                                                         attention_mask=batch["attention_mask"])), batch)
         return loss * float("nan"), {}

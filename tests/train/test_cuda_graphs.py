@@ -1,0 +1,125 @@
+"""Training steps replayed as CUDA graphs: where they are used, and that a replayed step trains as an eager one.
+
+The replay tests need a CUDA GPU and are skipped without one; where graphs cannot be used is decided on the
+host and checked everywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from pocketbert.core import losses
+from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.train import cuda_graphs, trainer
+from pocketbert.train.distill import distillation_loss
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+# Replayed kernels are the eager ones, in bf16: the two runs' weights differ by rounding, a small fraction of what
+# training moved them (a learning rate frozen at capture moves them by a share of that move).
+SAME_WEIGHTS_SHARE = 0.05
+CFG = {"epochs": 2, "batch_size": 8, "warmup_ratio": 0.25, "learning_rate": 3e-3, "weight_decay": 0.01,
+       "max_length": 32, "pad_to_multiple": 8}
+
+
+def tiny_bert(layers: int, seed: int):
+    torch.manual_seed(seed)
+    # no dropout: eager and replayed steps then do the same arithmetic, so their weights can be compared
+    config = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=64, num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertForSequenceClassification(config)
+
+
+def varied_features(n: int = 72):
+    """Sentences of 3 to 20 tokens: with widths rounded to 8, three shapes (and a short last batch)."""
+    task = SentimentTask(["neg", "pos"])
+    return task, [TextFeature([101, *[7 + (i * 7 + k) % 100 for k in range(1 + i % 18)], 102], i % 2)
+                  for i in range(n)]
+
+
+def hard_label_loss(task):
+    def step_loss(forward_model, batch):
+        return task.hard_loss(task.logits(forward_model(**trainer.model_inputs(task, batch))), batch), {}
+    return step_loss
+
+
+def test_where_graphs_cannot_be_used_is_said():
+    reason = cuda_graphs.unavailable_reason
+    assert reason({}, CUDA, 1, "bf16") is None
+    assert reason({}, CUDA, 1, "fp32") is None
+    assert "cpu" in reason({}, CPU, 1, "fp32")
+    assert "several processes" in reason({}, CUDA, 2, "bf16")
+    assert "loss scaling" in reason({}, CUDA, 1, "fp16")
+    assert "torch.compile" in reason({"compile": True}, CUDA, 1, "bf16")
+    assert "cuda_graphs: false" in reason({"cuda_graphs": False}, CUDA, 1, "bf16")
+
+
+def test_a_cpu_run_records_that_it_trained_eagerly():
+    task, features = varied_features(24)
+    stats = trainer.train(tiny_bert(1, 0), task, features, 0, CFG, CPU, hard_label_loss(task), 0, "test")
+    assert stats["cuda_graphs"] == {"used": False, "not_used_because": "training on cpu, not a CUDA GPU"}
+
+
+def train_both_ways(model, task, features, step_loss, cfg=CFG):
+    eager, graphed = copy.deepcopy(model), copy.deepcopy(model)
+    eager_stats = trainer.train(eager, task, features, 0, {**cfg, "cuda_graphs": False}, CUDA, step_loss, 0, "eager")
+    graphed_stats = trainer.train(graphed, task, features, 0, cfg, CUDA, step_loss, 0, "graphs")
+    return eager, graphed, eager_stats, graphed_stats
+
+
+def assert_same_weights(initial, a, b):
+    """The runs' weights differ by less than SAME_WEIGHTS_SHARE of how far training moved them."""
+    def flat(model):
+        return torch.cat([p.detach().float().flatten().cpu() for p in model.parameters()])
+
+    start, x, y = flat(initial), flat(a), flat(b)
+    assert ((x - y).norm() / (x - start).norm()).item() < SAME_WEIGHTS_SHARE
+
+
+@GPU
+def test_replayed_steps_train_as_eager_steps():
+    task, features = varied_features()
+    initial = tiny_bert(2, 0)
+    eager, graphed, eager_stats, stats = train_both_ways(initial, task, features, hard_label_loss(task))
+    report = stats["cuda_graphs"]
+    assert report["used"] and report["shapes_captured"] >= 3 and report["steps_replayed"] > report["eager_steps"]
+    assert eager_stats["cuda_graphs"]["used"] is False
+    # The learning-rate schedule reaches the replays: a rate frozen at capture would give other weights.
+    assert_same_weights(initial, eager, graphed)
+    assert stats["final_loss"] == pytest.approx(eager_stats["final_loss"], rel=SAME_WEIGHTS_SHARE)
+
+
+@GPU
+def test_a_distillation_step_with_the_teacher_inside_is_replayed():
+    task, features = varied_features()
+    teacher = tiny_bert(3, 1).to(CUDA).eval()
+    step_loss, extras = distillation_loss(task, teacher, None, {"kl": 1.0, "ce": 0.5, "cos": 0.5}, 2.0, [2, 3],
+                                          losses.cross_entropy, CUDA)
+    assert extras is None
+    initial = tiny_bert(2, 0)
+    eager, graphed, _, stats = train_both_ways(initial, task, features, step_loss)
+    assert stats["cuda_graphs"]["used"]
+    assert_same_weights(initial, eager, graphed)
+
+
+@GPU
+def test_a_step_on_cached_teacher_outputs_is_replayed(tmp_path):
+    from pocketbert.train import teacher_cache
+
+    task, features = varied_features()
+    teacher = tiny_bert(3, 1).to(CUDA).eval()
+    cached, _ = teacher_cache.teacher_outputs(teacher, task, features, 0, [2, 3], "graphs-test", CUDA,
+                                              teacher_cache.DEFAULT_LIMIT_MB, 16, root=tmp_path)
+    step_loss, extras = distillation_loss(task, teacher, cached, {"kl": 1.0, "ce": 0.5, "cos": 0.5}, 2.0, [2, 3],
+                                          losses.cross_entropy, CUDA)
+    initial = tiny_bert(2, 0)
+    eager, graphed = copy.deepcopy(initial), copy.deepcopy(initial)
+    trainer.train(eager, task, features, 0, {**CFG, "cuda_graphs": False}, CUDA, step_loss, 0, "eager",
+                  batch_extras=extras)
+    stats = trainer.train(graphed, task, features, 0, CFG, CUDA, step_loss, 0, "graphs", batch_extras=extras)
+    assert stats["cuda_graphs"]["used"]
+    assert_same_weights(initial, eager, graphed)
