@@ -90,3 +90,39 @@ def test_a_checkpoint_saved_in_fp16_trains_in_fp32(tmp_path, wordpiece_tokenizer
     assert {t.dtype for t in load_file(tmp_path / "fp16" / "model.safetensors").values()} == {torch.float16}
     model = load_for_task(str(tmp_path / "fp16"), make_task("sentiment", ["neg", "pos"]))
     assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_a_checkpoint_written_in_the_background_holds_the_state_of_its_step(tmp_path, monkeypatch):
+    """Training changes the weights in place while the writer thread serialises them: the file must hold the
+    weights of the step it was taken at, not later ones."""
+    import threading
+
+    from pocketbert.train import checkpoint
+
+    released, write = threading.Event(), checkpoint._write
+    monkeypatch.setattr(checkpoint, "_write", lambda *args: (released.wait(), write(*args)))  # writes after the change
+
+    model = torch.nn.Linear(64, 64)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    spec = checkpoint.CheckpointSpec(tmp_path / "ckpt", every=1, fingerprint="f", resume=True)
+    saved = model.weight.detach().clone()
+    writer = checkpoint.CheckpointWriter()
+    checkpoint.save(spec, 7, model, optimizer, schedule, scaler, {}, torch.device("cpu"), "fp32", writer)
+    with torch.no_grad():
+        model.weight.add_(1.0)  # the next steps, before the file is written
+    released.set()
+    writer.wait()
+    state = torch.load(spec.folder / checkpoint.CHECKPOINT_FILE, weights_only=True)
+    assert state["step"] == 7 and torch.equal(state["model"]["weight"], saved)
+
+
+def test_a_failed_background_write_is_raised_to_the_trainer(tmp_path):
+    from pocketbert.train import checkpoint
+
+    writer = checkpoint.CheckpointWriter()
+    writer.submit(lambda: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space left"):
+        writer.wait()
+    writer.wait()  # raised once
