@@ -36,7 +36,7 @@ GPU_ONLY = {"CUDA graphs"}
 
 
 def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: list[str]) -> dict:
-    from pocketbert.config import load_recipe
+    from pocketbert.core.recipe import load_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 

@@ -154,7 +154,8 @@ def test_debug_env_shows_traceback(tmp_path):
 
 
 def test_recipes_all_load():
-    from pocketbert.config import CONFIG_DIR, TASKS, load_recipe
+    from pocketbert.config import TASKS
+    from pocketbert.core.recipe import CONFIG_DIR, load_recipe
 
     files = sorted(CONFIG_DIR.glob("*.yaml"))
     assert files

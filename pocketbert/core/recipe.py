@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import copy
 import difflib
+from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
 from pocketbert.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"  # inside the package: a wheel ships the presets
 
 
 # Every float in a recipe is finite: `.inf` or `.nan` from YAML or --set is refused (pydantic takes them by default,
@@ -119,8 +124,8 @@ class ExportSection(Section):
     coreml_parity_examples: Optional[int] = Field(None, ge=0)
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     calibration_examples: int = Field(512, gt=0)
-    int8_size_budget: float = Field(0.30, gt=0.0, le=1.0)
-    int8_latency_budget: Optional[float] = Field(1.05, ge=1.0)  # of all-int8's latency; None: size alone decides
+    int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)
+    int8_latency_budget: Optional[float] = Field(INT8_LATENCY_BUDGET, ge=1.0)  # of all-int8's latency; None: size alone decides
     static_calibration_examples: int = Field(128, gt=0)
 
 
@@ -338,3 +343,71 @@ def cross_domain_datasets(recipe: dict) -> list[str]:
     if isinstance(names, dict):
         names = names.get(recipe["dataset"]) or []
     return list(names)
+
+
+def available_presets(task: str) -> list[str]:
+    return sorted(p.stem.split("-", 1)[1] for p in CONFIG_DIR.glob(f"{task}-*.yaml"))
+
+
+def read_recipe(task: str, preset: str = "default", path: Path | None = None) -> Recipe:
+    """The recipe for a task and preset (pocketbert/configs/<task>-<preset>.yaml), or the YAML file at `path`."""
+    from pocketbert.config import check_task
+
+    check_task(task)
+    if path is None:
+        path = CONFIG_DIR / f"{task}-{preset}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"no preset '{preset}' for task '{task}': choose one of {', '.join(available_presets(task)) or 'none'}"
+            )
+    from pocketbert.files import read_text
+
+    text = read_text(Path(path), ConfigError, "recipe (--config)")
+    try:
+        recipe = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read recipe {path}: {_yaml_problem(exc)}; fix the YAML or pass another "
+                          "--config") from None
+    except RecursionError:
+        raise ConfigError(f"cannot read recipe {path}: nested too deeply; fix the YAML") from None
+    if not isinstance(recipe, dict) or recipe.get("task") != task:
+        raise ConfigError(f"recipe {path} is not a '{task}' recipe (its 'task:' key must say {task})")
+    return validate_recipe(recipe, str(path))
+
+
+def load_recipe(task: str, preset: str = "default", path: Path | None = None) -> dict[str, Any]:
+    """read_recipe's recipe as plain data, every default filled."""
+    return recipe_dict(read_recipe(task, preset, path))
+
+
+def apply_overrides(recipe: dict[str, Any] | Recipe, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys ('distill.temperature') to values (None values are left out) and validate the result."""
+    return recipe_dict(with_overrides(recipe, overrides))
+
+
+def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:
+    """`--set distill.temperature=4` pairs, values parsed as YAML scalars."""
+    parsed = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got '{item}' (for example --set distill.temperature=4)")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set '{item}': name a recipe key before '=' (for example distill.temperature=4)")
+        if not raw.strip():
+            raise ConfigError(f"--set '{item}': no value after '='; give one (null restores the default)")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set '{item}': the value is not valid YAML ({_yaml_problem(exc)}); quote it or "
+                              "close its brackets") from None
+        if key in parsed:
+            raise ConfigError(f"--set {key} is given twice; keep one")
+        parsed[key] = value
+    return parsed
+
+
+def _yaml_problem(exc) -> str:
+    """A YAML error's own words, on one line."""
+    return " ".join(str(getattr(exc, "problem", None) or exc).split())

@@ -221,7 +221,7 @@ def test_a_larger_batch_scales_the_learning_rate_and_records_the_global_batch(ca
                                                                               shared_data):
     import math
 
-    from pocketbert.config import load_recipe
+    from pocketbert.core.recipe import load_recipe
 
     tiny = load_recipe("sentiment", "tiny")["distill"]
     run = run_with_teacher(teacher_run, tmp_path / "run")
