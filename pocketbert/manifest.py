@@ -14,6 +14,10 @@ from typing import Any
 from pocketbert.files import dumps_strict
 from pocketbert.rundir import MANIFEST
 
+# The config key under which a training stage records the name of the recipe it ran (train/registry.py);
+# compare and the result scripts read it.
+RECIPE_NAME = "recipe_name"
+
 RECORDED_PACKAGES = (
     "pocketbert", "torch", "transformers", "tokenizers", "onnx", "onnxruntime", "coremltools", "numpy",
     "onnxruntime-extensions", "executorch",

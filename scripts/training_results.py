@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from pocketbert.inspect.compare import recipe_name
+
 
 def read(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
@@ -30,7 +32,7 @@ def run_results(run: Path, given: dict[str, str]) -> dict:
     if student:
         m = student["metrics"]
         out["student"] = {
-            **command(student, f"{run}/student", given), "recipe": student["config"].get("distill_recipe", "distilbert"),
+            **command(student, f"{run}/student", given), "recipe": recipe_name(student["config"]),
             "dataset": student["config"].get("dataset"), "eval": m["eval"], "teacher_eval": m["teacher_eval"],
             "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
             "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],

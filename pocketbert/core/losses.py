@@ -56,7 +56,6 @@ def hidden_cosine_loss(student_hidden: list[torch.Tensor], teacher_hidden: list[
 
 
 IGNORE_LABEL = -100  # rows with this label (augmented examples in the Tang recipe) add no hard-label loss
-HARD_LOSSES = ("ce", "focal")
 
 
 def _labelled(target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,18 +92,10 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def hard_label_loss(cfg: dict):
-    """The recipe's hard-label loss: `hard_loss: ce` or `focal` with `focal_gamma` and `focal_alpha`."""
+    """The recipe's hard-label loss: `hard_loss: ce` or `focal` with `focal_gamma` and `focal_alpha`, from a
+    validated section (core/recipe.py checks the kind and the gamma)."""
     from functools import partial
 
-    from pocketbert.errors import ConfigError
-
-    kind = cfg.get("hard_loss", "ce")
-    if kind not in HARD_LOSSES:
-        raise ConfigError(f"hard_loss must be one of {', '.join(HARD_LOSSES)} (got '{kind}')")
-    if kind == "ce":
+    if cfg["hard_loss"] == "ce":
         return cross_entropy
-    gamma = float(cfg.get("focal_gamma", 2.0))
-    if gamma < 0:
-        raise ConfigError(f"focal_gamma must be >= 0 (got {gamma}); 2 is the paper's choice")
-    alpha = cfg.get("focal_alpha")
-    return partial(focal_loss, gamma=gamma, alpha=alpha)
+    return partial(focal_loss, gamma=float(cfg["focal_gamma"]), alpha=cfg["focal_alpha"])

@@ -1,6 +1,7 @@
 """The recipe, typed: one class per section, every default in one place, every value checked before any work.
 
-A preset or --config file, then --set and flag overrides, go through validate_recipe; what a stage receives is
+Presets (pocketbert/configs/<task>-<preset>.yaml) or a --config file are read here (read_recipe), then --set
+and flag overrides go through validate_recipe; what a stage receives is
 the complete recipe with every default filled (recipe_dict). Records written by earlier versions are read back
 with complete_recipe, which fills defaults and drops keys that no longer exist.
 """
@@ -81,7 +82,9 @@ class TeacherSection(TrainingSection):
 
 
 class DistillSection(TrainingSection):
-    recipe: Literal["distilbert", "tang"] = "distilbert"
+    # A recipe registered in train/registry.py (`train distill --recipe`); None: the registry's default. The
+    # distillation records the name it ran under.
+    recipe: Optional[str] = None
     temperature: float = Field(2.0, gt=0)
     kl_weight: float = Field(1.0, ge=0)
     ce_weight: float = Field(0.5, ge=0)
@@ -302,8 +305,8 @@ def with_overrides(recipe: Recipe | dict, overrides: dict[str, Any], source: str
     return validate_recipe(data, source)
 
 
-def complete_recipe(data: dict) -> dict:
-    """A recipe recorded in a manifest, with every default filled; keys this version no longer has are dropped."""
+def known_keys(data: dict) -> dict:
+    """The recipe's sections and keys that this version knows; the others are dropped."""
     def known(cls: type[BaseModel], node: dict) -> dict:
         out = {}
         for key, value in node.items():
@@ -313,7 +316,12 @@ def complete_recipe(data: dict) -> dict:
             out[key] = known(sub, value) if sub and isinstance(value, dict) else value
         return out
 
-    return recipe_dict(validate_recipe(known(Recipe, data), "the recorded recipe"))
+    return known(Recipe, data)
+
+
+def complete_recipe(data: dict) -> dict:
+    """A recipe recorded in a manifest, with every default filled; keys this version no longer has are dropped."""
+    return recipe_dict(validate_recipe(known_keys(data), "the recorded recipe"))
 
 
 def section_dict(name: str, data: dict, source: str = "recipe") -> dict:

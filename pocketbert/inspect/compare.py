@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
-from pocketbert.manifest import command_line, read_manifest
+from pocketbert.manifest import RECIPE_NAME, command_line, read_manifest
 from pocketbert.rundir import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import inside_run, recorded_path
 
@@ -50,6 +50,14 @@ def _row(name: str, kind: str, metrics: dict, primary: str, cross_domain: dict, 
     }
 
 
+def recipe_name(config: dict) -> str:
+    """The training recipe a student manifest names (train/registry.py's name, under RECIPE_NAME); a manifest
+    written before the name was recorded there names it in its recipe's distill.recipe (the default filled)."""
+    if "imported_from" in config:
+        return "imported"
+    return config.get(RECIPE_NAME) or config.get("distill_recipe") or config["recipe"]["distill"]["recipe"]
+
+
 def pareto(rows: list[dict], metric: str = "accuracy") -> list[str]:
     """Names of the rows with latency and the metric that no other row beats on both (ties do not beat)."""
     points = [r for r in rows if r["latency_ms"] is not None and r[metric] is not None]
@@ -79,7 +87,7 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
         bench = json.loads(bench_path.read_text()) if bench_path.is_file() else None
         cross = {d: pair["student"][primary] for d, pair in (m.get("cross_domain") or {}).items()}
         cross_names += [d for d in cross if d not in cross_names]
-        recipe = student["config"].get("distill_recipe", "distilbert")
+        recipe = recipe_name(student["config"])
         if "intermediate_size_after" in (student["config"].get("recipe", {}).get("prune") or {}):
             recipe += ", pruned"  # `train prune` records what it cut in the recovery's recipe
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])

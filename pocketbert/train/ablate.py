@@ -7,7 +7,6 @@ student in <run>/ablation/<variant>/, so a killed ablation continues where it st
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -24,8 +23,9 @@ from pocketbert.rundir import (
     require_stage,
     write_text_atomically,
 )
-from pocketbert.train import distributed
-from pocketbert.train.distill import distill_student
+from pocketbert.core.recipe import Recipe, recipe_dict, with_overrides
+from pocketbert.train import distributed, registry
+from pocketbert.train.stage import StageRun, run_stage
 
 FULL = "full"
 # variant -> (what the table calls it, the recipe keys it changes)
@@ -38,16 +38,17 @@ VARIANTS = {
 }
 
 
-def variant_recipe(recipe: dict, changes: dict) -> dict:
-    from pocketbert.config import apply_overrides
-
-    return apply_overrides(copy.deepcopy(recipe), changes)
+def variant_recipe(recipe: Recipe, changes: dict) -> Recipe:
+    return with_overrides(recipe, changes)
 
 
-def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_dir: Path | None = None,
+def ablate(run_dir: Path, recipe: Recipe, teacher_dir: Path | None = None, data_dir: Path | None = None,
            device: str | None = None, variants: list[str] | None = None) -> dict:
-    if (recipe["distill"].get("recipe") or "distilbert") != "distilbert":
-        raise ConfigError("the ablation removes the DistilBERT recipe's losses: run it with --recipe distilbert")
+    if recipe.distill.recipe not in (None, registry.DISTILBERT):
+        raise ConfigError("the ablation removes the DistilBERT recipe's losses: run it with "
+                          f"--recipe {registry.DISTILBERT}")
+    # recorded as the distillation records it, so that a finished variant is known again (_done_with)
+    recipe = with_overrides(recipe, {"distill.recipe": registry.DISTILBERT})
     names = variants or list(VARIANTS)
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
@@ -63,8 +64,10 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
         variant_run = folder / name
         manifest_path = variant_run / STUDENT_DIR / MANIFEST
         specific = variant_recipe(recipe, changes)
-        if not _done_with(manifest_path, specific):
-            distill_student(variant_run, specific, teacher_dir, data_dir, None, device, overwrite=True, resume=True)
+        if not _done_with(manifest_path, recipe_dict(specific)):
+            run_stage(registry.create(registry.DISTILBERT), StageRun(variant_run, specific, data_dir,
+                                                                     teacher_dir=teacher_dir, device=device,
+                                                                     overwrite=True, resume=True))
         student = read_manifest(variant_run / STUDENT_DIR)
         metrics = student["metrics"]
         rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics["eval"],
@@ -75,7 +78,7 @@ def ablate(run_dir: Path, recipe: dict, teacher_dir: Path | None = None, data_di
     for row in rows:
         row["delta"] = row["eval"][primary] - full
     result = {"command": command_line(), "primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
-              "recipe": recipe, "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
+              "recipe": recipe_dict(recipe), "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
     if distributed.is_main():  # under torchrun every process holds the same rows; one writes them
         write_text_atomically(folder / ABLATION_RESULTS, json.dumps(result, indent=2) + "\n")
         write_text_atomically(folder / ABLATION_TABLE, render_table(result))

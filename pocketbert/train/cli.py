@@ -22,16 +22,64 @@ from pocketbert.cli_options import (
 from pocketbert.config import TASKS
 
 
-def _recipe(task, preset, config, overrides, set_items):
-    from pocketbert.config import apply_overrides, load_recipe, parse_set_options
+def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items):
+    """The typed recipe: the preset or --config file, then the options named in `keys` (option -> recipe key;
+    an option left unset keeps the recipe's value), then --set, validated once with the same messages."""
+    from pocketbert.core.recipe import parse_set_options, read_recipe, with_overrides
     from pocketbert.user_paths import dataset_for_recipe
 
-    recipe = load_recipe(task, preset, config)
-    recipe = apply_overrides(recipe, {**overrides, **parse_set_options(set_items)})
+    recipe = read_recipe(task, preset, config)
+    overrides = {key: _as_recipe_value(options[option]) for option, key in keys.items()}
+    recipe = with_overrides(recipe, {**overrides, **parse_set_options(set_items)})
     # a local data file is recorded absolute: later stages read the recipe from the run, from any folder
-    if isinstance(recipe.get("dataset"), str):
-        recipe["dataset"] = dataset_for_recipe(recipe["dataset"])
-    return recipe
+    return recipe.model_copy(update={"dataset": dataset_for_recipe(recipe.dataset)})
+
+
+def _as_recipe_value(value):
+    """An option's value as the recipe holds it: repeated options as a list; unset (None, no repeats) as None."""
+    if isinstance(value, tuple):
+        return list(value) or None
+    return value
+
+
+def shared_keys(section: str) -> dict[str, str]:
+    """The recipe keys of the options every training command shares (recipe_options), for `section`."""
+    return {"dataset": "dataset", "seed": "seed", "epochs": f"{section}.epochs",
+            "max_train_examples": f"{section}.max_train_examples", "hard_loss": f"{section}.hard_loss",
+            "focal_gamma": f"{section}.focal_gamma", "focal_alpha": f"{section}.focal_alpha"}
+
+
+def comma_list(kind, what: str, example: str):
+    """A Click callback: 'a,b,c' as a list of `kind`, or None when the option is not given."""
+    def parse(ctx, param, value):
+        from pocketbert.errors import ConfigError
+
+        if not value:
+            return None
+        try:
+            return [kind(item.strip()) for item in value.split(",")]
+        except ValueError:
+            raise ConfigError(f"--{param.name.replace('_', '-')} must be comma-separated {what} like {example} "
+                              f"(got '{value}')") from None
+    return parse
+
+
+class RecipeChoice(click.Choice):
+    """The recipes registered for a command (train/registry.py), read when the option is parsed."""
+
+    def __init__(self, command: str):
+        from pocketbert.train import registry
+
+        self.names = registry.names(command)
+        super().__init__(list(self.names))
+
+    @property
+    def choices(self):
+        return tuple(self.names)
+
+    @choices.setter
+    def choices(self, value):
+        pass
 
 
 recipe_options = [
@@ -57,14 +105,15 @@ batch_size_option = click.option(
          "by sqrt(N / batch) (distill.lr_scaling), and warm-up stays the same share of the examples.")
 
 
-def with_large_batch(recipe: dict, section: str, batch: int | None) -> dict:
+def with_large_batch(recipe, section: str, batch: int | None):
     """The recipe at batch size `batch`, its learning rate stated for the batch it was set for (base_batch_size)."""
-    from pocketbert.config import apply_overrides
+    from pocketbert.core.recipe import with_overrides
 
     if batch is None:
         return recipe
-    base = recipe[section].get("base_batch_size") or recipe[section]["batch_size"]
-    return apply_overrides(recipe, {f"{section}.batch_size": batch, f"{section}.base_batch_size": base})
+    cfg = getattr(recipe, section)
+    return with_overrides(recipe, {f"{section}.batch_size": batch,
+                                   f"{section}.base_batch_size": cfg.base_batch_size or cfg.batch_size})
 
 
 def with_options(options):
@@ -93,22 +142,19 @@ def train():
 @data_dir_option
 @device_option
 @overwrite_option
-def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-            focal_gamma, focal_alpha, set_items, labels, resume, trust_remote_code, large_batch, data_dir, device,
-            overwrite):
+def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
+            data_dir, device, overwrite, **options):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
-    from pocketbert.train.teacher import fine_tune_teacher
-
-    recipe = _recipe(task, preset, config, {
-        "dataset": dataset, "seed": seed, "teacher.epochs": epochs, "teacher.max_train_examples": max_train_examples,
-        "teacher.hard_loss": hard_loss, "teacher.focal_gamma": focal_gamma, "teacher.focal_alpha": focal_alpha,
-    }, set_items)
-    recipe = with_large_batch(recipe, "teacher", large_batch)
     from pocketbert.core.data import parse_labels_option
+    from pocketbert.train import registry
+    from pocketbert.train.stage import StageRun, run_stage
 
-    label_names = parse_labels_option(labels, recipe["dataset"])
-    path, metrics = fine_tune_teacher(resolve_run_dir(run), recipe, model_name, data_dir, eval_file, label_names,
-                                      device, overwrite, trust_remote_code, resume)
+    recipe = with_large_batch(_recipe(task, preset, config, options, shared_keys("teacher"), set_items), "teacher",
+                              large_batch)
+    label_names = parse_labels_option(labels, recipe.dataset)
+    path, metrics = run_stage(registry.create(None, "teacher"), StageRun(
+        resolve_run_dir(run), recipe, data_dir, eval_file, source=model_name, label_names=label_names,
+        trust_remote_code=trust_remote_code, device=device, overwrite=overwrite, resume=resume))
     _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
 
 
@@ -117,61 +163,48 @@ def teacher(run, model_name, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
 @with_options(recipe_options)
-@click.option("--recipe", "distill_recipe", type=click.Choice(["distilbert", "tang"]), default=None,
-              help="distilbert: half-depth transformer student (KL, CE, cosine); tang: BiLSTM student, logit MSE, "
-                   "augmented transfer set (default: the recipe file's distill.recipe, else distilbert).")
-@click.option("--alpha", type=FRACTION, default=None, help="Tang recipe: weight of the hard-label loss against logit MSE.")
-@click.option("--cross-domain", default=None, metavar="NAME,...",
+@click.option("--recipe", type=RecipeChoice("distill"), default=None,
+              help="Distillation recipe, from train/registry.py (default: the recipe file's distill.recipe, else the "
+                   "registry's first).")
+@click.option("--alpha", type=FRACTION, default=None, help="BiLSTM recipe: weight of the hard-label loss against logit MSE.")
+@click.option("--cross-domain", default=None, metavar="NAME,...", callback=comma_list(str, "dataset names", "imdb"),
               help="Also evaluate student and teacher on these datasets, e.g. imdb (sets eval.cross_domain).")
 @click.option("--temperature", type=POSITIVE, default=None, help="Softmax temperature T of the soft targets.")
 @click.option("--kl-weight", type=NON_NEGATIVE, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
 @click.option("--ce-weight", type=NON_NEGATIVE, default=None, help="Weight of the hard-label cross-entropy.")
 @click.option("--cos-weight", type=NON_NEGATIVE, default=None, help="Weight of the hidden-state cosine loss.")
-@click.option("--compile", "compile_student", is_flag=True, help="Wrap the student in torch.compile.")
+@click.option("--compile", "compile_student", is_flag=True, callback=lambda ctx, param, value: value or None,
+              help="Wrap the student in torch.compile.")
 @click.option("--student-model", default=None, metavar="NAME|PATH",
               help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
-@click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's (default: every other).")
+@click.option("--layer-map", default=None, metavar="I,J,...", callback=comma_list(int, "layer numbers", "0,2,4"),
+              help="Teacher layers that initialise the student's (default: every other).")
 @click.option("--transfer-data", multiple=True, metavar="PATH|DATASET",
               help="Unlabelled text the teacher labels for the student (repeatable): a .txt file with one passage a "
                    "line, a .csv/.tsv/.jsonl with a text column, or a dataset name whose labels are ignored.")
 @click.option("--transfer-column", default=None, metavar="NAME", help="The text column of CSV/TSV/JSONL transfer data.")
 @click.option("--augment/--no-augment", default=None,
               help="Add the augment: section's rewrites (mask, part of speech, n-gram) of labelled and transfer text "
-                   "(default: the recipe's distill.augment; unset, tang rewrites and distilbert does not).")
+                   "(default: the recipe's distill.augment; unset, the recipe's own choice: the BiLSTM recipe "
+                   "rewrites, the DistilBERT recipe does not).")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @batch_size_option
 @data_dir_option
 @device_option
 @overwrite_option
-def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-            focal_gamma, focal_alpha, set_items, distill_recipe, alpha, cross_domain, temperature, kl_weight, ce_weight,
-            cos_weight, compile_student, student_model, layer_map, transfer_data, transfer_column, augment, resume,
-            large_batch, data_dir, device, overwrite):
+def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
+            overwrite, **options):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
-    from pocketbert.errors import ConfigError
-
-    try:
-        parsed_map = [int(i) for i in layer_map.split(",")] if layer_map else None
-    except ValueError:
-        raise ConfigError(f"--layer-map must be comma-separated layer numbers like 0,2,4 (got '{layer_map}')") from None
-    recipe = _recipe(task, preset, config, {
-        "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
-        "distill.temperature": temperature, "distill.kl_weight": kl_weight, "distill.ce_weight": ce_weight,
-        "distill.cos_weight": cos_weight, "student.layer_map": parsed_map, "student.model": student_model,
-        "distill.recipe": distill_recipe,
-        "distill.alpha": alpha, "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma,
-        "distill.focal_alpha": focal_alpha, "distill.compile": compile_student or None,
-        "eval.cross_domain": [n.strip() for n in cross_domain.split(",")] if cross_domain else None,
-        "transfer.data": list(transfer_data) or None, "transfer.text_column": transfer_column,
-        "distill.augment": augment,
-    }, set_items)
-    recipe = with_large_batch(recipe, "distill", large_batch)
     from pocketbert.core.data import check_cross_domain
-    from pocketbert.core.recipe import cross_domain_datasets
+    from pocketbert.core.recipe import cross_domain_datasets, recipe_dict
+    from pocketbert.train import registry
+    from pocketbert.train.stage import StageRun, run_stage
 
-    check_cross_domain(cross_domain_datasets(recipe), recipe["task"])
-    path, result = run_distill_recipe(resolve_run_dir(run), recipe, teacher_dir, data_dir, eval_file, device,
-                                      overwrite, resume)
+    recipe = with_large_batch(_recipe(task, preset, config, options, DISTILL_KEYS, set_items), "distill", large_batch)
+    check_cross_domain(cross_domain_datasets(recipe_dict(recipe)), recipe.task)
+    path, result = run_stage(registry.create(recipe.distill.recipe, "distill"), StageRun(
+        resolve_run_dir(run), recipe, data_dir, eval_file, teacher_dir=teacher_dir, device=device,
+        overwrite=overwrite, resume=resume))
     kept = f", {100 * result['kept']:.1f} % of the teacher's" if result["kept"] is not None else ""
     _say(f"student: {_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}{kept})"
          f" -> wrote {path}")
@@ -184,18 +217,14 @@ def distill(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, 
         _say(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
 
 
-def run_distill_recipe(run_dir, recipe, *args):
-    """The recipe named by distill.recipe: distilbert (default) or tang."""
-    from pocketbert.errors import ConfigError
-
-    name = recipe["distill"].get("recipe") or "distilbert"
-    if name == "distilbert":
-        from pocketbert.train.distill import distill_student
-        return distill_student(run_dir, recipe, *args)
-    if name == "tang":
-        from pocketbert.train.tang import distill_bilstm
-        return distill_bilstm(run_dir, recipe, *args)
-    raise ConfigError(f"unknown distill.recipe '{name}': use distilbert or tang")
+# `train distill`'s options -> the recipe keys they set
+DISTILL_KEYS = {
+    **shared_keys("distill"), "recipe": "distill.recipe", "alpha": "distill.alpha",
+    "cross_domain": "eval.cross_domain", "temperature": "distill.temperature", "kl_weight": "distill.kl_weight",
+    "ce_weight": "distill.ce_weight", "cos_weight": "distill.cos_weight", "compile_student": "distill.compile",
+    "student_model": "student.model", "layer_map": "student.layer_map", "transfer_data": "transfer.data",
+    "transfer_column": "transfer.text_column", "augment": "distill.augment",
+}
 
 
 def _say(message: str) -> None:
@@ -219,16 +248,12 @@ def _format_metrics(metrics: dict) -> str:
               help="Variants to run (default all): full, no_kl, no_ce, no_cos, random_init.")
 @data_dir_option
 @device_option
-def ablate(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-           focal_gamma, focal_alpha, set_items, variants, data_dir, device):
+def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
     from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
     from pocketbert.train.ablate import ablate as run_ablation
 
-    recipe = _recipe(task, preset, config, {
-        "dataset": dataset, "seed": seed, "distill.epochs": epochs, "distill.max_train_examples": max_train_examples,
-        "distill.hard_loss": hard_loss, "distill.focal_gamma": focal_gamma, "distill.focal_alpha": focal_alpha,
-    }, set_items)
+    recipe = _recipe(task, preset, config, options, shared_keys("distill"), set_items)
     run_dir = resolve_run_dir(run)
     run_ablation(run_dir, recipe, teacher_dir, data_dir, device,
                  [v.strip() for v in variants.split(",")] if variants else None)
@@ -244,22 +269,21 @@ def ablate(run, teacher_dir, task, dataset, eval_file, preset, config, epochs, m
 @click.option("--task", default="sentiment", show_default=True, help="Recipe file family to read the mlm: section from.")
 @click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml.")
 @click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
-@click.option("--layer-map", default=None, metavar="I,J,...", help="Teacher layers that initialise the student's.")
+@click.option("--layer-map", default=None, metavar="I,J,...", callback=comma_list(int, "layer numbers", "0,2,4"),
+              help="Teacher layers that initialise the student's.")
 @click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override a recipe key, e.g. mlm.epochs=2.")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @device_option
 @overwrite_option
 def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
-    from pocketbert.errors import ConfigError
-    from pocketbert.train.mlm import distill_masked_lm
+    from pocketbert.train import registry
+    from pocketbert.train.stage import StageRun, run_stage
 
-    try:
-        parsed_map = [int(i) for i in layer_map.split(",")] if layer_map else None
-    except ValueError:
-        raise ConfigError(f"--layer-map must be comma-separated layer numbers like 0,2,4 (got '{layer_map}')") from None
-    recipe = _recipe(task, preset, config, {"student.layer_map": parsed_map}, set_items)
-    path, result = distill_masked_lm(resolve_run_dir(run), recipe, teacher_model, corpus, device, overwrite, resume)
+    recipe = _recipe(task, preset, config, {"layer_map": layer_map}, {"layer_map": "student.layer_map"}, set_items)
+    path, result = run_stage(registry.create(None, "mlm"), StageRun(
+        resolve_run_dir(run), recipe, source=teacher_model, corpus=corpus, device=device, overwrite=overwrite,
+        resume=resume))
     ppl = result["perplexity"]
     _say(f"masked-LM student: held-out perplexity {ppl['student']:.2f} (teacher {ppl['teacher']:.2f}) -> wrote {path}")
 
@@ -275,17 +299,17 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 @data_dir_option
 @device_option
 @overwrite_option
-def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset, config, epochs, max_train_examples, seed, hard_loss,
-          focal_gamma, focal_alpha, set_items, data_dir, device, overwrite):
+def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
+          **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
     from pocketbert.train.prune import prune_student
 
-    recipe = _recipe(task, preset, config, {
-        "dataset": dataset, "seed": seed, "prune.ffn_ratio": ffn_ratio, "prune.recovery_epochs": epochs,
-        "prune.recovery_max_train_examples": max_train_examples, "distill.hard_loss": hard_loss,
-        "distill.focal_gamma": focal_gamma, "distill.focal_alpha": focal_alpha,
-    }, set_items)
-    path, result = prune_student(resolve_run_dir(run), recipe, out_run, data_dir, device, overwrite, teacher_dir)
+    from pocketbert.core.recipe import recipe_dict
+
+    keys = {**shared_keys("distill"), "epochs": "prune.recovery_epochs",
+            "max_train_examples": "prune.recovery_max_train_examples", "ffn_ratio": "prune.ffn_ratio"}
+    recipe = _recipe(task, preset, config, {**options, "ffn_ratio": ffn_ratio}, keys, set_items)
+    path, result = prune_student(resolve_run_dir(run), recipe_dict(recipe), out_run, data_dir, device, overwrite, teacher_dir)
     p = result["pruning"]
     _say(f"pruned FFN {p['intermediate_size_before']} -> {p['intermediate_size_after']} channels, "
          f"{p['parameters_before']:,} -> {p['parameters_after']:,} parameters; after recovery "
@@ -304,7 +328,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, dataset, eval_file, preset
 @device_option
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
-    from pocketbert.config import load_recipe
+    from pocketbert.core.recipe import load_recipe
     from pocketbert.rundir import TRAIN_BENCH_RESULTS
     from pocketbert.train.train_bench import bench_train
 
@@ -339,7 +363,9 @@ def import_model(run, model_name, task, dataset, preset, config, set_items, trus
     """Make a run whose student is an existing fine-tuned checkpoint; writes <run>/student/ for export and bench."""
     from pocketbert.train.imported import import_student
 
-    recipe = _recipe(task, preset, config, {"dataset": dataset}, set_items)
+    from pocketbert.core.recipe import recipe_dict
+
+    recipe = recipe_dict(_recipe(task, preset, config, {"dataset": dataset}, {"dataset": "dataset"}, set_items))
     path, metrics = import_student(model_name, task, resolve_run_dir(run), recipe, data_dir, trust_remote_code,
                                    overwrite)
     _say(f"imported: {_format_metrics(metrics)} -> wrote {path}")

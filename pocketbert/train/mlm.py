@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,12 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from pocketbert.errors import ConfigError, DataError, ModelError
-from pocketbert.manifest import write_manifest
-from pocketbert.rundir import MLM_STUDENT_DIR, check_writable, staged_output
+from pocketbert.rundir import MLM_STUDENT_DIR
 from pocketbert.core import losses, models
+from pocketbert.train import registry, trainer
+from pocketbert.train.distillation import aligned_teacher_layers, freeze, loss_weights
+from pocketbert.train.stage import StageRun, TrainingRecipe
 from pocketbert.train.student import build_student
-from pocketbert.train import checkpoint, distributed, trainer
-from pocketbert.train.distill import aligned_teacher_layers, freeze
 
 HELD_OUT_FRACTION = 20  # one text in 20, at most HELD_OUT_MAX, is kept out of training to measure perplexity
 HELD_OUT_MAX = 256
@@ -105,38 +104,48 @@ def load_masked_lm_teacher(source: str):
     return model.eval()
 
 
-def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: Path, device: str | None = None,
-                      overwrite: bool = False, resume: bool = False) -> tuple[Path, dict]:
-    started = time.time()
-    check_writable(run_dir, MLM_STUDENT_DIR, overwrite)
-    cfg = dict(recipe["mlm"])  # complete: the recipe was validated (core/recipe.py)
-    seed = int(recipe["seed"])
-    if float(cfg["temperature"]) <= 0:
-        raise ConfigError(f"mlm.temperature must be > 0 (got {cfg['temperature']}); 2 to 4 is usual")
-    if not 0 < float(cfg["mask_probability"]) < 1:
-        raise ConfigError("mlm.mask_probability must be between 0 and 1 (BERT used 0.15)")
-    source = models.resolve_model_source(teacher_source)
-    tokenizer = models.load_tokenizer(source)
-    if tokenizer.mask_token_id is None:
-        raise ConfigError(f"the tokenizer of '{teacher_source}' has no [MASK] token: it cannot drive masked-LM")
-    teacher = load_masked_lm_teacher(source)
-    texts = read_corpus(corpus)
-    if cfg["max_train_examples"]:
-        texts = random.Random(seed).sample(texts, min(len(texts), int(cfg["max_train_examples"])))
-    trainer.set_seed(seed)
-    student, layer_map = build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
-    dev = trainer.pick_device(device)
-    freeze(teacher, dev)
-    targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))
-    temperature, task = float(cfg["temperature"]), MaskedLMTask()
-    weights = {k: float(cfg[f"{k}_weight"]) for k in ("kl", "ce", "cos")}
+class MaskedLMRecipe(TrainingRecipe):
+    """A student cut from a masked-LM teacher (`source`), distilled on plain text (`corpus`)."""
 
-    with distributed.main_writes(run_dir, staged_output(run_dir, MLM_STUDENT_DIR, overwrite)) as out:
-        encoded = tokenizer(texts, truncation=True, max_length=int(cfg["max_length"]))["input_ids"]
-        rng = random.Random(seed)
-        masked_all = [mask_tokens(ids, tokenizer, float(cfg["mask_probability"]), rng) for ids in encoded]
-        n_held = min(HELD_OUT_MAX, len(masked_all) // HELD_OUT_FRACTION)  # perplexity on text not trained on
-        held_out, features = masked_all[:n_held], masked_all[n_held:]
+    name = registry.MASKED_LM
+    stage_dir = MLM_STUDENT_DIR
+    manifest_stage = "student_mlm"
+    section = "mlm"
+    progress = "masked-LM distill"
+
+    def load_inputs(self, run: StageRun) -> None:
+        source = models.resolve_model_source(run.source)
+        self.tokenizer = models.load_tokenizer(source)
+        if self.tokenizer.mask_token_id is None:
+            raise ConfigError(f"the tokenizer of '{run.source}' has no [MASK] token: it cannot drive masked-LM")
+        self.teacher = load_masked_lm_teacher(source)
+        texts = read_corpus(run.corpus)
+        cfg = run.recipe.mlm
+        if cfg.max_train_examples:
+            texts = random.Random(run.seed).sample(texts, min(len(texts), int(cfg.max_train_examples)))
+        self.texts, self.task = texts, MaskedLMTask()
+
+    def build_model(self, run: StageRun):
+        student, self.layer_map = build_student(self.teacher, run.recipe.student.layer_map)
+        return student
+
+    def place(self, run: StageRun, dev) -> None:
+        freeze(self.teacher, dev)
+        self.targets = aligned_teacher_layers(len(self.layer_map), models.layer_count(self.teacher.config))
+
+    def training_rows(self, run: StageRun, dev) -> list:
+        cfg = run.recipe.mlm
+        encoded = self.tokenizer(self.texts, truncation=True, max_length=int(cfg.max_length))["input_ids"]
+        rng = random.Random(run.seed)
+        masked_all = [mask_tokens(ids, self.tokenizer, float(cfg.mask_probability), rng) for ids in encoded]
+        self.n_held = min(HELD_OUT_MAX, len(masked_all) // HELD_OUT_FRACTION)  # perplexity on text not trained on
+        self.held_out = masked_all[:self.n_held]
+        return masked_all[self.n_held:]
+
+    def step_loss(self, run: StageRun, dev):
+        teacher, targets, temperature = self.teacher, self.targets, float(run.recipe.mlm.temperature)
+        weights = loss_weights(run.recipe.mlm)
+        task = self.task
 
         def step_loss(forward_model, batch):
             inputs = trainer.model_inputs(task, batch)
@@ -154,26 +163,30 @@ def distill_masked_lm(run_dir: Path, recipe: dict, teacher_source: str, corpus: 
             loss = sum(weights[k] * v for k, v in parts.items())
             return loss, parts
 
-        spec = trainer.checkpoint_spec_for(run_dir, MLM_STUDENT_DIR, cfg, {
-            "cfg": cfg, "seed": seed, "layer_map": layer_map, "teacher": teacher_source}, features, resume)
-        stats = trainer.train(student, task, features, tokenizer.pad_token_id, cfg, dev, step_loss, seed,
-                              "masked-LM distill", spec)
-        perplexities = {name: masked_lm_perplexity(m, held_out, tokenizer.pad_token_id, dev)
-                        for name, m in (("student", student), ("teacher", teacher))}
-        if out is not None:  # process 0 alone writes the stage
-            student.save_pretrained(out, safe_serialization=True)
-            tokenizer.save_pretrained(out)
-            (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": layer_map, "teacher": teacher_source}) + "\n")
-            write_manifest(out, stage="student_mlm", started=started,
-                           config={"recipe": recipe, "mlm": cfg, "teacher": teacher_source, "layer_map": layer_map,
-                                   "corpus": str(corpus), "device": str(dev)},
-                           inputs={"corpus": Path(corpus)},
-                           metrics={"train": stats, "masked_lm_perplexity_held_out": perplexities,
-                                    "held_out_texts": n_held,
-                                    "texts": len(texts)})
-    if distributed.is_main():
-        checkpoint.discard(spec)
-    return Path(run_dir) / MLM_STUDENT_DIR, {"perplexity": perplexities}
+        return step_loss, None
+
+    def checkpoint_identity(self, run: StageRun) -> dict:
+        return {"cfg": run.section, "seed": run.seed, "layer_map": self.layer_map, "teacher": run.source}
+
+    def evaluate(self, run: StageRun, model, dev) -> dict:
+        self.perplexities = {name: masked_lm_perplexity(m, self.held_out, self.tokenizer.pad_token_id, dev)
+                             for name, m in (("student", model), ("teacher", self.teacher))}
+        return self.perplexities
+
+    def save(self, run: StageRun, model, out) -> None:
+        model.save_pretrained(out, safe_serialization=True)
+        self.tokenizer.save_pretrained(out)
+        (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": self.layer_map, "teacher": run.source}) + "\n")
+
+    def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
+        config = {"recipe": run.config, "mlm": run.section, "teacher": run.source, "layer_map": self.layer_map,
+                  "corpus": str(run.corpus), "device": str(dev)}
+        metrics = {"train": stats, "masked_lm_perplexity_held_out": self.perplexities, "held_out_texts": self.n_held,
+                   "texts": len(self.texts)}
+        return config, {"corpus": Path(run.corpus)}, metrics
+
+    def result(self) -> dict:
+        return {"perplexity": self.perplexities}
 
 
 @torch.no_grad()

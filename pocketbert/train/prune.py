@@ -69,7 +69,8 @@ def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
 def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data_dir: Path | None = None,
                   device: str | None = None, overwrite: bool = False,
                   teacher_dir: Path | None = None) -> tuple[Path, dict]:
-    from pocketbert.train.distill import distill_student
+    from pocketbert.train import registry
+    from pocketbert.train.stage import StageRun, run_stage
 
     cfg = dict(recipe["prune"])  # complete: the recipe was validated (core/recipe.py)
     run_dir = Path(run_dir)
@@ -100,5 +101,6 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
         recovery["distill"]["epochs"] = int(cfg["recovery_epochs"])
         recovery["distill"]["max_train_examples"] = cfg["recovery_max_train_examples"]
         recovery["prune"] = {**cfg, **change}
-        path, result = distill_student(out_run, recovery, teacher_dir, data_dir, None, device, overwrite)
+        path, result = run_stage(registry.create(registry.DISTILBERT), StageRun(
+            out_run, recovery, data_dir, teacher_dir=teacher_dir, device=device, overwrite=overwrite))
     return path, {**result, "pruning": change}

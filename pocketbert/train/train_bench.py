@@ -27,13 +27,9 @@ from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage, w
 from pocketbert.core import losses, models
 from pocketbert.train.student import build_student
 from pocketbert.train import precision, teacher_cache, trainer
-from pocketbert.train.distill import (
-    aligned_teacher_layers,
-    check_distill_config,
-    distillation_loss,
-    freeze,
-    load_teacher_and_data,
-)
+from pocketbert.core.recipe import DistillSection
+from pocketbert.train.distill import distillation_loss
+from pocketbert.train.distillation import aligned_teacher_layers, freeze, load_teacher_and_data, loss_weights
 
 DEFAULT_EXAMPLES = 2000
 REPEATS = 3  # timed runs of each loop; the median is reported, with the spread (max - min) / median
@@ -105,7 +101,6 @@ def distillation_bench(run_dir: Path, recipe: dict, n_examples: int, teacher_dir
                        data_dir: Path | None = None, device: str | None = None) -> DistillationBench:
     """One epoch of the recipe's distillation on n_examples, ready to time or profile."""
     cfg, eval_cfg = dict(recipe["distill"]), recipe.get("eval", {})
-    check_distill_config(cfg)
     cfg["max_train_examples"] = n_examples
     cfg["epochs"] = 1
     seed = int(recipe["seed"])
@@ -117,7 +112,7 @@ def distillation_bench(run_dir: Path, recipe: dict, n_examples: int, teacher_dir
     trainer.set_seed(seed)
     initial, layer_map = build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
     _, features, _ = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
-    weights = {k: float(cfg.get(f"{k}_weight", 0.0)) for k in ("kl", "ce", "cos")}
+    weights = loss_weights(DistillSection.model_validate(cfg))
     targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))
     hard_loss = losses.hard_label_loss(cfg)
     temperature = float(cfg["temperature"])

@@ -1,0 +1,78 @@
+"""`pocketbert train distill --recipe tang`: Tang et al. 2019, BERT into a BiLSTM.
+
+Transfer set: the training examples, the recipe's transfer data (transfer.py), and augmented copies of both
+(augment.py), every one labelled by the teacher.
+Loss: alpha * hard-label loss (original examples only) + (1 - alpha) * MSE(student logits, teacher logits);
+alpha = 0, pure distillation, was the paper's best.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+from pocketbert.errors import ConfigError
+from pocketbert.core import bilstm, models
+from pocketbert.core.architectures import BILSTM
+from pocketbert.train import registry, teacher_cache
+from pocketbert.train.distillation import TeacherDistillation
+from pocketbert.train.stage import StageRun
+
+
+def transfer_set_report(n_labelled: int, n_extra: int, rows_report: dict) -> dict:
+    """The transfer set's make-up: labelled originals, transfer data, and rewrites of both."""
+    augmentation = rows_report.get("augmentation") or {}
+    return {"originals": n_labelled, "transfer_data": (rows_report.get("transfer_data") or {}).get("rows", 0),
+            "augmented": augmentation.get("augmented", 0), "rows": n_labelled + n_extra,
+            "duplicates_dropped": augmentation.get("duplicates_dropped", 0), "tagger": augmentation.get("tagger")}
+
+
+class BiLSTMRecipe(TeacherDistillation):
+    """A BiLSTM student learning the teacher's logits (MSE) on the training rows, transfer data and rewrites."""
+
+    name = registry.BILSTM
+    progress = "distill (BiLSTM)"
+    augments_by_default = True
+
+    def load_inputs(self, run: StageRun) -> None:
+        super().load_inputs(run)
+        if self.task.per_token_outputs:
+            raise ConfigError(f"the BiLSTM student classifies sentences: use --recipe {registry.DISTILBERT} for QA")
+
+    def build_model(self, run: StageRun):
+        return bilstm.build_bilstm(run.config.get("bilstm") or {}, self.teacher, self.tokenizer,
+                                   len(self.task.label_names))
+
+    def training_rows(self, run: StageRun, dev) -> list:
+        features = super().training_rows(run, dev)
+        if self.cached is None:
+            reason = next(r["reason"] for r in (self.cache_report, self.extra_cache_report) if r and not r["used"])
+            raise ConfigError(f"the BiLSTM recipe labels its transfer set once, through the teacher cache: "
+                              f"{reason}; raise distill.teacher_cache_mb")
+        return features
+
+    def step_loss(self, run: StageRun, dev):
+        alpha, task, hard_loss = float(run.recipe.distill.alpha), self.task, self.hard_loss
+
+        def step_loss(forward_model, batch):
+            t_logits, _ = teacher_cache.teacher_targets(batch)
+            s_logits = forward_model(batch["input_ids"], batch["attention_mask"]).logits.float()
+            parts = {"mse": F.mse_loss(s_logits, t_logits)}
+            if alpha:
+                parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+            loss = (1.0 - alpha) * parts["mse"] + alpha * parts.get("ce", 0.0)
+            return loss, parts
+
+        return step_loss, self.batch_extras(dev)
+
+    def checkpoint_identity(self, run: StageRun) -> dict:
+        return {"cfg": run.section, "seed": run.seed, "recipe": self.name, "bilstm": run.config.get("bilstm"),
+                "teacher": self.teacher_sha}
+
+    def save(self, run: StageRun, model, out) -> None:
+        models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+                                {"recipe": self.name}, architecture=BILSTM)
+
+    def student_metrics(self, model) -> dict:
+        return {"transfer_set": transfer_set_report(self.n_labelled, self.n_extra, self.rows_report),
+                "parameters": model.parameter_count(include_embeddings=True),
+                "parameters_without_embeddings": model.parameter_count()}

@@ -1,0 +1,81 @@
+"""The one place training recipes are registered, by name and by the command that runs them.
+
+A recipe is a TrainingRecipe subclass (train/stage.py). Its module is imported only when the recipe runs, so
+that `--help` (which lists the names) imports no torch. Adding a recipe touches its own module and this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+
+from pocketbert.errors import ConfigError
+
+TEACHER = "teacher"
+DISTILBERT = "distilbert"
+BILSTM = "tang"  # Tang et al. 2019; the name recipes and manifests have always used
+MASKED_LM = "mlm"
+
+# The command that runs each recipe (`pocketbert train <command>`), and its recipes: name -> class, or
+# "module:Class" until first used. The first distillation recipe is the default of `train distill`.
+_RECIPES: dict[str, dict[str, object]] = {
+    "teacher": {TEACHER: "pocketbert.train.teacher:TeacherFineTuning"},
+    "distill": {
+        DISTILBERT: "pocketbert.train.distill:DistilBertRecipe",
+        BILSTM: "pocketbert.train.bilstm_distill:BiLSTMRecipe",
+    },
+    "mlm": {MASKED_LM: "pocketbert.train.mlm:MaskedLMRecipe"},
+}
+DEFAULT_DISTILLATION = DISTILBERT
+
+
+def register(name: str, recipe: type | str, command: str = "distill") -> None:
+    """Make `recipe` (a TrainingRecipe subclass, or "module:Class") available to `pocketbert train <command>`."""
+    if any(name in recipes for recipes in _RECIPES.values()):
+        raise ValueError(f"a recipe named '{name}' is registered already")
+    _RECIPES.setdefault(command, {})[name] = recipe
+
+
+def unregister(name: str) -> None:
+    for recipes in _RECIPES.values():
+        recipes.pop(name, None)
+
+
+class Names(Sequence):
+    """The names registered for a command, read when asked (a Click choice made before a recipe was added
+    still offers it)."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def _names(self) -> list[str]:
+        return list(_RECIPES.get(self.command, {}))
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+def names(command: str = "distill") -> Names:
+    return Names(command)
+
+
+def recipe_class(name: str | None, command: str = "distill") -> type:
+    """The recipe registered under `name` for `command` (None: the command's default)."""
+    recipes = _RECIPES.get(command, {})
+    if name is None:
+        name = DEFAULT_DISTILLATION if command == "distill" else next(iter(recipes))
+    if name not in recipes:
+        raise ConfigError(f"unknown {command}.recipe '{name}': use {' or '.join(recipes)}")
+    target = recipes[name]
+    if isinstance(target, str):
+        module, _, attribute = target.partition(":")
+        target = recipes[name] = getattr(import_module(module), attribute)
+    return target
+
+
+def create(name: str | None, command: str = "distill"):
+    """A fresh recipe object (one per run: it holds the run's state)."""
+    return recipe_class(name, command)()

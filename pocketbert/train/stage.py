@@ -1,0 +1,162 @@
+"""One stage runner for every training recipe (torchtune's recipe pattern, scaled down).
+
+What every training stage does is written here once: refuse a stage folder it may not replace, check the
+recipe, load its inputs, seed, build the model, pick the device, write into a staged folder, fix the
+checkpoint spec, train, evaluate, save, write the manifest, discard the checkpoints. What differs (which
+model, which rows, which loss, what is saved and reported) is a method of a TrainingRecipe subclass, handed
+the typed recipe. Recipes are named in one place, train/registry.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pocketbert.core.recipe import Recipe, known_keys, recipe_dict, validate_recipe
+from pocketbert.manifest import RECIPE_NAME, write_manifest
+from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
+
+
+@dataclass
+class StageRun:
+    """What a stage is asked to do: the typed recipe, the run it writes into and the inputs it reads."""
+
+    run_dir: Path
+    recipe: Recipe
+    data_dir: Path | None = None
+    eval_file: Path | None = None
+    teacher_dir: Path | None = None  # distillation: the fine-tuned teacher (default <run>/teacher)
+    source: str | None = None        # a checkpoint to start from: the teacher's base model, the masked-LM teacher
+    corpus: Path | None = None       # masked-LM: plain text
+    label_names: list[str] | None = None
+    trust_remote_code: bool = False
+    device: str | None = None
+    overwrite: bool = False
+    resume: bool = False
+    # The recipe as plain data, as the training loop and the manifest take it; filled by run_stage.
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return int(self.recipe.seed)
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """The recipe section the recipe trains with (teacher, distill, mlm), as plain data."""
+        return self.config[self.section_name]
+
+    section_name: str = "distill"
+
+
+class TrainingRecipe:
+    """A way of training one stage. Subclasses set the class attributes and fill in the steps; run_stage calls
+    them in order, each once: check, load_inputs, (seed), build_model, place, (device, staged folder),
+    training_rows, step_loss, checkpoint_identity, (train), evaluate, save and manifest (process 0), result.
+    Attributes set on the way (self.task, self.tokenizer, ...) hold the run's state: one object per run."""
+
+    name: ClassVar[str]
+    stage_dir: ClassVar[str] = STUDENT_DIR
+    manifest_stage: ClassVar[str] = "student"
+    section: ClassVar[str] = "distill"        # the recipe section that holds the training settings
+    progress: ClassVar[str] = "distill"       # the progress bar's label
+    augments_by_default: ClassVar[bool] = False  # rewrites of the augment: section when distill.augment is unset
+
+    task: Any
+    tokenizer: Any
+
+    def complete(self, recipe: Recipe) -> Recipe:
+        """The recipe as this recipe runs it (a distillation records its own name in distill.recipe)."""
+        return recipe
+
+    def check(self, run: StageRun) -> None:
+        """Checks that need more than the recipe's own types, made before any work."""
+
+    def load_inputs(self, run: StageRun) -> None:
+        """Teacher, tokenizer, task and data, before the seed is set."""
+        raise NotImplementedError
+
+    def build_model(self, run: StageRun):
+        """The model to train, its initial weights drawn after the seed is set."""
+        raise NotImplementedError
+
+    def place(self, run: StageRun, dev) -> None:
+        """Move what the loss reads (a frozen teacher) to the device."""
+
+    def training_rows(self, run: StageRun, dev) -> list:
+        """The features to train on (inside the staged folder: a teacher cache may be filled)."""
+        raise NotImplementedError
+
+    def step_loss(self, run: StageRun, dev):
+        """(step_loss(forward_model, batch) -> (loss, parts), batch_extras or None)."""
+        raise NotImplementedError
+
+    def unused_parameters(self) -> bool | None:
+        """Whether the loss leaves some parameters without a gradient (None: the task says)."""
+        return None
+
+    def checkpoint_identity(self, run: StageRun) -> dict:
+        """What a checkpoint must match to be resumed."""
+        return {"cfg": run.section, "seed": run.seed}
+
+    def evaluate(self, run: StageRun, model, dev) -> dict:
+        raise NotImplementedError
+
+    def save(self, run: StageRun, model, out: Path) -> None:
+        raise NotImplementedError
+
+    def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
+        """(config, inputs, metrics) of the stage's manifest."""
+        raise NotImplementedError
+
+    def result(self) -> dict:
+        """What the command prints."""
+        raise NotImplementedError
+
+
+def as_typed(recipe: Recipe | dict) -> tuple[Recipe, dict | None]:
+    """A recipe given as plain data (a library caller's) is kept as given for the stage, and typed from the keys
+    this version knows (a recovery records what pruning cut in its prune: section)."""
+    if isinstance(recipe, Recipe):
+        return recipe, None
+    return validate_recipe(known_keys(recipe)), copy.deepcopy(recipe)
+
+
+def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
+    """Train one stage with `recipe`; returns the stage folder and the recipe's result."""
+    from pocketbert.train import checkpoint, distributed, trainer
+
+    started = time.time()
+    typed, given = as_typed(run.recipe)
+    run.recipe = recipe.complete(typed)
+    run.config = given if given is not None else recipe_dict(run.recipe)
+    if given is not None and run.recipe.distill.recipe != typed.distill.recipe:
+        run.config["distill"]["recipe"] = run.recipe.distill.recipe
+    run.section_name = recipe.section
+    check_writable(run.run_dir, recipe.stage_dir, run.overwrite)
+    recipe.check(run)
+    recipe.load_inputs(run)
+    trainer.set_seed(run.seed)
+    model = recipe.build_model(run)
+    dev = trainer.pick_device(run.device)
+    recipe.place(run, dev)
+
+    with distributed.main_writes(run.run_dir, staged_output(run.run_dir, recipe.stage_dir, run.overwrite)) as out:
+        features = recipe.training_rows(run, dev)
+        step_loss, batch_extras = recipe.step_loss(run, dev)
+        spec = trainer.checkpoint_spec_for(run.run_dir, recipe.stage_dir, run.section,
+                                           recipe.checkpoint_identity(run), features, run.resume)
+        stats = trainer.train(model, recipe.task, features, recipe.tokenizer.pad_token_id, run.section, dev, step_loss,
+                              run.seed, recipe.progress, spec, unused_parameters=recipe.unused_parameters(),
+                              batch_extras=batch_extras)
+        recipe.evaluate(run, model, dev)
+        if out is not None:  # process 0 alone writes the stage
+            recipe.save(run, model, out)
+            config, inputs, metrics = recipe.manifest(run, model, dev, stats)
+            write_manifest(out, stage=recipe.manifest_stage, started=started,
+                           config={RECIPE_NAME: recipe.name, **config}, inputs=inputs, metrics=metrics)
+    if distributed.is_main():
+        checkpoint.discard(spec)
+    return Path(run.run_dir) / recipe.stage_dir, recipe.result()
