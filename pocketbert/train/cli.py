@@ -152,7 +152,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
     recipe = with_large_batch(_recipe(task, preset, config, options, shared_keys("teacher"), set_items), "teacher",
                               large_batch)
     label_names = parse_labels_option(labels, recipe.dataset)
-    path, metrics = run_stage(registry.create(None, "teacher"), StageRun(
+    path, metrics = run_stage(registry.create(registry.TEACHER), StageRun(
         resolve_run_dir(run), recipe, data_dir, eval_file, source=model_name, label_names=label_names,
         trust_remote_code=trust_remote_code, device=device, overwrite=overwrite, resume=resume))
     _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
@@ -281,7 +281,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
     from pocketbert.train.stage import StageRun, run_stage
 
     recipe = _recipe(task, preset, config, {"layer_map": layer_map}, {"layer_map": "student.layer_map"}, set_items)
-    path, result = run_stage(registry.create(None, "mlm"), StageRun(
+    path, result = run_stage(registry.create(registry.MASKED_LM), StageRun(
         resolve_run_dir(run), recipe, source=teacher_model, corpus=corpus, device=device, overwrite=overwrite,
         resume=resume))
     ppl = result["perplexity"]

@@ -62,20 +62,25 @@ def names(command: str = "distill") -> Names:
     return Names(command)
 
 
-def recipe_class(name: str | None, command: str = "distill") -> type:
-    """The recipe registered under `name` for `command` (None: the command's default)."""
-    recipes = _RECIPES.get(command, {})
-    if name is None:
-        name = DEFAULT_DISTILLATION if command == "distill" else next(iter(recipes))
+def recipe_class(name: str | None, command: str | None = None) -> type:
+    """The recipe registered under `name` (None: the default distillation), among `command`'s recipes if given."""
+    if command is None:
+        recipes = {n: target for registered in _RECIPES.values() for n, target in registered.items()}
+    else:
+        recipes = _RECIPES.get(command, {})
+    name = DEFAULT_DISTILLATION if name is None else name
     if name not in recipes:
-        raise ConfigError(f"unknown {command}.recipe '{name}': use {' or '.join(recipes)}")
+        raise ConfigError(f"unknown {command or 'training'}.recipe '{name}': use {' or '.join(recipes)}")
     target = recipes[name]
     if isinstance(target, str):
         module, _, attribute = target.partition(":")
-        target = recipes[name] = getattr(import_module(module), attribute)
+        target = getattr(import_module(module), attribute)
+        for registered in _RECIPES.values():
+            if name in registered:
+                registered[name] = target
     return target
 
 
-def create(name: str | None, command: str = "distill"):
+def create(name: str | None, command: str | None = None):
     """A fresh recipe object (one per run: it holds the run's state)."""
     return recipe_class(name, command)()

@@ -1,0 +1,88 @@
+"""A recipe is an object registered in one place: one defined here, and registered here alone, runs through the
+real `pocketbert train distill --recipe` end to end, and its name reaches the manifest that compare reads."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from helpers import error_line, run_cli, run_with_teacher
+
+from pocketbert.manifest import RECIPE_NAME
+from pocketbert.train import registry
+
+pytestmark = pytest.mark.slow
+TOY = "toy"
+
+
+@pytest.fixture
+def toy_recipe():
+    """A distillation recipe of a dozen lines: the student is a copy of the teacher that learns its cached logits
+    by mean squared error."""
+    import torch.nn.functional as F
+
+    from pocketbert.core import models
+    from pocketbert.train import teacher_cache
+    from pocketbert.train.distillation import TeacherDistillation
+
+    class ToyRecipe(TeacherDistillation):
+        name = TOY
+        progress = "distill (toy)"
+
+        def build_model(self, run):
+            return copy.deepcopy(self.teacher)
+
+        def step_loss(self, run, dev):
+            task = self.task
+
+            def step_loss(forward_model, batch):
+                t_logits, _ = teacher_cache.teacher_targets(batch)
+                s_logits = task.logits(forward_model(input_ids=batch["input_ids"],
+                                                     attention_mask=batch["attention_mask"])).float()
+                mse = F.mse_loss(s_logits, t_logits)
+                return mse, {"mse": mse}
+
+            return step_loss, self.batch_extras(dev)
+
+        def save(self, run, model, out):
+            models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]), {})
+
+    registry.register(TOY, ToyRecipe)
+    yield ToyRecipe
+    registry.unregister(TOY)
+
+
+def test_a_recipe_registered_in_a_test_runs_through_the_cli(capsys, toy_recipe, teacher_run, tmp_path, shared_data):
+    run = run_with_teacher(teacher_run, tmp_path / "run")
+    result = run_cli(capsys, "train", "distill", "--run", run, "--preset", "tiny", "--recipe", TOY,
+                     "--max-train-examples", "16", "--device", "cpu", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    assert f"wrote {run / 'student'}" in result.out
+    manifest = json.loads((run / "student" / "manifest.json").read_text())
+    assert manifest["config"][RECIPE_NAME] == TOY
+    assert manifest["config"]["recipe"]["distill"]["recipe"] == TOY  # the recorded recipe names it too
+    assert "final_mse" in manifest["metrics"]["train"]
+    assert (run / "student" / "model.safetensors").is_file()
+
+    from pocketbert.core.models import load_stage_model
+
+    student, _, task, info = load_stage_model(run / "student")
+    assert info["task"] == "sentiment"
+
+
+def test_an_unregistered_recipe_is_refused_before_any_work(capsys, teacher_run, tmp_path, shared_data):
+    run = run_with_teacher(teacher_run, tmp_path / "run")
+    by_option = run_cli(capsys, "train", "distill", "--run", run, "--preset", "tiny", "--recipe", TOY)
+    assert by_option.exit_code != 0 and TOY in by_option.err
+    by_set = run_cli(capsys, "train", "distill", "--run", run, "--preset", "tiny", "--set", f"distill.recipe={TOY}",
+                     "--data-dir", shared_data)
+    assert by_set.exit_code != 0
+    assert f"unknown distill.recipe '{TOY}'" in error_line(by_set)
+    assert not (run / "student").exists()
+
+
+def test_the_registry_names_every_recipe_in_one_place():
+    assert list(registry.names("distill"))[0] == registry.DEFAULT_DISTILLATION
+    for name in (registry.TEACHER, registry.DISTILBERT, registry.BILSTM, registry.MASKED_LM):
+        assert registry.recipe_class(name).name == name
