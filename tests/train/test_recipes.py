@@ -14,7 +14,7 @@ from pocketbert.train import augment
 from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
 from pocketbert.core.data import TextExample
 from pocketbert.core.inference import ort_session
-from pocketbert.core.losses import IGNORE_LABEL, focal_loss, hard_label_loss
+from pocketbert.core.losses import IGNORE_LABEL, focal_loss
 
 ONNX_TOLERANCE = 1e-5     # fp32 ONNX Runtime against PyTorch
 COREML_TOLERANCE = 5e-3   # fp16 Core ML program, evaluated by the MIL interpreter
@@ -43,11 +43,14 @@ def test_focal_alpha_per_class_and_ignored_rows():
     assert focal_loss(logits[2:], target[2:]).item() == 0.0
 
 
-@pytest.mark.parametrize("cfg, fragment", [({"hard_loss": "hinge"}, "hard_loss must be one of"),
-                                           ({"hard_loss": "focal", "focal_gamma": -1}, "focal_gamma must be >= 0")])
+@pytest.mark.parametrize("cfg, fragment", [({"hard_loss": "hinge"}, "distill.hard_loss: 'hinge'"),
+                                           ({"hard_loss": "focal", "focal_gamma": -1}, "distill.focal_gamma: -1")])
 def test_hard_loss_config_errors(cfg, fragment):
+    """The recipe's validation refuses a hard loss the loss module could not build, before any work."""
+    from pocketbert.core.recipe import validate_recipe
+
     with pytest.raises(ConfigError, match=fragment):
-        hard_label_loss(cfg)
+        validate_recipe({"task": "sentiment", "dataset": "sst2", "distill": cfg})
 
 
 SENTENCES = ["a gripping and often funny film", "the plot is thin and the acting is worse",
