@@ -39,7 +39,7 @@ class BiLSTMRecipe(TeacherDistillation):
             raise ConfigError(f"the BiLSTM student classifies sentences: use --recipe {registry.DISTILBERT} for QA")
 
     def build_model(self, run: StageRun):
-        return bilstm.build_bilstm(run.config.get("bilstm") or {}, self.teacher, self.tokenizer,
+        return bilstm.build_bilstm(run.config["bilstm"], self.teacher, self.tokenizer,
                                    len(self.task.label_names))
 
     def training_rows(self, run: StageRun, dev) -> list:
@@ -65,7 +65,7 @@ class BiLSTMRecipe(TeacherDistillation):
         return step_loss, self.batch_extras(dev)
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "recipe": self.name, "bilstm": run.config.get("bilstm"),
+        return {"cfg": run.section, "seed": run.seed, "recipe": self.name, "bilstm": run.config["bilstm"],
                 "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:

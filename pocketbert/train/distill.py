@@ -78,13 +78,13 @@ class DistilBertRecipe(TeacherDistillation):
 
     def build_model(self, run: StageRun):
         self.weights = loss_weights(run.recipe.distill)
-        student_cfg = run.config.get("student") or {}
-        if student_cfg.get("model"):
-            student, self.layer_map = pretrained_student(student_cfg["model"], self.teacher, self.tokenizer,
+        student_cfg = run.recipe.student
+        if student_cfg.model:
+            student, self.layer_map = pretrained_student(student_cfg.model, self.teacher, self.tokenizer,
                                                          self.task, self.weights["cos"] > 0)
         else:
-            student, self.layer_map = build_student(self.teacher, student_cfg.get("layer_map"))
-            if student_cfg["init"] == "random":  # the ablation's control: no teacher weights
+            student, self.layer_map = build_student(self.teacher, student_cfg.layer_map)
+            if student_cfg.init == "random":  # the ablation's control: no teacher weights
                 student.apply(student._init_weights)
         self.targets = aligned_teacher_layers(models.layer_count(student.config),
                                               models.layer_count(self.teacher.config))
@@ -102,12 +102,12 @@ class DistilBertRecipe(TeacherDistillation):
 
     def checkpoint_identity(self, run: StageRun) -> dict:
         return {"cfg": run.section, "seed": run.seed, "layer_map": self.layer_map,
-                "student": run.config.get("student") or {}, "teacher": self.teacher_sha}
+                "student": run.config["student"], "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:
-        cfg = run.section
-        models.save_stage_model(model, self.tokenizer, out, self.task, int(cfg["max_length"]),
-                                {"doc_stride": cfg.get("doc_stride"), "layer_map": self.layer_map})
+        cfg = run.recipe.distill
+        models.save_stage_model(model, self.tokenizer, out, self.task, int(cfg.max_length),
+                                {"doc_stride": cfg.doc_stride, "layer_map": self.layer_map})
 
     def student_config(self, run: StageRun) -> dict:
         return {"layer_map": self.layer_map, "aligned_teacher_layers": self.targets}

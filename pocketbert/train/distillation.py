@@ -83,7 +83,7 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
         other = load_task_data(name, task.name, data_dir, None, task.label_names or None, seed)
         task.check_label_names(other.label_names, f"eval.cross_domain dataset '{name}'")
         examples = subsample(other.eval, n, seed)
-        features = task.features(tokenizer, examples, length, recipe["distill"].get("doc_stride"))
+        features = task.features(tokenizer, examples, length, recipe["distill"]["doc_stride"])
         results[name] = {
             "student": trainer.evaluate(student, task, examples, features, tokenizer.pad_token_id, eval_cfg, dev,
                                         f"student on {name}"),
@@ -128,7 +128,7 @@ class TeacherDistillation(TrainingRecipe):
                                                           run.data_dir, run.seed,
                                                           augments_by_default=self.augments_by_default)
         self.n_extra = len(extra)
-        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg.get("doc_stride")) if extra else []
+        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg["doc_stride"]) if extra else []
         self.teacher_sha = sha256_of(self.teacher_dir)
         self.cached, self.cache_report, self.extra_cache_report = teacher_cache.labelled_and_unlabeled(
             self.teacher, task, features, extra_features, tokenizer.pad_token_id, self.hidden_targets(),

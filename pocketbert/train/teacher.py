@@ -64,7 +64,7 @@ class TeacherFineTuning(TrainingRecipe):
 
     def save(self, run: StageRun, model, out) -> None:
         models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
-                                {"doc_stride": run.section.get("doc_stride"), "base_model": run.source})
+                                {"doc_stride": run.recipe.teacher.doc_stride, "base_model": run.source})
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
         config = {"recipe": run.config, "seed": run.seed, "base_model": run.source, "device": str(dev),
