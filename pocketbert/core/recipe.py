@@ -344,9 +344,11 @@ def check_class_weights(section: dict, label_names: list[str], where: str) -> No
                           "that order, or a single number")
 
 
-def cross_domain_datasets(recipe: dict) -> list[str]:
+def cross_domain_datasets(recipe: Recipe | dict) -> list[str]:
     """The datasets `eval.cross_domain` names for the recipe's training dataset. It is a list, or a mapping from
     the training dataset to a list, so that one preset serves several."""
+    if isinstance(recipe, Recipe):
+        recipe = {"dataset": recipe.dataset, "eval": {"cross_domain": recipe.eval.cross_domain}}
     names = (recipe.get("eval") or {}).get("cross_domain") or []
     if isinstance(names, dict):
         names = names.get(recipe["dataset"]) or []

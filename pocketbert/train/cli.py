@@ -196,12 +196,12 @@ def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume
             overwrite, **options):
     """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
     from pocketbert.core.data import check_cross_domain
-    from pocketbert.core.recipe import cross_domain_datasets, recipe_dict
+    from pocketbert.core.recipe import cross_domain_datasets
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
     recipe = with_large_batch(_recipe(task, preset, config, options, DISTILL_KEYS, set_items), "distill", large_batch)
-    check_cross_domain(cross_domain_datasets(recipe_dict(recipe)), recipe.task)
+    check_cross_domain(cross_domain_datasets(recipe), recipe.task)
     path, result = run_stage(registry.create(recipe.distill.recipe, "distill"), StageRun(
         resolve_run_dir(run), recipe, data_dir, eval_file, teacher_dir=teacher_dir, device=device,
         overwrite=overwrite, resume=resume))

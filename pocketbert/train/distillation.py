@@ -101,10 +101,14 @@ class TeacherDistillation(TrainingRecipe):
     manifest_stage = "student"
 
     def complete(self, recipe):
-        return recipe.model_copy(update={"distill": recipe.distill.model_copy(update={"recipe": self.name})})
+        """The recipe naming this one in distill.recipe, and distill.augment filled with its default when unset."""
+        distill = recipe.distill
+        augment = self.augments_by_default if distill.augment is None else distill.augment
+        return recipe.model_copy(update={"distill": distill.model_copy(update={"recipe": self.name,
+                                                                               "augment": augment})})
 
     def check(self, run: StageRun) -> None:
-        transfer.check_recipe(run.config, augments_by_default=self.augments_by_default)
+        transfer.check_recipe(run.config)
 
     def load_inputs(self, run: StageRun) -> None:
         self.teacher, self.tokenizer, self.task, self.teacher_dir, self.data = load_teacher_and_data(
@@ -125,8 +129,7 @@ class TeacherDistillation(TrainingRecipe):
         self.n_labelled = len(features)
         extra, self.rows_report = transfer.unlabeled_rows(task, tokenizer, run.config, self.data,
                                                           trainer.labelled_examples(self.data, cfg, run.seed),
-                                                          run.data_dir, run.seed,
-                                                          augments_by_default=self.augments_by_default)
+                                                          run.data_dir, run.seed)
         self.n_extra = len(extra)
         extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg["doc_stride"]) if extra else []
         self.teacher_sha = sha256_of(self.teacher_dir)

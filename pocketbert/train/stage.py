@@ -63,6 +63,7 @@ class TrainingRecipe:
     section: ClassVar[str] = "distill"        # the recipe section that holds the training settings
     progress: ClassVar[str] = "distill"       # the progress bar's label
     augments_by_default: ClassVar[bool] = False  # rewrites of the augment: section when distill.augment is unset
+                                                 # (a distillation fills it in complete())
 
     task: Any
     tokenizer: Any
@@ -132,8 +133,12 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
     typed, given = as_typed(run.recipe)
     run.recipe = recipe.complete(typed)
     run.config = given if given is not None else recipe_dict(run.recipe)
-    if given is not None and run.recipe.distill.recipe != typed.distill.recipe:
-        run.config["distill"]["recipe"] = run.recipe.distill.recipe
+    if given is not None:  # what complete() filled in, set in the recipe as given too
+        before = recipe_dict(typed)
+        for section, values in recipe_dict(run.recipe).items():
+            for key, value in values.items() if isinstance(values, dict) else ():
+                if before[section][key] != value:
+                    run.config.setdefault(section, {})[key] = value
     run.section_name = recipe.section
     check_writable(run.run_dir, recipe.stage_dir, run.overwrite)
     recipe.check(run)

@@ -156,20 +156,20 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
     })
 
 
-def augments(recipe: dict, by_default: bool) -> bool:
-    """Whether the distillation adds rewrites: distill.augment, or when unset the recipe's own default."""
-    wanted = recipe["distill"].get("augment")
-    return by_default if wanted is None else bool(wanted)
+def augments(recipe: dict) -> bool:
+    """Whether the distillation adds rewrites: distill.augment, which the recipe fills with its own default when
+    unset (train/distillation.py)."""
+    return bool(recipe["distill"]["augment"])
 
 
-def check_recipe(recipe: dict, augments_by_default: bool) -> None:
+def check_recipe(recipe: dict) -> None:
     """Before any work: a task that cannot learn from unlabelled sentences refuses transfer data and rewrites."""
     from pocketbert.core.tasks import make_task
 
     task = make_task(recipe["task"])
     if (recipe.get("transfer") or {}).get("data"):
         task.require_unlabeled("transfer data")
-    if augments(recipe, augments_by_default):
+    if augments(recipe):
         task.require_unlabeled("distill.augment")
 
 
@@ -184,10 +184,10 @@ def excluded_texts(task, data, recipe: dict, data_dir: Path | None, seed: int) -
     return texts
 
 
-def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir: Path | None, seed: int,
-                   augments_by_default: bool) -> tuple[list, dict]:
+def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir: Path | None,
+                   seed: int) -> tuple[list, dict]:
     """The rows beside `labelled` that the teacher alone labels: the transfer data, then the augment: section's
-    rewrites of labelled and transfer text alike (when distill.augment, or the recipe's default, says so).
+    rewrites of labelled and transfer text alike (when distill.augment says so).
     Returns (examples with no gold label, {"transfer_data": ..., "augmentation": ...} for the manifest)."""
     from pocketbert.train import augment
 
@@ -202,7 +202,7 @@ def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir
                                    data_dir, seed)
         unlabeled = task.unlabeled_examples(built.texts)
         report["transfer_data"] = built.report
-    if not augments(recipe, augments_by_default):
+    if not augments(recipe):
         return unlabeled, report
     task.require_unlabeled("distill.augment")
     augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})

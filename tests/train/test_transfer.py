@@ -83,7 +83,7 @@ def test_evaluation_and_training_texts_never_enter_the_transfer_set(wordpiece_to
              imdb_eval[0].text]  # IMDb's held-out reviews are the cross-domain evaluation
     (tmp_path / "reviews.txt").write_text("\n".join([*leaks, *FRESH_PASSAGES, FRESH_PASSAGES[0]]) + "\n")
     rows, report = transfer.unlabeled_rows(task, wordpiece_tokenizer, recipe, data, data.train[:100], shared_data,
-                                           SEED, augments_by_default=False)
+                                           SEED)
     evaluated = {text_key(ex.text) for ex in [*data.eval, *imdb_eval, *data.train]}
     assert not any(text_key(ex.text) in evaluated for ex in rows)
     assert sorted(ex.text for ex in rows) == sorted(FRESH_PASSAGES)
