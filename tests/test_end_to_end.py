@@ -74,6 +74,21 @@ def test_every_export_passed_parity(sentiment_run):
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
     assert all(r["passed"] and r["inputs"] > 0 for r in enumerated["by_length"].values())
+    assert_exhaustive_tokenizer_check(manifest, "single")
+
+
+def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
+    """The text-in graph was checked on every Unicode scalar value in each context, and agreed on all."""
+    from pocketbert.export.tokenizer_check import CONTEXTS
+    from pocketbert.export.text_normalization import FLAG_SEQUENCES
+
+    check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
+    assert check["mode"] == mode and check["mismatch_count"] == 0
+    assert check["code_points"] == UNICODE_SCALAR_VALUES
+    assert check["probes"] == UNICODE_SCALAR_VALUES * len(CONTEXTS) + len(FLAG_SEQUENCES)
+
+
+UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
 
 
 def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
@@ -215,6 +230,8 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
     assert golden["max_length"] == max_length
     probes = {row["probe"] for row in golden["texts"]}
     assert {"accents", "cjk", "emoji", "zero-width space", "long word", "longer than max_length", "empty"} <= probes
+    # and a text for each class of code point the text-in graph treats specially (found by the exhaustive check)
+    assert {"punctuation the ops keep in a word", "code point the ops misread", "flag tag sequence"} <= probes
     longest = next(r for r in golden["texts"] if r["probe"] == "longer than max_length")
     assert len(longest["ids"]) == max_length and longest["ids"][-1] == 102  # truncated, [SEP] kept
     assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
@@ -366,6 +383,10 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     golden = json.loads((run / "export" / "tokenizer_golden.json").read_text(encoding="utf-8"))
     probes = {r["probe"] for r in golden["pairs"]}
     assert {"question longer than max_length", "context longer than max_length"} <= probes
+    assert "punctuation the ops keep in a word" in probes
+    manifest = json.loads((run / "export" / "manifest.json").read_text())
+    assert_exhaustive_tokenizer_check(manifest, "pair")
+    assert manifest["metrics"]["text_in_tokenizer_exhaustive"]["offsets"] is True
     android = run_cli(capsys, "export", "android", "--run", run, "--out", tmp_path / "android")
     assert android.exit_code == 0, android.err
     assert not (tmp_path / "android" / "vocab.txt").exists()  # the answer is cut out by the model's offsets

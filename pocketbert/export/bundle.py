@@ -33,7 +33,8 @@ def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> l
             written.append(out_dir / name)
     tokenizer_files.make_tokenizer_json_truncate_at(out_dir / "tokenizer.json", max_length)
     tokenizer_files.clean_tokenizer_config(out_dir / "tokenizer_config.json", out_dir / "tokenizer.json", max_length)
-    expected = tokenizer_files.golden(tokenizer, max_length, with_pairs=len(task.text_in_inputs) == 2)
+    expected = tokenizer_files.golden(tokenizer, max_length, with_pairs=len(task.text_in_inputs) == 2,
+                                      hard=tokenizer_files.hard_texts(out_dir / "tokenizer.json"))
     tokenizer_files.check_tokenizer_json(out_dir / "tokenizer.json", expected)
     (out_dir / TOKENIZER_GOLDEN).write_text(json.dumps(expected, ensure_ascii=False, indent=2) + "\n",
                                             encoding="utf-8")

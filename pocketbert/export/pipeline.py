@@ -38,6 +38,8 @@ PROVEN_HERE = [
     "with onnxruntime-extensions for the text-in models (fed raw text), Core ML programs on Core ML on macOS or, "
     "elsewhere, evaluated op by op from the saved program (MIL interpreter)",
     "tokenizer.json, and the text-in models' tokenizer graph, give the ids of tokenizer_golden.json",
+    "the text-in models' tokenizer graph gives tokenizer.json's ids (a pair: token types and offsets too) on every "
+    "Unicode scalar value, alone, between words, inside a word and repeated",
     "the execution-provider verdicts (NNAPI, CoreML, XNNPACK), from checks of the graph files",
     "the Core ML program inside a Core ML-delegated ExecuTorch program (model.coreml.pte), taken out of the saved "
     "file and evaluated op by op",
@@ -171,6 +173,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "text_in": {r.artifact: {"examples_checked": r.n_examples,
                                               "longer_than_one_window": len(examples) - r.n_examples}
                                  for v, r in zip(plan, results) if v.runtime.takes_text},
+                     # every Unicode scalar value in four contexts: the text-in graph against tokenizer.json
+                     "text_in_tokenizer_exhaustive": context.notes.get("text_in_exhaustive"),
                      "proven_here": PROVEN_HERE, "needs_a_device": NEEDS_A_DEVICE,
                      # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
                      # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device

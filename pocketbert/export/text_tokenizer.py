@@ -4,16 +4,17 @@ each token's code-point offsets in its text.
 Only ops of the extensions' groups the published Android package carries (onnxruntime-extensions-android: the
 BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
 - normalizing: GPT2Tokenizer with one token per byte and no merges turns the text into its UTF-8 bytes; standard
-  ops decode them into code points, map each through tokenizer.json's own normalizer (tabulated at export for
-  the Basic Multilingual Plane: the extensions' BasicTokenizer lower-cases and strips accents in Latin-1 and a
-  little Greek and Cyrillic only) and encode the result; BpeDecoder turns those bytes back into a string;
-- BasicTokenizer splits the normalized string into words (at spaces; punctuation and CJK characters apart);
+  ops decode them into code points, map each through a table of all 1,114,112 code points (export/
+  text_normalization.py: tokenizer.json's own normalizer, and what makes the ops below split and piece words as
+  tokenizer.json does) and encode the result; BpeDecoder turns those bytes back into a string;
+- BasicTokenizer splits the normalized string into words (at spaces; punctuation apart);
 - a Loop runs BertTokenizer on one word at a time. Run on a whole text, its WordPiece keeps the pieces it matched
   before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json makes such a word one
   [UNK], and so does the loop. The loop stops once the window is full, so a long text costs a window of it;
 - offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the loop
-  finds each word in the normalized bytes, gives its pieces the normalized code points they cover, and the
-  normalizer's table says which code point of the text each came from;
+  takes each word to start at the first byte after the previous word that is not a space (only spaces lie between
+  two words), gives its pieces the normalized code points they cover, and the table says which code point of the
+  text each came from;
 - Slice and Concat truncate as tokenizer.json does: [CLS] first and [SEP] last also when truncated; for a pair,
   only the second text (the QA context) is cut.
 """
@@ -21,10 +22,13 @@ BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
 from pocketbert.errors import ExportError, require
+from pocketbert.export.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
+                                                  derive)
 
 CONTRIB = "ai.onnx.contrib"
 PREFIX = "tokenizer/"
@@ -33,10 +37,9 @@ PREFIX = "tokenizer/"
 GPT2_SPECIAL = "<|endoftext|>"
 GPT2_SPECIAL_ID = 256
 MISSING = -1  # a byte that matches nothing: the end of every text's bytes
-BMP = 0x10000  # code points the normalization table covers; those above (emoji, rare CJK) pass as they are
-NO_CODE_POINT = -1
-MAX_EXPANSION = 4
+BMP = 0x10000
 MIN_OPSET = 13  # ReduceSum with its axes as an input
+MAPPING_CACHE_FOLDER = "tokenizer-tables"
 
 
 @lru_cache(maxsize=1)
@@ -48,42 +51,81 @@ def _byte_vocabulary() -> str:
     return json.dumps({shown[b]: b for b in range(256)} | {GPT2_SPECIAL: GPT2_SPECIAL_ID}, ensure_ascii=False)
 
 
-def _normalization_table(data: dict):
-    """What tokenizer.json's normalizer makes of each code point of the Basic Multilingual Plane, as a [65536, K]
-    int32 table of code points, NO_CODE_POINT where there are fewer than K (none: the character is removed).
-    CJK characters are left to BasicTokenizer, which sets them apart as the normalizer's padding does."""
+@lru_cache(maxsize=4)
+def _mapping(tokenizer_text: str) -> CodePointMapping:
+    """Derived once a machine for each tokenizer and version of this code: read from the cache folder after."""
+    import hashlib
+    from importlib.metadata import version
+
+    from pocketbert.cache_dir import cache_root
+    from pocketbert.export import text_normalization
+
+    code = Path(__file__).read_bytes() + Path(text_normalization.__file__).read_bytes()
+    key = hashlib.sha256(b"\0".join([tokenizer_text.encode(), code, version("onnxruntime-extensions").encode(),
+                                     version("tokenizers").encode()])).hexdigest()[:32]
+    cached = cache_root() / MAPPING_CACHE_FOLDER / f"{key}.json"
+    try:
+        return CodePointMapping.from_json(json.loads(cached.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or damaged: derived again
+    data = json.loads(tokenizer_text)
+    mapping = derive(data, lambda mapping, codes: misread_in_words(data, mapping, codes))
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        temporary = cached.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(mapping.to_json()), encoding="utf-8")
+        temporary.replace(cached)
+    except OSError:
+        pass  # a read-only cache folder costs the derivation again next time
+    return mapping
+
+
+def mapping_for(data: dict) -> CodePointMapping:
+    """The code-point table of tokenizer.json `data` (derived once a process: it probes every code point)."""
+    return _mapping(json.dumps(data, sort_keys=True, ensure_ascii=False))
+
+
+WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts run fastest
+UNBOUNDED = 1 << 40  # a probe graph's window: never reached
+
+
+def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) -> list[int]:
+    """The code points c for which the graph built with `mapping` gives the word x<c>y other ids than tokenizer.json
+    (the texts are checked whole, and halved down to the code points where they differ)."""
     import numpy as np
     from tokenizers import Tokenizer
 
-    normalizer = data.get("normalizer")
-    if not normalizer:
-        return None
-    if normalizer.get("type") == "BertNormalizer":
-        normalizer = {**normalizer, "handle_chinese_chars": False}
-    normalize = Tokenizer.from_str(json.dumps({**data, "normalizer": normalizer})).normalizer.normalize_str
-    mapped = {}
-    for code in range(BMP):
-        if not 0xD800 <= code < 0xE000:  # surrogates are no characters
-            out = normalize(chr(code))
-            if out != chr(code):
-                mapped[code] = [ord(c) for c in out]
-    width = max(len(v) for v in mapped.values())
-    if width > MAX_EXPANSION:
-        raise ExportError(f"tokenizer.json's normalizer maps a character to more than {MAX_EXPANSION} characters: "
-                          "export this model's token-id graphs only")
-    table = np.full((BMP, width), NO_CODE_POINT, dtype=np.int32)
-    table[:, 0] = np.arange(BMP)
-    table[0xD800:0xE000, 0] = NO_CODE_POINT
-    for code, out in mapped.items():
-        table[code] = NO_CODE_POINT
-        table[code, :len(out)] = out
-    return table
+    from pocketbert.export.text_in import text_session
+
+    reference = Tokenizer.from_str(json.dumps(data))
+    reference.no_truncation()
+    reference.no_padding()
+    graph = _graph(data, ("text",), UNBOUNDED, GOLDEN_OPSET, 8, offsets=False, mapping=mapping)
+    session = text_session(graph.SerializeToString())
+
+    def differs(chunk: list[int]) -> bool:
+        text = " ".join(f"x{chr(c)}y" for c in chunk).replace("\0", "")
+        got = session.run([PREFIX + "input_ids"], {"text": np.array([text], dtype=object)})[0].tolist()
+        return got != reference.encode(text).ids
+
+    def narrowed(chunk: list[int]) -> list[int]:
+        if not differs(chunk):
+            return []
+        if len(chunk) == 1:
+            return chunk
+        half = len(chunk) // 2
+        return narrowed(chunk[:half]) + narrowed(chunk[half:])
+
+    return [c for start in range(0, len(codes), WORDS_PER_PROBE_TEXT)
+            for c in narrowed(codes[start:start + WORDS_PER_PROBE_TEXT])]
 
 
-def _vocabulary(tokenizer_json: Path) -> tuple[str, dict, list[int]]:
-    """The vocabulary one token a line in id order, the normalizer's settings, and each token's length in characters
+GOLDEN_OPSET = 17
+
+
+def _vocabulary(data: dict, mapping: CodePointMapping | None) -> tuple[str, dict, list[int]]:
+    """The vocabulary one token a line in id order, the graph's settings, and each token's length in characters
     of the word it covers (0 for [UNK], which covers a whole word), from tokenizer.json."""
-    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     model = data.get("model") or {}
     if model.get("type") != "WordPiece":
         raise ExportError("a text-in model needs a WordPiece tokenizer.json (BERT family); export this model's "
@@ -92,12 +134,10 @@ def _vocabulary(tokenizer_json: Path) -> tuple[str, dict, list[int]]:
     ordered = sorted(vocab.items(), key=lambda item: item[1])
     if [i for _, i in ordered] != list(range(len(ordered))):
         raise ExportError("tokenizer.json's vocabulary ids are not 0..n-1: re-save the tokenizer with transformers")
-    normalizer = data.get("normalizer") or {}
     unk_token = model.get("unk_token", "[UNK]")
     prefix = model.get("continuing_subword_prefix", "##")
-    settings = {"tokenize_chinese_chars": int(bool(normalizer.get("handle_chinese_chars", True))),
-                "unk": vocab[unk_token], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "prefix": prefix,
-                "table": _normalization_table(data)}
+    settings = {"unk": vocab[unk_token], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "prefix": prefix,
+                "mapping": mapping or mapping_for(data)}
     chars = [0 if token == unk_token else len(token[len(prefix):] if token.startswith(prefix) and token != prefix
                                                  else token) for token, _ in ordered]
     return "\n".join(token for token, _ in ordered), settings, chars
@@ -130,7 +170,7 @@ class _Builder:
         self.initializers, self.subgraphs = [], 0
         for name, values in (("zero", [0]), ("one", [1]), ("minus_one", [-1]), ("unk", [settings["unk"]]),
                              ("cls", [settings["cls"]]), ("sep", [settings["sep"]]), ("no_ids", []),
-                             ("end", [2 ** 62]), ("missing", [MISSING]), ("special", [GPT2_SPECIAL_ID]),
+                             ("missing", [MISSING]), ("special", [GPT2_SPECIAL_ID]),
                              ("special_bytes", list(GPT2_SPECIAL.encode())), ("first_continuation", [0x80]),
                              ("first_lead", [0xC0])):
             self.int64(name, values)
@@ -140,17 +180,17 @@ class _Builder:
         if offsets:
             self.int64("piece_chars", chars)
         for name, value in (("space", 0x20), ("lead3", 0xE0), ("lead4", 0xF0), ("p6", 64), ("p6x2", 0x80),
-                            ("p12", 4096), ("p18", 262144), ("u800", 0x800), ("bmp", BMP), ("bmp_last", BMP - 1),
+                            ("p12", 4096), ("p18", 262144), ("u800", 0x800), ("bmp", BMP),
                             ("no_code_point", NO_CODE_POINT), *((f"k{k}", k) for k in range(4))):
             self.int64(name, [value])
         self.int64("zeros3", [0, 0, 0])
         self.int64("k0123", [0, 1, 2, 3])
-        table = settings["table"]
-        if table is not None:
-            from onnx import numpy_helper
+        from onnx import numpy_helper
 
-            self.initializers.append(numpy_helper.from_array(table, PREFIX + "normalization"))
-            self.int64(f"width{table.shape[1] - 1}", [table.shape[1] - 1])
+        page_index, absolute, relative = settings["mapping"].page_tables()
+        for name, array in (("page_index", page_index), ("absolute", absolute), ("relative", relative)):
+            self.initializers.append(numpy_helper.from_array(array, PREFIX + name))
+        self.int64("page", [PAGE])
 
     def int64(self, name: str, values: list[int]) -> str:
         self.initializers.append(self.helper.make_tensor(PREFIX + name, self.T.INT64, [len(values)], values))
@@ -200,16 +240,11 @@ class _Builder:
         return n("If", [spelled], then_branch=then_graph, else_branch=self.branch(flat, "bytes_as_they_are"))
 
     def normalized(self, text: str) -> tuple[str, str, str | None]:
-        """A [1] string tensor -> (the normalizer's output as a [1] string tensor, its UTF-8 bytes, and for each of
-        its code points the index of the text's code point it came from, one more at the end; None when
-        tokenizer.json has no normalizer). The normalized string always ends with a space: the string decoder
-        needs one byte at least."""
+        """A [1] string tensor -> (the table's output as a [1] string tensor, its UTF-8 bytes, and for each of its
+        code points the index of the text's code point it came from, one more at the end). The normalized string
+        always ends with a space: the string decoder needs one byte at least."""
         n, T, zero, one = self.n, self.T, PREFIX + "zero", PREFIX + "one"
-        table = self.settings["table"]
         utf8 = self.utf8(text, n, restore_special=True)
-        if table is None:
-            spaced = n("Concat", [utf8, PREFIX + "space"], axis=0)
-            return self.decoded(spaced), spaced, None
         # UTF-8 -> code points: each lead byte with the continuation bytes after it (at most three).
         padded = n("Concat", [utf8, PREFIX + "zeros3"], axis=0)
         leads = n("Squeeze", [n("NonZero", [self.starts_of_characters(utf8, n)]), zero])
@@ -224,16 +259,14 @@ class _Builder:
         code = n("Where", [n("Less", [lead, PREFIX + "first_continuation"]), lead,
                            n("Where", [n("Less", [lead, PREFIX + "lead3"]), two,
                                        n("Where", [n("Less", [lead, PREFIX + "lead4"]), three, four])])])
-        # The table's row for each code point of the plane; one above it stays as it is.
-        width = table.shape[1]
-        in_plane = n("Unsqueeze", [n("Less", [code, PREFIX + "bmp"]), one])
-        rows = n("Cast", [n("Gather", [PREFIX + "normalization", n("Min", [code, PREFIX + "bmp_last"])], axis=0)],
-                 to=T.INT64)
-        as_is = n("Concat", [n("Unsqueeze", [code, one]),
-                             n("Expand", [PREFIX + "no_code_point", n("Concat", [n("Shape", [code]),
-                                                                                  PREFIX + f"width{width - 1}"],
-                                                                         axis=0)])], axis=1)
-        rows = n("Where", [in_plane, rows, as_is])
+        # Each code point's row of the paged table: absolute + relative * code point.
+        row = n("Add", [n("Mul", [n("Cast", [n("Gather", [PREFIX + "page_index",
+                                                          n("Div", [code, PREFIX + "page"])], axis=0)], to=T.INT64),
+                                  PREFIX + "page"]),
+                        n("Mod", [code, PREFIX + "page"])])
+        absolute = n("Cast", [n("Gather", [PREFIX + "absolute", row], axis=0)], to=T.INT64)
+        relative = n("Cast", [n("Gather", [PREFIX + "relative", row], axis=0)], to=T.INT64)
+        rows = n("Add", [absolute, n("Mul", [relative, n("Unsqueeze", [code, one])])])
         kept = n("Reshape", [n("Not", [n("Equal", [rows, PREFIX + "no_code_point"])]), PREFIX + "minus_one"])
         normalized = n("Compress", [n("Reshape", [rows, PREFIX + "minus_one"]), kept], axis=0)
         sources = n("Expand", [n("Unsqueeze", [n("Range", [PREFIX + "zero_scalar",
@@ -295,18 +328,21 @@ class _Builder:
         n, s, T = self.n, self.settings, self.T
         zero, one = PREFIX + "zero", PREFIX + "one"
         text, text_bytes, origin = self.normalized(text)
-        words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, do_lower_case=0, strip_accents=0,
-                  tokenize_chinese_chars=s["tokenize_chinese_chars"], tokenize_punctuation=1, remove_control_chars=0)
+        words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, **OPS_SETTINGS)
         trips = n("Squeeze", [n("Shape", [words]), zero])
         reads = n("Squeeze", [n("Less", [zero, limit]), zero])  # a window with no room reads no word
         if offsets:
             text_bytes = n("Concat", [text_bytes, PREFIX + "missing"], axis=0)
             chars_before = n("CumSum", [self.starts_of_characters(text_bytes, n), PREFIX + "zero_scalar"], exclusive=1)
+            not_space = n("Cast", [n("Not", [n("Equal", [text_bytes, PREFIX + "space"])])], to=T.INT64)
+            # where each word can start: the bytes that are no space (the end marker is one, so there is always a next)
+            word_starts = (n("Squeeze", [n("NonZero", [not_space]), zero]),
+                           n("CumSum", [not_space, PREFIX + "zero_scalar"], exclusive=1))
         b, tag = self.subgraph("word")
         word = b("Gather", [words, b("Unsqueeze", [tag + "i", zero])], axis=0)
         # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
         ids, _, _ = b("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0, strip_accents=0,
-                      tokenize_chinese_chars=s["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
+                      tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
         pieces = b("Slice", [ids, one, PREFIX + "minus_one"])
         # A word with a piece missing from the vocabulary is one [UNK], as tokenizer.json makes it. (A word the
         # normalizer empties, such as a lone zero-width space, has no pieces: the 0 keeps ReduceMax defined.)
@@ -320,7 +356,7 @@ class _Builder:
         outputs = [(more, T.BOOL, []), (acc, T.INT64, [None])]
         initial = [trips, reads, PREFIX + "no_ids"]
         if offsets:
-            outputs += self._word_offsets(b, tag, word, word_ids, text_bytes, chars_before)
+            outputs += self._word_offsets(b, tag, word, word_ids, word_starts, chars_before)
             inputs += [(tag + "cursor", T.INT64, [1]), (tag + "starts", T.INT64, [None]),
                        (tag + "ends", T.INT64, [None])]
             initial += [zero, PREFIX + "no_ids", PREFIX + "no_ids"]
@@ -334,23 +370,15 @@ class _Builder:
             ends = n("Add", [n("Gather", [origin, n("Max", [n("Sub", [ends, one]), zero])], axis=0), one])
         return self.first(acc_ids, limit), starts, ends
 
-    def _word_offsets(self, b: _Nodes, tag: str, word: str, word_ids: str, text_bytes: str, chars_before: str):
-        """Loop-body nodes: find the word's bytes in the text's from the cursor on (only spaces lie between two
-        words), and give its pieces their code-point offsets."""
+    def _word_offsets(self, b: _Nodes, tag: str, word: str, word_ids: str, word_starts: tuple[str, str],
+                      chars_before: str):
+        """Loop-body nodes: the word starts at the first byte from the cursor on that is no space (only spaces lie
+        between two words); give its pieces their code-point offsets."""
         T, zero, one = self.T, PREFIX + "zero", PREFIX + "one"
+        non_space_bytes, non_space_before = word_starts
         word_bytes = self.utf8(word, b, restore_special=False)
         size = b("Shape", [word_bytes])
-        rest = b("Slice", [text_bytes, tag + "cursor", PREFIX + "end"])
-        rest_size = b("Shape", [rest])
-        candidates = b("Max", [b("Sub", [b("Add", [rest_size, one]), size]), one])
-        at_ = b("Unsqueeze", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [candidates, zero]),
-                                          PREFIX + "one_scalar"]), one])
-        along = b("Unsqueeze", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [size, zero]),
-                                            PREFIX + "one_scalar"]), zero])
-        index = b("Min", [b("Add", [at_, along]), b("Sub", [rest_size, one])])
-        same = b("Cast", [b("Equal", [b("Gather", [rest, index], axis=0), word_bytes])], to=T.INT64)
-        whole = b("Equal", [b("ReduceSum", [same, one], keepdims=0), size])
-        found = b("Add", [tag + "cursor", b("ArgMax", [b("Cast", [whole], to=T.FLOAT)], axis=0, keepdims=1)])
+        found = b("Gather", [non_space_bytes, b("Gather", [non_space_before, tag + "cursor"], axis=0)], axis=0)
         cursor = b("Add", [found, size])
         start = b("Gather", [chars_before, found], axis=0)
         length = b("ReduceSum", [self.starts_of_characters(word_bytes, b)], keepdims=1)
@@ -382,12 +410,18 @@ def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_leng
     """The tokenizer as an ONNX model: one string input per text (text, or question and context) ->
     tokenizer/input_ids, tokenizer/attention_mask, tokenizer/token_type_ids (1-D int64); with offsets also
     tokenizer/offset_mapping ([tokens, 2]: each token's code-point span in its own text, (0, 0) for [CLS] and [SEP])."""
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    return _graph(data, text_inputs, max_length, opset, ir_version, offsets)
+
+
+def _graph(data: dict, text_inputs: tuple[str, ...], max_length: int, opset: int, ir_version: int, offsets: bool,
+           mapping: CodePointMapping | None = None):
     if len(text_inputs) not in (1, 2):
         raise ExportError(f"a text-in model takes one text or a pair, not {len(text_inputs)}")
     if opset < MIN_OPSET:
         raise ExportError(f"a text-in model needs ONNX opset {MIN_OPSET} or later; this graph has {opset}: "
                           "re-export it with a newer opset")
-    vocab, settings, chars = _vocabulary(tokenizer_json)
+    vocab, settings, chars = _vocabulary(data, mapping)
     b = _Builder(vocab, settings, chars, offsets)
     h, T, n = b.helper, b.T, b.n
     cls, sep, zero = PREFIX + "cls", PREFIX + "sep", PREFIX + "zero"

@@ -74,20 +74,35 @@ def clean_tokenizer_config(path: Path, tokenizer_json: Path, max_length: int) ->
     path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
-def golden(reference_tokenizer, max_length: int, with_pairs: bool = False) -> dict:
-    """Each golden text with the ids the reference tokenizer (the one the parity gate feeds) gives it; with_pairs
-    (a task that reads a question and a context): each golden pair with its ids, token types and offsets (each
-    token's code-point span in its own text; (0, 0) for [CLS] and [SEP]), the context cut to fit. A question longer
-    than the window is cut to max_length - 3 tokens, as the text-in model cuts it."""
+def hard_texts(tokenizer_json: Path) -> list[tuple[str, str]]:
+    """(what it probes, text): one text per class of code point the exhaustive check of the text-in graph found
+    tokenizing specially for this tokenizer (none when the graph cannot express it: no text-in model ships then)."""
+    from pocketbert.export.text_normalization import hard_cases
+    from pocketbert.export.text_tokenizer import mapping_for
+
+    try:
+        return hard_cases(mapping_for(json.loads(tokenizer_json.read_text(encoding="utf-8"))))
+    except ExportError:
+        return []
+
+
+def golden(reference_tokenizer, max_length: int, with_pairs: bool = False,
+           hard: list[tuple[str, str]] = ()) -> dict:
+    """Each golden text (and each of `hard`) with the ids the reference tokenizer (the one the parity gate feeds)
+    gives it; with_pairs (a task that reads a question and a context): each golden pair (and each hard text as
+    question and context) with its ids, token types and offsets (each token's code-point span in its own text;
+    (0, 0) for [CLS] and [SEP]), the context cut to fit. A question longer than the window is cut to
+    max_length - 3 tokens, as the text-in model cuts it."""
     rows = []
-    for name, text in golden_texts(max_length):
+    for name, text in [*golden_texts(max_length), *hard]:
         ids = reference_tokenizer(text, truncation=True, max_length=max_length)["input_ids"]
         rows.append({"probe": name, "text": text, "ids": list(map(int, ids))})
     golden_file = {"max_length": int(max_length),
                    "special_tokens_kept": "[CLS] first, [SEP] last, also when truncated", "texts": rows}
     if with_pairs:
         golden_file["pairs"] = [{"probe": name, **golden_pair(reference_tokenizer, question, context, max_length)}
-                                for name, question, context in golden_pairs(max_length)]
+                                for name, question, context in [*golden_pairs(max_length),
+                                                                *((name, text, text) for name, text in hard)]]
     return golden_file
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in
+from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in, tokenizer_check
 from pocketbert.rundir import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
@@ -215,10 +215,15 @@ def _ort_builder(source: str, operators: str):
 
 
 def _text_in_builder(source: str):
-    """The tokenizer graph in front of the graph of variant `source`; the tokenizer is first checked on the golden
-    file, so a text-in model never ships with a tokenizer that means something else."""
+    """The tokenizer graph in front of the graph of variant `source`; the tokenizer is first checked on every code
+    point and on the golden file, so a text-in model never ships with a tokenizer that means something else."""
     def build(ctx: BuildContext, path: Path) -> None:
         tokenizer_json = ctx.out / "tokenizer.json"
+        if "text_in_exhaustive" not in ctx.notes:
+            offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
+            result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets)
+            tokenizer_check.require_equal(result)
+            ctx.notes["text_in_exhaustive"] = result
         if "text_in_golden" not in ctx.notes:
             golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
             wrong = text_in.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)

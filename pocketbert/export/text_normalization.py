@@ -1,0 +1,257 @@
+"""What the tokenizer graph makes of each code point before its word-splitting ops see the text, derived for all
+1,114,112 code points so that the graph's ops then split and piece the text as tokenizer.json does.
+
+tokenizer.json's normalizer (clean-up, CJK padding, lower-casing, accent stripping) is tabulated code point by
+code point. The extensions' ops then part from tokenizer.json on whole classes of code points, found here by
+probing both on every code point the normalizer can put out:
+- BasicTokenizer keeps inside a word hundreds of punctuation marks tokenizer.json's pre-tokenizer sets apart
+  (fullwidth ，！？（）, Armenian, Arabic, Syriac, Ethiopic, Mongolian, supplemental punctuation ...): the table sets
+  them apart with a space on each side;
+- the ops drop, or split at, a few code points tokenizer.json keeps in a word: where no vocabulary token holds
+  such a code point (every word with it is one [UNK] either way), the table puts in its place a stand-in code
+  point the ops keep and the vocabulary lacks as well;
+- the ops' own CJK rule is switched off: the normalizer's CJK padding, tabulated, is tokenizer.json's exactly.
+A rule no table can express (a code point the ops misread that the vocabulary holds) is an ExportError that names
+the code points: export then ships no text-in model for that tokenizer.
+
+The table is paged (256 code points a page, identical pages stored once), and each entry is `absolute +
+relative * code point`, so the identity and a shifted case mapping share pages across the whole code space.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pocketbert.errors import ExportError
+
+CODE_SPACE = 0x110000
+SURROGATES = range(0xD800, 0xE000)
+PAGE_BITS = 8
+PAGE = 1 << PAGE_BITS
+SPACE = 0x20
+NO_CODE_POINT = -1
+MAX_EXPANSION = 4  # code points one code point may become; more would be a normalizer no BERT tokenizer has
+PROBES_PER_TEXT = 20_000
+NAMED_IN_ERRORS = 8
+
+KEEP, SPLIT, SEPARATE, DROP = "kept in the word", "set apart", "a word boundary", "dropped"
+
+
+@dataclass(frozen=True)
+class CodePointMapping:
+    """What each code point becomes (only those that change), and why, for reports and the golden file."""
+
+    rows: dict[int, tuple[int, ...]]
+    width: int
+    spaced: tuple[int, ...] = ()  # punctuation the ops keep in a word, set apart with spaces
+    stood_in: tuple[int, ...] = ()  # code points the ops misread, replaced by stand_in
+    stand_in: int | None = None
+
+    def to_json(self) -> dict:
+        return {"width": self.width, "spaced": list(self.spaced), "stood_in": list(self.stood_in),
+                "stand_in": self.stand_in, "rows": [[c, list(out)] for c, out in sorted(self.rows.items())]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CodePointMapping":
+        return cls({int(c): tuple(map(int, out)) for c, out in data["rows"]}, int(data["width"]),
+                   tuple(data["spaced"]), tuple(data["stood_in"]), data["stand_in"])
+
+    def apply(self, text: str) -> str:
+        return "".join("".join(map(chr, self.rows.get(ord(c), (ord(c),)))) for c in text)
+
+    def page_tables(self):
+        """(page index [CODE_SPACE / PAGE] int32, absolute [pages * PAGE, width] int32, relative [pages * PAGE,
+        width] int8): code point c becomes absolute[r] + relative[r] * c, r = page_index[c >> 8] * 256 + (c & 255),
+        leaving out NO_CODE_POINT entries."""
+        import numpy as np
+
+        absolute = np.full((CODE_SPACE, self.width), NO_CODE_POINT, dtype=np.int32)
+        relative = np.zeros((CODE_SPACE, self.width), dtype=np.int8)
+        absolute[:, 0] = 0
+        relative[:, 0] = 1
+        for code, out in self.rows.items():
+            absolute[code] = NO_CODE_POINT
+            relative[code] = 0
+            for k, value in enumerate(out):
+                if value == code:
+                    absolute[code, k], relative[code, k] = 0, 1
+                else:
+                    absolute[code, k] = value
+        pages = np.concatenate([absolute.reshape(-1, PAGE * self.width),
+                                relative.astype(np.int32).reshape(-1, PAGE * self.width)], axis=1)
+        unique, page_index = np.unique(pages, axis=0, return_inverse=True)
+        half = PAGE * self.width
+        return (page_index.reshape(-1).astype(np.int32), unique[:, :half].reshape(-1, self.width).astype(np.int32),
+                unique[:, half:].reshape(-1, self.width).astype(np.int8))
+
+
+def code_points():
+    """Every Unicode scalar value (surrogates are no characters)."""
+    return (c for c in range(CODE_SPACE) if c not in SURROGATES)
+
+
+def derive(data: dict, misread_in_words: Callable[[CodePointMapping, list[int]], list[int]]) -> CodePointMapping:
+    """The mapping for tokenizer.json `data`. misread_in_words(mapping, code points) runs the graph built with a
+    mapping on each code point inside a word and returns those it tokenizes otherwise than tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_str(json.dumps(data))
+    rows = _normalizer_rows(reference)
+    reach_ops = sorted({c for c in code_points() if c not in rows} | {o for out in rows.values() for o in out})
+    reference_class = _classes(lambda text: [w for w, _ in reference.pre_tokenizer.pre_tokenize_str(text)]
+                               if reference.pre_tokenizer else text.split(" "), reach_ops)
+    ops_class = _classes(_basic_tokenizer_words(), reach_ops)
+    in_vocabulary = _vocabulary_code_points(data)
+    stand_in = _stand_in(reach_ops, rows, reference_class, ops_class, in_vocabulary)
+
+    replace, spaced, stood_in, impossible = {}, [], [], []
+    for o in reach_ops:
+        want, got = reference_class[o], ops_class[o]
+        if want == got:
+            continue
+        if want == SPLIT and got == KEEP:
+            replace[o], _ = (SPACE, o, SPACE), spaced.append(o)
+        elif want == SEPARATE:
+            replace[o] = (SPACE,)
+        elif o in in_vocabulary or stand_in is None:
+            impossible.append(o)
+        else:
+            replace[o] = (SPACE, stand_in, SPACE) if want == SPLIT else (stand_in,)
+            stood_in.append(o)
+    _refuse(impossible, "the graph's ops split or drop where tokenizer.json does not, and the vocabulary holds them")
+    mapping = _with_replacements(rows, replace, spaced, stood_in, stand_in)
+
+    misread = misread_in_words(mapping, list(code_points()))
+    fixable = [c for c in misread if stand_in is not None
+               and all(o not in in_vocabulary for o in rows.get(c, (c,)) if o != SPACE)]
+    _refuse(sorted(set(misread) - set(fixable)), "the graph's WordPiece op reads them otherwise than tokenizer.json")
+    if not fixable:
+        return mapping
+    for o in {o for c in fixable for o in rows.get(c, (c,)) if o != SPACE}:
+        replace[o] = (SPACE, stand_in, SPACE) if reference_class[o] == SPLIT else (stand_in,)
+    mapping = _with_replacements(rows, replace, spaced, stood_in + sorted(set(fixable)), stand_in)
+    _refuse(misread_in_words(mapping, fixable), "a stand-in code point does not make the WordPiece op read them as "
+                                                "tokenizer.json does")
+    return mapping
+
+
+def _normalizer_rows(reference) -> dict[int, tuple[int, ...]]:
+    normalize = reference.normalizer.normalize_str if reference.normalizer else (lambda s: s)
+    rows = {}
+    for c in code_points():
+        out = normalize(chr(c))
+        if out != chr(c):
+            rows[c] = tuple(map(ord, out))
+    return rows
+
+
+def _with_replacements(rows: dict, replace: dict, spaced: list, stood_in: list, stand_in) -> CodePointMapping:
+    """The normalizer's rows with each code point they put out replaced as `replace` says."""
+    final = {}
+    for c in code_points():
+        out = rows.get(c, (c,))
+        new = tuple(x for o in out for x in replace.get(o, (o,)))
+        if new != (c,):
+            final[c] = new
+    width = max([len(v) for v in final.values()] + [1])
+    if width > MAX_EXPANSION:
+        wide = [c for c, v in final.items() if len(v) > MAX_EXPANSION]
+        _refuse(wide, f"they become more than {MAX_EXPANSION} code points")
+    return CodePointMapping(final, width, tuple(spaced), tuple(stood_in), stand_in)
+
+
+def _refuse(code_points_: list[int], why: str) -> None:
+    if code_points_:
+        named = ", ".join(f"U+{c:04X}" for c in code_points_[:NAMED_IN_ERRORS])
+        more = f" and {len(code_points_) - NAMED_IN_ERRORS} more" if len(code_points_) > NAMED_IN_ERRORS else ""
+        raise ExportError(f"the text-in tokenizer graph cannot express this tokenizer.json on {named}{more} ({why}): "
+                          "export this model's token-id graphs only (--only onnx,onnx-int8,...)")
+
+
+def _classes(words_of: Callable[[str], list[str]], probes: list[int]) -> dict[int, str]:
+    """How a word splitter treats each code point o in the word x<o>y: kept, set apart, a boundary or dropped."""
+    classes = {}
+    for start in range(0, len(probes), PROBES_PER_TEXT):
+        chunk = probes[start:start + PROBES_PER_TEXT]
+        words, i = words_of(" ".join(f"x{chr(o)}y" for o in chunk)), 0
+        for o in chunk:
+            ahead = words[i:i + 3]
+            if ahead[:1] == [f"x{chr(o)}y"]:
+                classes[o], i = KEEP, i + 1
+            elif ahead[:1] == ["xy"]:
+                classes[o], i = DROP, i + 1
+            elif ahead == ["x", chr(o), "y"]:
+                classes[o], i = SPLIT, i + 3
+            elif ahead[:2] == ["x", "y"]:
+                classes[o], i = SEPARATE, i + 2
+            else:
+                raise ExportError(f"the word splitter reads U+{o:04X} in a way the text-in graph cannot follow "
+                                  f"({ahead!r}): export this model's token-id graphs only")
+    return classes
+
+
+def _basic_tokenizer_words() -> Callable[[str], list[str]]:
+    """The extensions' BasicTokenizer with the settings the graph runs it with."""
+    from onnx import TensorProto, helper
+
+    from pocketbert.export.text_in import text_session
+
+    node = helper.make_node("BasicTokenizer", ["text"], ["words"], domain="ai.onnx.contrib", **OPS_SETTINGS)
+    graph = helper.make_graph([node], "basic_tokenizer", [helper.make_tensor_value_info("text", TensorProto.STRING, [])],
+                              [helper.make_tensor_value_info("words", TensorProto.STRING, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.contrib", 1)], ir_version=8)
+    session = text_session(model.SerializeToString())
+    import numpy as np
+
+    return lambda text: list(session.run(None, {"text": np.array(text, dtype=object)})[0])
+
+
+# The ops' own lower-casing, accent stripping and CJK rule are off: the table does tokenizer.json's.
+OPS_SETTINGS = {"do_lower_case": 0, "strip_accents": 0, "tokenize_chinese_chars": 0, "tokenize_punctuation": 1,
+                "remove_control_chars": 0}
+
+
+def _vocabulary_code_points(data: dict) -> set[int]:
+    model = data.get("model") or {}
+    prefix = model.get("continuing_subword_prefix", "##")
+    return {ord(ch) for token in model.get("vocab", {})
+            for ch in (token[len(prefix):] if token.startswith(prefix) and token != prefix else token)}
+
+
+def _stand_in(reach_ops: list[int], rows: dict, reference_class: dict, ops_class: dict, in_vocabulary: set):
+    """The first code point both sides keep in a word, the normalizer leaves as it is and no token holds."""
+    for o in reach_ops:
+        if (o > 0x7F and o not in rows and o not in in_vocabulary and reference_class[o] == KEEP
+                and ops_class[o] == KEEP):
+            return o
+    return None
+
+
+def hard_cases(mapping: CodePointMapping) -> list[tuple[str, str]]:
+    """(what it probes, text): one text per class of code point the graph treats specially, for the golden file."""
+    def first(codes, where=lambda c: True):
+        return next((c for c in codes if where(c)), None)
+
+    removed = first(sorted(mapping.rows), lambda c: c > 0x7F and mapping.rows[c] == ())
+    cjk = first(sorted(mapping.rows), lambda c: c >= 0x10000 and len(mapping.rows[c]) == 3
+                and mapping.rows[c][0] == SPACE == mapping.rows[c][2] and c not in mapping.spaced)
+    wide = first(sorted(mapping.rows), lambda c: c > 0x7F and len(mapping.rows[c]) >= 2 and SPACE not in mapping.rows[c])
+    changed_above = first(sorted(mapping.rows), lambda c: c >= 0x10000 and len(mapping.rows[c]) == 1)
+    cases = [("punctuation the ops keep in a word", mapping.spaced[:1]),
+             ("more of it", mapping.spaced[len(mapping.spaced) // 2:len(mapping.spaced) // 2 + 1]),
+             ("code point the ops misread", mapping.stood_in[:1]),
+             ("code point the normalizer removes", [removed] if removed is not None else []),
+             ("CJK beyond the Basic Multilingual Plane", [cjk] if cjk is not None else []),
+             ("code point that becomes several", [wide] if wide is not None else []),
+             ("letter beyond the Basic Multilingual Plane the normalizer changes",
+              [changed_above] if changed_above is not None else [])]
+    return [(name, f"a{chr(codes[0])}b and {chr(codes[0])} then {chr(codes[0]) * 3}.") for name, codes in cases
+            if codes] + [("flag tag sequence", f"go {FLAG_SEQUENCES[0]} team{FLAG_SEQUENCES[1]}")]
+
+
+# England, Scotland, Wales: a black flag, tag letters and a cancel tag.
+FLAG_SEQUENCES = tuple("\U0001F3F4" + "".join(chr(0xE0000 + ord(ch)) for ch in region) + "\U000E007F"
+                       for region in ("gbeng", "gbsct", "gbwls"))

@@ -1,0 +1,147 @@
+"""The exhaustive check of a text-in tokenizer graph: every Unicode scalar value, in four contexts, gives the ids
+(and, for a pair, token types; with offsets, each token's span) tokenizer.json gives.
+
+The probes are checked many to a text (separated by spaces, so each is whole words of its own) on a graph built
+as the shipped one but with a window no text fills; a text that differs is halved down to its probes. The result
+is cached under the cache folder, keyed by the tokenizer's rules, the graph's code and the ops' version: a second
+export of the same tokenizer reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pocketbert.cache_dir import cache_root
+from pocketbert.errors import ExportError
+from pocketbert.export import text_normalization, text_tokenizer
+from pocketbert.export.text_normalization import FLAG_SEQUENCES, code_points
+
+CONTEXTS = {"alone": "{0}", "between words": "a {0} b", "inside a word": "a{0}b", "repeated": "{0}{0}{0}"}
+# Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
+PROBES_PER_TEXT = 100
+WORKERS = 2
+NAMED_MISMATCHES = 5
+CACHE_FOLDER = "tokenizer-checks"
+RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
+
+
+def probes(contexts: dict[str, str] | None = None) -> list[str]:
+    """Every scalar value in each context, and the flag tag sequences."""
+    contexts = CONTEXTS if contexts is None else contexts
+    return [form.format(chr(c)) for form in contexts.values() for c in code_points()] + list(FLAG_SEQUENCES)
+
+
+def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use_cache: bool = True) -> dict:
+    """The check's result for the graph export builds from tokenizer.json: probes, texts, mismatch_count, the
+    first mismatches (the probe and what differs), seconds; from the cache when this tokenizer was checked."""
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    cached = _cache_file(data, text_inputs, offsets)
+    if use_cache and cached.is_file():
+        try:
+            return {**json.loads(cached.read_text(encoding="utf-8")), "cached": True}
+        except (OSError, ValueError):
+            pass  # a damaged cache entry is checked again
+    result = run_check(data, text_inputs, offsets, probes())
+    if use_cache and result["mismatch_count"] == 0:
+        _write_atomically(cached, result)
+    return {**result, "cached": False}
+
+
+def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_texts: list[str],
+              mapping: text_normalization.CodePointMapping | None = None) -> dict:
+    """Check `probe_texts` on the graph built from `data` (with `mapping`, when given, in place of the derived
+    one)."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from pocketbert.core.tasks import text_in_string
+    from pocketbert.export.text_in import text_session
+
+    started = time.perf_counter()
+    reference = Tokenizer.from_str(json.dumps(data))
+    reference.no_truncation()
+    reference.no_padding()
+    graph = text_tokenizer._graph(data, text_inputs, text_tokenizer.UNBOUNDED, text_tokenizer.GOLDEN_OPSET, 8, offsets,
+                                  mapping)
+    session = text_session(graph.SerializeToString(), threads=1)
+    names = [text_tokenizer.PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")[:3 if offsets else 2]]
+    pair = len(text_inputs) == 2
+
+    def what_differs(chunk: list[str], second: list[str] | None = None) -> str | None:
+        """What differs on the text of `chunk` (a pair: `chunk` as the question, `second` as the context, or
+        `chunk` as both)."""
+        texts = [" ".join(chunk)] + ([" ".join(chunk if second is None else second)] if pair else [])
+        feeds = {name: text_in_string(text) for name, text in zip(text_inputs, texts)}
+        ids, types, *spans = (x.tolist() for x in session.run(names, feeds))
+        # the model is fed its texts without NUL (text_in_string): tokenizer.json is asked about the same texts
+        want = reference.encode(*(text.replace("\0", "") for text in texts))
+        if ids != want.ids:
+            return "ids"
+        if types != want.type_ids:
+            return "token types"
+        if spans and spans[0] != [list(o) for o in want.offsets]:
+            return "offsets"
+        return None
+
+    def narrowed(chunk: list[str]) -> list[tuple[str, str]]:
+        differs = what_differs(chunk)
+        if differs is None:
+            return []
+        if len(chunk) == 1:
+            return [(chunk[0], differs)]
+        return narrowed(chunk[:len(chunk) // 2]) + narrowed(chunk[len(chunk) // 2:])
+
+    def mismatches_in(chunk: list[str]) -> list[tuple[str, str]]:
+        """A pair carries half the probes as its question, half as its context; a text that differs is halved down
+        to its probes (each checked as both question and context)."""
+        half = len(chunk) // 2
+        differs = what_differs(chunk[:half], chunk[half:]) if pair else what_differs(chunk)
+        if differs is None:
+            return []
+        return narrowed(chunk) or [(" ".join(chunk), differs)]
+
+    size = PROBES_PER_TEXT * len(text_inputs)
+    chunks = [probe_texts[k:k + size] for k in range(0, len(probe_texts), size)]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        found = [m for part in pool.map(mismatches_in, chunks) for m in part]
+    return {"mode": "pair" if pair else "single", "offsets": offsets, "probes": len(probe_texts),
+            "code_points": sum(1 for _ in code_points()), "contexts": list(CONTEXTS),
+            "texts": len(chunks), "mismatch_count": len(found),
+            "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
+                                 for p, d in found[:NAMED_MISMATCHES]],
+            "seconds": round(time.perf_counter() - started, 1), "workers": WORKERS}
+
+
+def require_equal(result: dict) -> None:
+    """ExportError naming the first mismatches, when there are any."""
+    if result["mismatch_count"]:
+        named = "; ".join(f"{' '.join(m['code_points'])} ({m['differs']})" for m in result["first_mismatches"])
+        raise ExportError(f"the text-in tokenizer graph differs from tokenizer.json on {result['mismatch_count']} of "
+                          f"{result['probes']} probes, first {named}: export this model's token-id graphs only")
+
+
+def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool) -> Path:
+    from importlib.metadata import version
+
+    code = b"".join(Path(module.__file__).read_bytes() for module in (text_normalization, text_tokenizer))
+    rules = json.dumps({key: data.get(key) for key in RULE_KEYS}, sort_keys=True, ensure_ascii=False)
+    key = hashlib.sha256(b"\0".join([rules.encode(), code, Path(__file__).read_bytes(),
+                                     version("onnxruntime-extensions").encode(), version("tokenizers").encode(),
+                                     json.dumps([len(text_inputs), offsets]).encode()])).hexdigest()[:32]
+    return cache_root() / CACHE_FOLDER / f"{key}.json"
+
+
+def _write_atomically(path: Path, result: dict) -> None:
+    import os
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        temporary.replace(path)
+    except OSError:
+        pass  # the cache only saves time: a read-only cache folder costs the check again next time
