@@ -11,20 +11,14 @@ from typing import Any
 
 import yaml
 
+from pocketbert.core.tasks import TASKS, check_task  # noqa: F401  (the task registry names the tasks)
 from pocketbert.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # inside the package: a wheel ships the presets
-TASKS = ("sentiment", "qa")
 
 
 def available_presets(task: str) -> list[str]:
     return sorted(p.stem.split("-", 1)[1] for p in CONFIG_DIR.glob(f"{task}-*.yaml"))
-
-
-def check_task(task: str) -> str:
-    if task not in TASKS:
-        raise ConfigError(f"unknown task '{task}': choose one of {', '.join(TASKS)}")
-    return task
 
 
 def load_recipe(task: str, preset: str = "default", path: Path | None = None) -> dict[str, Any]:
@@ -36,7 +30,7 @@ def load_recipe(task: str, preset: str = "default", path: Path | None = None) ->
             raise ConfigError(
                 f"no preset '{preset}' for task '{task}': choose one of {', '.join(available_presets(task)) or 'none'}"
             )
-    from pocketbert.files import read_text
+    from pocketbert.core.files import read_text
 
     text = read_text(Path(path), ConfigError, "recipe (--config)")
     try:

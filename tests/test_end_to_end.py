@@ -119,7 +119,7 @@ def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(senti
     import torch
 
     from pocketbert.core.data import load_task_data, subsample
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.stage_folder import load_stage_model
 
     export = sentiment_run / "export"
     hub = json.loads((export / "manifest.json").read_text())["metrics"]["hub_layout"]["written"]

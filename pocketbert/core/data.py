@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketbert.errors import ConfigError, DataError, require
-from pocketbert.files import open_text, parse_json, reading
+from pocketbert.core.files import open_text, parse_json, reading
 
 DATA_DIR_ENV = "POCKETBERT_DATA_DIR"
 IMDB_EVAL_SIZE = 2500  # IMDb ships only its train split here; this many reviews are held out for evaluation

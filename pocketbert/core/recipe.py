@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pocketbert.core.tasks import TASKS
 from pocketbert.errors import ConfigError
 
 
@@ -207,7 +208,7 @@ class MLMSection(Section):
 
 
 class Recipe(Section):
-    task: Literal["sentiment", "qa"]
+    task: Literal[TASKS]  # type: ignore[valid-type]  (the task registry's names)
     dataset: str
     seed: int = Field(13, ge=0, le=SEED_MAX)
     teacher: TeacherSection = Field(default_factory=TeacherSection)

@@ -10,14 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from pocketbert.config import check_task
+import numpy as np
+
 from pocketbert.core import qa as qa_lib
 from pocketbert.core.data import QAExample, TextExample
-from pocketbert.core.losses import IGNORE_LABEL, cross_entropy, soft_target_kl
 from pocketbert.errors import ConfigError, DataError, ModelError
+
+if TYPE_CHECKING:  # torch loads when a loss or a logits stack is first asked for: naming the tasks needs none
+    import torch
 
 GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does not name
 
@@ -58,6 +60,12 @@ def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple
         clone.example_index = index[features[k].example_index]
         renumbered.append(clone)
     return [examples[i] for i in chosen], keep, renumbered
+
+
+def _losses():
+    from pocketbert.core import losses
+
+    return losses
 
 
 def _pad(rows: list[list[int]], value: int) -> np.ndarray:
@@ -170,7 +178,8 @@ class SentimentTask:
         gold = np.array([f.label for f in features])
         return {"accuracy": float((np.array(answers) == gold).mean()), "n_examples": int(len(gold))}
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
+        loss_fn = loss_fn or _losses().cross_entropy
         return loss_fn(logits, batch["labels"])
 
     def require_unlabeled(self, what: str) -> None:
@@ -178,10 +187,10 @@ class SentimentTask:
 
     def unlabeled_examples(self, texts: list[str], what: str = "transfer data") -> list[TextExample]:
         """Rows the teacher alone labels: no gold label, so no hard-label loss."""
-        return [TextExample(text, IGNORE_LABEL) for text in texts]
+        return [TextExample(text, _losses().IGNORE_LABEL) for text in texts]
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
-        return soft_target_kl(student, teacher, temperature)
+        return _losses().soft_target_kl(student, teacher, temperature)
 
     def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(logits)
@@ -246,6 +255,8 @@ class QATask:
         }
 
     def logits(self, outputs) -> torch.Tensor:
+        import torch
+
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=-1)  # [batch, length, 2]
 
     def output_tuple(self, outputs) -> tuple[torch.Tensor, ...]:
@@ -314,7 +325,8 @@ class QATask:
         metrics["n_examples"] = len(examples)
         return metrics
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
+        loss_fn = loss_fn or _losses().cross_entropy
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
         return 0.5 * (loss_fn(masked[..., 0], batch["start_positions"]) + loss_fn(masked[..., 1], batch["end_positions"]))
 
@@ -327,7 +339,7 @@ class QATask:
         return []
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
-        mask = batch["attention_mask"]
+        mask, soft_target_kl = batch["attention_mask"], _losses().soft_target_kl
         return 0.5 * (soft_target_kl(student[..., 0], teacher[..., 0], temperature, mask)
                       + soft_target_kl(student[..., 1], teacher[..., 1], temperature, mask))
 
@@ -366,7 +378,14 @@ def features_digest(features: list, with_targets: bool):
     return digest
 
 
-TASK_CLASSES = {cls.name: cls for cls in (SentimentTask, QATask)}
+TASK_CLASSES = {cls.name: cls for cls in (SentimentTask, QATask)}  # the one list of tasks
+TASKS = tuple(TASK_CLASSES)
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown task '{task}': choose one of {', '.join(TASKS)}")
+    return task
 
 
 def make_task(task: str, label_names: list[str] | None = None):

@@ -11,7 +11,8 @@ from tqdm.auto import tqdm
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import load_task_data, subsample
 from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
+from pocketbert.core.models import load_tokenizer, quiet_transformers
+from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
 from pocketbert.export import artifacts, bundle, hub_layout, mobile_usability, onnx_export, parity, variants

@@ -16,7 +16,7 @@ import torch
 
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import load_task_data, subsample
-from pocketbert.core.models import load_stage_model
+from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.errors import ConfigError, require
 from pocketbert.inspect import measures

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from pocketbert.errors import ConfigError, PocketbertError
-from pocketbert.files import read_json_object
+from pocketbert.core.files import read_json_object
 from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
 
 MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.core.models import read_labels
+from pocketbert.core.stage_folder import read_labels
 from pocketbert.errors import RunDirError
-from pocketbert.files import dumps_strict, read_json_object
+from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export import artifacts
 from pocketbert.manifest import (
     git_commit,

@@ -88,7 +88,7 @@ def _load_ort(path: Path, threads: int):
 def _load_torch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.core.models import load_model_folder
+    from pocketbert.core.stage_folder import load_model_folder
 
     torch.set_num_threads(threads)
     model = load_model_folder(Path(path), task).eval()

@@ -24,7 +24,7 @@ from pocketbert.rundir import (
     staged_output,
 )
 from pocketbert.user_paths import record_path, refuse_inputs
-from pocketbert.core import losses, models
+from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
 from pocketbert.core.data import check_cross_domain, load_task_data, subsample
 from pocketbert.core.recipe import check_class_weights, cross_domain_datasets
@@ -56,7 +56,7 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     # the student folder this stage writes must not be, hold or lie in the teacher it reads (--teacher R/student)
     refuse_inputs(stage_path(run_dir, STUDENT_DIR), "train distill", [teacher_dir], "--run")
-    teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
+    teacher, tokenizer, task, info = stage_folder.load_stage_model(teacher_dir)
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
@@ -220,7 +220,7 @@ def distill_student(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
         if out is not None:  # process 0 alone writes the stage
-            models.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
+            stage_folder.save_stage_model(student, tokenizer, out, task, int(cfg["max_length"]),
                                     {"doc_stride": cfg.get("doc_stride"), "layer_map": layer_map})
             write_manifest(
                 out, stage="student", started=started,

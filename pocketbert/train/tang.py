@@ -17,7 +17,7 @@ from pocketbert.errors import ConfigError
 from pocketbert.manifest import sha256_of, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
 from pocketbert.user_paths import record_path
-from pocketbert.core import bilstm, losses, models
+from pocketbert.core import bilstm, losses, stage_folder
 from pocketbert.core.architectures import BILSTM
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
 from pocketbert.core.data import subsample
@@ -110,7 +110,7 @@ def distill_bilstm(
             student, teacher, teacher_dir, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev)
         cross_domain = cross_domain_eval(student, teacher, task, tokenizer, recipe, data_dir, dev)
         if out is not None:  # process 0 alone writes the stage
-            models.save_stage_model(student, tokenizer, out, task, length, {"recipe": RECIPE}, architecture=BILSTM)
+            stage_folder.save_stage_model(student, tokenizer, out, task, length, {"recipe": RECIPE}, architecture=BILSTM)
             write_manifest(
                 out, stage="student", started=started,
                 config={"recipe": recipe, "seed": seed, "teacher": record_path(run_dir, teacher_dir), "distill_recipe": RECIPE,

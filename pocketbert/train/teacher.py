@@ -8,7 +8,7 @@ from pathlib import Path
 from pocketbert.errors import ConfigError
 from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
-from pocketbert.core import losses, models
+from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import checkpoint, distributed, trainer
 from pocketbert.core.data import load_task_data
 from pocketbert.core.recipe import check_class_weights
@@ -62,7 +62,7 @@ def fine_tune_teacher(
         metrics = trainer.evaluate(model, task, eval_examples, eval_features, tokenizer.pad_token_id, eval_cfg, dev,
                                    "teacher eval")
         if out is not None:  # process 0 alone writes the stage
-            models.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
+            stage_folder.save_stage_model(model, tokenizer, out, task, int(cfg["max_length"]),
                                     {"doc_stride": cfg.get("doc_stride"), "base_model": model_name})
             write_manifest(
                 out, stage="teacher", started=started,
