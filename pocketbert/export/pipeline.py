@@ -15,7 +15,8 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, bundle, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export.app_files import write_app_files
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
@@ -116,7 +117,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
-        app_files = bundle.write_app_files(model, tokenizer, task, out, max_length)
+        app_files = write_app_files(model, tokenizer, task, out, max_length)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))

@@ -164,7 +164,7 @@ def collect_imports(run_dir: Path) -> list[dict]:
 
 def read_results(path: Path) -> dict:
     """A results.json written by `pocketbert bench`, checked for what is read back from it."""
-    from pocketbert.mobile_bench.compare import load_results
+    from pocketbert.mobile_bench.results_diff import load_results
 
     results = load_results(path, RunDirError)
     length = (results.get("protocol") or {}).get("sequence_length") if isinstance(results.get("protocol"), dict) else None
