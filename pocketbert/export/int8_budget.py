@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-INT8_SIZE_BUDGET = 0.30          # of the fp32 ONNX file
-INT8_LATENCY_BUDGET = 1.05       # of the all-int8 model's latency, at 1 thread and the export's max_length
+from pocketbert.core.recipe import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET  # noqa: F401  (the recipe's defaults)
+
 LATENCY_REPEATS = 40             # per model, interleaved; medians of ~5 ms runs
 LATENCY_WARMUP = 5
 

@@ -50,6 +50,7 @@ from pocketbert.rundir import (
     STUDENT_DIR,
     TEACHER_DIR,
     TOKENIZER_FILES,
+    TOKENIZER_JSON,
     check_writable,
     coreml_package_name,
     require_stage,
@@ -363,7 +364,7 @@ def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, s
         return measure_until_stable(run_once, bench.cfg["warmup"], bench.cfg["min_repeats"], bench.cfg["max_repeats"],
                                     bench.cfg["time_cap_s"]).to_dict()
 
-    tokenizer = {"runtime": "tokenizers", "model_format": "tokenizer.json", "precision": "-", "threads": 1,
+    tokenizer = {"runtime": "tokenizers", "model_format": TOKENIZER_JSON, "precision": "-", "threads": 1,
                  "compute_units": None}
     rows = [_row("tokenizer", tokenizer, 1, seq_len, "tokenization", measure(lambda: tokenize(texts[next_index()])),
                  "only")]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from pocketbert.errors import PocketbertError
+from pocketbert.rundir import TOKENIZER_JSON
 
 
 def eval_texts(student_manifest: dict, task, limit: int) -> list:
@@ -28,7 +29,7 @@ def tokenizer_runner(export_dir: Path, seq_len: int):
     """A callable from one input (text or pair) to the model's input arrays, batch 1."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(Path(export_dir) / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(Path(export_dir) / TOKENIZER_JSON))
     tokenizer.enable_truncation(seq_len)
     tokenizer.enable_padding(length=seq_len)
 
