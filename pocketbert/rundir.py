@@ -95,8 +95,12 @@ BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench imp
 
 
 def coreml_package_name(task: str, variant: str = "fp16") -> str:
-    """PocketBertSentiment.mlpackage for the fp16 program, PocketBertSentiment.<variant>.mlpackage for the others."""
-    stem = {"sentiment": "PocketBertSentiment", "qa": "PocketBertQA"}.get(task, "PocketBert")
+    """PocketBertSentiment.mlpackage for the fp16 program, PocketBertSentiment.<variant>.mlpackage for the others:
+    the stem is the task's (its coreml_class_stem), the name of the class Xcode generates."""
+    from pocketbert.core.tasks import TASK_CLASSES
+
+    task_class = TASK_CLASSES.get(task)
+    stem = task_class.coreml_class_stem if task_class else "PocketBert"
     return stem + ("" if variant == "fp16" else f".{variant}") + COREML_PACKAGE_SUFFIX
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import load_task_data, subsample
+from pocketbert.core.data import subsample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import load_task_data, subsample
+from pocketbert.core.data import subsample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.errors import ConfigError, require

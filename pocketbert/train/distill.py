@@ -26,7 +26,8 @@ from pocketbert.rundir import (
 from pocketbert.user_paths import record_path, refuse_inputs
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import checkpoint, distributed, teacher_cache, trainer, transfer
-from pocketbert.core.data import check_cross_domain, load_task_data, subsample
+from pocketbert.core.data import check_cross_domain, subsample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.recipe import check_class_weights, cross_domain_datasets
 from pocketbert.train.student import build_student
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pocketbert.core import models, stage_folder
 from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
-from pocketbert.core.data import load_task_data
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.core.tasks import make_task

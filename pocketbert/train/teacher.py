@@ -10,7 +10,7 @@ from pocketbert.manifest import write_manifest
 from pocketbert.rundir import TEACHER_DIR, check_writable, staged_output
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import checkpoint, distributed, trainer
-from pocketbert.core.data import load_task_data
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.recipe import check_class_weights
 from pocketbert.core.tasks import make_task
 
