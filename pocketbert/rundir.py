@@ -31,6 +31,8 @@ MLM_STUDENT_DIR = "student_mlm"  # `train mlm`: a task-agnostic student, input t
 EXPORT_DIR = "export"
 BENCH_DIR = "bench"
 CHECKPOINTS_DIR = "checkpoints"  # checkpoints/<stage>/last.pt while a training stage runs; removed when it ends
+CHECKPOINT_FILE = "last.pt"  # a training stage's latest checkpoint, in checkpoints/<stage>/
+CHECKPOINT_PARTIAL = CHECKPOINT_FILE + ".partial"  # written first, renamed over CHECKPOINT_FILE when complete
 
 MANIFEST = "manifest.json"
 LABELS = "labels.json"
