@@ -46,3 +46,17 @@ def test_filled_code_keeps_no_placeholder_it_was_given():
     kotlin = app_readme.android_readme("qa", {}, [], 64, "model.text.ort", "CPU", [], {}, 1)
     assert '"\\u0000"' in kotlin  # Kotlin's escape, as written, not a NUL character
     assert app_readme.fill("{a} {b} { c }", a=1) == "1 {b} { c }"
+
+
+@pytest.mark.slow
+def test_a_built_wheel_holds_every_template(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    names = set(zipfile.ZipFile(next(tmp_path.glob("pocketbert-*.whl"))).namelist())
+    templates = {f"pocketbert/export/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
+                 for p in app_readme.TEMPLATES.rglob("*.txt")}
+    assert templates and templates <= names
