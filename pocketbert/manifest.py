@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pocketbert.files import dumps_strict
+from pocketbert.core.files import dumps_strict
 from pocketbert.rundir import MANIFEST
 
 # The config key under which a training stage records the name of the recipe it ran (train/registry.py);
@@ -120,7 +120,7 @@ def read_manifest(stage_dir: Path) -> dict[str, Any]:
     """A stage folder's manifest.json, checked to be one: a JSON object with the keys later stages read.
     A missing, unreadable or edited manifest is a RunDirError naming it and the command that rewrites it."""
     from pocketbert.errors import RunDirError
-    from pocketbert.files import read_json_object
+    from pocketbert.core.files import read_json_object
 
     path = Path(stage_dir) / MANIFEST
     advice = f"re-run the stage that wrote {Path(stage_dir).name}/ (with --overwrite)"

@@ -31,6 +31,8 @@ MLM_STUDENT_DIR = "student_mlm"  # `train mlm`: a task-agnostic student, input t
 EXPORT_DIR = "export"
 BENCH_DIR = "bench"
 CHECKPOINTS_DIR = "checkpoints"  # checkpoints/<stage>/last.pt while a training stage runs; removed when it ends
+CHECKPOINT_FILE = "last.pt"  # a training stage's latest checkpoint, in checkpoints/<stage>/
+CHECKPOINT_PARTIAL = CHECKPOINT_FILE + ".partial"  # written first, renamed over CHECKPOINT_FILE when complete
 
 MANIFEST = "manifest.json"
 LABELS = "labels.json"
@@ -57,9 +59,16 @@ COREML_PACKAGE_SUFFIX = ".mlpackage"
 PARITY = "parity.json"
 IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
 ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's file: what swift-transformers, transformers.js, DJL read
+TOKENIZER_CONFIG = "tokenizer_config.json"
+VOCAB = "vocab.txt"  # WordPiece vocabulary, one token a line, for apps that tokenize natively
+TOKENIZER_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, VOCAB)
 TOKENIZER_GOLDEN = "tokenizer_golden.json"  # texts and the ids they must give: checks for an app's tokenizer
 MODEL_CONFIG = "config.json"
+WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM student saves its own under the same name)
+WEIGHT_FILES = (WEIGHTS, "pytorch_model.bin", "model.safetensors.index.json")  # any of them: a folder has weights
+BILSTM_CONFIG = "bilstm_config.json"  # the BiLSTM student's shape, beside its weights
+APP_README = "README.md"  # in ios/ and android/: how an app uses the folder
 
 BENCH_RESULTS = "results.json"
 BENCH_REPORT = "report.md"
@@ -88,8 +97,12 @@ BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench imp
 
 
 def coreml_package_name(task: str, variant: str = "fp16") -> str:
-    """PocketBertSentiment.mlpackage for the fp16 program, PocketBertSentiment.<variant>.mlpackage for the others."""
-    stem = {"sentiment": "PocketBertSentiment", "qa": "PocketBertQA"}.get(task, "PocketBert")
+    """PocketBertSentiment.mlpackage for the fp16 program, PocketBertSentiment.<variant>.mlpackage for the others:
+    the stem is the task's (its coreml_class_stem), the name of the class Xcode generates."""
+    from pocketbert.core.tasks import TASK_CLASSES
+
+    task_class = TASK_CLASSES.get(task)
+    stem = task_class.coreml_class_stem if task_class else "PocketBert"
     return stem + ("" if variant == "fp16" else f".{variant}") + COREML_PACKAGE_SUFFIX
 
 

@@ -143,9 +143,9 @@ def main(run: Path, data_dir: Path | None, out: Path, venv: Path) -> None:
 
     import onnxruntime
 
-    from pocketbert.core.data import load_task_data
+    from pocketbert.core.task_data import load_task_data
     from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.stage_folder import load_stage_model
     from pocketbert.mobile_bench.host import host_info
 
     export = run / "export"

@@ -25,9 +25,12 @@ DATASETS = ("imdb", "emotion")
 def main(run: Path, data_dir: Path) -> dict:
     from tokenizers import Tokenizer
 
-    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.data import subsample
+
+    from pocketbert.core.task_data import load_task_data
     from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.models import load_stage_model, load_tokenizer
+    from pocketbert.core.models import load_tokenizer
+    from pocketbert.core.stage_folder import load_stage_model
     from pocketbert.core.tasks import text_in_string
     from pocketbert.export import text_in
     from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
@@ -62,7 +65,8 @@ def main(run: Path, data_dir: Path) -> dict:
 
 
 def _pairs(export: Path, max_length: int, data_dir: Path) -> dict:
-    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.data import subsample
+    from pocketbert.core.task_data import load_task_data
     from pocketbert.core.models import load_tokenizer
     from pocketbert.core.tasks import QATask, text_in_string
     from pocketbert.export import text_in, tokenizer_files

@@ -20,8 +20,6 @@ import time
 from datetime import date
 from pathlib import Path
 
-import numpy as np
-
 from pocketbert.core.models import PACKAGED_TEACHER, resolve_model_source
 from pocketbert.core.tasks import text_in_string
 from pocketbert.export import text_tokenizer

@@ -96,7 +96,8 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.data import subsample
+    from pocketbert.core.task_data import load_task_data
 
     export = sentiment_run / "export"
     tokenizer = Tokenizer.from_file(str(export / "tokenizer.json"))
@@ -133,8 +134,9 @@ def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(senti
     import onnxruntime as ort
     import torch
 
-    from pocketbert.core.data import load_task_data, subsample
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.data import subsample
+    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.stage_folder import load_stage_model
 
     export = sentiment_run / "export"
     hub = json.loads((export / "manifest.json").read_text())["metrics"]["hub_layout"]["written"]

@@ -7,9 +7,12 @@ A stage folder's pocketbert_task.json names its architecture; folders written be
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pocketbert.core.export_wrapper import ExportWrapper
 from pocketbert.errors import ModelError
+
+if TYPE_CHECKING:  # torch loads when a model is wrapped for export, not when an architecture is named
+    from pocketbert.core.export_wrapper import ExportWrapper
 
 
 class Architecture:
@@ -30,6 +33,8 @@ class Architecture:
         raise NotImplementedError
 
     def export_wrapper(self, model, task, additive_mask: bool = False, fixed_length: int | None = None) -> ExportWrapper:
+        from pocketbert.core.export_wrapper import ExportWrapper
+
         return ExportWrapper(model, task, additive_mask=additive_mask, fixed_length=fixed_length, attends=self.attends)
 
     def supports_variant(self, variant: str) -> bool:

@@ -15,9 +15,10 @@ import torch
 from torch import nn
 
 from pocketbert.errors import ConfigError, ModelError
+from pocketbert.rundir import BILSTM_CONFIG, WEIGHTS
 
-CONFIG_FILE = "bilstm_config.json"
-WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = BILSTM_CONFIG
+WEIGHTS_FILE = WEIGHTS
 EMBEDDING_INITS = ("teacher", "random")
 
 

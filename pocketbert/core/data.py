@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketbert.errors import ConfigError, DataError, require
-from pocketbert.files import open_text, parse_json, reading
+from pocketbert.errors import ConfigError, DataError
+from pocketbert.core.files import open_text, parse_json, reading
 
 DATA_DIR_ENV = "POCKETBERT_DATA_DIR"
 IMDB_EVAL_SIZE = 2500  # IMDb ships only its train split here; this many reviews are held out for evaluation
@@ -363,97 +363,16 @@ def read_squad_file(path: Path) -> list[QAExample]:
     return examples
 
 
-# ---------------------------------------------------------------- resolution
+# ---------------------------------------------------------------- hub splits (core/task_data.py resolves names)
 
-def _read_qa_file(path: Path, label_names: list[str] | None):
-    return read_squad_file(path), []
-
-
-FILE_READERS = {"sentiment": read_sentiment_file, "qa": _read_qa_file}  # task -> (examples, label names)
-
-
-def read_task_file(path: Path, task: str, label_names: list[str] | None):
-    """(examples, label names) of a data file for the task."""
-    return FILE_READERS[task](path, label_names)
-
-
-def _hub_dataset(name: str, spec: NamedDataset) -> TaskData:
-    datasets = require("datasets", "hub")
-    try:
-        ds = datasets.load_dataset(spec.hub_id)
-    except Exception as exc:  # the hub client raises many types; all mean "not reachable"
-        raise DataError(
-            f"could not load '{name}' from the Hugging Face hub ({type(exc).__name__}); "
-            f"point --data-dir (or {DATA_DIR_ENV}) at a folder holding {spec.train_file}"
-        ) from exc
-
-    convert = HUB_CONVERTERS[spec.task]
-    return TaskData(name, spec.task, list(spec.label_names), convert(ds["train"]), convert(ds[spec.hub_eval_split]))
-
-
-def _hub_sentiment(split) -> list[TextExample]:
+def hub_sentiment(split) -> list[TextExample]:
     text_key = "sentence" if "sentence" in split.column_names else "text"
     return [TextExample(r[text_key].strip(), int(r["label"])) for r in split if r[text_key].strip()]
 
 
-def _hub_squad(split) -> list[QAExample]:
+def hub_squad(split) -> list[QAExample]:
     return [QAExample(r["id"], r["question"], r["context"],
                       tuple(zip(r["answers"]["text"], r["answers"]["answer_start"]))) for r in split]
-
-
-HUB_CONVERTERS = {"sentiment": _hub_sentiment, "qa": _hub_squad}  # task -> examples of a hub split
-
-
-def load_task_data(
-    dataset: str,
-    task: str,
-    data_dir: Path | None = None,
-    eval_file: Path | None = None,
-    label_names: list[str] | None = None,
-    seed: int = 13,
-) -> TaskData:
-    """Resolve a named dataset or a local file into train and eval examples for `task`."""
-    data_dir = Path(data_dir) if data_dir else default_data_dir()
-    if dataset in NAMED_DATASETS:
-        spec = NAMED_DATASETS[dataset]
-        if spec.task != task:
-            raise ConfigError(f"dataset '{dataset}' is a {spec.task} dataset, not {task}: pass --task {spec.task}")
-        if data_dir is None or not (data_dir / spec.train_file).is_file():
-            if data_dir is not None:
-                raise DataError(f"{data_dir / spec.train_file} does not exist; point --data-dir (or {DATA_DIR_ENV}) "
-                                f"at the folder holding {spec.train_file}")
-            return _hub_dataset(dataset, spec)
-        names = list(spec.label_names) or None
-        train_path = data_dir / spec.train_file
-        train, names = read_task_file(train_path, task, names)
-        sources = {"train": train_path}
-        if eval_file is None and spec.eval_file is not None:
-            eval_file = data_dir / spec.eval_file
-        if eval_file is None:  # IMDb: hold out a fixed, seeded part of train
-            kept, held = hold_out(train, IMDB_EVAL_SIZE, seed)
-            return TaskData(dataset, task, names, kept, held, sources)
-        _check_eval_file(train_path, eval_file)
-        eval_examples, _ = read_task_file(Path(eval_file), task, names)
-        sources["eval"] = Path(eval_file)
-        return TaskData(dataset, task, names, train, eval_examples, sources)
-
-    path = Path(dataset)
-    if not path.exists():
-        raise ConfigError(
-            f"unknown dataset '{dataset}': use one of {', '.join(NAMED_DATASETS)} or the path of a data file"
-        )
-    if eval_file is not None:
-        _check_eval_file(path, eval_file)
-    train, names = read_task_file(path, task, label_names)
-    sources = {"train": path}
-    if eval_file is None:
-        if len(train) < 2:
-            raise DataError(f"{path} has a single example; training needs more, and an --eval-file")
-        kept, held = hold_out(train, max(1, len(train) // 10), seed)
-        return TaskData(path.stem, task, names, kept, held, sources)
-    eval_examples, _ = read_task_file(Path(eval_file), task, names)
-    sources["eval"] = Path(eval_file)
-    return TaskData(path.stem, task, names, train, eval_examples, sources)
 
 
 def check_cross_domain(names: list[str], task: str, label_names: list[str] | None = None) -> None:
@@ -477,7 +396,7 @@ def check_cross_domain(names: list[str], task: str, label_names: list[str] | Non
                               f"{list(label_names)}: name a dataset with the model's labels")
 
 
-def _check_eval_file(train_path: Path, eval_file: Path) -> None:
+def check_eval_file(train_path: Path, eval_file: Path) -> None:
     """An eval file that is the training file scores the model on what it learnt: refused."""
     eval_path = Path(eval_file)
     if eval_path.exists() and Path(train_path).exists() and eval_path.resolve() == Path(train_path).resolve():

@@ -1,5 +1,8 @@
 """Batched logits of a model on any runtime: PyTorch for training and the parity reference, ONNX Runtime for the
-exported graphs. Every forward here is numpy in, numpy out, so one scoring path serves them all."""
+exported graphs. Every forward here is numpy in, numpy out, so one scoring path serves them all.
+
+The runtimes' loaders live here too (an ONNX Runtime session, coremltools, an ExecuTorch program's method): the
+export's parity gate and bench's timing load a file the same way, and bench reads no export internals."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from pocketbert.core.quiet import quiet_tools
 from pocketbert.errors import require
 
 
@@ -59,3 +63,22 @@ def ort_forward(session, task):
         return task.stack_outputs(session.run(None, {n: batch[n].astype("int64") for n in names}))
 
     return forward
+
+
+def import_coremltools():
+    """coremltools, without the version warnings and progress bars it prints on import."""
+    with quiet_tools():
+        return require("coremltools", "export")
+
+
+def executorch_method(path: Path, threads: int | None = None):
+    """The program's forward method, loaded by ExecuTorch's runtime; threads: the size of its thread pool (one
+    pool for the process), None to leave it as it is. The runtime prints the host's CPU probing: silenced."""
+    with quiet_tools(stdout=True):
+        require("executorch", "export")
+        from executorch.extension.pybindings import portable_lib
+        from executorch.runtime import Runtime
+
+        if threads is not None:
+            portable_lib._unsafe_reset_threadpool(int(threads))
+        return Runtime.get().load_program(str(path)).load_method("forward")

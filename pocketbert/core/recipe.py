@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
+from pocketbert.core.tasks import TASKS
 from pocketbert.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"  # inside the package: a wheel ships the presets
@@ -215,7 +216,7 @@ class MLMSection(Section):
 
 
 class Recipe(Section):
-    task: Literal["sentiment", "qa"]
+    task: Literal[TASKS]  # type: ignore[valid-type]  (the task registry's names)
     dataset: str
     seed: int = Field(13, ge=0, le=SEED_MAX)
     teacher: TeacherSection = Field(default_factory=TeacherSection)
@@ -361,7 +362,7 @@ def available_presets(task: str) -> list[str]:
 
 def read_recipe(task: str, preset: str = "default", path: Path | None = None) -> Recipe:
     """The recipe for a task and preset (pocketbert/configs/<task>-<preset>.yaml), or the YAML file at `path`."""
-    from pocketbert.config import check_task
+    from pocketbert.core.tasks import check_task
 
     check_task(task)
     if path is None:
@@ -370,7 +371,7 @@ def read_recipe(task: str, preset: str = "default", path: Path | None = None) ->
             raise ConfigError(
                 f"no preset '{preset}' for task '{task}': choose one of {', '.join(available_presets(task)) or 'none'}"
             )
-    from pocketbert.files import read_text
+    from pocketbert.core.files import read_text
 
     text = read_text(Path(path), ConfigError, "recipe (--config)")
     try:

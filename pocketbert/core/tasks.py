@@ -10,14 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from pocketbert.config import check_task
+import numpy as np
+
 from pocketbert.core import qa as qa_lib
+from pocketbert.core import data as data_lib
 from pocketbert.core.data import QAExample, TextExample
-from pocketbert.core.losses import IGNORE_LABEL, cross_entropy, soft_target_kl
 from pocketbert.errors import ConfigError, DataError, ModelError
+
+if TYPE_CHECKING:  # torch loads when a loss or a logits stack is first asked for: naming the tasks needs none
+    import torch
 
 GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does not name
 
@@ -60,12 +64,77 @@ def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple
     return [examples[i] for i in chosen], keep, renumbered
 
 
+def _losses():
+    from pocketbert.core import losses
+
+    return losses
+
+
 def _pad(rows: list[list[int]], value: int) -> np.ndarray:
     width = max(len(r) for r in rows)
     out = np.full((len(rows), width), value, dtype=np.int64)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
     return out
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What a task is to the rest of pocketbert: everything that differs between tasks is one of these, so adding a
+    task means writing one class (and registering it in TASK_CLASSES), not editing every caller."""
+
+    name: ClassVar[str]
+    label_names: list[str]
+    input_names: ClassVar[tuple[str, ...]]     # the exported graph's inputs, in order
+    output_names: ClassVar[tuple[str, ...]]    # and its outputs
+    per_token_outputs: ClassVar[bool]          # a score row per token (spans), not one per sequence
+    has_classifier_outputs: ClassVar[bool]     # Core ML's classifier pair (label, probabilities) fits
+    head_skips_pooler: ClassVar[bool]          # the pooler gets no gradient (DDP must know)
+    gates_on_agreement: ClassVar[bool]         # exported models are gated on agreeing answers (else on the metric)
+    metric_point: ClassVar[float]              # one point of the primary metric
+    coreml_class_stem: ClassVar[str]           # the .mlpackage's name, so the Swift class Xcode generates
+    text_in_inputs: ClassVar[tuple[str, ...]]  # the text-in model's string inputs
+    text_in_extra_outputs: ClassVar[tuple[str, ...]]
+
+    @property
+    def primary_metric(self) -> str: ...
+
+    # data: files, hub splits, features and batches
+    @staticmethod
+    def read_file(path: Path, label_names: list[str] | None) -> tuple[list, list[str]]: ...
+    @staticmethod
+    def hub_examples(split) -> list: ...
+    def features(self, tokenizer, examples: list, max_length: int, doc_stride: int | None = None) -> list: ...
+    def collate(self, features: list, pad_id: int) -> dict[str, np.ndarray]: ...
+    def eval_inputs(self, examples: list) -> list: ...
+    def require_unlabeled(self, what: str) -> None: ...
+    def unlabeled_examples(self, texts: list[str], what: str = "transfer data") -> list: ...
+
+    # the model: head, outputs, losses
+    def auto_model_class(self): ...
+    def model_kwargs(self) -> dict[str, Any]: ...
+    @staticmethod
+    def checkpoint_labels(config) -> list[str]: ...
+    def check_label_names(self, label_names: list[str], source: str) -> None: ...
+    def logits(self, outputs) -> torch.Tensor: ...
+    def output_tuple(self, outputs) -> tuple[torch.Tensor, ...]: ...
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor: ...
+    def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor: ...
+
+    # scoring, in training and for every exported runtime
+    def stack_outputs(self, arrays: list[np.ndarray]) -> np.ndarray: ...
+    def fit_row(self, row: np.ndarray, length: int, width: int) -> np.ndarray: ...
+    def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+    def scorable(self, examples: list, features: list, n_run: int) -> tuple[list, list[int], list]: ...
+    def features_for_examples(self, features: list, n_examples: int) -> int: ...
+    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list: ...
+    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]: ...
+    def score_answers(self, examples, features, answers: list) -> dict[str, float]: ...
+
+    # the text-in model (tokenizer in the graph)
+    def text_in_feeds(self, example) -> dict[str, np.ndarray]: ...
+    def text_in_result(self, index: int, outputs: dict[str, np.ndarray]): ...
+    def within_one_window(self, examples: list, features: list, logits: list) -> tuple[list, list, list]: ...
 
 
 class SentimentTask:
@@ -79,6 +148,7 @@ class SentimentTask:
     # accuracy, is a fraction, so one point of it is 0.01.
     gates_on_agreement = True
     metric_point = 0.01
+    coreml_class_stem = "PocketBertSentiment"  # the Swift class Xcode generates from the .mlpackage
 
     def __init__(self, label_names: list[str]):
         self.label_names = list(label_names)
@@ -97,6 +167,16 @@ class SentimentTask:
             "id2label": dict(enumerate(self.label_names)),
             "label2id": {name: i for i, name in enumerate(self.label_names)},
         }
+
+    @staticmethod
+    def read_file(path: Path, label_names: list[str] | None) -> tuple[list[TextExample], list[str]]:
+        """(examples, label names) of a sentence file: CSV/TSV, JSON Lines or `text;label` lines."""
+        return data_lib.read_sentiment_file(path, label_names)
+
+    @staticmethod
+    def hub_examples(split) -> list[TextExample]:
+        """The examples of a Hugging Face dataset split (a `sentence` or `text` column and a `label`)."""
+        return data_lib.hub_sentiment(split)
 
     def features(self, tokenizer, examples: list[TextExample], max_length: int, doc_stride: int | None = None):
         enc = tokenizer([ex.text for ex in examples], truncation=True, max_length=max_length)
@@ -170,7 +250,8 @@ class SentimentTask:
         gold = np.array([f.label for f in features])
         return {"accuracy": float((np.array(answers) == gold).mean()), "n_examples": int(len(gold))}
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
+        loss_fn = loss_fn or _losses().cross_entropy
         return loss_fn(logits, batch["labels"])
 
     def require_unlabeled(self, what: str) -> None:
@@ -178,10 +259,10 @@ class SentimentTask:
 
     def unlabeled_examples(self, texts: list[str], what: str = "transfer data") -> list[TextExample]:
         """Rows the teacher alone labels: no gold label, so no hard-label loss."""
-        return [TextExample(text, IGNORE_LABEL) for text in texts]
+        return [TextExample(text, _losses().IGNORE_LABEL) for text in texts]
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
-        return soft_target_kl(student, teacher, temperature)
+        return _losses().soft_target_kl(student, teacher, temperature)
 
     def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(logits)
@@ -215,6 +296,7 @@ class QATask:
     # any loss of quality, so QA is gated on the metric, not on exact span agreement. F1 runs 0..100.
     gates_on_agreement = False
     metric_point = 1.0
+    coreml_class_stem = "PocketBertQA"
 
     def __init__(self, label_names: list[str] | None = None):
         """Extractive QA has no label set; the argument keeps one constructor for every task."""
@@ -229,6 +311,16 @@ class QATask:
 
     def model_kwargs(self) -> dict[str, Any]:
         return {}
+
+    @staticmethod
+    def read_file(path: Path, label_names: list[str] | None) -> tuple[list[QAExample], list[str]]:
+        """(examples, no label names) of a SQuAD-format JSON file."""
+        return data_lib.read_squad_file(path), []
+
+    @staticmethod
+    def hub_examples(split) -> list[QAExample]:
+        """The examples of a SQuAD-format Hugging Face dataset split."""
+        return data_lib.hub_squad(split)
 
     def features(self, tokenizer, examples: list[QAExample], max_length: int, doc_stride: int | None = None):
         return qa_lib.build_qa_features(tokenizer, examples, max_length, doc_stride or max_length // 3)
@@ -246,6 +338,8 @@ class QATask:
         }
 
     def logits(self, outputs) -> torch.Tensor:
+        import torch
+
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=-1)  # [batch, length, 2]
 
     def output_tuple(self, outputs) -> tuple[torch.Tensor, ...]:
@@ -314,7 +408,8 @@ class QATask:
         metrics["n_examples"] = len(examples)
         return metrics
 
-    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=cross_entropy) -> torch.Tensor:
+    def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
+        loss_fn = loss_fn or _losses().cross_entropy
         masked = logits.float().masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
         return 0.5 * (loss_fn(masked[..., 0], batch["start_positions"]) + loss_fn(masked[..., 1], batch["end_positions"]))
 
@@ -327,7 +422,7 @@ class QATask:
         return []
 
     def soft_loss(self, student: torch.Tensor, teacher: torch.Tensor, batch, temperature: float) -> torch.Tensor:
-        mask = batch["attention_mask"]
+        mask, soft_target_kl = batch["attention_mask"], _losses().soft_target_kl
         return 0.5 * (soft_target_kl(student[..., 0], teacher[..., 0], temperature, mask)
                       + soft_target_kl(student[..., 1], teacher[..., 1], temperature, mask))
 
@@ -366,9 +461,16 @@ def features_digest(features: list, with_targets: bool):
     return digest
 
 
-TASK_CLASSES = {cls.name: cls for cls in (SentimentTask, QATask)}
+TASK_CLASSES: dict[str, type[Task]] = {cls.name: cls for cls in (SentimentTask, QATask)}  # the one list of tasks
+TASKS = tuple(TASK_CLASSES)
 
 
-def make_task(task: str, label_names: list[str] | None = None):
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown task '{task}': choose one of {', '.join(TASKS)}")
+    return task
+
+
+def make_task(task: str, label_names: list[str] | None = None) -> Task:
     check_task(task)
     return TASK_CLASSES[task](label_names or [])

@@ -3,271 +3,43 @@ predicts and decodes, in Swift (Core ML + swift-transformers) or Kotlin (ONNX Ru
 
 from __future__ import annotations
 
-SWIFT_SENTIMENT = '''```swift
-import CoreML
-import Tokenizers  // swift-transformers: https://github.com/huggingface/swift-transformers
+import re
+from pathlib import Path
 
-/// Loads once; `classify` is safe to call from a background task.
-final class SentimentClassifier {{
-    private let model: {model_class}
-    private let tokenizer: Tokenizer
-    private let labels: [String]
-    private let maxLength = {max_length}{lengths_decl}
-
-    init(folder: URL) async throws {{
-        model = try {model_class}(configuration: MLModelConfiguration())
-        tokenizer = try await AutoTokenizer.from(modelFolder: folder)
-        let data = try Data(contentsOf: folder.appendingPathComponent("labels.json"))
-        labels = try JSONDecoder().decode([String].self, from: data)
-    }}
-
-    /// The label and its probability. {length_note}
-    func classify(_ text: String) throws -> (label: String, probability: Float) {{
-        let encoded = tokenizer.encode(text: text)  // [CLS] ... [SEP]
-        // Too long: cut the end of the text, never the closing [SEP] the model was trained with.
-        let ids = encoded.count <= maxLength ? encoded : Array(encoded.prefix(maxLength - 1)) + [encoded.last!]
-        let length = {array_length}
-        let shape = [1, length] as [NSNumber]
-        let inputIds = try MLMultiArray(shape: shape, dataType: .int32)
-        let mask = try MLMultiArray(shape: shape, dataType: .int32)
-        for i in 0..<length {{
-            inputIds[i] = NSNumber(value: i < ids.count ? ids[i] : 0)
-            mask[i] = i < ids.count ? 1 : 0
-        }}
-{decode}
-    }}
-}}
-```'''
-
-SWIFT_DECODE_LOGITS = '''        let logits = try model.prediction(input_ids: inputIds, attention_mask: mask).logits
-        let scores = (0..<labels.count).map {{ logits[$0].floatValue }}
-        let top = scores.max()!
-        let exps = scores.map {{ exp($0 - top) }}
-        let best = scores.firstIndex(of: top)!
-        return (labels[best], exps[best] / exps.reduce(0, +))'''
-
-SWIFT_DECODE_CLASSIFIER = '''        let out = try model.prediction(input_ids: inputIds, attention_mask: mask)
-        return (out.label, Float(out.label_probs[out.label] ?? 0))  // Core ML's classifier outputs'''
-
-SWIFT_QA = '''```swift
-import CoreML
-import Tokenizers  // swift-transformers: https://github.com/huggingface/swift-transformers
-
-final class QuestionAnswerer {{
-    private let model: {model_class}
-    private let tokenizer: Tokenizer
-    private let maxLength = {max_length}{lengths_decl}
-    private let maxAnswerTokens = 30
-
-    init(folder: URL) async throws {{
-        model = try {model_class}(configuration: MLModelConfiguration())
-        tokenizer = try await AutoTokenizer.from(modelFolder: folder)
-    }}
-
-    /// The best answer span in `context`, or nil when the model prefers no answer.
-    func answer(question: String, context: String) throws -> String? {{
-        let cls = tokenizer.convertTokenToId("[CLS]")!, sep = tokenizer.convertTokenToId("[SEP]")!
-        let q = tokenizer.encode(text: question, addSpecialTokens: false)
-        let room = maxLength - q.count - 3
-        let c = Array(tokenizer.encode(text: context, addSpecialTokens: false).prefix(max(room, 0)))
-        let ids = [cls] + q + [sep] + c + [sep]
-        let contextStart = q.count + 2
-        let length = {array_length}
-        let shape = [1, length] as [NSNumber]
-        let inputIds = try MLMultiArray(shape: shape, dataType: .int32)
-        let mask = try MLMultiArray(shape: shape, dataType: .int32)
-        let types = try MLMultiArray(shape: shape, dataType: .int32)
-        for i in 0..<length {{
-            inputIds[i] = NSNumber(value: i < ids.count ? ids[i] : 0)
-            mask[i] = i < ids.count ? 1 : 0
-            types[i] = i >= contextStart && i < ids.count ? 1 : 0
-        }}
-        let out = try model.prediction(input_ids: inputIds, attention_mask: mask, token_type_ids: types)
-        var best: (score: Float, start: Int, end: Int)? = nil
-        for s in contextStart..<(ids.count - 1) {{
-            for e in s..<min(s + maxAnswerTokens, ids.count - 1) {{
-                let score = out.start_logits[s].floatValue + out.end_logits[e].floatValue
-                if best == nil || score > best!.score {{ best = (score, s, e) }}
-            }}
-        }}
-        let noAnswer = out.start_logits[0].floatValue + out.end_logits[0].floatValue
-        guard let span = best, span.score > noAnswer else {{ return nil }}
-        return tokenizer.decode(tokens: Array(ids[span.start...span.end]))
-    }}
-}}
-```'''
-
-KOTLIN_SESSION = '''    private val env = OrtEnvironment.getEnvironment()
-    // The tokenizer runs inside the model (onnxruntime-extensions' custom ops): register them before loading.
-    private val session: OrtSession = env.createSession(
-        context.assets.open("{model_file}").readBytes(),
-        OrtSession.SessionOptions().apply {{
-            registerCustomOpLibrary(OrtxPackage.getLibraryPath())
-{provider}
-        }})'''
-
-KOTLIN_IMPORTS = '''import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import ai.onnxruntime.extensions.OrtxPackage
-import android.content.Context
-
-// build.gradle:
-//   implementation("com.microsoft.onnxruntime:onnxruntime-android:<version>")
-//   implementation("com.microsoft.onnxruntime:onnxruntime-extensions-android:<version>")'''
-
-KOTLIN_SENTIMENT = '''```kotlin
-{imports}
-import kotlin.math.exp
-
-class SentimentClassifier(context: Context) {{
-{session}
-    private val labels = listOf({labels_kotlin})
-
-    /** The label and its probability. The model tokenizes the text itself, and cuts an input longer than
-     *  {max_length} tokens at its end, keeping [SEP]. */
-    fun classify(text: String): Pair<String, Float> {{
-        // The model reads a string up to its first NUL; tokenizer.json drops NULs, so dropping them changes nothing.
-        OnnxTensor.createTensor(env, arrayOf(text.replace("\u0000", "")), longArrayOf(1)).use {{ input ->
-            session.run(mapOf("text" to input)).use {{ result ->
-                val logits = (result[0].value as Array<FloatArray>)[0]
-                val top = logits.max()
-                val exps = logits.map {{ exp((it - top).toDouble()).toFloat() }}
-                val best = logits.indexOfFirst {{ it == top }}
-                return labels[best] to exps[best] / exps.sum()
-            }}
-        }}
-    }}
-}}
-```'''
-
-KOTLIN_QA = '''```kotlin
-{imports}
-
-class QuestionAnswerer(context: Context) {{
-{session}
-    private val maxAnswerTokens = 30
-
-    /** The best answer, cut out of `text` as written (less any NULs), or null when the model prefers no answer.
-     *  The model reads one window of {max_length} tokens; for a longer context, call it on overlapping parts. */
-    fun answer(question: String, text: String): String? {{
-        // The model reads a string up to its first NUL; tokenizer.json drops NULs, so dropping them changes nothing.
-        val context = text.replace("\u0000", "")
-        val inputs = mapOf("question" to OnnxTensor.createTensor(env, arrayOf(question.replace("\u0000", "")),
-                                                                 longArrayOf(1)),
-                           "context" to OnnxTensor.createTensor(env, arrayOf(context), longArrayOf(1)))
-        session.run(inputs).use {{ result ->
-            inputs.values.forEach {{ it.close() }}
-            val start = (result.get("start_logits").get().value as Array<FloatArray>)[0]
-            val end = (result.get("end_logits").get().value as Array<FloatArray>)[0]
-            val types = (result.get("token_type_ids").get().value as Array<LongArray>)[0]
-            // Each token's [first, past-the-end) code point in its own text (the context, for type 1).
-            val offsets = (result.get("offset_mapping").get().value as Array<Array<LongArray>>)[0]
-            fun inContext(k: Int) = types[k] == 1L && k < types.size - 1  // not the closing [SEP]
-            var best: Triple<Float, Int, Int>? = null
-            for (s in start.indices) {{
-                if (!inContext(s)) continue
-                for (e in s until minOf(s + maxAnswerTokens, end.size)) {{
-                    if (!inContext(e)) continue
-                    val score = start[s] + end[e]
-                    if (best == null || score > best.first) best = Triple(score, s, e)
-                }}
-            }}
-            val span = best ?: return null
-            if (span.first <= start[0] + end[0]) return null
-            // Code points to String (UTF-16) indices: an emoji is one code point and two chars.
-            val from = context.offsetByCodePoints(0, offsets[span.second][0].toInt())
-            val to = context.offsetByCodePoints(0, offsets[span.third][1].toInt())
-            return context.substring(from, to)
-        }}
-    }}
-}}
-```'''
+# The app code, one folder per task (templates/<task>/ios.swift.txt, android.kt.txt, ...), shipped as package data.
+# A template is the code as an app holds it; `{name}` marks what the export fills in (README text, not Python).
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-SWIFT_EXECUTORCH_SENTIMENT = '''```swift
-import ExecuTorch   // https://github.com/pytorch/executorch (Swift package, products executorch and backend_xnnpack)
-import Tokenizers  // swift-transformers
+def template(name: str, task: str | None = None) -> str:
+    """A template's text (its file ends with one newline, which is not part of the code)."""
+    path = TEMPLATES / task / name if task else TEMPLATES / name
+    return path.read_text(encoding="utf-8").removesuffix("\n")
 
-/// The same classifier on ExecuTorch's runtime (XNNPACK on the CPU) instead of Core ML.
-final class SentimentClassifierExecuTorch {{
-    private let module: Module
-    private let tokenizer: Tokenizer
-    private let labels: [String]
-    private let maxLength = {max_length}
 
-    init(folder: URL) async throws {{
-        module = Module(filePath: folder.appendingPathComponent("{pte}").path)
-        tokenizer = try await AutoTokenizer.from(modelFolder: folder)
-        let data = try Data(contentsOf: folder.appendingPathComponent("labels.json"))
-        labels = try JSONDecoder().decode([String].self, from: data)
-    }}
+def fill(text: str, **values) -> str:
+    """The template with each `{name}` given a value replaced; other braces are the code's own."""
+    return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], text)
 
-    func classify(_ text: String) throws -> (label: String, probability: Float) {{
-        let encoded = tokenizer.encode(text: text)  // [CLS] ... [SEP]
-        let ids = encoded.count <= maxLength ? encoded : Array(encoded.prefix(maxLength - 1)) + [encoded.last!]
-        let shape = [1, ids.count]  // the program takes 2...maxLength tokens as they come: no padding
-        let inputIds = Tensor<Int64>(ids.map {{ Int64($0) }}, shape: shape)
-        let mask = Tensor<Int64>(Array(repeating: 1, count: ids.count), shape: shape)
-        let logits: Tensor<Float> = try module.forward([inputIds, mask])[0].tensor()!
-        let scores = logits.scalars()
-        let top = scores.max()!
-        let exps = scores.map {{ exp($0 - top) }}
-        let best = scores.firstIndex(of: top)!
-        return (labels[best], exps[best] / exps.reduce(0, +))
-    }}
-}}
-```'''
 
-KOTLIN_EXECUTORCH_SENTIMENT = '''```kotlin
-import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer
-import android.content.Context
-import java.io.File
-import kotlin.math.exp
-import org.pytorch.executorch.EValue
-import org.pytorch.executorch.Module
-import org.pytorch.executorch.Tensor
+def _by_task(name: str) -> dict[str, str]:
+    """Template `name` of every task that has one: task -> text."""
+    return {folder.name: template(name, folder.name)
+            for folder in sorted(TEMPLATES.iterdir()) if (folder / name).is_file()}
 
-// build.gradle:
-//   implementation("org.pytorch:executorch-android:<version>")
-//   implementation("ai.djl.huggingface:tokenizers:<version>")  // tokenizer.json through Hugging Face's tokenizers
-class SentimentClassifierExecuTorch(context: Context) {{
-    // Both libraries read files: copy them out of the APK's assets once.
-    private fun file(context: Context, name: String) = File(context.filesDir, name).also {{ target ->
-        if (!target.exists()) context.assets.open(name).use {{ input -> target.outputStream().use {{ input.copyTo(it) }} }}
-    }}
-    private val module = Module.load(file(context, "{pte}").absolutePath)
-    // DJL applies its own length limit: set it to the program's, with truncation that keeps [SEP].
-    private val tokenizer = HuggingFaceTokenizer.builder().optTokenizerPath(file(context, "tokenizer.json").toPath())
-        .optMaxLength({max_length}).optTruncation(true).build()
-    private val labels = listOf({labels_kotlin})
-
-    /** An input longer than {max_length} tokens is cut at its end, [SEP] kept. */
-    fun classify(text: String): Pair<String, Float> {{
-        val ids = tokenizer.encode(text).ids
-        val shape = longArrayOf(1, ids.size.toLong())
-        val mask = LongArray(ids.size) {{ 1L }}
-        val logits = module.forward(EValue.from(Tensor.fromBlob(ids, shape)),
-                                    EValue.from(Tensor.fromBlob(mask, shape)))[0].toTensor().dataAsFloatArray
-        val top = logits.max()
-        val exps = logits.map {{ exp((it - top).toDouble()).toFloat() }}
-        val best = logits.indexOfFirst {{ it == top }}
-        return labels[best] to exps[best] / exps.sum()
-    }}
-}}
-```'''
 
 # ExecuTorch app code, by task: the tasks that have it.
-SWIFT_EXECUTORCH = {"sentiment": SWIFT_EXECUTORCH_SENTIMENT}
-KOTLIN_EXECUTORCH = {"sentiment": KOTLIN_EXECUTORCH_SENTIMENT}
+SWIFT_EXECUTORCH = _by_task("ios_executorch.swift.txt")
+KOTLIN_EXECUTORCH = _by_task("android_executorch.kt.txt")
 
 
 def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str, max_length: int,
                        labels: list[str]) -> list[str]:
     """The README lines of the ExecuTorch alternative (not compiled here): code_by_task is SWIFT_EXECUTORCH or
     KOTLIN_EXECUTORCH."""
-    code = code_by_task[task].format(pte=pte, max_length=max_length,
-                                     labels_kotlin=", ".join(f'"{label}"' for label in labels))
+    code = fill(code_by_task[task], pte=pte, max_length=max_length,
+                labels_kotlin=", ".join(f'"{label}"' for label in labels))
     return ["", f"## ExecuTorch instead of {instead_of} (not compiled here)", "",
             f"`{pte}` is the student as an ExecuTorch program (XNNPACK delegate, int8 Linear layers), gated at export "
             "on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with tokenizer.json:", "", code]
@@ -279,7 +51,7 @@ def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict
         return {"array_length": "maxLength", "lengths_decl": "",
                 "length_note": "The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."}
     if lengths:
-        return {"array_length": "lengths.first {{ $0 >= ids.count }}!",
+        return {"array_length": "lengths.first { $0 >= ids.count }!",
                 "lengths_decl": "\n    private let lengths = [" + ", ".join(map(str, lengths)) + "]  // the model's "
                                 "enumerated lengths",
                 "length_note": "Padded (masked) to the smallest of the model's enumerated lengths that fits."}
@@ -287,24 +59,13 @@ def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict
             "length_note": "Core ML takes each sentence at its own length: no padding."}
 
 
-def _swift_sentiment(model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
-    decode = SWIFT_DECODE_CLASSIFIER if variant == "classifier" else SWIFT_DECODE_LOGITS
-    return SWIFT_SENTIMENT.format(model_class=model_class, max_length=max_length,
-                                  decode=decode.replace("{{", "{").replace("}}", "}"),
-                                  **{k: v.replace("{{", "{").replace("}}", "}")
-                                     for k, v in _shape_code(max_length, variant, lengths).items()})
-
-
-def _swift_qa(model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
-    shape = _shape_code(max_length, variant, lengths)
-    return SWIFT_QA.format(model_class=model_class, max_length=max_length,
-                           array_length=shape["array_length"].replace("{{", "{").replace("}}", "}"),
-                           lengths_decl=shape["lengths_decl"])
-
-
-# The app code of each task, one entry per task: task name -> Swift (class, max length, variant) and Kotlin.
-SWIFT_CODE = {"sentiment": _swift_sentiment, "qa": _swift_qa}
-KOTLIN_CODE = {"sentiment": KOTLIN_SENTIMENT, "qa": KOTLIN_QA}
+def swift_code(task: str, model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
+    """The task's Swift (templates/<task>/ios.swift.txt); a classifier program decodes with Core ML's own label
+    outputs where the task has that decoding (ios_decode_classifier.swift.txt), else from the logits."""
+    decode = "ios_decode_classifier.swift.txt" if variant == "classifier" else "ios_decode_logits.swift.txt"
+    extra = {"decode": template(decode, task)} if (TEMPLATES / task / decode).is_file() else {}
+    return fill(template("ios.swift.txt", task), model_class=model_class, max_length=max_length, **extra,
+                **_shape_code(max_length, variant, lengths))
 
 
 def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> list[str]:
@@ -326,7 +87,7 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
                proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = ()) -> str:
-    code = SWIFT_CODE[task](model_class, max_length, variant, lengths)
+    code = swift_code(task, model_class, max_length, variant, lengths)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
                  "Neural Engine runs; short inputs pay for the padding.",
@@ -361,9 +122,9 @@ def kotlin_provider(choice: str, threads: int = 2) -> str:
 def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
                    provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
                    needs_device: list[str] = (), alternative: list[str] = ()) -> str:
-    session = KOTLIN_SESSION.format(model_file=model_file, provider=kotlin_provider(provider))
-    code = KOTLIN_CODE[task].format(imports=KOTLIN_IMPORTS, session=session, max_length=max_length,
-                                    labels_kotlin=", ".join(f'"{label}"' for label in labels))
+    session = fill(template("android_session.kt.txt"), model_file=model_file, provider=kotlin_provider(provider))
+    code = fill(template("android.kt.txt", task), imports=template("android_imports.kt.txt"), session=session,
+                max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels))
     return _readme("Android", files, code, "int8", metrics, n_examples, [
         f"Copy the files into `app/src/main/assets/`; `{model_file}` loads with the full ONNX Runtime Android "
         "package and the onnxruntime-extensions Android package (the tokenizer is inside the model), or with a "

@@ -54,7 +54,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @overwrite_option
 def ios(run, variant, executorch, out, overwrite):
     """The .mlpackage, swift-transformers tokenizer files, labels and a Swift README; writes <run>/ios/."""
-    from pocketbert.export.app_bundle import ios_bundle
+    from pocketbert.export.app_folders import ios_bundle
 
     click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite, executorch)}")
 
@@ -66,6 +66,6 @@ def ios(run, variant, executorch, out, overwrite):
 @overwrite_option
 def android(run, executorch, out, overwrite):
     """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
-    from pocketbert.export.app_bundle import android_bundle
+    from pocketbert.export.app_folders import android_bundle
 
     click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite, executorch)}")

@@ -16,9 +16,10 @@ import torch
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
 from pocketbert.export import mil_kernels
-from pocketbert.export.quiet import quiet_tools
+from pocketbert.core.quiet import quiet_tools
 from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.export_wrapper import ClassifierWrapper
+from pocketbert.core.inference import import_coremltools
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15
@@ -57,11 +58,6 @@ def compress(mlmodel, compression: str | None):
 def _quiet():
     """coremltools prints version warnings and progress bars on import and conversion."""
     return quiet_tools()
-
-
-def import_coremltools():
-    with _quiet():
-        return require("coremltools", "export")
 
 
 def convert_to_coreml(model, task, max_length: int, label_names: list[str], description: str,

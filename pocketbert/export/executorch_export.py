@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from pocketbert.errors import ExportError, require
-from pocketbert.export.quiet import quiet_tools
+from pocketbert.core.inference import executorch_method
+from pocketbert.core.quiet import quiet_tools
 
 COREML_DELEGATE_IOS = "iOS17"  # ExecuTorch's Core ML backend runs from iOS 17
 COREML_DELEGATE_PACKAGE = "model.mlpackage"  # what the backend's payload unpacks to
@@ -84,19 +85,6 @@ def export_pte(model, task, architecture, path: Path, max_length: int, int8: boo
                           "export its ONNX and Core ML variants only") from exc
     Path(path).write_bytes(lowered.buffer)
     return Path(path)
-
-
-def executorch_method(path: Path, threads: int | None = None):
-    """The program's forward method, loaded by ExecuTorch's runtime; threads: the size of its thread pool (one
-    pool for the process), None to leave it as it is."""
-    with _quiet():
-        require("executorch", "export")
-        from executorch.extension.pybindings import portable_lib
-        from executorch.runtime import Runtime
-
-        if threads is not None:
-            portable_lib._unsafe_reset_threadpool(int(threads))
-        return Runtime.get().load_program(str(path)).load_method("forward")
 
 
 def _each_at_its_length(task, run_row):

@@ -9,12 +9,15 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import load_task_data, subsample
+from pocketbert.core.data import subsample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.models import load_stage_model, load_tokenizer, quiet_transformers
+from pocketbert.core.models import load_tokenizer, quiet_transformers
+from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, bundle, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export.app_files import write_app_files
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
@@ -117,7 +120,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
-        app_files = bundle.write_app_files(model, tokenizer, task, out, max_length)
+        app_files = write_app_files(model, tokenizer, task, out, max_length)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))

@@ -55,7 +55,6 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
               mapping: text_normalization.CodePointMapping | None = None) -> dict:
     """Check `probe_texts` on the graph built from `data` (with `mapping`, when given, in place of the derived
     one)."""
-    import numpy as np
     from tokenizers import Tokenizer
 
     from pocketbert.core.tasks import text_in_string

@@ -71,7 +71,7 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 @overwrite_option
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""
-    from pocketbert.inspect.compare import MADE_BY, compare_runs, plot_pareto, render_table
+    from pocketbert.inspect.run_comparison import MADE_BY, compare_runs, plot_pareto, render_table
     from pocketbert.rundir import COMPARE_PLOT, COMPARE_RESULTS, COMPARE_TABLE, atomic_folder
     from pocketbert.user_paths import mark_output, output_folder
 

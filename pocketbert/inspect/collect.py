@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import load_task_data, subsample
-from pocketbert.core.models import load_stage_model
+from pocketbert.core.data import subsample
+from pocketbert.core.task_data import load_task_data
+from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.errors import ConfigError, require
 from pocketbert.inspect import measures
 from pocketbert.manifest import command_line, read_manifest
-from pocketbert.rundir import STUDENT_DIR, TEACHER_DIR, require_stage
+from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import recorded_dataset, recorded_path
 
 DEFAULT_EXAMPLES = 500  # per dataset: t-SNE of 500 points takes seconds; the whole inspect stays within minutes
@@ -155,7 +156,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
     run_dir = Path(run_dir)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     teacher_dir = recorded_path(run_dir, read_manifest(student_dir)["config"].get("teacher") or TEACHER_DIR)
-    if not (teacher_dir / "manifest.json").is_file():
+    if not (teacher_dir / MANIFEST).is_file():
         teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     recipe = read_manifest(student_dir)["config"]["recipe"]
     seed = int(recipe["seed"])

@@ -85,7 +85,7 @@ def compare(before, after):
     import sys
 
     from pocketbert import exit_codes
-    from pocketbert.mobile_bench.compare import (
+    from pocketbert.mobile_bench.results_diff import (
         compare_results,
         load_results,
         render_comparison,

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
-from pocketbert.files import read_json_object
+from pocketbert.core.files import read_json_object
 from pocketbert.mobile_bench.stats import summarize
 
 COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUnit names used in results

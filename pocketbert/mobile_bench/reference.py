@@ -17,7 +17,7 @@ import torch
 
 from pocketbert.cache_dir import cache_root
 from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
-from pocketbert.rundir import EXECUTORCH_FP32, EXECUTORCH_INT8, ONNX_FP32, ONNX_INT8, atomic_folder
+from pocketbert.rundir import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8, atomic_folder
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -59,7 +59,7 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
     folder = cache_root() / "reference" / f"{kind}-{key}"
     wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
     wanted += [folder / ONNX_INT8] if with_int8 else []
-    wanted += [folder / PYTORCH_DIR / "config.json"] if with_pytorch else []
+    wanted += [folder / PYTORCH_DIR / MODEL_CONFIG] if with_pytorch else []
     wanted += [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8] if with_pte else []
     if all(p.is_file() for p in wanted):
         return folder, (folder / DESCRIBE_FILE).read_text()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.core.models import read_labels
+from pocketbert.core.stage_folder import read_labels
 from pocketbert.errors import RunDirError
-from pocketbert.files import dumps_strict, read_json_object
+from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export import artifacts
 from pocketbert.manifest import (
     git_commit,
@@ -46,12 +46,11 @@ from pocketbert.rundir import (
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
-    ORT_MODEL,
     STUDENT_DIR,
     TEACHER_DIR,
     TOKENIZER_FILES,
+    TOKENIZER_JSON,
     check_writable,
-    coreml_package_name,
     require_stage,
     staged_output,
     write_text_atomically,
@@ -78,7 +77,43 @@ def _model_summary(config: dict) -> dict:
     return {k: config.get(k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")}
 
 
-PTE_FILES = {"fp32": EXECUTORCH_FP32, "int8": EXECUTORCH_INT8}
+PTE_FILES = {"fp32": EXECUTORCH_FP32, "int8": EXECUTORCH_INT8}  # BERT-base's ExecuTorch programs (reference.py)
+# What bench times of an export, by the export's own variant names: the ONNX graphs, the .ort, the ExecuTorch
+# programs and the fp16 Core ML program. The export manifest's variants table says which were made, their files,
+# runtimes and precisions; bench spells no export file name of its own.
+BENCHED_VARIANTS = ("onnx", "onnx-int8", "ort", "fp16", "pte", "pte-int8")
+REQUIRED_VARIANTS = ("onnx", "onnx-int8", "ort")  # every export makes them; bench's sweeps run the ONNX pair
+
+
+def export_variants(manifest: dict) -> dict[str, dict]:
+    """The export manifest's variants table (variant name -> file, runtime, precision), checked."""
+    table = manifest["config"].get("variants")
+    advice = "re-run `pocketbert export --overwrite` with this version"
+    if not isinstance(table, dict) or not table:
+        raise RunDirError(f"the export manifest records no variants table (config.variants): {advice}")
+    for name, entry in table.items():
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) and entry[k]
+                                                  for k in ("file", "runtime", "precision")) \
+                or Path(entry["file"]).name != entry["file"]:
+            raise RunDirError(f"the export manifest's variant '{name}' needs a file name, a runtime and a precision: "
+                              f"{advice}")
+    missing = [name for name in REQUIRED_VARIANTS if name not in table]
+    if missing:
+        raise RunDirError(f"the export manifest records no {', '.join(missing)} variant: {advice}")
+    return table
+
+
+def variant_key(entry: dict) -> str:
+    """How results.json names a model's file: its format and precision ('onnx-int8', 'ort-int8', 'mlpackage-fp16'),
+    as the measurements of it say them."""
+    return f"{_artifact_format(entry['file'], entry['runtime'])}-{entry['precision']}"
+
+
+def student_export_files(export_dir: Path, manifest: dict) -> dict[str, Path]:
+    """The export files bench times, keyed as results.json keys them, from the manifest's variants table."""
+    table = export_variants(manifest)
+    return {variant_key(table[name]): Path(export_dir) / table[name]["file"]
+            for name in BENCHED_VARIANTS if name in table}
 
 
 def _artifact_format(name: str, runtime: str = "") -> str:
@@ -140,6 +175,14 @@ def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
     return plan
 
 
+def _with_pytorch(export_files: dict[str, Path], student_dir: Path) -> dict[str, Path]:
+    """The student's files in results.json's order: the ONNX graphs and the .ort, the PyTorch folder, then Core ML
+    and ExecuTorch where the export made them."""
+    first = ("onnx-fp32", "onnx-int8", "ort-int8")
+    return {**{k: export_files[k] for k in first if k in export_files}, "pytorch-fp32": student_dir,
+            **{k: v for k, v in export_files.items() if k not in first}}
+
+
 def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
@@ -147,11 +190,10 @@ def _files_entry(fs: dict) -> dict:
 def _verify_export(run_dir: Path, export_dir: Path, manifest: dict) -> None:
     """Time only what the export's parity gate proved: every export file bench reads, checked against the hash
     the export manifest recorded, before anything is timed."""
-    task = manifest["config"]["task"]
     recorded = manifest.get(artifacts.ARTIFACTS) or {}
-    optional = (*TOKENIZER_FILES, coreml_package_name(task), *PTE_FILES.values())
-    names = [MODEL_CONFIG, LABELS, ONNX_FP32, ONNX_INT8, ORT_MODEL,
-             *(n for n in optional if n in recorded or os.path.lexists(export_dir / n))]
+    optional = [n for n in TOKENIZER_FILES if n in recorded or os.path.lexists(export_dir / n)]
+    names = [MODEL_CONFIG, LABELS, *(path.name for path in student_export_files(export_dir, manifest).values()),
+             *optional]
     artifacts.verified(export_dir, manifest, names, run_dir)
 
 
@@ -164,7 +206,7 @@ def collect_imports(run_dir: Path) -> list[dict]:
 
 def read_results(path: Path) -> dict:
     """A results.json written by `pocketbert bench`, checked for what is read back from it."""
-    from pocketbert.mobile_bench.compare import load_results
+    from pocketbert.mobile_bench.results_diff import load_results
 
     results = load_results(path, RunDirError)
     length = (results.get("protocol") or {}).get("sequence_length") if isinstance(results.get("protocol"), dict) else None
@@ -196,7 +238,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     batch_sweep = sorted(set(cfg["batch_sweep"]))
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
-        models, files = _models_and_files(run_dir, task, cfg, export_dir, student_dir, student_manifest,
+        models, files = _models_and_files(run_dir, task, cfg, export_dir, export_manifest, student_dir, student_manifest,
                                           student_config, reference_source)
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
@@ -281,8 +323,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     return Path(run_dir) / BENCH_DIR, results
 
 
-def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_dir: Path, student_manifest: dict,
-                      student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
+def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_manifest: dict, student_dir: Path,
+                      student_manifest: dict, student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
     progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
     bert_dir, bert_describe = reference.bert_base(task, reference_source)
@@ -292,14 +334,9 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, student_
                          "parameters": student_manifest["metrics"].get("parameters")},
         derive.BERT_BASE: {"description": bert_describe, **_model_summary(reference.BERT_BASE_CONFIG)},
     }
-    mlpackage = export_dir / coreml_package_name(task.name)
     files = {
-        derive.STUDENT: {"onnx-fp32": export_dir / ONNX_FP32, "onnx-int8": export_dir / ONNX_INT8,
-                         "ort-int8": export_dir / ORT_MODEL, "pytorch-fp32": student_dir,
-                         **({"mlpackage-fp16": mlpackage} if mlpackage.exists() else {}),
-                         # ExecuTorch programs, where the export made them (not for a BiLSTM)
-                         **{f"pte-{p}": export_dir / name for p, name in PTE_FILES.items()
-                            if (export_dir / name).is_file()}},
+        # the export's files as its manifest lists them (no ExecuTorch programs for a BiLSTM), and the student folder
+        derive.STUDENT: _with_pytorch(student_export_files(export_dir, export_manifest), student_dir),
         derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
                            "pytorch-fp32": bert_dir / reference.PYTORCH_DIR,
                            **{f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()}},
@@ -363,7 +400,7 @@ def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, s
         return measure_until_stable(run_once, bench.cfg["warmup"], bench.cfg["min_repeats"], bench.cfg["max_repeats"],
                                     bench.cfg["time_cap_s"]).to_dict()
 
-    tokenizer = {"runtime": "tokenizers", "model_format": "tokenizer.json", "precision": "-", "threads": 1,
+    tokenizer = {"runtime": "tokenizers", "model_format": TOKENIZER_JSON, "precision": "-", "threads": 1,
                  "compute_units": None}
     rows = [_row("tokenizer", tokenizer, 1, seq_len, "tokenization", measure(lambda: tokenize(texts[next_index()])),
                  "only")]

@@ -88,7 +88,7 @@ def _load_ort(path: Path, threads: int):
 def _load_torch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.core.models import load_model_folder
+    from pocketbert.core.stage_folder import load_model_folder
 
     torch.set_num_threads(threads)
     model = load_model_folder(Path(path), task).eval()
@@ -101,7 +101,7 @@ def _load_torch(path: Path, task, threads: int):
 
 
 def _load_coreml(path: Path, compute_units: str):
-    from pocketbert.export.coreml import import_coremltools
+    from pocketbert.core.inference import import_coremltools
 
     ct = import_coremltools()
     model = ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
@@ -115,7 +115,7 @@ def _load_coreml(path: Path, compute_units: str):
 def _load_executorch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.export.executorch_export import executorch_method
+    from pocketbert.core.inference import executorch_method
 
     method = executorch_method(path, threads)
     names = list(task.input_names)

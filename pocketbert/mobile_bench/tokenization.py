@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from pocketbert.errors import PocketbertError
+from pocketbert.rundir import TOKENIZER_JSON
 
 
 def eval_texts(student_manifest: dict, task, limit: int) -> list:
     """Real evaluation inputs of the run (texts, or (question, context) pairs); empty when the file is gone."""
-    from pocketbert.core.data import read_task_file
+    from pocketbert.core.task_data import read_task_file
 
     source = student_manifest.get("inputs", {}).get("data_eval", {}).get("path")
     if not source or not Path(source).is_file():
@@ -28,7 +29,7 @@ def tokenizer_runner(export_dir: Path, seq_len: int):
     """A callable from one input (text or pair) to the model's input arrays, batch 1."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(Path(export_dir) / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(Path(export_dir) / TOKENIZER_JSON))
     tokenizer.enable_truncation(seq_len)
     tokenizer.enable_padding(length=seq_len)
 

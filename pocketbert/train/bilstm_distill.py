@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from pocketbert.errors import ConfigError
-from pocketbert.core import bilstm, models
+from pocketbert.core import bilstm, stage_folder
 from pocketbert.core.architectures import BILSTM
 from pocketbert.train import registry, teacher_cache
 from pocketbert.train.distillation import TeacherDistillation
@@ -69,7 +69,7 @@ class BiLSTMRecipe(TeacherDistillation):
                 "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:
-        models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
                                 {"recipe": self.name}, architecture=BILSTM)
 
     def student_metrics(self, model) -> dict:

@@ -21,9 +21,8 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ConfigError
+from pocketbert.rundir import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
 
-CHECKPOINT_FILE = "last.pt"
-PARTIAL_FILE = "last.pt.partial"  # written first, renamed over CHECKPOINT_FILE when complete
 FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N", "kill_in_checkpoint:N",
 # "disk_full_in_cache:RANK", "stall_in_training:RANK" (that process sleeps FAULT_STALL_S before its first step)
 FAULT_STALL_S = 20
@@ -143,7 +142,7 @@ def save(spec: CheckpointSpec, step: int, model, optimizer, scheduler, scaler, r
 def _write(spec: CheckpointSpec, step: int, state: dict) -> None:
     spec.folder.mkdir(parents=True, exist_ok=True)
     target = spec.folder / CHECKPOINT_FILE
-    partial = spec.folder / PARTIAL_FILE
+    partial = spec.folder / CHECKPOINT_PARTIAL
     try:
         # Through a Python file: on a full disk torch then fails with the system's OSError as its context,
         # which names the fault (saved to a path, it says only "unexpected pos").
@@ -236,7 +235,7 @@ def discard(spec: CheckpointSpec | None) -> None:
     """A finished stage needs no checkpoint."""
     if spec is None:
         return
-    for name in (CHECKPOINT_FILE, PARTIAL_FILE):
+    for name in (CHECKPOINT_FILE, CHECKPOINT_PARTIAL):
         (spec.folder / name).unlink(missing_ok=True)
     try:
         spec.folder.rmdir()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from pocketbert.errors import ConfigError
-from pocketbert.core import losses, models
+from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
 from pocketbert.train.distillation import TeacherDistillation, aligned_teacher_layers, loss_weights
 from pocketbert.train.stage import StageRun
@@ -106,7 +106,7 @@ class DistilBertRecipe(TeacherDistillation):
 
     def save(self, run: StageRun, model, out) -> None:
         cfg = run.recipe.distill
-        models.save_stage_model(model, self.tokenizer, out, self.task, int(cfg.max_length),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(cfg.max_length),
                                 {"doc_stride": cfg.doc_stride, "layer_map": self.layer_map})
 
     def student_config(self, run: StageRun) -> dict:

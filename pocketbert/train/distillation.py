@@ -10,8 +10,9 @@ from pocketbert.errors import ConfigError
 from pocketbert.manifest import read_manifest, sha256_of
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage, stage_path
 from pocketbert.user_paths import record_path, refuse_inputs
-from pocketbert.core import losses, models
-from pocketbert.core.data import check_cross_domain, load_task_data, subsample
+from pocketbert.core import losses, stage_folder
+from pocketbert.core.data import check_cross_domain, subsample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.recipe import check_class_weights, cross_domain_datasets
 from pocketbert.train import teacher_cache, trainer, transfer
 from pocketbert.train.stage import StageRun, TrainingRecipe
@@ -41,7 +42,7 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     # the student folder this stage writes must not be, hold or lie in the teacher it reads (--teacher R/student)
     refuse_inputs(stage_path(run_dir, STUDENT_DIR), "train distill", [teacher_dir], "--run")
-    teacher, tokenizer, task, info = models.load_stage_model(teacher_dir)
+    teacher, tokenizer, task, info = stage_folder.load_stage_model(teacher_dir)
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
     data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)

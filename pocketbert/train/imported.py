@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pocketbert.core import models
+from pocketbert.core import models, stage_folder
 from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
-from pocketbert.core.data import load_task_data
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.core.tasks import make_task
@@ -57,7 +57,7 @@ def import_student(source: str, task_name: str, run_dir: Path, recipe: dict, dat
     metrics = task.score(data.eval, features, logits, eval_cfg)
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
         extra = {"doc_stride": doc_stride} if doc_stride else None
-        models.save_stage_model(model, tokenizer, out, task, max_length, extra, BERT_FAMILY)
+        stage_folder.save_stage_model(model, tokenizer, out, task, max_length, extra, BERT_FAMILY)
         write_manifest(
             out, stage="student", started=started,
             config={"recipe": recipe, "dataset": data.name, "imported_from": source},

@@ -22,7 +22,7 @@ from pocketbert.errors import ConfigError, ModelError, require
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import recorded_path, refuse_inputs
-from pocketbert.core import models
+from pocketbert.core import stage_folder
 from pocketbert.core.architectures import architecture_of
 
 
@@ -83,7 +83,7 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
     out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
     # the pruned student's folder must not replace what pruning reads (--out-run equal to --run, say)
     refuse_inputs(out_run / STUDENT_DIR, "train prune", [student_dir, teacher_dir], "--out-run")
-    student, tokenizer, task, info = models.load_stage_model(student_dir)
+    student, tokenizer, task, info = stage_folder.load_stage_model(student_dir)
     architecture = architecture_of(info)
     if not architecture.supports_pruning:
         raise ConfigError(f"prune removes FFN channels of transformer students; a {architecture.name} student has "
@@ -92,10 +92,10 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
     change = prune_ffn(student, float(cfg["ffn_ratio"]), int(cfg["round_to"]))
     change["parameters_before"], change["parameters_after"] = before, sum(p.numel() for p in student.parameters())
     with tempfile.TemporaryDirectory(prefix="pocketbert-pruned-") as tmp:
-        models.save_stage_model(student, tokenizer, Path(tmp), task, int(info["max_length"]),
+        stage_folder.save_stage_model(student, tokenizer, Path(tmp), task, int(info["max_length"]),
                                 {"doc_stride": info.get("doc_stride")})
         # the pruned weights must rebuild from the config alone, or no app tool could load them
-        models.load_stage_model(Path(tmp))
+        stage_folder.load_stage_model(Path(tmp))
         recovery = copy.deepcopy(recipe)
         recovery.setdefault("student", {})["model"] = tmp
         recovery["distill"]["epochs"] = int(cfg["recovery_epochs"])

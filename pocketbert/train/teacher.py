@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pocketbert.errors import ConfigError
 from pocketbert.rundir import TEACHER_DIR
-from pocketbert.core import losses, models
+from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, trainer
 from pocketbert.train.stage import StageRun, TrainingRecipe
-from pocketbert.core.data import load_task_data
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.recipe import check_class_weights
 from pocketbert.core.tasks import make_task
 
@@ -63,7 +63,7 @@ class TeacherFineTuning(TrainingRecipe):
         return self.metrics
 
     def save(self, run: StageRun, model, out) -> None:
-        models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
                                 {"doc_stride": run.recipe.teacher.doc_stride, "base_model": run.source})
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:

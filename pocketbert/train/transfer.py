@@ -13,7 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.data import NAMED_DATASETS, load_task_data, read_passages, subsample, text_key
+from pocketbert.core.data import NAMED_DATASETS, read_passages, subsample, text_key
+from pocketbert.core.task_data import load_task_data
 from pocketbert.errors import ConfigError, DataError
 
 UNK_ERROR_SHARE = 0.5  # of a source's word pieces: the teacher would be labelling noise

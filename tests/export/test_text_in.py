@@ -106,7 +106,8 @@ def test_a_lone_surrogate_is_a_one_line_error_not_a_crash():
 
 def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, shared_data, wordpiece_tokenizer,
                                                                        tmp_path):
-    from pocketbert.core.data import load_task_data, subsample
+    from pocketbert.core.data import subsample
+    from pocketbert.core.task_data import load_task_data
 
     model, task = tiny(BertForQuestionAnswering, wordpiece_tokenizer.vocab_size), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")

@@ -10,7 +10,7 @@ import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.inspect import report
-from pocketbert.inspect.compare import pareto
+from pocketbert.inspect.run_comparison import pareto
 
 pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny", "--device", "cpu"]

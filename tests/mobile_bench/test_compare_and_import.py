@@ -8,7 +8,7 @@ import pytest
 from helpers import error_line, run_cli
 
 from pocketbert.errors import ConfigError
-from pocketbert.mobile_bench.compare import compare_results, render_comparison
+from pocketbert.mobile_bench.results_diff import compare_results, render_comparison
 from pocketbert.mobile_bench.phone_import import import_phone_file
 
 

@@ -63,7 +63,7 @@ def test_pytorch_runner_loads_a_bilstm_student_through_its_architecture(tmp_path
 
     from pocketbert.core.architectures import BILSTM
     from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
-    from pocketbert.core.models import save_stage_model
+    from pocketbert.core.stage_folder import save_stage_model
     from pocketbert.core.tasks import make_task
 
     vocab = tmp_path / "vocab.txt"

@@ -114,8 +114,8 @@ def killed_run(teacher_run, shared_data):
 
 @pytest.mark.slow
 def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shared_data):
-    from pocketbert.core.data import load_task_data
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.stage_folder import load_stage_model
 
     run, done = two_process_run
     student = manifest(run / "student")

@@ -30,7 +30,7 @@ def test_a_checkpoint_is_on_disk_before_and_after_its_rename(tmp_path, monkeypat
     spec = checkpoint.CheckpointSpec(tmp_path / "ckpt", 1, "fp", resume=True)
     checkpoint.save(spec, 1, model, optimizer, schedule, precision.grad_scaler(torch.device("cpu"), precision.FP32),
                     {}, torch.device("cpu"), precision.FP32)
-    assert str(spec.folder / checkpoint.PARTIAL_FILE) in synced, "the checkpoint's bytes were not flushed"
+    assert str(spec.folder / checkpoint.CHECKPOINT_PARTIAL) in synced, "the checkpoint's bytes were not flushed"
     assert synced[-1] == str(spec.folder), "the rename into place was not flushed"
 
 

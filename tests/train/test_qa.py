@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocketbert.core.data import QAExample, load_task_data
+from pocketbert.core.data import QAExample
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.qa import best_spans, build_qa_features, exact_match, f1_score, squad_scores
 
 

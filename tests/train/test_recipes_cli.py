@@ -26,7 +26,7 @@ def manifest(path):
 
 
 def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path, shared_data, monkeypatch):
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.stage_folder import load_stage_model
 
     run = run_with_teacher(teacher_run, tmp_path / "run")
     working = tmp_path / "working"  # the export writes only into the run: nothing here afterwards

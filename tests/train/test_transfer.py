@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from helpers import error_line, run_cli, run_with_teacher
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core.data import TextExample, load_task_data, text_key
+from pocketbert.core.data import TextExample, text_key
+from pocketbert.core.task_data import load_task_data
 from pocketbert.core.losses import IGNORE_LABEL, cross_entropy
 from pocketbert.core.recipe import recipe_dict, validate_recipe
 from pocketbert.core.tasks import SentimentTask, make_task

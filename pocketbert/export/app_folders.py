@@ -13,6 +13,7 @@ from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
     ANDROID_APP_DIR,
+    APP_README,
     EXECUTORCH_INT8,
     EXPORT_DIR,
     IOS_APP_DIR,
@@ -22,14 +23,16 @@ from pocketbert.rundir import (
     ONNX_QDQ,
     ORT_TEXT_MODEL,
     ORT_TEXT_REQUIRED_OPERATORS,
+    TOKENIZER_CONFIG,
     TOKENIZER_GOLDEN,
+    TOKENIZER_JSON,
     atomic_folder,
     coreml_package_name,
     require_stage,
 )
 from pocketbert.user_paths import mark_output, output_folder
 
-TOKENIZER_FOR_SWIFT = ("tokenizer.json", "tokenizer_config.json", MODEL_CONFIG)  # what swift-transformers reads
+TOKENIZER_FOR_SWIFT = (TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)  # what swift-transformers reads
 # The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
 # is, while the .mlpackage beside it must be added to the target itself, to be compiled and get its class.
 IOS_RESOURCES = "resources"
@@ -92,8 +95,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         (tmp / IOS_RESOURCES).mkdir()
         for name in shipped:
             shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
-        described = {"tokenizer.json": "the WordPiece tokenizer (swift-transformers reads it)",
-                     "tokenizer_config.json": "tokenizer settings (lower case, Chinese characters, special tokens)",
+        described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
+                     TOKENIZER_CONFIG: "tokenizer settings (lower case, Chinese characters, special tokens)",
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
                      LABELS: "label names in the order of the logits",
                      TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's "
@@ -115,7 +118,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         needs_device = ["the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs "
                         "only on Apple hardware", "swift-transformers' tokenizer against tokenizer_golden.json: run "
                         "the golden texts through `tokenizer.encode(text:)` in a unit test"]
-        (tmp / "README.md").write_text(app_readme.ios_readme(
+        (tmp / APP_README).write_text(app_readme.ios_readme(
             task, files, base_name.removesuffix(".mlpackage"), variant, weights, int(manifest["config"]["max_length"]),
             parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device,
             [line for name in pte for line in app_readme.executorch_section(
@@ -155,7 +158,7 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
              LABELS: "label names in logit order",
              TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)",
              **{name: "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)" for name in pte},
-             **({"tokenizer.json": "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
+             **({TOKENIZER_JSON: "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
     artifacts.verified(export_dir, manifest, list(files), run_dir)  # before any of them is read or copied
     labels = json.loads((export_dir / LABELS).read_text())
     contrib_ops = _extension_ops(export_dir / ORT_TEXT_REQUIRED_OPERATORS)
@@ -172,7 +175,7 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
                         "has neither): run the app's tests on a phone",
                         f"onnxruntime-extensions-android must carry the model's {', '.join(contrib_ops)} ops (its "
                         "BERT- and GPT-2-tokenizer groups, both in the published package)"]
-        (tmp / "README.md").write_text(app_readme.android_readme(
+        (tmp / APP_README).write_text(app_readme.android_readme(
             task, files, labels, int(manifest["config"]["max_length"]), ORT_TEXT_MODEL, provider, verdicts,
             shipped["metrics"], shipped["n_examples"], proven, needs_device,
             [line for name in pte for line in app_readme.executorch_section(

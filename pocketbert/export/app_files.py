@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pocketbert.errors import ExportError
 from pocketbert.export import tokenizer_files
-from pocketbert.rundir import LABELS, MODEL_CONFIG, TOKENIZER_FILES, TOKENIZER_GOLDEN
+from pocketbert.rundir import (LABELS, MODEL_CONFIG, TOKENIZER_CONFIG, TOKENIZER_FILES, TOKENIZER_GOLDEN, TOKENIZER_JSON,
+                               VOCAB)
 
 
 def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> list[Path]:
@@ -24,18 +25,18 @@ def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> l
         tokenizer.save_pretrained(tmp)
         # transformers 5 no longer writes vocab.txt; apps that tokenize natively still want it.
         vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-        (Path(tmp) / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+        (Path(tmp) / VOCAB).write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
         for name in TOKENIZER_FILES:
             source = Path(tmp) / name
             if not source.is_file():
                 raise ExportError(f"the student's tokenizer did not produce {name}; re-save it with transformers")
             shutil.copyfile(source, out_dir / name)
             written.append(out_dir / name)
-    tokenizer_files.make_tokenizer_json_truncate_at(out_dir / "tokenizer.json", max_length)
-    tokenizer_files.clean_tokenizer_config(out_dir / "tokenizer_config.json", out_dir / "tokenizer.json", max_length)
+    tokenizer_files.make_tokenizer_json_truncate_at(out_dir / TOKENIZER_JSON, max_length)
+    tokenizer_files.clean_tokenizer_config(out_dir / TOKENIZER_CONFIG, out_dir / TOKENIZER_JSON, max_length)
     expected = tokenizer_files.golden(tokenizer, max_length, with_pairs=len(task.text_in_inputs) == 2,
-                                      hard=tokenizer_files.hard_texts(out_dir / "tokenizer.json"))
-    tokenizer_files.check_tokenizer_json(out_dir / "tokenizer.json", expected)
+                                      hard=tokenizer_files.hard_texts(out_dir / TOKENIZER_JSON))
+    tokenizer_files.check_tokenizer_json(out_dir / TOKENIZER_JSON, expected)
     (out_dir / TOKENIZER_GOLDEN).write_text(json.dumps(expected, ensure_ascii=False, indent=2) + "\n",
                                             encoding="utf-8")
     model.config.to_json_file(out_dir / MODEL_CONFIG)

@@ -10,8 +10,9 @@ import math
 from pathlib import Path
 
 from pocketbert.errors import ConfigError, PocketbertError
-from pocketbert.files import read_json_object
+from pocketbert.core.files import read_json_object
 from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
+from pocketbert.rundir import BENCH_RESULTS
 
 MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH
 KEY_FIELDS = ("device", "model", "runtime", "model_format", "precision", "threads", "compute_units", "batch",
@@ -26,7 +27,7 @@ def load_results(path: Path, error: type[PocketbertError] = ConfigError) -> dict
     """A results.json, checked for what comparing and re-deriving read: a measurements list whose rows carry a
     positive, finite median_ms, with key fields of plain values."""
     advice = "pass a results.json written by `pocketbert bench`"
-    data = read_json_object(path, error, advice, "results.json")
+    data = read_json_object(path, error, advice, BENCH_RESULTS)
     measurements = data.get("measurements")
     if not isinstance(measurements, list):
         raise error(f"{path} is not a pocketbert results.json (no measurements list); {advice}")

@@ -1,0 +1,62 @@
+"""The app code in the ios/ and android/ READMEs comes from template files per task, shipped as package data."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pocketbert.core.tasks import TASKS
+from pocketbert.export import app_readme
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_template_is_package_data():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    patterns = data["pocketbert.export"]
+    templates = sorted(p.relative_to(app_readme.TEMPLATES.parent).as_posix() for p in app_readme.TEMPLATES.rglob("*")
+                       if p.is_file())
+    assert templates
+    assert [t for t in templates if not any(fnmatch.fnmatch(t, pattern) and t.count("/") == pattern.count("/")
+                                            for pattern in patterns)] == []
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_task_has_its_app_code(task):
+    assert (app_readme.TEMPLATES / task / "ios.swift.txt").is_file()
+    assert (app_readme.TEMPLATES / task / "android.kt.txt").is_file()
+
+
+def test_templates_are_plain_text_without_escaped_braces():
+    """A template is the code as an app holds it: no Python format escapes, no control characters."""
+    for path in app_readme.TEMPLATES.rglob("*.txt"):
+        text = path.read_text(encoding="utf-8")
+        assert "{{" not in text and "}}" not in text, path
+        assert not [c for c in text if ord(c) < 32 and c != "\n"], path
+        assert text.endswith("\n") and not text.endswith("\n\n"), path
+
+
+def test_filled_code_keeps_no_placeholder_it_was_given():
+    code = app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "fp16", ())
+    assert "PocketBertSentiment" in code and "{model_class}" not in code and "{decode}" not in code
+    assert "map { exp($0 - top) }" in code  # the code's own braces stay
+    kotlin = app_readme.android_readme("qa", {}, [], 64, "model.text.ort", "CPU", [], {}, 1)
+    assert '"\\u0000"' in kotlin  # Kotlin's escape, as written, not a NUL character
+    assert app_readme.fill("{a} {b} { c }", a=1) == "1 {b} { c }"
+
+
+@pytest.mark.slow
+def test_a_built_wheel_holds_every_template(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    names = set(zipfile.ZipFile(next(tmp_path.glob("pocketbert-*.whl"))).namelist())
+    templates = {f"pocketbert/export/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
+                 for p in app_readme.TEMPLATES.rglob("*.txt")}
+    assert templates and templates <= names
