@@ -154,6 +154,7 @@ def test_qa_golden_pairs_hold_for_the_graph(folder, wordpiece_tokenizer):
     assert text_in.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == [row["probe"]]
 
 
+@pytest.mark.slow
 def test_the_text_in_gate_fails_a_model_that_answers_otherwise(folder, shared_data, wordpiece_tokenizer, tmp_path):
     """A text-in model in front of a graph whose classifier is flipped must fail the gate."""
     import copy

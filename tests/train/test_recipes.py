@@ -120,6 +120,7 @@ def test_bilstm_backward_direction_reads_the_sentence_reversed():
                               swapped(reversed_row, torch.ones_like(row)).logits, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bilstm_exports_to_onnx_and_core_ml(tmp_path):
     from pocketbert.core.architectures import BILSTM
     from pocketbert.core.tasks import make_task
