@@ -1,6 +1,7 @@
 # pocketbert — every target installs what it needs first.
 #   make distill export        fine-tune the teacher (if the run has none), distil, export
 #   make test                  unit and end-to-end tests
+#   make test-fast             the tests not marked slow (no end-to-end CLI runs), a few minutes
 #   make bench                 latency report against BERT-base
 # Variables: TASK, DATASET, TEACHER, RUN, PRESET, DATA_DIR (see README).
 
@@ -22,13 +23,14 @@ POCKETBERT := $(BIN)/pocketbert
 STAMP      := $(VENV)/.installed
 DATA_OPT   := $(if $(DATA_DIR),--data-dir $(abspath $(DATA_DIR)),)
 
-.PHONY: install teacher distill export bench test clean-run help
+.PHONY: install teacher distill export bench test test-fast clean-run help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make distill export   fine-tune, distil and export into runs/$(RUN)"
 	@echo "make bench            latency report for runs/$(RUN)"
 	@echo "make test             run the tests"
+	@echo "make test-fast        run the tests not marked slow"
 
 install: $(STAMP)
 
@@ -74,6 +76,10 @@ $(JS_STAMP): $(JS_DIR)/package.json
 
 test: $(STAMP) $(JS_STAMP)
 	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q
+
+# The slow tests are the only ones that run Node.js (transformers.js): no npm install here.
+test-fast: $(STAMP)
+	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q -m "not slow"
 
 clean-run:
 	rm -rf $(RUN_DIR)

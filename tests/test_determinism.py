@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import run_cli
 from safetensors.torch import load_file
+
+pytestmark = pytest.mark.slow  # three teacher trainings through the CLI: about 50 s on 2 cores
 
 TIMINGS = ("loop_seconds", "examples_per_second")  # measured, so they differ between equal runs
 

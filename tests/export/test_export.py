@@ -247,6 +247,7 @@ def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports,
         assert out[coreml.CLASSIFIER_LABEL] == task.label_names[int(expected[i].argmax())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("int8, tolerance", [(False, ONNX_FP32_TOLERANCE), (True, INT8_TOLERANCE)])
 def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_path, int8, tolerance):
     from pocketbert.core.architectures import BERT_FAMILY
@@ -264,6 +265,7 @@ def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_
             assert np.abs(got - reference(model, task, b)).max() < tolerance, (task.name, length)
 
 
+@pytest.mark.slow
 def test_a_core_ml_delegated_program_carries_the_students_function(tmp_path):
     from pocketbert.core.architectures import BERT_FAMILY
     from pocketbert.export.executorch_export import coreml_delegate_forward, coreml_delegate_package, export_pte

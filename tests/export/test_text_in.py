@@ -76,6 +76,7 @@ def test_golden_check_catches_a_tokenizer_that_keeps_case(folder, tmp_path, word
     assert "ascii" in wrong and "accents" in wrong
 
 
+@pytest.mark.slow
 def test_text_in_model_gives_the_student_logits_and_its_ort_the_same(folder, shared_data, wordpiece_tokenizer,
                                                                      tmp_path):
     model, task = tiny(BertForSequenceClassification, wordpiece_tokenizer.vocab_size), SentimentTask(["n", "p"])
@@ -104,6 +105,7 @@ def test_a_lone_surrogate_is_a_one_line_error_not_a_crash():
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.slow
 def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, shared_data, wordpiece_tokenizer,
                                                                        tmp_path):
     from pocketbert.core.data import subsample
@@ -153,6 +155,7 @@ def test_qa_golden_pairs_hold_for_the_graph(folder, wordpiece_tokenizer):
     assert text_in.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == [row["probe"]]
 
 
+@pytest.mark.slow
 def test_the_text_in_gate_fails_a_model_that_answers_otherwise(folder, shared_data, wordpiece_tokenizer, tmp_path):
     """A text-in model in front of a graph whose classifier is flipped must fail the gate."""
     import copy

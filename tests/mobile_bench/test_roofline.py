@@ -119,6 +119,7 @@ def test_every_profile_number_cites_a_source():
         profiles.validate_profiles(broken)
 
 
+@pytest.mark.slow
 def test_measured_host_profile_is_shaped_like_a_phone_profile():
     host = profiles.measure_host([1, 2], "test cpu")
     fp32 = host["compute"]["cpu"]["fp32"]

@@ -1,4 +1,4 @@
-"""Focal loss, the Tang et al. augmentation and BiLSTM student, and the Linux Core ML kernels they need."""
+"""The Tang et al. augmentation and BiLSTM student, and the Linux Core ML kernels they need."""
 
 from __future__ import annotations
 
@@ -7,50 +7,16 @@ import random
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from pocketbert.errors import ConfigError
 from pocketbert.train import augment
 from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
 from pocketbert.core.data import TextExample
 from pocketbert.core.inference import ort_session
-from pocketbert.core.losses import IGNORE_LABEL, focal_loss
+from pocketbert.core.losses import IGNORE_LABEL
 
 ONNX_TOLERANCE = 1e-5     # fp32 ONNX Runtime against PyTorch
 COREML_TOLERANCE = 5e-3   # fp16 Core ML program, evaluated by the MIL interpreter
-
-
-def test_focal_with_gamma_zero_is_cross_entropy():
-    logits, target = torch.randn(8, 3), torch.randint(0, 3, (8,))
-    assert torch.allclose(focal_loss(logits, target, gamma=0.0), F.cross_entropy(logits, target), atol=1e-6)
-
-
-def test_focal_down_weights_easy_examples():
-    easy = torch.tensor([[6.0, -6.0]])
-    hard = torch.tensor([[0.2, 0.0]])
-    target = torch.tensor([0])
-    easy_ratio = focal_loss(easy, target, gamma=2.0) / F.cross_entropy(easy, target)
-    hard_ratio = focal_loss(hard, target, gamma=2.0) / F.cross_entropy(hard, target)
-    assert easy_ratio < 1e-3 < hard_ratio < 1.0
-
-
-def test_focal_alpha_per_class_and_ignored_rows():
-    logits = torch.tensor([[1.0, 0.0], [0.0, 1.0], [3.0, 3.0]])
-    target = torch.tensor([0, 1, IGNORE_LABEL])
-    plain = focal_loss(logits[:2], target[:2], gamma=1.0, alpha=[1.0, 1.0])
-    weighted = focal_loss(logits, target, gamma=1.0, alpha=[0.0, 2.0])  # class 0 rows count for nothing
-    assert torch.allclose(weighted, plain)  # symmetric rows: 2 x half of the mean
-    assert focal_loss(logits[2:], target[2:]).item() == 0.0
-
-
-@pytest.mark.parametrize("cfg, fragment", [({"hard_loss": "hinge"}, "distill.hard_loss: 'hinge'"),
-                                           ({"hard_loss": "focal", "focal_gamma": -1}, "distill.focal_gamma: -1")])
-def test_hard_loss_config_errors(cfg, fragment):
-    """The recipe's validation refuses a hard loss the loss module could not build, before any work."""
-    from pocketbert.core.recipe import validate_recipe
-
-    with pytest.raises(ConfigError, match=fragment):
-        validate_recipe({"task": "sentiment", "dataset": "sst2", "distill": cfg})
 
 
 SENTENCES = ["a gripping and often funny film", "the plot is thin and the acting is worse",
@@ -154,6 +120,7 @@ def test_bilstm_backward_direction_reads_the_sentence_reversed():
                               swapped(reversed_row, torch.ones_like(row)).logits, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bilstm_exports_to_onnx_and_core_ml(tmp_path):
     from pocketbert.core.architectures import BILSTM
     from pocketbert.core.tasks import make_task

@@ -37,8 +37,23 @@ def test_student_copies_every_other_layer_and_the_rest():
     assert not torch.equal(s["bert.encoder.layer.1.output.dense.weight"], t["bert.encoder.layer.1.output.dense.weight"])
 
 
-def test_student_with_custom_map_runs():
-    student, _ = build_student(tiny_teacher(4), [1, 3])
+def layer_weights(model, index: int) -> dict[str, torch.Tensor]:
+    prefix = f"bert.encoder.layer.{index}."
+    return {k[len(prefix):]: v for k, v in model.state_dict().items() if k.startswith(prefix)}
+
+
+def test_student_with_custom_map_copies_the_mapped_layers_and_runs():
+    teacher = tiny_teacher(4)
+    student, layer_map = build_student(teacher, [1, 3])
+    assert layer_map == [1, 3] and student.config.num_hidden_layers == 2
+    for i, j in enumerate(layer_map):
+        mine, theirs = layer_weights(student, i), layer_weights(teacher, j)
+        assert mine.keys() == theirs.keys() and mine
+        for name in mine:
+            assert torch.equal(mine[name], theirs[name]), f"student layer {i} {name} is not teacher layer {j}'s"
+    # the teacher's layers differ, so a copy of another one (say layer i itself) would have been caught above
+    assert not torch.equal(layer_weights(teacher, 0)["attention.self.query.weight"],
+                           layer_weights(teacher, 1)["attention.self.query.weight"])
     out = student(input_ids=torch.tensor([[1, 5, 7, 2]]))
     assert out.logits.shape == (1, 3)
 

@@ -78,6 +78,7 @@ def test_entry_over_the_limit_is_not_cached(tmp_path):
     assert not root.exists() or not any(root.iterdir())
 
 
+@pytest.mark.slow
 def test_cache_stays_under_its_limit_by_evicting_the_oldest(tmp_path):
     feats_a, feats_b = features(seed=2), features(seed=3)
     _, a = run(tmp_path, feats_a)

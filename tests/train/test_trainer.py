@@ -54,6 +54,7 @@ def tiny_classifier_features(n: int = 32):
     return task, [TextFeature([101, 7 + i % 50, 8 + i % 30, 102], i % 2) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
     from transformers import BertConfig, BertForSequenceClassification
 

@@ -74,6 +74,7 @@ def transfer_recipe(**transfer_cfg) -> dict:
                                         "transfer": transfer_cfg}))
 
 
+@pytest.mark.slow
 def test_evaluation_and_training_texts_never_enter_the_transfer_set(wordpiece_tokenizer, shared_data, tmp_path):
     task = make_task("sentiment", LABELS)
     data = load_task_data("sst2", "sentiment", shared_data, None, LABELS, SEED)

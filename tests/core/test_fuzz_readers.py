@@ -152,6 +152,13 @@ def test_squad_reader_never_crashes(tmp_path_factory, doc):
 # ---------------------------------------------------------------- QA span mapping
 
 words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12)
+QA_MAX_LENGTH, QA_STRIDE = 48, 12  # tokens per window, tokens two neighbouring windows share
+
+
+def answer_tokens(tokenizer, context: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Character spans of the context's tokens that overlap the answer (none when the tokenizer drops it all)."""
+    offsets = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return [tuple(o) for o in offsets if o[0] < end and o[1] > start]
 
 
 @FUZZ
@@ -160,7 +167,11 @@ words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), m
 @example(before=["the", "year"], answer=["\u0301\u0301"], after=["was", "good"], question="when")  # dropped by the tokenizer
 @example(before=["a"], answer=["\u200d"], after=[], question="what")
 @example(before=["x"] * 60, answer=["needle"], after=["y"] * 60, question="where")  # answer in a middle window
+@example(before=["x"] * 43, answer=["a", "long", "needle"], after=["y"] * 10, question="where")  # across a window edge
+@example(before=["the"], answer=["Caf\u00e9", "au", "lait"], after=["is", "hot"], question="what")
 def test_qa_span_mapping_covers_the_answer(wordpiece_tokenizer, before, answer, after, question):
+    """Every window holding all the answer's tokens labels exactly them, and their text is the answer; the others
+    label [CLS]. An answer short enough always lies whole in some window (neighbours share QA_STRIDE tokens)."""
     from pocketbert.core.qa import build_qa_features
 
     head = " ".join(before)
@@ -169,15 +180,27 @@ def test_qa_span_mapping_covers_the_answer(wordpiece_tokenizer, before, answer, 
         return
     context = (head + " " if head else "") + answer_text + (" " + " ".join(after) if after else "")
     start = context.index(answer_text, len(head))
-    ex = QAExample("q", question.strip(), context, ((answer_text, start),))
-    features = build_qa_features(wordpiece_tokenizer, [ex], max_length=48, doc_stride=12)
     end = start + len(answer_text)
+    ex = QAExample("q", question.strip(), context, ((answer_text, start),))
+    features = build_qa_features(wordpiece_tokenizer, [ex], max_length=QA_MAX_LENGTH, doc_stride=QA_STRIDE)
+    wanted = answer_tokens(wordpiece_tokenizer, context, start, end)
+    # The answer's text as the tokenizer sees it: from its first token's first character to its last token's last.
+    wanted_text = context[wanted[0][0]:wanted[-1][1]] if wanted else None
+    labelled = 0
     for f in features:
         assert 0 <= f.start_position <= f.end_position < len(f.input_ids)
-        if f.start_position == 0:
-            assert f.end_position == 0
+        in_window = {o for o in f.offsets if o is not None}
+        if not wanted or not set(wanted) <= in_window:
+            assert (f.start_position, f.end_position) == (0, 0), "a window without the whole answer labels a span"
             continue
+        assert f.start_position > 0, "a window holding the whole answer labels [CLS]"
         s, e = f.offsets[f.start_position], f.offsets[f.end_position]
-        # The labelled tokens overlap the answer and lie within it, up to the word pieces that straddle it.
-        assert s[0] < end and e[1] > start
-        assert s[1] > start and e[0] < end
+        assert (s, e) == (wanted[0], wanted[-1])
+        assert context[s[0]:e[1]] == wanted_text
+        labelled += 1
+    if wanted:
+        # The labelled text is the answer, less only what the tokenizer drops at its edges.
+        cut_before, cut_after = context[start:wanted[0][0]], context[wanted[-1][1]:end]
+        assert not wordpiece_tokenizer.tokenize(cut_before) and not wordpiece_tokenizer.tokenize(cut_after)
+    if wanted and len(wanted) <= QA_STRIDE + 1:
+        assert labelled, "the answer fits in a window, yet no window labels it"
