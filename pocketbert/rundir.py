@@ -68,6 +68,7 @@ MODEL_CONFIG = "config.json"
 WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM student saves its own under the same name)
 WEIGHT_FILES = (WEIGHTS, "pytorch_model.bin", "model.safetensors.index.json")  # any of them: a folder has weights
 BILSTM_CONFIG = "bilstm_config.json"  # the BiLSTM student's shape, beside its weights
+MLM_STUDENT_RECORD = "pocketbert_mlm.json"  # a masked-LM student's layer map and teacher, beside its weights
 APP_README = "README.md"  # in ios/ and android/: how an app uses the folder
 
 BENCH_RESULTS = "results.json"

@@ -12,7 +12,6 @@ from pocketbert import rundir
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 ALLOWED = {
     ("export/onnx_export.py", rundir.ONNX_FP32),  # on purpose: a scratch name inside a temporary folder
-    ("export/variants.py", rundir.TOKENIZER_JSON),  # to become TOKENIZER_JSON with the variants rework under way
 }
 
 

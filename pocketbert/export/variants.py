@@ -18,7 +18,8 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import coreml, executorch_export, int8_budget, onnx_export, parity, text_in, tokenizer_check
+from pocketbert.export import (coreml, executorch_export, int8_budget, onnx_export, parity, text_in,
+                               tokenizer_check)
 from pocketbert.rundir import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
@@ -36,6 +37,7 @@ from pocketbert.rundir import (
     ORT_TEXT_MODEL,
     ORT_TEXT_REQUIRED_OPERATORS,
     TOKENIZER_GOLDEN,
+    TOKENIZER_JSON,
     coreml_package_name,
 )
 
@@ -218,7 +220,7 @@ def _text_in_builder(source: str):
     """The tokenizer graph in front of the graph of variant `source`; the tokenizer is first checked on every code
     point and on the golden file, so a text-in model never ships with a tokenizer that means something else."""
     def build(ctx: BuildContext, path: Path) -> None:
-        tokenizer_json = ctx.out / "tokenizer.json"
+        tokenizer_json = ctx.out / TOKENIZER_JSON
         if "text_in_exhaustive" not in ctx.notes:
             offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
             result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from pocketbert.errors import ConfigError, DataError, ModelError
-from pocketbert.rundir import MLM_STUDENT_DIR
+from pocketbert.rundir import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
 from pocketbert.core import losses, models
 from pocketbert.train import registry, trainer
 from pocketbert.train.distillation import aligned_teacher_layers, freeze, loss_weights
@@ -176,7 +176,7 @@ class MaskedLMRecipe(TrainingRecipe):
     def save(self, run: StageRun, model, out) -> None:
         model.save_pretrained(out, safe_serialization=True)
         self.tokenizer.save_pretrained(out)
-        (out / "pocketbert_mlm.json").write_text(json.dumps({"layer_map": self.layer_map, "teacher": run.source}) + "\n")
+        (out / MLM_STUDENT_RECORD).write_text(json.dumps({"layer_map": self.layer_map, "teacher": run.source}) + "\n")
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
         config = {"recipe": run.config, "mlm": run.section, "teacher": run.source, "layer_map": self.layer_map,
