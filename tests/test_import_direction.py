@@ -111,19 +111,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def imported_stages(source: str) -> set[str]:
     """The pocketbert stage packages a module's source imports, anywhere in it."""
-    found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "pocketbert" and len(parts) > 1 and parts[1] in STAGES:
-                found.add(parts[1])
-    return found
+    return {name.split(".")[1] for name in imported_modules(source)
+            if len(name.split(".")) > 1 and name.split(".")[1] in STAGES}
 
 
 def violations() -> list[str]:
