@@ -68,7 +68,7 @@ def _mapping(tokenizer_text: str) -> CodePointMapping:
         return CodePointMapping.from_json(json.loads(cached.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or damaged: derived again
-    data = json.loads(tokenizer_text)
+    data = {"version": "1.0", "truncation": None, "padding": None, "decoder": None, **json.loads(tokenizer_text)}
     mapping = derive(data, lambda mapping, codes: misread_in_words(data, mapping, codes))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -81,12 +81,17 @@ def _mapping(tokenizer_text: str) -> CodePointMapping:
 
 
 def mapping_for(data: dict) -> CodePointMapping:
-    """The code-point table of tokenizer.json `data` (derived once a process: it probes every code point)."""
-    return _mapping(json.dumps(data, sort_keys=True, ensure_ascii=False))
+    """The code-point table of tokenizer.json `data`, derived once a machine for the parts of it the table depends
+    on (truncation, padding and the like change nothing)."""
+    return _mapping(json.dumps({key: data.get(key) for key in TABLE_RULE_KEYS}, sort_keys=True, ensure_ascii=False))
+
+
+TABLE_RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
 
 
 WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts run fastest
 UNBOUNDED = 1 << 40  # a probe graph's window: never reached
+PROBE_THREADS = 2
 
 
 def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) -> list[int]:
@@ -116,8 +121,11 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
         half = len(chunk) // 2
         return narrowed(chunk[:half]) + narrowed(chunk[half:])
 
-    return [c for start in range(0, len(codes), WORDS_PER_PROBE_TEXT)
-            for c in narrowed(codes[start:start + WORDS_PER_PROBE_TEXT])]
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [codes[start:start + WORDS_PER_PROBE_TEXT] for start in range(0, len(codes), WORDS_PER_PROBE_TEXT)]
+    with ThreadPoolExecutor(PROBE_THREADS) as pool:
+        return [c for found in pool.map(narrowed, chunks) for c in found]
 
 
 GOLDEN_OPSET = 17

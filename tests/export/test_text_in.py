@@ -66,6 +66,7 @@ def test_the_graph_gives_tokenizer_json_ids_on_probes_and_real_sentences(folder,
     assert len(ids) == MAX_LENGTH and ids[-1] == reference.token_to_id("[SEP]")  # cut, [SEP] kept
 
 
+@pytest.mark.slow  # derives the code-point table of a second tokenizer (about half a minute)
 def test_golden_check_catches_a_tokenizer_that_keeps_case(folder, tmp_path, wordpiece_tokenizer):
     golden = tokenizer_files.golden(wordpiece_tokenizer, MAX_LENGTH)
     assert text_in.golden_mismatches(folder / "tokenizer.json", golden, SentimentTask(["a", "b"]), MAX_LENGTH) == []
