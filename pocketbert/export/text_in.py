@@ -17,9 +17,8 @@ import numpy as np
 
 from pocketbert.core.tasks import text_in_string
 from pocketbert.errors import ExportError, require
-from pocketbert.export.text_tokenizer import CONTRIB, PREFIX, tokenizer_graph
+from pocketbert.export.text_tokenizer import CONTRIB, GOLDEN_OPSET, PREFIX, tokenizer_graph
 
-GOLDEN_CHECK_OPSET = 17  # the tokenizer graph checked on its own
 EXTRA_TRAILING_DIMS = {"offset_mapping": [2]}
 GOLDEN_KEYS = {"input_ids": "ids", "token_type_ids": "token_type_ids", "offset_mapping": "offsets"}
 
@@ -95,7 +94,7 @@ def golden_mismatches(tokenizer_json: Path, golden: dict, task, max_length: int)
     """The golden probes on which the text-in models' tokenizer graph gives other ids (and, for pairs, token
     types and offsets) than the golden file: texts for a one-text task, pairs for a question-and-context task."""
     offsets = "offset_mapping" in task.text_in_extra_outputs
-    graph = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, GOLDEN_CHECK_OPSET, 8, offsets)
+    graph = tokenizer_graph(tokenizer_json, task.text_in_inputs, max_length, GOLDEN_OPSET, 8, offsets)
     session = text_session(graph.SerializeToString())
     wrong = []
     if len(task.text_in_inputs) == 1:

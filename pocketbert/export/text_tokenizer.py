@@ -40,6 +40,11 @@ MISSING = -1  # a byte that matches nothing: the end of every text's bytes
 BMP = 0x10000
 MIN_OPSET = 13  # ReduceSum with its axes as an input
 MAPPING_CACHE_FOLDER = "tokenizer-tables"
+TABLE_RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")  # what the table reads
+WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts run fastest
+UNBOUNDED = 1 << 40  # a probe graph's window: never reached
+PROBE_THREADS = 2
+GOLDEN_OPSET = 17  # the tokenizer graph checked on its own
 
 
 @lru_cache(maxsize=1)
@@ -86,14 +91,6 @@ def mapping_for(data: dict) -> CodePointMapping:
     return _mapping(json.dumps({key: data.get(key) for key in TABLE_RULE_KEYS}, sort_keys=True, ensure_ascii=False))
 
 
-TABLE_RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
-
-
-WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts run fastest
-UNBOUNDED = 1 << 40  # a probe graph's window: never reached
-PROBE_THREADS = 2
-
-
 def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) -> list[int]:
     """The code points c for which the graph built with `mapping` gives the word x<c>y other ids than tokenizer.json
     (the texts are checked whole, and halved down to the code points where they differ)."""
@@ -105,8 +102,8 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
     reference = Tokenizer.from_str(json.dumps(data))
     reference.no_truncation()
     reference.no_padding()
-    graph = _graph(data, ("text",), UNBOUNDED, GOLDEN_OPSET, 8, offsets=False, mapping=mapping)
-    session = text_session(graph.SerializeToString())
+    graph = probe_graph(data, ("text",), offsets=False, mapping=mapping)
+    session = text_session(graph.SerializeToString(), threads=1)
 
     def differs(chunk: list[int]) -> bool:
         text = " ".join(f"x{chr(c)}y" for c in chunk).replace("\0", "")
@@ -126,9 +123,6 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
     chunks = [codes[start:start + WORDS_PER_PROBE_TEXT] for start in range(0, len(codes), WORDS_PER_PROBE_TEXT)]
     with ThreadPoolExecutor(PROBE_THREADS) as pool:
         return [c for found in pool.map(narrowed, chunks) for c in found]
-
-
-GOLDEN_OPSET = 17
 
 
 def _vocabulary(data: dict, mapping: CodePointMapping | None) -> tuple[str, dict, list[int]]:
@@ -420,6 +414,12 @@ def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_leng
     tokenizer/offset_mapping ([tokens, 2]: each token's code-point span in its own text, (0, 0) for [CLS] and [SEP])."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     return _graph(data, text_inputs, max_length, opset, ir_version, offsets)
+
+
+def probe_graph(data: dict, text_inputs: tuple[str, ...], offsets: bool, mapping: CodePointMapping | None = None):
+    """The graph export would build from tokenizer.json `data` (with `mapping` in place of the derived table, when
+    given), with a window no text fills: for checking it against tokenizer.json."""
+    return _graph(data, text_inputs, UNBOUNDED, GOLDEN_OPSET, 8, offsets, mapping)
 
 
 def _graph(data: dict, text_inputs: tuple[str, ...], max_length: int, opset: int, ir_version: int, offsets: bool,

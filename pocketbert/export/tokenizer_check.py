@@ -64,8 +64,7 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
     reference = Tokenizer.from_str(json.dumps(data))
     reference.no_truncation()
     reference.no_padding()
-    graph = text_tokenizer._graph(data, text_inputs, text_tokenizer.UNBOUNDED, text_tokenizer.GOLDEN_OPSET, 8, offsets,
-                                  mapping)
+    graph = text_tokenizer.probe_graph(data, text_inputs, offsets, mapping)
     session = text_session(graph.SerializeToString(), threads=1)
     names = [text_tokenizer.PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")[:3 if offsets else 2]]
     pair = len(text_inputs) == 2

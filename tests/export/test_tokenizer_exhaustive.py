@@ -15,7 +15,7 @@ from pocketbert.core.tasks import text_in_string
 from pocketbert.errors import ExportError
 from pocketbert.export import text_normalization, tokenizer_check
 from pocketbert.export.text_in import text_session
-from pocketbert.export.text_tokenizer import GOLDEN_OPSET, PREFIX, UNBOUNDED, _graph, mapping_for
+from pocketbert.export.text_tokenizer import PREFIX, mapping_for, probe_graph
 
 FULLWIDTH_COMMA, ZERO_WIDTH_SPACE, PRIVATE_USE, PRIVATE_USE_PLANE_15 = 0xFF0C, 0x200B, 0xE000, 0xF0000
 PROPERTY_EXAMPLES = 120
@@ -45,7 +45,7 @@ def reference(tokenizer_data):
 
 @pytest.fixture(scope="module")
 def pair_session(tokenizer_data, mapping):
-    graph = _graph(tokenizer_data, ("question", "context"), UNBOUNDED, GOLDEN_OPSET, 8, True, mapping)
+    graph = probe_graph(tokenizer_data, ("question", "context"), True, mapping)
     return text_session(graph.SerializeToString())
 
 
@@ -116,7 +116,7 @@ _SESSIONS = {}
 
 def _single_session(tokenizer_data, mapping):
     if "single" not in _SESSIONS:
-        graph = _graph(tokenizer_data, ("text",), UNBOUNDED, GOLDEN_OPSET, 8, False, mapping)
+        graph = probe_graph(tokenizer_data, ("text",), False, mapping)
         _SESSIONS["single"] = text_session(graph.SerializeToString())
     return _SESSIONS["single"]
 
