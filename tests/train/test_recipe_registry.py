@@ -22,7 +22,7 @@ def toy_recipe():
     by mean squared error."""
     import torch.nn.functional as F
 
-    from pocketbert.core import models
+    from pocketbert.core import stage_folder
     from pocketbert.train import teacher_cache
     from pocketbert.train.distillation import TeacherDistillation
 
@@ -46,7 +46,7 @@ def toy_recipe():
             return step_loss, self.batch_extras(dev)
 
         def save(self, run, model, out):
-            models.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]), {})
+            stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]), {})
 
     registry.register(TOY, ToyRecipe)
     yield ToyRecipe
@@ -65,7 +65,7 @@ def test_a_recipe_registered_in_a_test_runs_through_the_cli(capsys, toy_recipe, 
     assert "final_mse" in manifest["metrics"]["train"]
     assert (run / "student" / "model.safetensors").is_file()
 
-    from pocketbert.core.models import load_stage_model
+    from pocketbert.core.stage_folder import load_stage_model
 
     student, _, task, info = load_stage_model(run / "student")
     assert info["task"] == "sentiment"
