@@ -39,7 +39,7 @@ class MaskedFeature:
 class MaskedLMTask:
     """What the training loop needs of a task, for masked-LM batches."""
 
-    name = "mlm"
+    name = registry.MASKED_LM
     input_names = ("input_ids", "attention_mask")
     head_skips_pooler = False  # the masked-LM head reads every token state; BertForMaskedLM has no pooler
 
