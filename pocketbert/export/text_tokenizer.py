@@ -40,7 +40,7 @@ MISSING = -1  # a byte that matches nothing: the end of every text's bytes
 BMP = 0x10000
 MIN_OPSET = 13  # ReduceSum with its axes as an input
 MAPPING_CACHE_FOLDER = "tokenizer-tables"
-TABLE_RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")  # what the table reads
+RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")  # truncation etc. aside
 WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts run fastest
 UNBOUNDED = 1 << 40  # a probe graph's window: never reached
 PROBE_THREADS = 2
@@ -56,9 +56,8 @@ def _byte_vocabulary() -> str:
     return json.dumps({shown[b]: b for b in range(256)} | {GPT2_SPECIAL: GPT2_SPECIAL_ID}, ensure_ascii=False)
 
 
-@lru_cache(maxsize=4)
-def _mapping(tokenizer_text: str) -> CodePointMapping:
-    """Derived once a machine for each tokenizer and version of this code: read from the cache folder after."""
+def cache_entry(folder: str, *parts: bytes) -> Path:
+    """The cache file for `parts` as this version of the tokenizer graph's code, the ops and tokenizers read them."""
     import hashlib
     from importlib.metadata import version
 
@@ -66,29 +65,57 @@ def _mapping(tokenizer_text: str) -> CodePointMapping:
     from pocketbert.export import text_normalization
 
     code = Path(__file__).read_bytes() + Path(text_normalization.__file__).read_bytes()
-    key = hashlib.sha256(b"\0".join([tokenizer_text.encode(), code, version("onnxruntime-extensions").encode(),
+    key = hashlib.sha256(b"\0".join([*parts, code, version("onnxruntime-extensions").encode(),
                                      version("tokenizers").encode()])).hexdigest()[:32]
-    cached = cache_root() / MAPPING_CACHE_FOLDER / f"{key}.json"
+    return cache_root() / folder / f"{key}.json"
+
+
+def write_cache_entry(path: Path, value: dict) -> None:
+    """Written whole or not at all; a cache folder that cannot be written costs the work again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(value), encoding="utf-8")
+        temporary.replace(path)
+    except OSError:
+        pass
+
+
+def halved_down(items: list, differs) -> list[tuple]:
+    """(item, what differs) for each item of `items` on which `differs` (a list -> what differs, or None) finds a
+    difference: the whole list is checked, and halved down to single items where it differs."""
+    what = differs(items)
+    if what is None:
+        return []
+    if len(items) == 1:
+        return [(items[0], what)]
+    half = len(items) // 2
+    return halved_down(items[:half], differs) + halved_down(items[half:], differs)
+
+
+@lru_cache(maxsize=4)
+def _mapping(tokenizer_rules: str) -> CodePointMapping:
+    """Derived once a machine for each tokenizer and version of this code: read from the cache folder after."""
+    cached = cache_entry(MAPPING_CACHE_FOLDER, tokenizer_rules.encode())
     try:
         return CodePointMapping.from_json(json.loads(cached.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or damaged: derived again
-    data = {"version": "1.0", "truncation": None, "padding": None, "decoder": None, **json.loads(tokenizer_text)}
+    data = {"version": "1.0", "truncation": None, "padding": None, "decoder": None, **json.loads(tokenizer_rules)}
     mapping = derive(data, lambda mapping, codes: misread_in_words(data, mapping, codes))
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        temporary = cached.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(mapping.to_json()), encoding="utf-8")
-        temporary.replace(cached)
-    except OSError:
-        pass  # a read-only cache folder costs the derivation again next time
+    write_cache_entry(cached, mapping.to_json())
     return mapping
 
 
 def mapping_for(data: dict) -> CodePointMapping:
     """The code-point table of tokenizer.json `data`, derived once a machine for the parts of it the table depends
     on (truncation, padding and the like change nothing)."""
-    return _mapping(json.dumps({key: data.get(key) for key in TABLE_RULE_KEYS}, sort_keys=True, ensure_ascii=False))
+    return _mapping(tokenizer_rules(data))
+
+
+def tokenizer_rules(data: dict) -> str:
+    """The parts of tokenizer.json that decide ids, types and offsets, as canonical JSON."""
+    return json.dumps({key: data.get(key) for key in RULE_KEYS}, sort_keys=True, ensure_ascii=False)
 
 
 def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) -> list[int]:
@@ -105,18 +132,13 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
     graph = probe_graph(data, ("text",), offsets=False, mapping=mapping)
     session = text_session(graph.SerializeToString(), threads=1)
 
-    def differs(chunk: list[int]) -> bool:
+    def differs(chunk: list[int]) -> str | None:
         text = " ".join(f"x{chr(c)}y" for c in chunk).replace("\0", "")
         got = session.run([PREFIX + "input_ids"], {"text": np.array([text], dtype=object)})[0].tolist()
-        return got != reference.encode(text).ids
+        return "ids" if got != reference.encode(text).ids else None
 
     def narrowed(chunk: list[int]) -> list[int]:
-        if not differs(chunk):
-            return []
-        if len(chunk) == 1:
-            return chunk
-        half = len(chunk) // 2
-        return narrowed(chunk[:half]) + narrowed(chunk[half:])
+        return [c for c, _ in halved_down(chunk, differs)]
 
     from concurrent.futures import ThreadPoolExecutor
 

@@ -9,13 +9,11 @@ export of the same tokenizer reads it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pocketbert.cache_dir import cache_root
 from pocketbert.errors import ExportError
 from pocketbert.export import text_normalization, text_tokenizer
 from pocketbert.export.text_normalization import FLAG_SEQUENCES, code_points
@@ -26,7 +24,6 @@ PROBES_PER_TEXT = 100
 WORKERS = 2
 NAMED_MISMATCHES = 5
 CACHE_FOLDER = "tokenizer-checks"
-RULE_KEYS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
 
 
 def probes(contexts: dict[str, str] | None = None) -> list[str]:
@@ -47,7 +44,7 @@ def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use
             pass  # a damaged cache entry is checked again
     result = run_check(data, text_inputs, offsets, probes())
     if use_cache and result["mismatch_count"] == 0:
-        _write_atomically(cached, result)
+        text_tokenizer.write_cache_entry(cached, result)
     return {**result, "cached": False}
 
 
@@ -85,14 +82,6 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
             return "offsets"
         return None
 
-    def narrowed(chunk: list[str]) -> list[tuple[str, str]]:
-        differs = what_differs(chunk)
-        if differs is None:
-            return []
-        if len(chunk) == 1:
-            return [(chunk[0], differs)]
-        return narrowed(chunk[:len(chunk) // 2]) + narrowed(chunk[len(chunk) // 2:])
-
     def mismatches_in(chunk: list[str]) -> list[tuple[str, str]]:
         """A pair carries half the probes as its question, half as its context; a text that differs is halved down
         to its probes (each checked as both question and context)."""
@@ -100,7 +89,7 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
         differs = what_differs(chunk[:half], chunk[half:]) if pair else what_differs(chunk)
         if differs is None:
             return []
-        return narrowed(chunk) or [(" ".join(chunk), differs)]
+        return text_tokenizer.halved_down(chunk, what_differs) or [(" ".join(chunk), differs)]
 
     size = PROBES_PER_TEXT * len(text_inputs)
     chunks = [probe_texts[k:k + size] for k in range(0, len(probe_texts), size)]
@@ -123,23 +112,5 @@ def require_equal(result: dict) -> None:
 
 
 def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool) -> Path:
-    from importlib.metadata import version
-
-    code = b"".join(Path(module.__file__).read_bytes() for module in (text_normalization, text_tokenizer))
-    rules = json.dumps({key: data.get(key) for key in RULE_KEYS}, sort_keys=True, ensure_ascii=False)
-    key = hashlib.sha256(b"\0".join([rules.encode(), code, Path(__file__).read_bytes(),
-                                     version("onnxruntime-extensions").encode(), version("tokenizers").encode(),
-                                     json.dumps([len(text_inputs), offsets]).encode()])).hexdigest()[:32]
-    return cache_root() / CACHE_FOLDER / f"{key}.json"
-
-
-def _write_atomically(path: Path, result: dict) -> None:
-    import os
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
-    except OSError:
-        pass  # the cache only saves time: a read-only cache folder costs the check again next time
+    return text_tokenizer.cache_entry(CACHE_FOLDER, text_tokenizer.tokenizer_rules(data).encode(),
+                                      Path(__file__).read_bytes(), json.dumps([len(text_inputs), offsets]).encode())
