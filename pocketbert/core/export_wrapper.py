@@ -34,7 +34,8 @@ class ExportWrapper(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         if self.additive_mask:
-            keep = attention_mask[:, None, None, :].to(torch.float32)
+            # in the model's own precision: a half-precision model adds it to half-precision scores
+            keep = attention_mask[:, None, None, :].to(next(self.model.parameters()).dtype)
             attention_mask = (1.0 - keep) * self.mask_value
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:

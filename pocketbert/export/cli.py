@@ -22,10 +22,12 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreml-examples", type=Number(int, 0), default=None, help="Eval examples for the Core ML parity check (default: recipe).")
 @click.option("--coreml-variants", default=None, metavar="V,...",
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
+@click.option("--coreai-variants", default=None, metavar="V,...",
+              help="Core AI (iOS 27) programs: fp16 (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
-def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, overwrite):
-    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile and Core ML; writes <run>/export/.
+def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, overwrite):
+    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.errors import ConfigError
@@ -36,7 +38,10 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     if run is None:
         raise ConfigError("export needs --run: the run directory whose student to export")
     variants = [v.strip() for v in coreml_variants.split(",")] if coreml_variants else None
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples, variants)
+    coreai = None if coreai_variants is None else [] if coreai_variants.strip() == "none" else [
+        v.strip() for v in coreai_variants.split(",") if v.strip()]
+    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples, variants,
+                               coreai)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

@@ -68,6 +68,23 @@ def check_coreml_choice(names: list[str], task, architecture) -> None:
                           f"{architecture.name} student: leave it out of export.coreml_variants")
 
 
+def check_coreai_choice(names: list[str], task, architecture) -> None:
+    """Refuse, before any work, Core AI variants that do not exist or do not apply, or a missing coreai extra."""
+    import importlib.util
+
+    unknown = [v for v in names if v not in variants.COREAI_VARIANTS]
+    if unknown:
+        raise ExportError(f"export.coreai_variants takes only {', '.join(variants.COREAI_VARIANTS)} (got {names}); "
+                          "[] leaves Core AI out")
+    misfits = [v for v in names if not variants.VARIANTS[variants.COREAI_PREFIX + v].applies_to(task, architecture)]
+    if misfits:
+        raise ExportError(f"Core AI variant {', '.join(misfits)} does not apply to a {task.name} {architecture.name} "
+                          "student: set export.coreai_variants to []")
+    if names and any(importlib.util.find_spec(m) is None for m in ("coreai_torch", "coreai")):
+        raise ExportError("the Core AI variants need coreai-torch and coreai-core: run `pip install "
+                          "'pocketbert[coreai]'` (or `make install`), or set export.coreai_variants to []")
+
+
 def _gate(variant, path: Path, task, examples, features, student_logits, n_features: dict, pad_id: int,
           batch_size: int, eval_cfg: dict) -> parity.ParityResult:
     """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
@@ -98,7 +115,7 @@ def _gate(variant, path: Path, task, examples, features, student_logits, n_featu
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
-               ) -> tuple[Path, list[parity.ParityResult]]:
+               coreai_variants: list[str] | None = None) -> tuple[Path, list[parity.ParityResult]]:
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
@@ -112,11 +129,16 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     seed = int(recipe["seed"])
     coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
     check_coreml_choice(coreml_names, task, architecture)
+    coreai_names = coreai_variants if coreai_variants is not None else export_cfg.get("coreai_variants")
+    if coreai_names is None:
+        coreai_names = [n for n in variants.DEFAULT_COREAI
+                        if variants.VARIANTS[variants.COREAI_PREFIX + n].applies_to(task, architecture)]
+    check_coreai_choice(coreai_names, task, architecture)
     dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
-    plan = variants.selected(coreml_names, task, architecture)
+    plan = variants.selected(coreml_names, task, architecture, coreai_names)
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
@@ -156,12 +178,16 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         sizes = {(out / v.file_name(task)).name: path_size(out / v.file_name(task)) for v in plan}
         hub = hub_layout.write_hub_layout(out, architecture)
         chosen_coreml = [v.name for v in plan if v.family == variants.COREML_FAMILY]
+        chosen_coreai = [v.name for v in plan if v.family == variants.COREAI_FAMILY]
         write_manifest(
             out, stage="export", started=started,
             config={"max_length": max_length, "task": task.name, "architecture": architecture.name,
                     "onnx_opset": onnx_export.ONNX_OPSET,
                     "coreml_minimum_deployment_target": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreml},
-                    "coreml_variants": chosen_coreml, "parity_examples": len(examples),
+                    "coreml_variants": chosen_coreml,
+                    "coreai_variants": [n[len(variants.COREAI_PREFIX):] for n in chosen_coreai],
+                    "coreai_minimum_os": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreai},
+                    "parity_examples": len(examples),
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},
@@ -170,6 +196,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
+                     "coreai_entry_points": context.notes.get("coreai_lengths"),
                      "ort_mobile_usability": ort_usability,
                      "hub_layout": hub,
                      # a text-in model reads one window: QA questions whose context needs more are the app's to window

@@ -1,7 +1,8 @@
 """Every export variant, defined once: its file, runtime, precision, how it is built, how it is run, its gate.
 
 Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX and
-ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants. Entries are built in
+ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants, Core AI variants by
+export.coreai_variants. Entries are built in
 order, so a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import (coreml, executorch_export, int8_budget, onnx_export, parity, text_in,
+from pocketbert.export import (coreai, coreml, executorch_export, int8_budget, onnx_export, parity, text_in,
                                tokenizer_check)
 from pocketbert.rundir import (
     EXECUTORCH_COREML,
@@ -38,10 +39,11 @@ from pocketbert.rundir import (
     ORT_TEXT_REQUIRED_OPERATORS,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
+    coreai_asset_name,
     coreml_package_name,
 )
 
-ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY = "onnx", "coreml", "executorch"
+ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY, COREAI_FAMILY = "onnx", "coreml", "executorch", "coreai"
 ALWAYS_BUILT = (ONNX_FAMILY, EXECUTORCH_FAMILY)  # Core ML variants are chosen by export.coreml_variants
 
 
@@ -78,6 +80,10 @@ TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None
 # carries is taken out of the saved .pte and evaluated op by op (the ExecuTorch wrapper around it needs a device).
 EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward, 1,
                                     "coreml")
+# Core AI off Apple platforms: the saved program evaluated op by op with numpy, rows of one length together; each
+# entry point (enumerated length) also checked on its own.
+COREAI_RUNTIME = Runtime("coreai", coreai.coreai_forward, None, "coreml", coreai.program_lengths,
+                         lambda path, task, length: coreai.coreai_forward(path, task, pad_to=length))
 # Enumerated Core ML lengths: those covering these shares of the training inputs' token lengths, rounded up to a
 # multiple of LENGTH_MULTIPLE, and max_length. Chosen on training text, never the eval set the gate scores.
 LENGTH_COVERAGES = (0.5, 0.9, 0.99)
@@ -254,6 +260,16 @@ def _coreml_builder(compression: str | None, target: str, fixed: bool, classifie
     return build
 
 
+def _coreai_builder(compression: str | None):
+    def build(ctx: BuildContext, path: Path) -> None:
+        compress = coreai.compressor(compression) if compression else None
+        program = coreai.convert_to_coreai(ctx.model, ctx.task, ctx.length_buckets, ctx.architecture,
+                                           compress=compress)
+        coreai.save(program, path, ctx.description)
+        ctx.notes.setdefault("coreai_lengths", list(ctx.length_buckets))
+    return build
+
+
 def _onnx_variant(name, file_name, precision, build, gate, extra_files=()) -> Variant:
     return Variant(name, ONNX_FAMILY, lambda task: file_name, ONNX_RUNTIME, precision, build, gate,
                    extra_files=extra_files)
@@ -265,6 +281,13 @@ def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIM
     return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
                    _coreml_builder(compression, target, fixed, classifier, enumerated), gate, minimum_ios=target,
                    needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
+
+
+def _coreai_variant(name, precision, gate, compression=None) -> Variant:
+    """A Core AI variant as export.coreai_variants names it (without the coreai- prefix); its asset is
+    <Class>.aimodel for fp16, <Class>.<name>.aimodel for the others."""
+    return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.name, name), COREAI_RUNTIME,
+                   precision, _coreai_builder(compression), gate, minimum_ios=coreai.MINIMUM_OS)
 
 
 _DEFINITIONS = [
@@ -308,14 +331,20 @@ _DEFINITIONS = [
     _coreml_variant("enumerated", "fp16", parity.FP16_GATE, target=coreml.ENUMERATED_IOS, enumerated=True),
     # Core ML classifier outputs: the label and a probability per label (sentence classification).
     _coreml_variant("classifier", "probabilities", parity.PROBABILITY_GATE, classifier=True),
+    # Core AI (iOS 27): fp16, one entry point per enumerated length, the weights stored once.
+    _coreai_variant("fp16", "fp16", parity.FP16_GATE),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
 COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)
 ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
+COREAI_PREFIX = "coreai-"
+COREAI_VARIANTS = tuple(v.name[len(COREAI_PREFIX):] for v in _DEFINITIONS if v.family == COREAI_FAMILY)
+DEFAULT_COREAI = ("fp16",)  # export.coreai_variants left unset: these, where the architecture takes them
 
 
-def selected(coreml_names: list[str], task, architecture) -> list[Variant]:
-    """The ONNX family and the chosen Core ML variants that apply to this task and architecture, in build order."""
-    chosen = set(coreml_names)
+def selected(coreml_names: list[str], task, architecture, coreai_names: list[str] = ()) -> list[Variant]:
+    """The ONNX family and the chosen Core ML and Core AI variants that apply to this task and architecture, in
+    build order."""
+    chosen = set(coreml_names) | {COREAI_PREFIX + name for name in coreai_names}
     return [v for v in _DEFINITIONS if (v.family in ALWAYS_BUILT or v.name in chosen)
             and v.applies_to(task, architecture)]

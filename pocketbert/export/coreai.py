@@ -1,0 +1,168 @@
+"""Core AI export (iOS 27 / macOS 27, Core ML's successor) and its check off Apple platforms.
+
+The student is exported with torch.export at a dynamic sequence length, converted by coreai-torch, and
+specialized by Core AI's own shape configuration into one static entry point per enumerated length
+(`main_len16`, `main_len32`, ...: shapes the Neural Engine runs; the weights are stored once). The app pads an
+input to the smallest length that fits and calls that entry point.
+
+Core AI's runtime exists only on Apple platforms. Elsewhere the saved .aimodel is read back (export/coreai_ir.py)
+and evaluated operation by operation with numpy (export/coreai_eval.py): the program that ships, not the
+PyTorch model it came from.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pocketbert import __version__
+from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.quiet import quiet_tools
+from pocketbert.errors import ExportError, require
+from pocketbert.export import coreai_eval, coreai_ir
+
+MINIMUM_OS = "iOS27"  # Core AI ships with iOS 27, iPadOS 27 and macOS 27
+ENTRY = "main"
+RUNTIME_NAME = "Core AI evaluator (numpy)"  # what parity.json says ran the gate
+ENTRY_PATTERN = re.compile(rf"^{ENTRY}_len(\d+)$")  # one entry point per enumerated length
+
+
+def entry_name(length: int) -> str:
+    return f"{ENTRY}_len{length}"
+
+
+def import_coreai():
+    """coreai-torch and coreai-core, with their import chatter (torchao's optional kernels, version notes)
+    kept off the console."""
+    with quiet_tools():
+        coreai_torch = require("coreai_torch", "coreai")
+        coreai = require("coreai", "coreai")
+        require("coreai.runtime", "coreai")
+    return coreai_torch, coreai
+
+
+def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True,
+                      compress=None):
+    """An in-memory Core AI program with one entry point per length; the caller saves it and checks the saved copy.
+
+    fp16: weights and arithmetic in half precision with fp32 inputs cast at the entry (the precision Core ML
+    variants ship in). compress: a function of the wrapper that returns it with compressed weights
+    (coreai_compression), applied before export."""
+    coreai_torch, _ = import_coreai()
+    if not lengths:
+        raise ExportError("a Core AI program needs at least one sequence length")
+    wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
+    if fp16:
+        wrapper = _Half(wrapper).eval()
+    if compress is not None:
+        wrapper = compress(wrapper)
+    names = list(task.input_names)
+    longest = max(lengths)
+    example = tuple(torch.ones(1, min(16, longest), dtype=torch.int32) for _ in names)
+    sequence = torch.export.Dim("sequence", min=2, max=max(longest, 3))
+    with quiet_tools(), torch.no_grad():
+        try:
+            exported = torch.export.export(wrapper, example, dynamic_shapes=tuple({1: sequence} for _ in names))
+        except Exception as exc:  # torch.export names the construct it cannot trace
+            first = str(exc).strip().split("\n")[0][:200]
+            raise ExportError(f"the {architecture.name} student cannot be exported at a dynamic sequence length for "
+                              f"Core AI ({type(exc).__name__}: {first}): set export.coreai_variants to []") from exc
+        exported = exported.run_decompositions(coreai_torch.get_decomp_table())
+        program = coreai_torch.TorchConverter().add_exported_program(
+            exported, input_names=names, output_names=list(task.output_names)).to_coreai()
+    program.set_static_shape_config(
+        ENTRY, {entry_name(n)[len(ENTRY) + 1:]: {name: (1, n) for name in names} for n in sorted(lengths)})
+    return program
+
+
+class _Half(torch.nn.Module):
+    """The wrapper in half precision; its logits come back as fp32, as the Core ML programs' do."""
+
+    def __init__(self, wrapper):
+        super().__init__()
+        self.wrapper = copy.deepcopy(wrapper).half()  # the student itself stays fp32 for the other variants
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        extra = () if token_type_ids is None else (token_type_ids,)
+        return tuple(o.float() for o in self.wrapper(input_ids, attention_mask, *extra))
+
+
+def save(program, path: Path, description: str) -> None:
+    """Write the .aimodel folder (save_asset refuses an existing one: the caller's staged folder is new)."""
+    _, coreai = import_coreai()
+    if path.exists():
+        shutil.rmtree(path)
+    metadata = coreai.runtime.AIModelAssetMetadata()
+    for field, value in (("author", "pocketbert"), ("short_description", description), ("version", __version__)):
+        if hasattr(metadata, field):
+            setattr(metadata, field, value)
+    with quiet_tools():
+        program.save_asset(Path(path), metadata)
+
+
+# ---------------------------------------------------------------- reading back
+
+class SavedProgram:
+    """A saved .aimodel's entry points, each compiled for the numpy evaluator when first used."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.program = coreai_ir.load_program(self.path)
+        self.lengths = tuple(sorted(int(m[1]) for g in self.program.entry_points
+                                    if (m := ENTRY_PATTERN.match(g.name))))
+        if not self.lengths:
+            raise ExportError(f"{self.path.name} has no entry point {ENTRY}_len<n>: export the Core AI variant again")
+        self._evaluators: dict[int, coreai_eval.CoreAIEvaluator] = {}
+
+    def evaluator(self, length: int) -> coreai_eval.CoreAIEvaluator:
+        if length not in self._evaluators:
+            self._evaluators[length] = coreai_eval.CoreAIEvaluator(self.program, entry_name(length))
+        return self._evaluators[length]
+
+    def fitting(self, n: int) -> int:
+        fitting = [length for length in self.lengths if length >= n]
+        if not fitting:
+            raise ExportError(f"an input of {n} tokens is longer than {self.path.name}'s longest length "
+                              f"{max(self.lengths)}: truncate it to max_length")
+        return min(fitting)
+
+
+def program_lengths(path: Path) -> tuple[int, ...]:
+    return SavedProgram(path).lengths
+
+
+def coreai_forward(path: Path, task, pad_to: int | None = None):
+    """A numpy-in, numpy-out forward over the saved program: each row padded to the smallest entry point that
+    fits it (or to `pad_to`), rows of one entry point evaluated together."""
+    saved = SavedProgram(path)
+    if pad_to is not None and pad_to not in saved.lengths:
+        raise ExportError(f"{Path(path).name} takes lengths {saved.lengths}, not {pad_to}")
+
+    def forward(batch):
+        counts = batch["attention_mask"].sum(axis=1).astype(int)
+        width = batch["input_ids"].shape[1]
+        rows: list = [None] * len(counts)
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(counts):
+            groups.setdefault(pad_to or saved.fitting(int(n)), []).append(i)
+        for length, members in groups.items():
+            inputs = {}
+            for name in task.input_names:
+                values = np.zeros((len(members), 1, length), dtype=np.int32)
+                for j, i in enumerate(members):
+                    n = int(counts[i])
+                    values[j, 0, :n] = batch[name][i, :n]
+                inputs[name] = values
+            out = saved.evaluator(length).predict(inputs)
+            for j, i in enumerate(members):
+                stacked = task.stack_outputs([out[name][j] for name in task.output_names])[0]
+                rows[i] = task.fit_row(stacked, int(counts[i]), width)
+        return np.stack(rows)
+
+    forward.runtime = RUNTIME_NAME
+    return forward

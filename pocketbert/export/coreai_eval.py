@@ -1,0 +1,395 @@
+"""Evaluates a Core AI program (export/coreai_ir.py) with numpy, for the parity gate on platforms without Core AI.
+
+Each operation follows its definition in coreai-core's dialect (coreai/_compiler/dialects/_coreai_ops_gen.py).
+The program is compiled once into a list of numpy steps: constants and everything computed from constants
+alone (weight transposes, position ids) are folded at load, composite graphs (invoke) are inlined, and each step
+holds its operands' slots and resolved attributes, so a prediction is one pass of plain numpy calls.
+
+Batching: a program is specialized to shape (1, n). Sequences of one length are evaluated together by giving
+every value computed from the inputs one more leading axis, the batch; an operation's axes move by one on those
+values and constants broadcast against them unchanged. Each row is computed as it would be alone.
+
+Precision: values are stored in their declared element type (f16 where the program computes in f16); arithmetic
+on f16 values runs in f32 and each result is rounded to f16, as fp16 hardware with fp32 accumulation does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from pocketbert.errors import ExportError
+from pocketbert.export.coreai_ir import Graph, Operation, Program, TensorType
+
+
+@dataclass
+class Step:
+    run: Callable
+    inputs: list[int]
+    outputs: list[int]  # one slot per result; a kernel of several results returns a tuple
+    several: bool = False
+
+
+@dataclass
+class Operand:
+    """An operation's operand at compile time: a constant value, or a slot filled at run time (batched)."""
+
+    slot: int | None
+    value: np.ndarray | None
+    kind: TensorType
+
+    @property
+    def constant(self) -> bool:
+        return self.slot is None
+
+
+def _compute(x: np.ndarray) -> np.ndarray:
+    """f16 arithmetic runs in f32 (numpy has no fast f16 kernels); other types as they are."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _store(x, kind: TensorType) -> np.ndarray:
+    return np.asarray(x).astype(kind.dtype, copy=False)
+
+
+def _axis(value: np.ndarray, rank: int, batched: bool) -> int:
+    axis = int(np.asarray(value).reshape(-1)[0])
+    return (axis + rank if axis < 0 else axis) + batched
+
+
+def _axes(value: np.ndarray, rank: int, batched: bool) -> tuple[int, ...]:
+    return tuple((int(a) + rank if int(a) < 0 else int(a)) + batched for a in np.asarray(value).reshape(-1))
+
+
+def _aligned(x: np.ndarray, rank: int, out_rank: int, batched: bool) -> np.ndarray:
+    """A batched value of rank `rank` given the rank of the result, so that numpy's right-aligned broadcasting
+    matches the program's (the batch axis stays first)."""
+    if batched and rank < out_rank:
+        return x.reshape((x.shape[0],) + (1,) * (out_rank - rank) + x.shape[1:])
+    return x
+
+
+# ---------------------------------------------------------------- kernels
+# A kernel gets the operation, its operands (compile time) and the result type, and returns the function of the
+# operands' run-time arrays (batched values first axis B) that computes the result.
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "divide": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
+}
+
+
+def _binary(name):
+    ufunc = _BINARY[name]
+
+    def kernel(op, operands, out):
+        rank = len(out.shape)
+        a_rank, b_rank = (len(o.kind.shape) for o in operands)
+        a_batched, b_batched = (not o.constant for o in operands)
+
+        def run(a, b):
+            a = _aligned(_compute(a), a_rank, rank, a_batched)
+            b = _aligned(_compute(b), b_rank, rank, b_batched)
+            return _store(ufunc(a, b), out)
+        return run
+    return kernel
+
+
+def _matmul(op, operands, out):
+    rank = len(out.shape)
+    ranks = [len(o.kind.shape) for o in operands]
+    batched = [not o.constant for o in operands]
+
+    def run(a, b):
+        a = _compute(a)
+        b = _compute(b)
+        # a batched operand of rank 2 under a rank-3 result still needs its batch axis apart from the matrix axes
+        a = _aligned(a, ranks[0], rank, batched[0]) if ranks[0] > 1 else a
+        b = _aligned(b, ranks[1], rank, batched[1]) if ranks[1] > 1 else b
+        return _store(np.matmul(a, b), out)
+    return run
+
+
+def _unary(function):
+    def kernel(op, operands, out):
+        return lambda x: _store(function(_compute(x)), out)
+    return kernel
+
+
+def _erf(x):
+    from scipy.special import erf
+
+    return erf(x)
+
+
+def _gelu(op, operands, out):
+    approximate = op.attributes.get("approximate", "none")
+    if approximate == "none":
+        function = lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)).astype(x.dtype))  # noqa: E731
+    elif approximate == "tanh":
+        function = lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
+    elif approximate == "sigmoid":
+        function = lambda x: x / (1.0 + np.exp(-1.702 * x))  # noqa: E731
+    else:
+        raise ExportError(f"line {op.line} of the Core AI program: gelu approximation '{approximate}' is unknown")
+    return lambda x: _store(function(_compute(x)), out)
+
+
+def _cast(op, operands, out):
+    target = out.dtype
+
+    def run(x):
+        if x.dtype.kind == "f" and target.kind in "iu":
+            return np.trunc(x).astype(target)  # float to integer truncates toward zero
+        if target == np.bool_:
+            return x != 0
+        return x.astype(target)
+    return run
+
+
+def _constant_operand(op, operands, index: int, what: str) -> np.ndarray:
+    if not operands[index].constant:
+        raise ExportError(f"line {op.line} of the Core AI program: {op.kind}'s {what} is computed at run time; "
+                          "pocketbert evaluates it only as a constant")
+    return operands[index].value
+
+
+def _reshape(op, operands, out):
+    if any(d is None for d in out.shape):
+        raise ExportError(f"line {op.line} of the Core AI program: a reshape to a dynamic shape")
+    shape = tuple(out.shape)
+    batched = not operands[0].constant
+    return lambda x, _shape: x.reshape((x.shape[0],) + shape if batched else shape)
+
+
+def _transpose(op, operands, out):
+    perm = tuple(int(p) for p in _constant_operand(op, operands, 1, "permutation").reshape(-1))
+    if not operands[0].constant:
+        perm = (0,) + tuple(p + 1 for p in perm)
+    return lambda x, _perm: np.transpose(x, perm)
+
+
+def _reduce(function):
+    def kernel(op, operands, out):
+        rank = len(operands[0].kind.shape)
+        axes = _axes(_constant_operand(op, operands, 1, "axes"), rank, not operands[0].constant)
+        return lambda x, _axes_value: _store(function(_compute(x), axis=axes, keepdims=True), out)
+    return kernel
+
+
+def _softmax(op, operands, out):
+    rank = len(operands[0].kind.shape)
+    axis = _axis(_constant_operand(op, operands, 1, "axis"), rank, not operands[0].constant)
+
+    def run(x, _axis_value):
+        x = _compute(x)
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return _store(e / np.sum(e, axis=axis, keepdims=True), out)
+    return run
+
+
+def _gather_nd(op, operands, out):
+    data_batched, index_batched = (not o.constant for o in operands)
+    sizes = operands[0].kind.shape
+
+    def run(data, indices):
+        indices = indices.astype(np.int64)
+        q = indices.shape[-1]
+        index = []
+        for k in range(q):
+            i = indices[..., k]
+            size = sizes[k]
+            index.append(np.where(i < 0, i + size, i))  # negative indices wrap once
+        if data_batched:
+            rows = np.arange(data.shape[0]).reshape((-1,) + (1,) * (indices.ndim - 1 - index_batched))
+            return data[(rows, *index)]
+        return data[tuple(index)]
+    return run
+
+
+def _gather_along_axis(op, operands, out):
+    rank = len(operands[0].kind.shape)
+    data_batched, index_batched = (not o.constant for o in operands[:2])
+    batched = data_batched or index_batched
+    axis = _axis(_constant_operand(op, operands, 2, "axis"), rank, batched)
+    size = operands[0].kind.shape[axis - batched]
+
+    def run(data, indices, _axis_value):
+        indices = indices.astype(np.int64)
+        indices = np.where(indices < 0, indices + size, indices)
+        if batched and not data_batched:
+            data = np.broadcast_to(data, (indices.shape[0],) + data.shape)
+        if batched and not index_batched:
+            indices = np.broadcast_to(indices, (data.shape[0],) + indices.shape)
+        return np.take_along_axis(data, indices, axis=axis)
+    return run
+
+
+def _slice(op, operands, out):
+    starts, ends, strides = (_constant_operand(op, operands, i, what).reshape(-1).astype(np.int64)
+                             for i, what in ((1, "start"), (2, "end"), (3, "strides")))
+    sizes = operands[0].kind.shape
+    index = []
+    for size, start, end, stride in zip(sizes, starts, ends, strides):
+        if stride == 0:
+            raise ExportError(f"line {op.line} of the Core AI program: a slice with stride 0")
+        low = 0 if stride > 0 else -1
+        start = start + size if start < (0 if stride > 0 else 0) else start
+        end = end + size if end < low else end
+        if stride > 0:
+            start, end = min(max(start, 0), size), min(max(end, 0), size)
+        else:
+            start, end = min(max(start, 0), size - 1), min(max(end, -1), size - 1)
+        index.append(slice(int(start), None if end < 0 else int(end), int(stride)))
+    if not operands[0].constant:
+        index.insert(0, slice(None))
+    index = tuple(index)
+    return lambda x, *_bounds: x[index]
+
+
+def _split(op, operands, out_types):
+    rank = len(operands[0].kind.shape)
+    batched = not operands[0].constant
+    axis = _axis(_constant_operand(op, operands, 2, "axis"), rank, batched)
+    sizes = np.asarray(_constant_operand(op, operands, 1, "sizes")).reshape(-1).astype(int)
+    total = operands[0].kind.shape[axis - batched]
+    if sizes.size == 1 and np.asarray(operands[1].value).ndim == 0:  # a chunk size: equal chunks, the last shorter
+        sizes = np.array([min(int(sizes[0]), total - start) for start in range(0, total, int(sizes[0]))])
+    if sizes.sum() != total or len(sizes) != len(out_types):
+        raise ExportError(f"line {op.line} of the Core AI program: a split into {list(sizes)} of {total}")
+    bounds = np.cumsum(sizes)[:-1]
+    return lambda x, _sizes, _axis_value: tuple(np.split(x, bounds, axis=axis))
+
+
+# Operations of several results: their kernels get every result type and return a tuple.
+MULTI_RESULT = {"split"}
+
+KERNELS: dict[str, Callable] = {
+    **{f"decomposable.broadcasting_{name}": _binary(name) for name in _BINARY},
+    **{f"broadcasting_{name}": _binary(name) for name in _BINARY},
+    "decomposable.broadcasting_batch_matmul": _matmul,
+    "broadcasting_batch_matmul": _matmul,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "cast": _cast,
+    "softmax": _softmax,
+    "reduce_mean": _reduce(np.mean),
+    "reduce_sum": _reduce(np.sum),
+    "reduce_max": _reduce(np.max),
+    "gelu": _gelu,
+    "tanh": _unary(np.tanh),
+    "rsqrt": _unary(lambda x: 1.0 / np.sqrt(x)),
+    "sqrt": _unary(np.sqrt),
+    "exp": _unary(np.exp),
+    "erf": _unary(_erf),
+    "gather_nd": _gather_nd,
+    "gather_along_axis": _gather_along_axis,
+    "slice": _slice,
+    "split": _split,
+}
+
+
+# ---------------------------------------------------------------- compiling and running
+
+class CoreAIEvaluator:
+    """One entry point of a program, compiled to numpy steps; predict takes a batch of rows of its shape."""
+
+    def __init__(self, program: Program, entry: str, kernels: dict[str, Callable] | None = None):
+        if entry not in program.graphs or program.graphs[entry].private:
+            raise ExportError(f"the Core AI program has no entry point '{entry}' "
+                              f"(it has {', '.join(g.name for g in program.entry_points)})")
+        self.program = program
+        self.kernels = KERNELS if kernels is None else kernels
+        self.graph = program.graphs[entry]
+        self.steps: list[Step] = []
+        self.constants: list[np.ndarray] = []
+        self.slots = 0
+        self.input_slots: dict[str, int] = {}
+        scope: dict[str, Operand] = {}
+        for ssa, name, kind in zip(self.graph.arguments, self.graph.input_names, self.graph.input_types):
+            scope[ssa] = Operand(self._slot(), None, kind)
+            self.input_slots[name] = scope[ssa].slot
+        outputs = self._compile(self.graph, scope)
+        self.outputs = dict(zip(self.graph.output_names, outputs))
+
+    @property
+    def input_types(self) -> dict[str, TensorType]:
+        return dict(zip(self.graph.input_names, self.graph.input_types))
+
+    def _slot(self) -> int:
+        self.slots += 1
+        return self.slots - 1
+
+    def _compile(self, graph: Graph, scope: dict[str, Operand]) -> list[Operand]:
+        for op in graph.operations:
+            results = self._compile_op(op, scope)
+            for name, operand in zip(op.results, results):
+                scope[name] = operand
+        missing = [o for o in graph.outputs if o not in scope]
+        if missing:
+            raise ExportError(f"graph {graph.name} of the Core AI program returns undefined values {missing}")
+        return [scope[o] for o in graph.outputs]
+
+    def _compile_op(self, op: Operation, scope: dict[str, Operand]) -> list[Operand]:
+        if op.kind == "constant":
+            return [Operand(None, op.value, op.result_types[0])]
+        try:
+            operands = [scope[name] for name in op.operands]
+        except KeyError as missing:
+            raise ExportError(f"line {op.line} of the Core AI program reads {missing} before it is defined") from None
+        if op.kind == "invoke":
+            callee = self.program.graphs.get(op.callee)
+            if callee is None:
+                raise ExportError(f"line {op.line} of the Core AI program calls an unknown graph @{op.callee}")
+            return self._compile(callee, dict(zip(callee.arguments, operands)))
+        kernel = self.kernels.get(op.kind)
+        if kernel is None:
+            raise ExportError(f"line {op.line} of the Core AI program uses coreai.{op.kind}, an operation pocketbert's "
+                              f"evaluator does not implement: export the Core ML variants instead, or report it")
+        several = op.kind in MULTI_RESULT
+        if len(op.result_types) != 1 and not several:
+            raise ExportError(f"line {op.line} of the Core AI program: coreai.{op.kind} with several results")
+        run = kernel(op, operands, op.result_types if several else op.result_types[0])
+        if all(o.constant for o in operands):  # folded once here: weight transposes, position ids, shapes
+            values = run(*[o.value for o in operands])
+            values = values if several else (values,)
+            return [Operand(None, _store(v, t), t) for v, t in zip(values, op.result_types)]
+        step = Step(run, [-1 - self._constant(o) if o.constant else o.slot for o in operands],
+                    [self._slot() for _ in op.result_types], several)
+        self.steps.append(step)
+        return [Operand(slot, None, t) for slot, t in zip(step.outputs, op.result_types)]
+
+    def _constant(self, operand: Operand) -> int:
+        """Constants a step reads live in their own table, indexed -1, -2, ..."""
+        self.constants.append(operand.value)
+        return len(self.constants) - 1
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs for a batch: each input of shape (B,) + the entry point's input shape."""
+        env: list = [None] * self.slots
+        constants = self.constants
+        batch = None
+        for name, kind in self.input_types.items():
+            if name not in inputs:
+                raise ExportError(f"the Core AI program needs input '{name}'")
+            value = np.asarray(inputs[name])
+            if value.shape[1:] != kind.shape:
+                raise ExportError(f"input '{name}' has shape {value.shape[1:]} per row; the program takes {kind.shape}")
+            batch = value.shape[0] if batch is None else batch
+            env[self.input_slots[name]] = value.astype(kind.dtype, copy=False)
+        for step in self.steps:
+            result = step.run(*[env[i] if i >= 0 else constants[-1 - i] for i in step.inputs])
+            if step.several:
+                for slot, value in zip(step.outputs, result):
+                    env[slot] = value
+            else:
+                env[step.outputs[0]] = result
+        results = {}
+        for name, operand in self.outputs.items():
+            value = operand.value if operand.constant else env[operand.slot]
+            if operand.constant:
+                value = np.broadcast_to(value, (batch,) + value.shape)
+            results[name] = np.asarray(value, dtype=np.float32)
+        return results

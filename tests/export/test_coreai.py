@@ -1,0 +1,218 @@
+"""Core AI programs read back and evaluated op by op against the PyTorch model, and the evaluator failing when an
+operation's semantics are changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
+
+pytest.importorskip("coreai_torch")
+
+from pocketbert.core.inference import torch_forward  # noqa: E402
+from pocketbert.core.tasks import QATask, SentimentTask  # noqa: E402
+from pocketbert.errors import ExportError  # noqa: E402
+from pocketbert.export import coreai, coreai_eval, coreai_ir, parity  # noqa: E402
+
+LENGTHS = (16, 32, 64)
+FP16_TOLERANCE = parity.FP16_MAX_ABS_DIFF  # fp16 program against the fp32 PyTorch model: the gate's own bound
+EXACT_TOLERANCE = 1e-5    # fp32 program against the fp32 PyTorch model
+BROKEN_MIN_DIFF = 1e-3    # an evaluator with one operation wrong must miss the model by at least this
+WEIGHT_SCALE = 8.0        # of a tiny model's random weights, so that every operation moves the logits
+
+
+def tiny(cls, scale: float = 1.0, **extra):
+    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, **extra)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)
+    return model
+
+
+def batch(n=5, length=40, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 200, size=(n, length))
+    mask = np.ones_like(ids)
+    for i, n_real in enumerate((length, 9, 30, 17, 33)[:n]):
+        mask[i, n_real:] = 0  # rows that pad to 16, 32 and 64
+    return {"input_ids": ids, "attention_mask": mask,
+            "token_type_ids": (np.arange(length) > 5).astype(np.int64)[None].repeat(n, 0)}
+
+
+def reference(model, task, b):
+    """The PyTorch model on each row alone, at its own length."""
+    rows = []
+    for i in range(b["input_ids"].shape[0]):
+        n = int(b["attention_mask"][i].sum())
+        one = {k: v[i:i + 1, :n] for k, v in b.items()}
+        rows.append(task.fit_row(torch_forward(model, task)(one)[0], n, b["input_ids"].shape[1]))
+    return np.stack(rows)
+
+
+@pytest.fixture(scope="module")
+def sentiment_program(tmp_path_factory):
+    # weights large enough that a wrong operation shows in the logits
+    model, task = tiny(BertForSequenceClassification, WEIGHT_SCALE, num_labels=3), SentimentTask(["a", "b", "c"])
+    folder = tmp_path_factory.mktemp("coreai")
+    coreai.save(coreai.convert_to_coreai(model, task, LENGTHS), folder / "fp16.aimodel", "test")
+    coreai.save(coreai.convert_to_coreai(model, task, LENGTHS, fp16=False), folder / "fp32.aimodel", "test")
+    return model, task, folder
+
+
+def test_fp16_program_answers_like_torch_at_every_entry_point(sentiment_program):
+    model, task, folder = sentiment_program
+    b = batch()
+    out = coreai.coreai_forward(folder / "fp16.aimodel", task)(b)
+    assert coreai.program_lengths(folder / "fp16.aimodel") == LENGTHS
+    assert np.abs(out - reference(model, task, b)).max() < FP16_TOLERANCE
+    assert (out.argmax(-1) == reference(model, task, b).argmax(-1)).all()
+
+
+def test_fp16_program_computes_in_half_precision(sentiment_program):
+    _, _, folder = sentiment_program
+    fp16, fp32 = (coreai_ir.load_program(folder / name) for name in ("fp16.aimodel", "fp32.aimodel"))
+    matmuls = [op for g in fp16.entry_points for op in g.operations if op.kind.endswith("batch_matmul")]
+    assert matmuls and all(op.result_types[0].element == "f16" for op in matmuls)
+    assert fp16.stored_bytes == pytest.approx(fp32.stored_bytes / 2, rel=0.05)
+
+
+def test_weights_are_stored_once_for_every_entry_point(sentiment_program, tmp_path):
+    model, task, folder = sentiment_program
+    coreai.save(coreai.convert_to_coreai(model, task, (64,), fp16=False), tmp_path / "one.aimodel", "test")
+    one, three = (coreai_ir.load_program(p) for p in (tmp_path / "one.aimodel", folder / "fp32.aimodel"))
+    assert len(three.entry_points) == 3
+    assert three.stored_bytes < 1.1 * one.stored_bytes  # only position-dependent constants differ per length
+
+
+def test_rows_of_one_length_evaluated_together_equal_each_alone(sentiment_program):
+    _, task, folder = sentiment_program
+    b = batch()
+    together = coreai.coreai_forward(folder / "fp32.aimodel", task)(b)
+    alone = np.concatenate([coreai.coreai_forward(folder / "fp32.aimodel", task)({k: v[i:i + 1] for k, v in b.items()})
+                            for i in range(b["input_ids"].shape[0])])
+    np.testing.assert_allclose(together, alone, atol=1e-6)
+
+
+def test_every_entry_point_takes_inputs_padded_to_it(sentiment_program):
+    model, task, folder = sentiment_program
+    b = batch()
+    short = {k: v[1:2] for k, v in b.items()}  # 9 real tokens
+    expected = reference(model, task, short)
+    for length in LENGTHS:
+        out = coreai.coreai_forward(folder / "fp32.aimodel", task, pad_to=length)(short)
+        assert np.abs(out - expected).max() < EXACT_TOLERANCE
+
+
+def test_qa_program_gives_both_logits(tmp_path):
+    model, task = tiny(BertForQuestionAnswering), QATask()
+    coreai.save(coreai.convert_to_coreai(model, task, (32, 64)), tmp_path / "qa.aimodel", "test")
+    b = batch(n=3)
+    out = coreai.coreai_forward(tmp_path / "qa.aimodel", task)(b)
+    expected = reference(model, task, b)
+    real = b["attention_mask"].astype(bool)
+    assert out.shape == expected.shape
+    assert np.abs(out - expected)[np.broadcast_to(real[..., None], out.shape)].max() < FP16_TOLERANCE
+
+
+# ---------------------------------------------------------------- the evaluator catches wrong semantics
+
+def _transposed_matmul(op, operands, out):
+    right = coreai_eval._matmul(op, operands, out)
+
+    def run(a, b):
+        if b.shape[-1] == b.shape[-2]:
+            b = np.swapaxes(b, -1, -2)
+        return right(a, b)
+    return run
+
+
+def _softmax_wrong_axis(op, operands, out):
+    def run(x, _axis):
+        x = coreai_eval._compute(x)
+        e = np.exp(x - x.max(axis=-2, keepdims=True))
+        return (e / e.sum(axis=-2, keepdims=True)).astype(out.dtype)
+    return run
+
+
+def _gelu_as_tanh(op, operands, out):
+    return lambda x: np.tanh(coreai_eval._compute(x)).astype(out.dtype)
+
+
+def _slice_last_token(op, operands, out):
+    right = coreai_eval._slice(op, operands, out)
+
+    def run(x, *bounds):
+        y = right(x, *bounds)
+        return x[..., -1:, :] if y.ndim >= 3 and y.shape[-2] == 1 else y  # the pooler reads the last token
+    return run
+
+
+def _mean_over_everything(op, operands, out):
+    def run(x, _axes):
+        x = coreai_eval._compute(x)
+        return np.broadcast_to(x.mean(axis=tuple(range(1, x.ndim)), keepdims=True),
+                               x.shape[:-1] + (1,)).astype(out.dtype)
+    return run
+
+
+def _batch_leak(op, operands, out):
+    right = coreai_eval._binary("add")(op, operands, out)
+
+    def run(a, b):
+        y = right(a, b)
+        return y[::-1] if y.ndim and y.shape[0] > 1 and not operands[0].constant else y
+    return run
+
+
+BROKEN = {
+    "transposed matmul": ("decomposable.broadcasting_batch_matmul", _transposed_matmul),
+    "softmax on the wrong axis": ("softmax", _softmax_wrong_axis),
+    "gelu as tanh": ("gelu", _gelu_as_tanh),
+    "pooler reads the last token": ("slice", _slice_last_token),
+    "layer norm mean over every axis": ("reduce_mean", _mean_over_everything),
+    "batch rows swapped by an add": ("decomposable.broadcasting_add", _batch_leak),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_evaluator_with_one_operation_wrong_misses_the_model(sentiment_program, broken):
+    model, task, folder = sentiment_program
+    program = coreai_ir.load_program(folder / "fp32.aimodel")
+    kind, kernel = BROKEN[broken]
+    b = {k: v[[0, 4]] for k, v in batch().items()}  # 40 and 33 real tokens: both at entry point 64
+    inputs = {k: np.pad(b[k][:, :40], ((0, 0), (0, 24)))[:, None, :] for k in task.input_names}
+    expected = reference(model, task, b)
+    right = coreai_eval.CoreAIEvaluator(program, coreai.entry_name(64)).predict(inputs)["logits"][:, 0]
+    wrong = coreai_eval.CoreAIEvaluator(program, coreai.entry_name(64),
+                                        {**coreai_eval.KERNELS, kind: kernel}).predict(inputs)["logits"][:, 0]
+    assert np.abs(right - expected).max() < EXACT_TOLERANCE
+    assert np.abs(wrong - expected).max() > BROKEN_MIN_DIFF
+
+
+def test_an_operation_the_evaluator_lacks_is_refused_in_one_line(sentiment_program):
+    _, _, folder = sentiment_program
+    text = coreai_ir.program_text(folder / "fp32.aimodel").replace("coreai.tanh", "coreai.sinh", 1)
+    with pytest.raises(ExportError, match=r"coreai\.sinh, an operation pocketbert's evaluator does not implement"):
+        coreai_eval.CoreAIEvaluator(coreai_ir.parse_program(text), coreai.entry_name(16))
+
+
+def test_a_program_cut_short_is_refused(sentiment_program):
+    _, _, folder = sentiment_program
+    text = coreai_ir.program_text(folder / "fp32.aimodel")
+    cut = text[:text.index("coreai.graph @main")] + text[text.index("coreai.graph @main"):][:2000]
+    with pytest.raises(ExportError):
+        coreai_ir.parse_program(cut)
+
+
+def test_dense_constants_read_as_the_ir_prints_them():
+    kind = coreai_ir.TensorType((2, 2), "f32")
+    np.testing.assert_array_equal(coreai_ir.dense_value("[[1.0, -2.5e-01], [0x7F800000, 3]]", kind, 1),
+                                  np.array([[1.0, -0.25], [np.inf, 3.0]], dtype=np.float32))
+    np.testing.assert_array_equal(coreai_ir.dense_value("7", coreai_ir.TensorType((3,), "si32"), 1), [7, 7, 7])
+    np.testing.assert_array_equal(coreai_ir.dense_value('"0x0100000002000000"', coreai_ir.TensorType((2,), "ui32"), 1),
+                                  [1, 2])
