@@ -9,8 +9,10 @@ Batching: a program is specialized to shape (1, n). Sequences of one length are 
 every value computed from the inputs one more leading axis, the batch; an operation's axes move by one on those
 values and constants broadcast against them unchanged. Each row is computed as it would be alone.
 
-Precision: values are stored in their declared element type (f16 where the program computes in f16); arithmetic
-on f16 values runs in f32 and each result is rounded to f16, as fp16 hardware with fp32 accumulation does.
+Precision: an f16 value is held as an f32 array whose every element is an f16 number: each operation computes in
+f32 and rounds its result to f16 where the program's type says f16, as fp16 hardware with fp32 accumulation does.
+numpy converts to and from f16 and computes erf one element at a time; those two run through torch's vectorized
+kernels on the same memory (torch.from_numpy), the only use of torch here.
 """
 
 from __future__ import annotations
@@ -46,11 +48,20 @@ class Operand:
 
 
 def _compute(x: np.ndarray) -> np.ndarray:
-    """f16 arithmetic runs in f32 (numpy has no fast f16 kernels); other types as they are."""
+    """A value as arithmetic takes it: f16 constants widened (exactly) to f32; run-time values already are."""
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
+def _round_to_f16(x: np.ndarray) -> np.ndarray:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).half().float().numpy()
+
+
 def _store(x, kind: TensorType) -> np.ndarray:
+    """A result as the program's type holds it: f16 rounded (held in f32), other types converted."""
+    if kind.element == "f16":
+        return _round_to_f16(np.asarray(x))
     return np.asarray(x).astype(kind.dtype, copy=False)
 
 
@@ -119,9 +130,9 @@ def _unary(function):
 
 
 def _erf(x):
-    from scipy.special import erf
+    import torch
 
-    return erf(x)
+    return torch.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()
 
 
 def _gelu(op, operands, out):
@@ -145,7 +156,7 @@ def _cast(op, operands, out):
             return np.trunc(x).astype(target)  # float to integer truncates toward zero
         if target == np.bool_:
             return x != 0
-        return x.astype(target)
+        return _store(x, out)
     return run
 
 
@@ -333,8 +344,8 @@ class CoreAIEvaluator:
         return [scope[o] for o in graph.outputs]
 
     def _compile_op(self, op: Operation, scope: dict[str, Operand]) -> list[Operand]:
-        if op.kind == "constant":
-            return [Operand(None, op.value, op.result_types[0])]
+        if op.kind == "constant":  # f16 weights widened once, exactly: arithmetic reads f32
+            return [Operand(None, _compute(op.value), op.result_types[0])]
         try:
             operands = [scope[name] for name in op.operands]
         except KeyError as missing:
@@ -378,7 +389,7 @@ class CoreAIEvaluator:
             if value.shape[1:] != kind.shape:
                 raise ExportError(f"input '{name}' has shape {value.shape[1:]} per row; the program takes {kind.shape}")
             batch = value.shape[0] if batch is None else batch
-            env[self.input_slots[name]] = value.astype(kind.dtype, copy=False)
+            env[self.input_slots[name]] = _store(value, kind)
         for step in self.steps:
             result = step.run(*[env[i] if i >= 0 else constants[-1 - i] for i in step.inputs])
             if step.several:
