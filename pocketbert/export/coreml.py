@@ -1,12 +1,12 @@
 """Core ML ML Program export (fp16 or compressed weights, flexible or fixed length, iOS 16+) and its check off macOS.
 
-MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL
-program from the spec and evaluating every operation with coremltools' own numpy value inference, or a
-kernel of mil_kernels where that inference is missing.
+MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL program from
+the spec and evaluating it with numpy, compiled once per input shape into batched kernels (mil_eval.py).
 """
 
 from __future__ import annotations
 
+import functools
 import platform
 from pathlib import Path
 
@@ -15,7 +15,8 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
-from pocketbert.export import mil_kernels
+from pocketbert.export.mil_eval import MILEvaluator
+from pocketbert.export.mil_reference import ValueInferenceInterpreter
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.export_wrapper import ClassifierWrapper
@@ -28,6 +29,8 @@ BLOCK_SIZE = 32          # input channels sharing one int4 scale
 CLASSIFIER_LABEL, CLASSIFIER_PROBABILITIES = "label", "label_probs"  # the classifier's outputs, as Core ML names them
 FIXED_LENGTH_KEY = "fixed_length"  # metadata of a fixed-shape program
 LENGTHS_KEY = "enumerated_lengths"  # metadata of an enumerated-shape program: "16,32,64,128"
+MIL_EVALUATOR = "MIL interpreter (numpy)"  # the runtime parity.json names off macOS
+MIL_VALUE_INFERENCE = "MIL value inference (coremltools)"  # the reference evaluator
 
 
 # Weight compressions of an fp16 program: name -> (compressor, its op config), given coremltools.optimize.coreml.
@@ -170,112 +173,86 @@ def load_mlpackage(path: Path):
         return ct.models.MLModel(str(path), skip_model_load=platform.system() != "Darwin")
 
 
-class _Value:
-    """Stands in for a MIL symbolic value: Var.val reads `.val` from it."""
-
-    __slots__ = ("val",)
-
-    def __init__(self, val):
-        self.val = val
-
-
-class MILInterpreter:
-    """Evaluates a saved ML Program's main function op by op with numpy (for platforms without Core ML)."""
-
-    def __init__(self, mlpackage: Path):
-        ct = import_coremltools()
-        from coremltools.converters.mil.frontend.milproto.load import load as load_mil
-
-        with _quiet():
-            mlmodel = ct.models.MLModel(str(mlpackage), skip_model_load=True)
-            spec = mlmodel.get_spec()
-            self.metadata = dict(mlmodel.user_defined_metadata)
-            self.program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
-        self.function = self.program.functions["main"]
-        # Compressed weights (palettized, int8, block-wise int4) decompressed once, not at every prediction.
-        self.materialized = {op.name: op.materialized_val_inference() for op in self.function.operations
-                             if op.op_type.startswith("constexpr_")}
-
-    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        fn = self.function
-        touched = []  # (var, its symbolic type) to restore, so the program can be evaluated again
-
-        def bind(var, value):
-            touched.append((var, var._sym_type))
-            var._sym_val = _Value(value)
-            # Ops infer values from their inputs' types too: give every var the concrete shape it has now.
-            if not isinstance(value, (str, dict)):  # a classifier's label and probabilities keep their types
-                var._sym_type = self._concrete_type(value)
-
-        try:
-            for name, var in fn.inputs.items():
-                if name not in inputs:
-                    raise ExportError(f"the Core ML model needs input '{name}'")
-                bind(var, np.asarray(inputs[name]).astype(np.int32))
-            for op in fn.operations:
-                if op.op_type == "const":
-                    continue
-                if op.name in self.materialized:
-                    result = self.materialized[op.name]
-                else:
-                    kernel = mil_kernels.KERNELS.get(op.op_type)
-                    result = kernel(op) if kernel else op.value_inference()
-                results = result if len(op.outputs) > 1 else (result,)
-                for out, value in zip(op.outputs, results):
-                    bind(out, value)
-            return {v.name: v.val if isinstance(v.val, (str, dict)) else np.asarray(v.val, dtype=np.float32)
-                    for v in fn.outputs}
-        finally:
-            for var, sym_type in touched:
-                var._sym_val = None
-                var._sym_type = sym_type
-
-    @staticmethod
-    def _concrete_type(value):
-        from coremltools.converters.mil.mil import types
-
-        arr = np.asarray(value)
-        dtype = types.numpy_type_to_builtin_type(arr.dtype)
-        return dtype if arr.ndim == 0 else types.tensor(dtype, arr.shape)
+def mil_evaluator(mlpackage: Path) -> MILEvaluator:
+    """The compiled evaluator of a saved program, kept (with its plans) while the same files are asked for again:
+    the gate opens an enumerated program once, then once for each of its lengths."""
+    files = sorted(p for p in Path(mlpackage).rglob("*") if p.is_file())
+    fingerprint = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _evaluator(str(Path(mlpackage).resolve()), fingerprint)
 
 
-def coreml_forward(mlpackage: Path, task, pad_to: int | None = None):
-    """A numpy-in, numpy-out forward over Core ML (macOS) or the MIL interpreter (elsewhere), one row at a time.
+@functools.lru_cache(maxsize=1)
+def _evaluator(path: str, fingerprint: tuple) -> MILEvaluator:
+    return MILEvaluator(Path(path))
 
-    An enumerated program gets each input padded to the smallest length that fits, as an app pads it, or to
-    `pad_to` (one of its lengths) to check that length on shorter inputs."""
-    if platform.system() == "Darwin":
+
+def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: bool = False):
+    """A numpy-in, numpy-out forward over Core ML (macOS, one row at a time) or the compiled MIL evaluator
+    (elsewhere, rows of one input width together); with `reference`, over coremltools' value inference, one row at
+    a time (the slow evaluator the compiled one is tested against).
+
+    A flexible program runs each sequence at its own length; a fixed or enumerated one takes it padded and masked,
+    an enumerated one to the smallest of its lengths that fits, as an app pads it, or to `pad_to` (one of its
+    lengths) to check that length on shorter inputs."""
+    if reference:
+        interpreter = ValueInferenceInterpreter(mlpackage)
+        metadata = interpreter.metadata
+        predict, runtime = _rows_one_by_one(interpreter.predict), MIL_VALUE_INFERENCE
+    elif platform.system() == "Darwin":
         model = load_mlpackage(mlpackage)
-        predict, metadata = model.predict, model.user_defined_metadata
-        runtime = "Core ML"
+        metadata = model.user_defined_metadata
+        predict, runtime = _rows_one_by_one(model.predict), "Core ML"
     else:
-        interpreter = MILInterpreter(mlpackage)
-        predict, metadata = interpreter.predict, interpreter.metadata
-        runtime = "MIL interpreter (numpy)"
+        evaluator = mil_evaluator(mlpackage)
+        predict, metadata, runtime = evaluator.predict, evaluator.metadata, MIL_EVALUATOR
     fixed = metadata.get(FIXED_LENGTH_KEY)
     lengths = enumerated_lengths(metadata)
     if pad_to is not None and pad_to not in lengths:
         raise ExportError(f"{Path(mlpackage).name} takes lengths {lengths or 'as they come'}, not {pad_to}")
 
-    def forward(batch):
-        rows = []
-        for i in range(batch["input_ids"].shape[0]):
-            n = int(batch["attention_mask"][i].sum())
-            # A flexible program runs each sequence at its own length; a fixed or enumerated one takes it padded
-            # and masked.
-            inputs = {k: batch[k][i:i + 1, :n].astype(np.int32) for k in task.input_names}
-            width = int(fixed) if fixed else (pad_to or smallest_fitting(lengths, n)) if lengths else n
-            if width > n:
-                inputs = {k: np.pad(v, ((0, 0), (0, width - n))) for k, v in inputs.items()}
-            out = predict(inputs)
-            if CLASSIFIER_PROBABILITIES in out:  # log-probabilities: the same answers as logits
-                probabilities = out[CLASSIFIER_PROBABILITIES]
-                row = np.log(np.maximum([probabilities[label] for label in task.label_names], 1e-12))
-            else:
-                row = task.fit_row(task.stack_outputs([out[name] for name in task.output_names])[0], n,
-                                   batch["input_ids"].shape[1])
-            rows.append(row)
-        return np.stack(rows)
+    def width(n: int) -> int:
+        return int(fixed) if fixed else (pad_to or smallest_fitting(lengths, n)) if lengths else n
 
+    def outputs(found: dict) -> np.ndarray:
+        if CLASSIFIER_PROBABILITIES in found:  # log-probabilities: the same answers as logits
+            return np.log(np.maximum([[row[label] for label in task.label_names]
+                                      for row in found[CLASSIFIER_PROBABILITIES]], 1e-12))
+        return task.stack_outputs([found[name][:, 0] for name in task.output_names])  # without the program's batch
+
+    forward = grouped_forward(task, predict, width, outputs)
     forward.runtime = runtime
     return forward
+
+
+def grouped_forward(task, predict, width, outputs, min_length: int = 1):
+    """A forward that pads each row to width(its length) and runs the rows of one width together:
+    predict(inputs by name, each [rows, 1, width]) gives what outputs(...) turns into logits, rows first.
+    A row shorter than min_length runs at min_length."""
+    def forward(batch):
+        counts = np.maximum(batch["attention_mask"].sum(axis=1).astype(int), min_length)
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(counts):
+            groups.setdefault(width(int(n)), []).append(i)
+        rows: list = [None] * len(counts)
+        for padded, members in groups.items():
+            inputs = {}
+            for name in task.input_names:
+                values = np.zeros((len(members), 1, padded), dtype=np.int32)
+                for j, i in enumerate(members):
+                    values[j, 0, :counts[i]] = batch[name][i, :counts[i]]
+                inputs[name] = values
+            logits = outputs(predict(inputs))
+            for j, i in enumerate(members):
+                rows[i] = task.fit_row(logits[j], int(counts[i]), batch["input_ids"].shape[1])
+        return np.stack(rows)
+    return forward
+
+
+def _rows_one_by_one(predict):
+    """Core ML's predict, which takes one row, over rows of one width (results stacked, rows first)."""
+    def run(inputs: dict) -> dict:
+        found = [predict({name: values[j] for name, values in inputs.items()})
+                 for j in range(next(iter(inputs.values())).shape[0])]
+        return {name: [f[name] for f in found] if isinstance(found[0][name], (str, dict)) else
+                np.stack([np.asarray(f[name]) for f in found]) for name in found[0]}
+    return run

@@ -130,21 +130,21 @@ def coreml_delegate_package(pte: Path, folder: Path) -> Path:
 
 
 def coreml_delegate_forward(path: Path, task):
-    """The Core ML program inside a Core ML-delegated .pte, evaluated op by op (MIL interpreter), one sequence at a
-    time at its own length: ExecuTorch's Core ML backend itself runs only on Apple hardware."""
+    """The Core ML program inside a Core ML-delegated .pte, evaluated with numpy (the MIL evaluator), each sequence
+    at its own length, rows of one length together: ExecuTorch's Core ML backend itself runs only on Apple
+    hardware."""
     import tempfile
 
-    from pocketbert.export.coreml import MILInterpreter
+    from pocketbert.export.coreml import MIL_EVALUATOR, grouped_forward
+    from pocketbert.export.mil_eval import MILEvaluator
 
     folder = tempfile.TemporaryDirectory(prefix="pocketbert-pte-coreml-")
-    interpreter = MILInterpreter(coreml_delegate_package(path, Path(folder.name)))
-    outputs = [v.name for v in interpreter.function.outputs]  # in the order the program returns them
+    evaluator = MILEvaluator(coreml_delegate_package(path, Path(folder.name)))
 
-    def run_row(inputs: dict) -> list:
-        found = interpreter.predict(inputs)
-        return [found[o] for o in outputs]
+    def outputs(found: dict) -> np.ndarray:  # in the order the program returns them
+        return task.stack_outputs([found[name][:, 0] for name in evaluator.output_names])  # without the program's batch
 
-    forward = _each_at_its_length(task, run_row)
-    forward.runtime = "Core ML delegate, MIL interpreter (numpy)"
+    forward = grouped_forward(task, evaluator.predict, lambda n: n, outputs, MIN_SEQUENCE)
+    forward.runtime = f"Core ML delegate, {MIL_EVALUATOR}"
     forward.keeps = folder  # the unpacked program lives as long as the forward
     return forward

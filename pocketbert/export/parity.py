@@ -146,9 +146,9 @@ INPUTS_PER_LENGTH = 32
 
 
 def check_lengths(task, features: list, student_logits: list[np.ndarray], lengths: tuple[int, ...], open_at_length,
-                  pad_id: int, gate: Gate) -> dict:
+                  pad_id: int, gate: Gate, batch_size: int = 1) -> dict:
     """For a model that takes only some lengths: its logits with every input padded to each length, against the
-    student's, so that a length no eval input needs is proven too."""
+    student's, so that a length no eval input needs is proven too (batch_size inputs to a call of the forward)."""
     from pocketbert.core.inference import batched_logits
 
     checked = {}
@@ -157,7 +157,7 @@ def check_lengths(task, features: list, student_logits: list[np.ndarray], length
                          key=lambda k: -len(features[k].input_ids))[:INPUTS_PER_LENGTH]
         if not fitting:
             continue
-        logits = batched_logits(task, [features[k] for k in fitting], pad_id, 1, open_at_length(length))
+        logits = batched_logits(task, [features[k] for k in fitting], pad_id, batch_size, open_at_length(length))
         diff = max(float(np.max(np.abs(a - student_logits[k]))) for a, k in zip(logits, fitting))
         checked[str(length)] = {"inputs": len(fitting), "max_abs_diff": diff,
                                 "passed": gate.max_abs_diff is None or diff <= gate.max_abs_diff}

@@ -108,7 +108,8 @@ def _gate(variant, path: Path, task, examples, features, student_logits, n_featu
     if lengths:
         result.by_length = parity.check_lengths(
             task, run_features, student_logits, lengths,
-            lambda n: variant.runtime.open_at_length(path, task, n), pad_id, variant.gate)
+            lambda n: variant.runtime.open_at_length(path, task, n), pad_id, variant.gate,
+            variant.runtime.batch_size or batch_size)
         result.passed = result.passed and all(r["passed"] for r in result.by_length.values())
     return result
 

@@ -68,8 +68,9 @@ def _open_onnxruntime(path: Path, task):
 
 
 ONNX_RUNTIME = Runtime("onnxruntime", _open_onnxruntime, None, "parity")
-# Core ML on macOS; elsewhere the saved program evaluated op by op (coreml_forward names which in .runtime).
-COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, 1, "coreml",
+# Core ML on macOS; elsewhere the saved program evaluated with numpy, rows of one width together (coreml_forward
+# names which in .runtime).
+COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, None, "coreml",
                          lambda path: coreml.enumerated_lengths(coreml.load_mlpackage(path).user_defined_metadata),
                          lambda path, task, length: coreml.coreml_forward(path, task, pad_to=length))
 # ExecuTorch's Python runtime, one sequence at a time at its own length, as an app runs it.
@@ -78,8 +79,8 @@ EXECUTORCH_RUNTIME = Runtime("executorch", executorch_export.executorch_forward,
 TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
 # A Core ML-delegated program: ExecuTorch's Core ML backend runs only on Apple hardware, so the Core ML program it
 # carries is taken out of the saved .pte and evaluated op by op (the ExecuTorch wrapper around it needs a device).
-EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward, 1,
-                                    "coreml")
+EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward,
+                                    None, "coreml")
 # Core AI off Apple platforms: the saved program evaluated op by op with numpy, rows of one length together; each
 # entry point (enumerated length) also checked on its own.
 COREAI_RUNTIME = Runtime("coreai", coreai.coreai_forward, None, "coreml", coreai.program_lengths,

@@ -8,6 +8,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.export import coreml, onnx_export, parity
+from pocketbert.export.mil_eval import MILEvaluator
 from pocketbert.export.variants import VARIANTS
 from pocketbert.core.export_wrapper import ExportWrapper
 from pocketbert.core.data import TextExample
@@ -238,13 +239,13 @@ def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports,
     assert {o.name for o in spec.description.output} == {coreml.CLASSIFIER_LABEL, coreml.CLASSIFIER_PROBABILITIES}
     b = batch(length=12)
     expected = torch.softmax(torch.from_numpy(reference(model, task, b)), dim=-1).numpy()
-    interpreter = coreml.MILInterpreter(package)
+    evaluator = MILEvaluator(package)
     for i in range(3):
         n = int(b["attention_mask"][i].sum())
-        out = interpreter.predict({k: b[k][i:i + 1, :n] for k in task.input_names})
-        probabilities = np.array([out[coreml.CLASSIFIER_PROBABILITIES][label] for label in task.label_names])
+        out = evaluator.predict({k: b[k][None, i:i + 1, :n] for k in task.input_names})
+        probabilities = np.array([out[coreml.CLASSIFIER_PROBABILITIES][0][label] for label in task.label_names])
         assert np.abs(probabilities - expected[i]).max() < COREML_FP16_TOLERANCE
-        assert out[coreml.CLASSIFIER_LABEL] == task.label_names[int(expected[i].argmax())]
+        assert out[coreml.CLASSIFIER_LABEL][0] == task.label_names[int(expected[i].argmax())]
 
 
 @pytest.mark.slow
