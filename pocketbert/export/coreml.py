@@ -189,26 +189,38 @@ def _evaluator(path: str, fingerprint: tuple) -> MILEvaluator:
 def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: bool = False):
     """A numpy-in, numpy-out forward over Core ML (macOS, one row at a time) or the compiled MIL evaluator
     (elsewhere, rows of one input width together); with `reference`, over coremltools' value inference, one row at
-    a time (the slow evaluator the compiled one is tested against).
-
-    A flexible program runs each sequence at its own length; a fixed or enumerated one takes it padded and masked,
-    an enumerated one to the smallest of its lengths that fits, as an app pads it, or to `pad_to` (one of its
-    lengths) to check that length on shorter inputs."""
+    a time (the slow evaluator the compiled one is tested against). pad_to: see program_forward."""
     if reference:
         interpreter = ValueInferenceInterpreter(mlpackage)
         metadata = interpreter.metadata
-        predict, runtime = _rows_one_by_one(interpreter.predict), MIL_VALUE_INFERENCE
+        predict, runtime = one_row_at_a_time(interpreter.predict), MIL_VALUE_INFERENCE
     elif platform.system() == "Darwin":
         model = load_mlpackage(mlpackage)
         metadata = model.user_defined_metadata
-        predict, runtime = _rows_one_by_one(model.predict), "Core ML"
+        predict, runtime = one_row_at_a_time(model.predict), "Core ML"
     else:
         evaluator = mil_evaluator(mlpackage)
         predict, metadata, runtime = evaluator.predict, evaluator.metadata, MIL_EVALUATOR
+    if pad_to is not None and pad_to not in enumerated_lengths(metadata):
+        raise ExportError(f"{Path(mlpackage).name} takes lengths {enumerated_lengths(metadata) or 'as they come'}, "
+                          f"not {pad_to}")
+    forward = program_forward(predict, metadata, task, pad_to=pad_to)
+    forward.runtime = runtime
+    return forward
+
+
+def program_forward(predict, metadata: dict, task, output_names: list[str] | None = None,
+                    pad_to: int | None = None, min_length: int = 1):
+    """A numpy-in, numpy-out forward over a program's predict, which takes rows of one width (inputs by name, each
+    [rows, 1, width]) and gives its outputs rows first; output_names: the outputs that make the logits, in the
+    task's order (default: the task's output names).
+
+    A flexible program runs each sequence at its own length (at least min_length); a fixed or enumerated one takes
+    it padded and masked, an enumerated one to the smallest of its lengths that fits, as an app pads it, or to
+    `pad_to` (one of its lengths) to check that length on shorter inputs."""
     fixed = metadata.get(FIXED_LENGTH_KEY)
     lengths = enumerated_lengths(metadata)
-    if pad_to is not None and pad_to not in lengths:
-        raise ExportError(f"{Path(mlpackage).name} takes lengths {lengths or 'as they come'}, not {pad_to}")
+    names = list(output_names or task.output_names)
 
     def width(n: int) -> int:
         return int(fixed) if fixed else (pad_to or smallest_fitting(lengths, n)) if lengths else n
@@ -217,17 +229,8 @@ def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: 
         if CLASSIFIER_PROBABILITIES in found:  # log-probabilities: the same answers as logits
             return np.log(np.maximum([[row[label] for label in task.label_names]
                                       for row in found[CLASSIFIER_PROBABILITIES]], 1e-12))
-        return task.stack_outputs([found[name][:, 0] for name in task.output_names])  # without the program's batch
+        return task.stack_outputs([found[name][:, 0] for name in names])  # without the program's own batch axis
 
-    forward = grouped_forward(task, predict, width, outputs)
-    forward.runtime = runtime
-    return forward
-
-
-def grouped_forward(task, predict, width, outputs, min_length: int = 1):
-    """A forward that pads each row to width(its length) and runs the rows of one width together:
-    predict(inputs by name, each [rows, 1, width]) gives what outputs(...) turns into logits, rows first.
-    A row shorter than min_length runs at min_length."""
     def forward(batch):
         counts = np.maximum(batch["attention_mask"].sum(axis=1).astype(int), min_length)
         groups: dict[int, list[int]] = {}
@@ -248,8 +251,9 @@ def grouped_forward(task, predict, width, outputs, min_length: int = 1):
     return forward
 
 
-def _rows_one_by_one(predict):
-    """Core ML's predict, which takes one row, over rows of one width (results stacked, rows first)."""
+def one_row_at_a_time(predict):
+    """A predict that takes one row ([1, width] inputs: Core ML's, value inference's) over rows of one width, its
+    results stacked rows first."""
     def run(inputs: dict) -> dict:
         found = [predict({name: values[j] for name, values in inputs.items()})
                  for j in range(next(iter(inputs.values())).shape[0])]

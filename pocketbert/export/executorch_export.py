@@ -135,16 +135,14 @@ def coreml_delegate_forward(path: Path, task):
     hardware."""
     import tempfile
 
-    from pocketbert.export.coreml import MIL_EVALUATOR, grouped_forward
+    from pocketbert.export.coreml import MIL_EVALUATOR, program_forward
     from pocketbert.export.mil_eval import MILEvaluator
 
     folder = tempfile.TemporaryDirectory(prefix="pocketbert-pte-coreml-")
     evaluator = MILEvaluator(coreml_delegate_package(path, Path(folder.name)))
-
-    def outputs(found: dict) -> np.ndarray:  # in the order the program returns them
-        return task.stack_outputs([found[name][:, 0] for name in evaluator.output_names])  # without the program's batch
-
-    forward = grouped_forward(task, evaluator.predict, lambda n: n, outputs, MIN_SEQUENCE)
+    # the program names its outputs after the graph's nodes: they are taken in the order it returns them
+    forward = program_forward(evaluator.predict, evaluator.metadata, task, evaluator.output_names,
+                              min_length=MIN_SEQUENCE)
     forward.runtime = f"Core ML delegate, {MIL_EVALUATOR}"
     forward.keeps = folder  # the unpacked program lives as long as the forward
     return forward

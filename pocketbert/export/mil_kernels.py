@@ -138,9 +138,11 @@ _UNARY = {
     "tanh": np.tanh, "exp": np.exp, "exp2": np.exp2, "sqrt": np.sqrt, "abs": np.abs, "square": np.square,
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "sign": np.sign, "erf": _erf,
     "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),  # coremltools has no value inference for it
 }
 _UNARY_WITH_EPSILON = {  # the op adds its epsilon input before the function
-    "rsqrt": lambda x, e: 1.0 / np.sqrt(x + e), "log": lambda x, e: np.log(x + e), "inverse": lambda x, e: 1.0 / (x + e),
+    "rsqrt": lambda x, e: 1.0 / np.sqrt(x + e), "log": lambda x, e: np.log(x + e),
+    "inverse": lambda x, e: 1.0 / (x + e),
 }
 
 
