@@ -13,16 +13,11 @@ plan is one pass of its steps over the rows' arrays: no types, shapes or attribu
 Batching: rows of one shape are evaluated together, every value computed from the inputs carrying one more leading
 axis; each row is computed as it would be alone. Precision: each result is rounded to the type the program gives
 it (mil_kernels.storer), so an fp16 program computes in fp16 at every op boundary.
-
-Threads: a plan runs with BLAS and torch on one thread. Their two thread pools spin while they wait for each other;
-on this project's shared 2-core machine that made a batch of 16 SST-2 sentences 15 to 30 times slower (145-270 ms a
-sentence against 7.7 ms on one thread).
+A plan runs with BLAS and torch on one thread (export/threads.py says why).
 """
 
 from __future__ import annotations
 
-import functools
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -33,6 +28,7 @@ from pocketbert.errors import ExportError
 from pocketbert.export import mil_kernels
 from pocketbert.export.mil_kernels import NotCovered, Operands, computing_form, storer
 from pocketbert.export.mil_reference import SavedProgram, bound, infer, input_vars
+from pocketbert.export.threads import one_thread
 
 
 @dataclass
@@ -52,27 +48,6 @@ class _Plan:
     table: list                                 # constants the steps read
     outputs: dict[str, tuple[int | None, object]]  # name -> (slot, None) or (None, constant value)
     slots: int
-
-
-@functools.cache
-def _thread_pools():
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-@contextmanager
-def _one_thread():
-    """BLAS, OpenMP and torch limited to one thread for the block (see the module's docstring)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with _thread_pools().limit(limits=1):
-            yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _execute(step: _Step, env: list, table: list) -> None:
@@ -130,7 +105,7 @@ class MILEvaluator:
         arrays = {name: np.asarray(inputs[name]) for name in self.function.inputs}
         key = tuple((name, a.shape[1:]) for name, a in arrays.items())
         plan = self._plans.get(key)
-        with _one_thread():
+        with one_thread():
             if plan is None:
                 plan, env = self._compile(arrays)
                 self._plans[key] = plan
