@@ -25,6 +25,7 @@ from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.errors import ExportError, require
 from pocketbert.export import coreai_eval, coreai_ir
+from pocketbert.export.threads import one_thread
 
 MINIMUM_OS = "iOS27"  # Core AI ships with iOS 27, iPadOS 27 and macOS 27
 ENTRY = "main"
@@ -158,7 +159,8 @@ def coreai_forward(path: Path, task, pad_to: int | None = None):
                     n = int(counts[i])
                     values[j, 0, :n] = batch[name][i, :n]
                 inputs[name] = values
-            out = saved.evaluator(length).predict(inputs)
+            with one_thread():  # export/threads.py: BLAS's and torch's pools otherwise spin against each other
+                out = saved.evaluator(length).predict(inputs)
             for j, i in enumerate(members):
                 stacked = task.stack_outputs([out[name][j] for name in task.output_names])[0]
                 rows[i] = task.fit_row(stacked, int(counts[i]), width)
