@@ -87,6 +87,7 @@ class MILEvaluator:
                                   "pocketbert's MIL evaluator does not run: leave the Core ML variants out of "
                                   "export.coreml_variants, or report the op")
         self._plans: dict[tuple, _Plan] = {}
+        self.row_by_row: set[str] = set()  # op types a compiled plan evaluates by value inference, one row at a time
 
     @property
     def input_names(self) -> list[str]:
@@ -201,6 +202,7 @@ class MILEvaluator:
                     source = reads[0].dtype
                     stores = [None if v.dtype == source else s for v, s in zip(op.outputs, stores)]
                 return run, reads, stores
+        self.row_by_row.add(op.op_type)
         return _row_by_row(op, operands), [v for v in input_vars(op) if not _is_program_constant(v)], stores
 
 

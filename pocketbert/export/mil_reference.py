@@ -117,11 +117,13 @@ class ValueInferenceInterpreter:
         self.function = self.saved.function
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from coremltools.converters.mil.mil import types
+
         values = {}
         for name, var in self.function.inputs.items():
             if name not in inputs:
                 raise ExportError(f"the Core ML model needs input '{name}'")
-            values[var] = np.asarray(inputs[name]).astype(np.int32)
+            values[var] = np.asarray(inputs[name]).astype(types.nptype_from_builtin(var.dtype))
         for op in self.function.operations:
             if op.op_type == "const":
                 continue

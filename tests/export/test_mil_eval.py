@@ -100,6 +100,7 @@ def test_compiled_evaluator_gives_value_inference_answers(programs, case):
     assert ours.shape == reference.shape
     assert steps_apart(ours, reference) <= REFERENCE_STEPS
     assert (ours.argmax(-1) == reference.argmax(-1)).all()
+    assert coreml.mil_evaluator(path).row_by_row == set()  # a BERT program runs in kernels alone
 
 
 @pytest.mark.slow
@@ -125,8 +126,11 @@ def test_rows_evaluated_together_equal_each_alone(programs):
 def test_ops_without_a_kernel_are_evaluated_by_value_inference_row_by_row(programs):
     path, task = programs("sentiment-fp16")
     b = batch()
-    reduced = {k: v for k, v in mil_kernels.KERNELS.items() if k not in ("layer_norm", "softmax", "gelu", "linear")}
-    assert steps_apart(evaluated(path, task, b, reduced), evaluated(path, task, b)) <= REFERENCE_STEPS
+    left_out = {"layer_norm", "softmax", "gelu", "linear"}
+    evaluator = MILEvaluator(path, {k: v for k, v in mil_kernels.KERNELS.items() if k not in left_out})
+    reduced = coreml.program_forward(evaluator.predict, evaluator.metadata, task)(b)
+    assert evaluator.row_by_row == left_out
+    assert steps_apart(reduced, evaluated(path, task, b)) <= REFERENCE_STEPS
 
 
 # ---------------------------------------------------------------- a kernel with wrong semantics is caught
@@ -226,5 +230,86 @@ def test_a_kernel_that_does_not_cover_an_op_form_hands_it_to_value_inference(pro
         raise NotCovered("for this test")
 
     b = batch()
-    kernels = {**mil_kernels.KERNELS, "matmul": never, "transpose": never}
-    assert steps_apart(evaluated(path, task, b, kernels), evaluated(path, task, b)) <= REFERENCE_STEPS
+    evaluator = MILEvaluator(path, {**mil_kernels.KERNELS, "matmul": never, "transpose": never})
+    handed_over = coreml.program_forward(evaluator.predict, evaluator.metadata, task)(b)
+    assert evaluator.row_by_row == {"matmul", "transpose"}
+    assert steps_apart(handed_over, evaluated(path, task, b)) <= REFERENCE_STEPS
+
+
+# ---------------------------------------------------------------- every kernel, on a program made of them
+
+N = 6  # sequence positions of the program below
+
+
+def _program_of_every_kernel(path):
+    """An fp32 ML Program whose outputs exercise each kernel, in forms the BERT programs do not use (other axes,
+    constants and computed values on either side, epsilons, masks and strides), saved without optimization."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+
+    rng = np.random.default_rng(3)
+    table, weight, bias = (rng.normal(size=s).astype(np.float32) for s in ((10, 4), (3, 4), (3,)))
+    right = rng.normal(size=(4, 5)).astype(np.float32)
+    extra = rng.normal(size=(1, N, 2)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, N, 4)), mb.TensorSpec(shape=(1, N), dtype=types.int32),
+                             mb.TensorSpec(shape=(1, N, 1), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def program(x, ids, cols):
+        positive = mb.abs(x=x)
+        return (
+            mb.softmax(x=x, axis=1),
+            mb.layer_norm(x=x, axes=[1, 2], epsilon=1e-5),
+            mb.transpose(x=x, perm=[2, 0, 1]),
+            mb.matmul(x=x, y=x, transpose_y=True),
+            mb.matmul(x=x, y=right),
+            mb.matmul(x=mb.transpose(x=x, perm=[0, 2, 1]), y=mb.transpose(x=x, perm=[0, 2, 1]), transpose_x=True),
+            mb.linear(x=x, weight=weight, bias=bias),
+            mb.concat(values=[x, extra, x], axis=-1),
+            *mb.split(x=x, split_sizes=[1, 3], axis=2),
+            mb.select(cond=mb.greater(x=x, y=np.float32(0.0)), a=x, b=mb.mul(x=x, y=np.float32(0.1))),
+            mb.tile(x=x, reps=[1, 2, 1]),
+            mb.reduce_sum(x=x, axes=[1], keep_dims=False),
+            mb.reduce_max(x=x, axes=[-1], keep_dims=True),
+            mb.reduce_mean(x=x, axes=[0, 2], keep_dims=False),
+            mb.gather(x=table, indices=ids, axis=0),
+            mb.gather(x=x, indices=np.array([0, 2], dtype=np.int32), axis=1),
+            mb.gather(x=x, indices=ids, axis=1),
+            mb.gather_along_axis(x=x, indices=cols, axis=2),
+            mb.squeeze(x=mb.expand_dims(x=x, axes=[0, -1]), axes=[0]),
+            mb.slice_by_index(x=x, begin=[0, 1, 0], end=[1, N, 4], stride=[1, 2, 1],
+                              squeeze_mask=[True, False, False]),
+            mb.reshape(x=x, shape=[1, -1]),
+            mb.rsqrt(x=positive, epsilon=0.5), mb.log(x=positive, epsilon=1.0), mb.inverse(x=x, epsilon=0.25),
+            mb.sqrt(x=positive), mb.exp(x=x), mb.erf(x=x), mb.tanh(x=x), mb.sigmoid(x=x), mb.relu(x=x),
+            mb.gelu(x=x, mode="TANH_APPROXIMATION"), mb.gelu(x=x, mode="SIGMOID_APPROXIMATION"),
+            mb.real_div(x=x, y=mb.add(x=positive, y=np.float32(1.0))), mb.pow(x=positive, y=np.float32(0.5)),
+            mb.maximum(x=x, y=extra[..., :1]), mb.minimum(x=x, y=np.float32(0.2)), mb.sub(x=np.float32(1.0), y=x),
+            mb.cast(x=mb.mul(x=x, y=np.float32(3.0)), dtype="int32"),
+            mb.cast(x=mb.mul(x=x, y=np.float32(1000.0)), dtype="fp16"),
+        )
+
+    ct.convert(program, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17,
+               pass_pipeline=ct.PassPipeline.EMPTY).save(str(path))
+
+
+FP32_TOLERANCE = 1e-5  # both evaluators compute this fp32 program in float32 (numpy's orders of summation differ)
+
+
+def test_every_kernel_gives_value_inference_answers_on_rows_together(tmp_path):
+    from pocketbert.export.mil_reference import ValueInferenceInterpreter
+
+    _program_of_every_kernel(tmp_path / "kernels.mlpackage")
+    rng = np.random.default_rng(4)
+    rows = {"x": rng.normal(size=(3, 1, N, 4)).astype(np.float32),
+            "ids": rng.integers(0, N, size=(3, 1, N)).astype(np.int32),
+            "cols": rng.integers(0, 4, size=(3, 1, N, 1)).astype(np.int32)}
+    evaluator = MILEvaluator(tmp_path / "kernels.mlpackage")
+    ours = evaluator.predict(rows)
+    assert evaluator.row_by_row == set()  # every op above ran in its kernel
+    reference = ValueInferenceInterpreter(tmp_path / "kernels.mlpackage")
+    for r in range(3):
+        expected = reference.predict({name: values[r] for name, values in rows.items()})
+        for name in evaluator.output_names:
+            np.testing.assert_allclose(ours[name][r], expected[name], rtol=FP32_TOLERANCE, atol=FP32_TOLERANCE,
+                                       err_msg=name)
