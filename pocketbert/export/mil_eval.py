@@ -136,16 +136,12 @@ class MILEvaluator:
         steps: list[_Step] = []
         operands = Operands(constants, traced)
 
-        def new_slot(name: str, value) -> int:
-            slots[name] = len(env)
-            env.append(value)
-            traced[name] = value
-            return slots[name]
-
         plan_inputs = {}
         for name, var in self.function.inputs.items():
             store = storer(var)
-            plan_inputs[name] = (new_slot(name, store(arrays[name])), store)
+            slots[name], traced[name] = len(env), store(arrays[name])
+            env.append(traced[name])
+            plan_inputs[name] = (slots[name], store)
 
         def reference(var) -> int:
             if var.name in slots:
@@ -158,8 +154,7 @@ class MILEvaluator:
         for op in self.function.operations:
             if op.op_type == "const" or op.outputs[0].name in self.constants:
                 continue
-            reads = input_vars(op)
-            if not any(operands.batched(v) for v in reads):
+            if not any(operands.batched(v) for v in input_vars(op)):
                 constants.update(zip((v.name for v in op.outputs), self._fold(op, constants)))
                 continue
             if op.op_type == "shape":  # known once the input shape is
@@ -203,12 +198,12 @@ class MILEvaluator:
                     stores = [None if v.dtype == source else s for v, s in zip(op.outputs, stores)]
                 return run, reads, stores
         self.row_by_row.add(op.op_type)
-        return _row_by_row(op, operands), [v for v in input_vars(op) if not _is_program_constant(v)], stores
+        return (*_row_by_row(op, operands), stores)
 
 
-def _row_by_row(op, operands: Operands) -> Callable:
+def _row_by_row(op, operands: Operands) -> tuple[Callable, list]:
     """The op evaluated on each row alone by value inference, its results stacked (lists for strings and
-    dictionaries)."""
+    dictionaries); and the variables it reads."""
     reads = [v for v in input_vars(op) if not _is_program_constant(v)]
     batched = [operands.batched(v) for v in reads]
 
@@ -222,13 +217,13 @@ def _row_by_row(op, operands: Operands) -> Callable:
         stacked = tuple(c if isinstance(c[0], (str, dict)) else np.stack([np.asarray(v) for v in c])
                         for c in per_result)
         return stacked if len(op.outputs) > 1 else stacked[0]
-    return run
+    return run, reads
 
 
 def _free_after_last_read(steps: list[_Step], kept: set[int]) -> None:
     """Each step drops the computed values no later step reads (the outputs are kept)."""
     seen = set(kept)
     for step in reversed(steps):
-        step.frees = [slot for slot in step.reads if slot >= 0 and slot not in seen]
-        seen.update(slot for slot in step.reads if slot >= 0)
-        step.frees = sorted(set(step.frees))
+        read = {slot for slot in step.reads if slot >= 0}
+        step.frees = sorted(read - seen)
+        seen |= read

@@ -30,9 +30,9 @@ class Operands:
     """What is known of an op's inputs when it is compiled: constants by variable name, and the arrays computed
     from the program's inputs for the rows being compiled (batch axis first), whose shapes hold for every batch."""
 
-    def __init__(self, constants: dict, batched: dict):
+    def __init__(self, constants: dict, traced: dict):
         self.constants = constants
-        self.traced = batched
+        self.traced = traced
 
     def batched(self, var) -> bool:
         return var is not None and var.name in self.traced
