@@ -84,19 +84,23 @@ def zipf_sif_weights(n: int, coefficient: float) -> np.ndarray:
 def distill_table(encoder, tokenizer, dims: int, sif_coefficient: float | None, device,
                   progress: str | None = "static table") -> tuple[torch.Tensor, dict]:
     """(the [vocabulary, dims] table, a report of how it was made) from the teacher's encoder."""
-    vocab_size = len(tokenizer)
-    ignored = ignored_ids(tokenizer)
-    kept = np.ones(vocab_size, dtype=bool)
-    kept[[i for i in ignored if i < vocab_size]] = False
     hidden = int(encoder.config.hidden_size)
-    if not 0 < dims <= min(hidden, int(kept.sum()) - 1):
-        raise ConfigError(f"static.pca_dims must be between 1 and the teacher's hidden size {hidden} "
-                          f"(got {dims})")
-    rows = encoder_rows(encoder, tokenizer, vocab_size, device, progress=progress)
+    if not 0 < dims <= hidden:
+        raise ConfigError(f"static.pca_dims must be between 1 and the teacher's hidden size {hidden} (got {dims})")
+    rows = encoder_rows(encoder, tokenizer, len(tokenizer), device, progress=progress)
+    return table_from_rows(rows, ignored_ids(tokenizer), dims, sif_coefficient)
+
+
+def table_from_rows(rows: np.ndarray, ignored: list[int], dims: int,
+                    sif_coefficient: float | None) -> tuple[torch.Tensor, dict]:
+    """The table from the encoder's rows: PCA fitted on the word pieces, SIF weighting, ignored rows zero."""
+    kept = np.ones(len(rows), dtype=bool)
+    kept[[i for i in ignored if i < len(rows)]] = False
     table, explained = pca(rows, kept, dims)
     if sif_coefficient is not None:
         table[kept] *= zipf_sif_weights(int(kept.sum()), sif_coefficient)[:, None]
     table[~kept] = 0.0
-    report = {"rows": vocab_size, "dims": dims, "teacher_hidden_size": hidden, "pca_explained_variance": explained,
-              "sif_coefficient": sif_coefficient, "ignored_ids": len(ignored), "pooling": "mean of [CLS] token [SEP]"}
+    report = {"rows": len(rows), "dims": dims, "teacher_hidden_size": rows.shape[1],
+              "pca_explained_variance": explained, "sif_coefficient": sif_coefficient, "ignored_ids": len(ignored),
+              "pooling": "mean of [CLS] token [SEP]"}
     return torch.from_numpy(table.astype(np.float32)), report
