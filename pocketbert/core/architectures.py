@@ -1,5 +1,5 @@
 """The student architectures behind one interface: how each loads, saves, describes itself, is wrapped for
-export, and which export variants and training operations it supports: BERT-family, the BiLSTM, static embeddings.
+export, and which export variants and training operations it supports (BERT-family, BiLSTM, static embeddings).
 
 A stage folder's pocketbert_task.json names its architecture; folders written before it did are BERT-family.
 """

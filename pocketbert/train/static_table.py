@@ -20,6 +20,7 @@ the tokenizer never emits an unused one. One row per id, so the table takes the 
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -49,12 +50,15 @@ def encoder_rows(encoder, tokenizer, vocab_size: int, device, batch_size: int = 
         raise ConfigError("the static recipe feeds each token as [CLS] token [SEP]: the teacher's tokenizer has no "
                           "[CLS] or [SEP] token; use a BERT-family teacher")
     encoder.to(device).eval()
+    # DistilBERT's encoder takes no token types; BERT's and RoBERTa's get segment 0, as for any single sentence
+    segments = "token_type_ids" in inspect.signature(encoder.forward).parameters
     rows = []
     for start in tqdm(range(0, vocab_size, batch_size), desc=progress, disable=progress is None, unit="batch",
                       leave=False):
         ids = torch.arange(start, min(start + batch_size, vocab_size), device=device)
         batch = torch.stack([torch.full_like(ids, cls_id), ids, torch.full_like(ids, sep_id)], dim=1)
-        out = encoder(input_ids=batch, attention_mask=torch.ones_like(batch), token_type_ids=torch.zeros_like(batch))
+        extra = {"token_type_ids": torch.zeros_like(batch)} if segments else {}
+        out = encoder(input_ids=batch, attention_mask=torch.ones_like(batch), **extra)
         rows.append(out.last_hidden_state.float().mean(dim=1).cpu())
     return torch.cat(rows).numpy().astype(np.float64)
 
