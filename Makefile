@@ -28,6 +28,7 @@ DATA_OPT   := $(if $(DATA_DIR),--data-dir $(abspath $(DATA_DIR)),)
 
 help:
 	@echo "make distill export   fine-tune, distil and export into runs/$(RUN)"
+	@echo "  PRESET=bilstm|static|transfer|tiny  another recipe (pocketbert/configs/<TASK>-<PRESET>.yaml)"
 	@echo "make bench            latency report for runs/$(RUN)"
 	@echo "make test             run the tests"
 	@echo "make test-fast        run the tests not marked slow"

@@ -66,9 +66,10 @@ VOCAB = "vocab.txt"  # WordPiece vocabulary, one token a line, for apps that tok
 TOKENIZER_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, VOCAB)
 TOKENIZER_GOLDEN = "tokenizer_golden.json"  # texts and the ids they must give: checks for an app's tokenizer
 MODEL_CONFIG = "config.json"
-WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM student saves its own under the same name)
+WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM and static students save theirs under it too)
 WEIGHT_FILES = (WEIGHTS, "pytorch_model.bin", "model.safetensors.index.json")  # any of them: a folder has weights
 BILSTM_CONFIG = "bilstm_config.json"  # the BiLSTM student's shape, beside its weights
+STATIC_CONFIG = "static_config.json"  # the static-embedding student's shape, beside its weights
 MLM_STUDENT_RECORD = "pocketbert_mlm.json"  # a masked-LM student's layer map and teacher, beside its weights
 APP_README = "README.md"  # in ios/ and android/: how an app uses the folder
 

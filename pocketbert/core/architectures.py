@@ -1,5 +1,5 @@
 """The student architectures behind one interface: how each loads, saves, describes itself, is wrapped for
-export, and which export variants and training operations it supports.
+export, and which export variants and training operations it supports (BERT-family, BiLSTM, static embeddings).
 
 A stage folder's pocketbert_task.json names its architecture; folders written before it did are BERT-family.
 """
@@ -106,8 +106,37 @@ class BiLSTM(Architecture):
         return "final states of both LSTM directions (no attention, so no pooling choice)"
 
 
-BERT_FAMILY, BILSTM = BertFamily(), BiLSTM()
-ARCHITECTURES = {a.name: a for a in (BERT_FAMILY, BILSTM)}
+class StaticEmbedding(Architecture):
+    """A token-embedding table averaged over the sentence, then a small classifier (core/static_embedding.py): no
+    attention, so the wrapper hands it the 0/1 mask."""
+
+    name = "static"
+    attends = False
+    hub_layout = False  # its config.json names a model type no Hugging Face library knows
+
+    def load(self, folder: Path, task):
+        from pocketbert.core.static_embedding import load_static
+
+        return load_static(folder)
+
+    def save(self, model, folder: Path) -> None:
+        from pocketbert.core.static_embedding import save_static
+
+        save_static(model, folder)
+
+    def describe(self, model) -> str:
+        return f"static embeddings, {model.config.embedding_dim} dimensions"
+
+    def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        return model.sentence_vector(ids, mask), model(ids, mask).logits, None
+
+    def embedding_name(self, pooling: str) -> str:
+        return "mean of the word pieces' static vectors (no attention, so no pooling choice)"
+
+
+BERT_FAMILY, BILSTM, STATIC = BertFamily(), BiLSTM(), StaticEmbedding()
+ARCHITECTURES = {a.name: a for a in (BERT_FAMILY, BILSTM, STATIC)}
 
 
 # config.json model_type values of the encoders the BERT-family path trains, exports and benches: a decoder

@@ -194,6 +194,18 @@ class BiLSTMSection(Section):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
 
 
+class StaticSection(Section):
+    """The static-embedding student (`distill.recipe: static`): a table distilled from the teacher's encoder
+    (train/static_table.py), averaged over the sentence, and a small classifier trained on the teacher's labels."""
+
+    pca_dims: int = Field(256, gt=0)  # the table's width, at most the teacher's hidden size
+    sif_coefficient: Optional[float] = Field(1.0e-4, gt=0.0, lt=1.0)  # SIF weighting's a; null: no weighting
+    hidden_size: int = Field(512, ge=0)  # the classifier's ReLU layer; 0: a linear classifier
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    normalize: bool = True  # the sentence vector scaled to unit length
+    freeze_embeddings: bool = False  # train the classifier alone, the table as distilled
+
+
 class PruneSection(Section):
     ffn_ratio: float = Field(0.5, gt=0.0, lt=1.0)
     round_to: int = Field(8, gt=0)
@@ -229,6 +241,7 @@ class Recipe(Section):
     bench: BenchSection = Field(default_factory=BenchSection)
     augment: AugmentSection = Field(default_factory=AugmentSection)
     bilstm: BiLSTMSection = Field(default_factory=BiLSTMSection)
+    static: StaticSection = Field(default_factory=StaticSection)
     transfer: TransferSection = Field(default_factory=TransferSection)
     prune: PruneSection = Field(default_factory=PruneSection)
     mlm: MLMSection = Field(default_factory=MLMSection)

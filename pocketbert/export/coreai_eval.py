@@ -89,6 +89,9 @@ def _aligned(x: np.ndarray, rank: int, out_rank: int, batched: bool) -> np.ndarr
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "divide": np.divide,
     "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
+    # comparisons give i1 (the static student leaves its special tokens out of its mean with not_equal)
+    "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+    "greater": np.greater, "greater_equal": np.greater_equal,
 }
 
 
@@ -291,6 +294,7 @@ KERNELS: dict[str, Callable] = {
     "reduce_max": _reduce(np.max),
     "gelu": _gelu,
     "tanh": _unary(np.tanh),
+    "relu": _unary(lambda x: np.maximum(x, np.zeros((), x.dtype))),
     "rsqrt": _unary(lambda x: 1.0 / np.sqrt(x)),
     "sqrt": _unary(np.sqrt),
     "exp": _unary(np.exp),

@@ -14,16 +14,8 @@ from pocketbert.errors import ConfigError
 from pocketbert.core import bilstm, stage_folder
 from pocketbert.core.architectures import BILSTM
 from pocketbert.train import registry, teacher_cache
-from pocketbert.train.distillation import TeacherDistillation
+from pocketbert.train.distillation import TeacherDistillation, transfer_set_report
 from pocketbert.train.stage import StageRun
-
-
-def transfer_set_report(n_labelled: int, n_extra: int, rows_report: dict) -> dict:
-    """The transfer set's make-up: labelled originals, transfer data, and rewrites of both."""
-    augmentation = rows_report.get("augmentation") or {}
-    return {"originals": n_labelled, "transfer_data": (rows_report.get("transfer_data") or {}).get("rows", 0),
-            "augmented": augmentation.get("augmented", 0), "rows": n_labelled + n_extra,
-            "duplicates_dropped": augmentation.get("duplicates_dropped", 0), "tagger": augmentation.get("tagger")}
 
 
 class BiLSTMRecipe(TeacherDistillation):

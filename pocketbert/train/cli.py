@@ -194,7 +194,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @overwrite_option
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
-    """Distil the teacher into a student (half its layers, or a BiLSTM); writes <run>/student/."""
+    """Distil the teacher into a student (half its layers, a BiLSTM or static embeddings); writes <run>/student/."""
     from pocketbert.core.data import check_cross_domain
     from pocketbert.core.recipe import cross_domain_datasets
     from pocketbert.train import registry

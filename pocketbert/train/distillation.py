@@ -94,6 +94,14 @@ def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir:
     return results
 
 
+def transfer_set_report(n_labelled: int, n_extra: int, rows_report: dict) -> dict:
+    """The transfer set's make-up: labelled originals, transfer data, and rewrites of both."""
+    augmentation = rows_report.get("augmentation") or {}
+    return {"originals": n_labelled, "transfer_data": (rows_report.get("transfer_data") or {}).get("rows", 0),
+            "augmented": augmentation.get("augmented", 0), "rows": n_labelled + n_extra,
+            "duplicates_dropped": augmentation.get("duplicates_dropped", 0), "tagger": augmentation.get("tagger")}
+
+
 class TeacherDistillation(TrainingRecipe):
     """A task-specific distillation from the run's fine-tuned teacher into <run>/student/: the teacher labels
     the training rows, the transfer data and (when the recipe augments) rewrites of both, through its cache."""

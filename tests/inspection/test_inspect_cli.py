@@ -26,7 +26,8 @@ def runs(teacher_run, tmp_path_factory, shared_data):
     root = tmp_path_factory.mktemp("inspect")
     made = {}
     for name, extra in (("distilbert", []), ("bilstm", ["--recipe", "tang", "--set", "augment.n_iter=2"]),
-                        ("focal", ["--hard-loss", "focal"])):
+                        ("focal", ["--hard-loss", "focal"]),
+                        ("static", ["--recipe", "static", "--cos-weight", "0", "--set", "static.pca_dims=16"])):
         run = run_with_teacher(teacher_run, root / name)
         try:
             main(["train", "distill", "--run", str(run), *TINY, *extra, "--data-dir", str(shared_data)])
@@ -75,6 +76,16 @@ def test_inspect_of_a_bilstm_says_it_has_no_attention(capsys, runs, shared_data)
     assert data["datasets"]["sst2"]["models"]["student"]["attention_entropy"] is None
     assert all("student" not in e["attention"] for e in data["datasets"]["sst2"]["attention_examples"])
     assert "The student (BiLSTM) has no attention" in (runs["bilstm"] / "inspect" / "inspect.md").read_text()
+
+
+def test_inspect_of_a_static_student_shows_its_sentence_means(capsys, runs, shared_data):
+    result = run_cli(capsys, "inspect", "--run", runs["static"], *INSPECT, "--datasets", "sst2",
+                     "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    data = json.loads((runs["static"] / "inspect" / "inspect.json").read_text())
+    student = data["datasets"]["sst2"]["models"]["student"]
+    assert student["attention_entropy"] is None and len(student["tsne"]) == 40
+    assert "mean of the word pieces' static vectors" in (runs["static"] / "inspect" / "inspect.md").read_text()
 
 
 def test_inspect_refuses_too_few_examples_for_the_clusters(capsys, runs, shared_data):

@@ -50,6 +50,33 @@ def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path,
     assert {p["runtime"] for p in parity if p["artifact"].startswith("model.text.")} == {"onnxruntime + extensions"}
 
 
+def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, teacher_run, tmp_path, shared_data):
+    from pocketbert.core.stage_folder import load_stage_model
+
+    run = run_with_teacher(teacher_run, tmp_path / "run")
+    result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "static", "--cos-weight", "0",
+                     "--set", "static.pca_dims=16", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    metrics = manifest(run / "student")["metrics"]
+    model, tokenizer, _, info = load_stage_model(run / "student")
+    assert info["architecture"] == "static" and type(model).__name__ == "StaticEmbeddingClassifier"
+    assert metrics["static_table"]["rows"] == len(tokenizer) == model.embeddings.weight.shape[0]
+    assert set(metrics["train"]) >= {"final_kl", "final_ce"}
+    exported = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data)
+    assert exported.exit_code == 0, exported.err
+    parity = json.loads((run / "export" / "parity.json").read_text())
+    # 6 token-id ONNX Runtime models, 3 text-in ones, 3 ExecuTorch programs, 3 Core ML (the tiny preset's fp16,
+    # 6bit, enumerated) and the Core AI program: every variant the BERT-family student gets
+    assert len(parity) == 16 and all(p["passed"] for p in parity)
+    assert json.loads((run / "export" / "config.json").read_text())["model_type"] == "pocketbert-static"
+    assert not (run / "export" / "onnx").exists()  # no library of the hub layout knows the model type
+    benched = run_cli(capsys, "bench", "--run", run)
+    assert benched.exit_code == 0, benched.err
+    results = json.loads((run / "bench" / "results.json").read_text())
+    assert {(m["runtime"], m["model_format"], m["precision"]) for m in results["measurements"]
+            if m["model"] == "student"} >= {("onnxruntime", "onnx", "int8"), ("onnxruntime", "ort", "int8")}
+
+
 def test_cross_domain_and_focal_distillation(capsys, teacher_run, tmp_path, shared_data):
     run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--hard-loss", "focal", "--focal-gamma", "2",
