@@ -15,6 +15,7 @@ TEACHER = "teacher"
 DISTILBERT = "distilbert"
 BILSTM = "tang"  # Tang et al. 2019; the name recipes and manifests have always used
 MASKED_LM = "mlm"
+LAYERWISE = "layerwise"  # TinyBERT / MiniLM layer-wise distillation into a student of any width and depth
 
 # The command that runs each recipe (`pocketbert train <command>`), and its recipes: name -> class, or
 # "module:Class" until first used. The first distillation recipe is the default of `train distill`.
@@ -23,6 +24,7 @@ _RECIPES: dict[str, dict[str, object]] = {
     "distill": {
         DISTILBERT: "pocketbert.train.distill:DistilBertRecipe",
         BILSTM: "pocketbert.train.bilstm_distill:BiLSTMRecipe",
+        LAYERWISE: "pocketbert.train.layerwise:LayerwiseRecipe",
     },
     "mlm": {MASKED_LM: "pocketbert.train.mlm:MaskedLMRecipe"},
 }
