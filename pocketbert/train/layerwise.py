@@ -124,21 +124,24 @@ def layerwise_loss(task, teacher, model: StudentWithProjections, cached, plan: n
             parts["cos"] = losses.hidden_cosine_loss([model.to_teacher_width(s, s_hidden[s]) for s, _ in pairs],
                                                      [teacher_side(t_hidden[t]) for _, t in pairs], mask)
         if need_attention:
-            attention, relation = [], []
+            s_qkv, t_qkv = [], []  # per mapped layer, (queries, keys, values) of each side
             for i, j in enumerate(plan.layer_map):
-                s_qkv = bert_layout.query_key_value(student_layers[i], s_hidden[i])
+                s_qkv.append(bert_layout.query_key_value(student_layers[i], s_hidden[i]))
                 with torch.no_grad():
-                    t_qkv = bert_layout.query_key_value(teacher_layers[j], t_hidden[j].to(s_hidden[i].dtype))
-                if weights["attention"]:
-                    attention.append(losses.attention_kl(as_heads(s_qkv[0]), as_heads(s_qkv[1]),
-                                                         as_heads(t_qkv[0], kept_heads[i]),
-                                                         as_heads(t_qkv[1], kept_heads[i]), mask))
-                if weights["relation"]:
-                    relation += [losses.relation_kl(s, t, mask, relation_heads) for s, t in zip(s_qkv, t_qkv)]
-            if attention:
-                parts["attention"] = torch.stack(attention).mean()
-            if relation:
-                parts["relation"] = torch.stack(relation).mean()
+                    t_qkv.append(bert_layout.query_key_value(teacher_layers[j], t_hidden[j].to(s_hidden[i].dtype)))
+            # every layer (and for relations every kind of vector) as more rows of one batch: one loss call each
+            # instead of one per layer, which on a CPU is most of these losses' cost
+            if weights["attention"]:
+                n = len(plan.layer_map)
+                parts["attention"] = losses.attention_kl(
+                    torch.cat([as_heads(q) for q, _, _ in s_qkv]), torch.cat([as_heads(k) for _, k, _ in s_qkv]),
+                    torch.cat([as_heads(q, kept_heads[i]) for i, (q, _, _) in enumerate(t_qkv)]),
+                    torch.cat([as_heads(k, kept_heads[i]) for i, (_, k, _) in enumerate(t_qkv)]), mask.repeat(n, 1))
+            if weights["relation"]:
+                n = 3 * len(plan.layer_map)
+                parts["relation"] = losses.relation_kl(torch.cat([x for layer in s_qkv for x in layer]),
+                                                       torch.cat([x for layer in t_qkv for x in layer]),
+                                                       mask.repeat(n, 1), relation_heads)
         loss = sum(weights[k] * v for k, v in parts.items())
         return loss, parts
 
