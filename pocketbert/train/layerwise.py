@@ -24,6 +24,7 @@ import torch
 from pocketbert.core import losses, stage_folder
 from pocketbert.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
+from pocketbert.train.distill import leaves_parameters_unused
 from pocketbert.train.distillation import TeacherDistillation, loss_weights
 from pocketbert.train.stage import StageRun
 
@@ -230,7 +231,7 @@ class LayerwiseRecipe(TeacherDistillation):
                               self.hard_loss, not self.random_start, dev)
 
     def unused_parameters(self) -> bool:
-        return self.task.head_skips_pooler or not (self.weights["kl"] or self.weights["ce"])
+        return leaves_parameters_unused(self.task, self.weights)
 
     def checkpoint_identity(self, run: StageRun) -> dict:
         return {"cfg": run.section, "seed": run.seed, "plan": self.plan.to_json(), "student": run.config["student"],
