@@ -12,7 +12,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from pocketbert.core import losses
 from pocketbert.core.tasks import SentimentTask, TextFeature
 from pocketbert.errors import ConfigError
-from pocketbert.train import importance, narrow, teacher_cache
+from pocketbert.train import bert_layout, importance, narrow, teacher_cache
 from pocketbert.train.layerwise import (
     LAYERWISE_PARTS,
     StudentWithProjections,
@@ -24,14 +24,17 @@ from pocketbert.train.layerwise import (
 VOCAB, HIDDEN, LAYERS, HEADS, FFN = 200, 64, 3, 4, 128
 IDENTICAL = 1e-6
 CLEARLY_POSITIVE = 1e-4
+# how much closer the student is to its teacher read through the kept channels and heads than through the others
+CHANNELS_AT_LEAST_CLOSER = 10.0  # measured 76x
+HEADS_AT_LEAST_CLOSER = 1.3      # measured about 1.6x (the narrowed inputs move every head's scores)
 CACHED_LIKE_LIVE = 2e-2  # the cache holds fp16: losses from it differ from the live teacher's by rounding
 ALL = {"kl": 1.0, "ce": 1.0, "cos": 1.0, "hidden": 1.0, "embedding": 1.0, "attention": 1.0, "relation": 1.0}
 TASK = SentimentTask(["neg", "pos"])
 
 
-def teacher():
+def teacher(**extra):
     config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                        intermediate_size=FFN, max_position_embeddings=64, num_labels=2)
+                        intermediate_size=FFN, max_position_embeddings=64, num_labels=2, **extra)
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     return BertForSequenceClassification(config).eval()
@@ -91,6 +94,24 @@ def test_a_narrow_student_is_compared_through_its_kept_channels_and_heads():
     parts = parts_of(model, student, plan)
     assert parts["embedding"] <= IDENTICAL and parts["attention"] <= IDENTICAL and parts["relation"] <= IDENTICAL
     assert parts["hidden"] > CLEARLY_POSITIVE  # half the FFN is gone: the layer's output differs
+
+
+def test_the_losses_read_the_teacher_through_the_channels_and_heads_the_student_kept():
+    """Read through the other channels and heads, the same student is much further from its teacher."""
+    from dataclasses import replace
+
+    model = teacher(initializer_range=0.1)  # wider weights than BERT's 0.02: heads with patterns of their own
+    width = HIDDEN // HEADS
+    with torch.no_grad():  # the last head the most important, so the kept heads are not simply the first ones
+        bert_layout.encoder_layers(model)[0].attention.self.value.weight[(HEADS - 1) * width:] *= 20.0
+    plan = plan_for(model, {"layers": 1, "layer_map": [0], "hidden_size": 32})
+    assert HEADS - 1 in plan.heads[0] and plan.hidden != list(range(32))
+    student = StudentWithProjections(narrow.cut_student(model, plan))
+    others = replace(plan, hidden=[c for c in range(HIDDEN) if c not in plan.hidden],
+                     heads=[[h for h in range(HEADS) if h not in plan.heads[0]]])
+    right, wrong = parts_of(model, student, plan), parts_of(model, student, others)
+    assert right["embedding"] * CHANNELS_AT_LEAST_CLOSER < wrong["embedding"], (right, wrong)
+    assert right["attention"] * HEADS_AT_LEAST_CLOSER < wrong["attention"], (right, wrong)
 
 
 def test_a_random_start_compares_through_learned_projections():

@@ -160,6 +160,7 @@ def test_a_model_of_another_layout_is_refused():
         bert_layout.encoder_layers(other)
 
 
+@pytest.mark.slow  # about 7 s on 2 cores
 def test_the_exported_onnx_of_a_narrow_student_passes_the_parity_gate(tmp_path):
     from pocketbert.export import onnx_export, parity
 
