@@ -29,7 +29,7 @@ class Architecture:
         model.save_pretrained(folder, safe_serialization=True)
 
     def describe(self, model) -> str:
-        """A few words for model metadata, e.g. '3-layer' or 'BiLSTM'."""
+        """A few words for model metadata, e.g. '3-layer, 384 wide' or 'BiLSTM'."""
         raise NotImplementedError
 
     def export_wrapper(self, model, task, additive_mask: bool = False, fixed_length: int | None = None) -> ExportWrapper:
@@ -63,7 +63,7 @@ class BertFamily(Architecture):
     def describe(self, model) -> str:
         from pocketbert.core.models import layer_count
 
-        return f"{layer_count(model.config)}-layer"
+        return f"{layer_count(model.config)}-layer, {model.config.hidden_size} wide"
 
     def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
         out = model(**inputs, output_hidden_states=True, output_attentions=with_attention)

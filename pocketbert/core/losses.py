@@ -99,3 +99,59 @@ def hard_label_loss(cfg: dict):
     if cfg["hard_loss"] == "ce":
         return cross_entropy
     return partial(focal_loss, gamma=float(cfg["focal_gamma"]), alpha=cfg["focal_alpha"])
+
+
+# Layer-wise losses (TinyBERT, Jiao et al. 2020; MiniLM v1 and v2, Wang et al. 2020 and 2021). Every tensor keeps
+# its padded shape: padded tokens are weighted 0 as queries and masked out as keys, so nothing depends on values.
+
+
+def hidden_mse(student: torch.Tensor, teacher: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean squared difference of [batch, tokens, width] states (already of one width), over real tokens."""
+    real = attention_mask.float()
+    squared = (student.float() - teacher.float()).pow(2).sum(dim=-1)
+    return (squared * real).sum() / (real.sum() * student.shape[-1]).clamp_min(1.0)
+
+
+def _key_masked(scores: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[batch, heads, queries, keys] scores with padded keys pushed to MASKED_LOGIT, as log-probabilities over keys."""
+    padded = (attention_mask == 0)[:, None, None, :]
+    return F.log_softmax(scores.float().masked_fill(padded, MASKED_LOGIT), dim=-1)
+
+
+def _row_kl(student_log_p: torch.Tensor, teacher_log_p: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) of every row over keys, averaged over real query tokens and heads."""
+    per_row = (teacher_log_p.exp() * (teacher_log_p - student_log_p)).sum(dim=-1)  # [batch, heads, queries]
+    real = attention_mask.float()[:, None, :]
+    return (per_row * real).sum() / (real.sum() * per_row.shape[1]).clamp_min(1.0)
+
+
+def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """Scaled dot products of [batch, heads, tokens, width] queries and keys: [batch, heads, queries, keys]."""
+    return query.float() @ key.float().transpose(-1, -2) * query.shape[-1] ** -0.5
+
+
+def attention_kl(student_query: torch.Tensor, student_key: torch.Tensor, teacher_query: torch.Tensor,
+                 teacher_key: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """KL of each student head's attention distribution from the teacher head it corresponds to (TinyBERT's
+    attention loss, as MiniLM's KL). Inputs are [batch, heads, tokens, head width], head h of one side
+    corresponding to head h of the other; each side is scaled by its own head width."""
+    return _row_kl(_key_masked(attention_scores(student_query, student_key), attention_mask),
+                   _key_masked(attention_scores(teacher_query, teacher_key), attention_mask), attention_mask)
+
+
+def relation_heads_of(states: torch.Tensor, relation_heads: int) -> torch.Tensor:
+    """[batch, tokens, width] split into [batch, relation heads, tokens, width / relation heads]."""
+    batch, tokens, width = states.shape
+    return states.view(batch, tokens, relation_heads, width // relation_heads).transpose(1, 2)
+
+
+def relation_kl(student_states: torch.Tensor, teacher_states: torch.Tensor, attention_mask: torch.Tensor,
+                relation_heads: int) -> torch.Tensor:
+    """MiniLM v2's self-attention relation loss for one kind of vector (queries, keys or values): each side's
+    [batch, tokens, width] vectors are split into `relation_heads` heads, whatever its own number of attention
+    heads, and the KL compares softmax(X Xᵀ / √d) token against token. The widths may differ; both must split
+    into `relation_heads` equal parts."""
+    student = relation_heads_of(student_states, relation_heads)
+    teacher = relation_heads_of(teacher_states, relation_heads)
+    return _row_kl(_key_masked(attention_scores(student, student), attention_mask),
+                   _key_masked(attention_scores(teacher, teacher), attention_mask), attention_mask)

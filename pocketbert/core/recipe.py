@@ -105,12 +105,42 @@ class StudentSection(Section):
     layer_map: Optional[list[int]] = None
     model: Optional[str] = None
     init: Literal["teacher", "random"] = "teacher"
+    # The shape of a student cut from the teacher by the layerwise recipe; what is unset follows the teacher:
+    # layers half of its own (or len(layer_map)), heads hidden_size / its head width (heads keep their width),
+    # hidden_size heads × that width (else its own), intermediate_size its own scaled with the hidden size.
+    # What the teacher cannot give is refused against it before any work (train/narrow.py).
+    layers: Optional[int] = Field(None, gt=0)
+    hidden_size: Optional[int] = Field(None, gt=0)
+    heads: Optional[int] = Field(None, gt=0)
+    intermediate_size: Optional[int] = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _layers(self):
         if self.layer_map is not None and (not self.layer_map or min(self.layer_map) < 0):
             raise ValueError("layer_map must list teacher layers numbered from 0")
+        if self.layer_map is not None and self.layers is not None and len(self.layer_map) != self.layers:
+            raise ValueError(f"layer_map names {len(self.layer_map)} teacher layers for a student of {self.layers}: "
+                             "give one teacher layer per student layer, or leave one of them unset")
         return self
+
+    def shape_given(self) -> bool:
+        """Whether a width or depth other than the DistilBERT recipe's was asked for."""
+        return any(v is not None for v in (self.layers, self.hidden_size, self.heads, self.intermediate_size))
+
+
+class LayerwiseSection(Section):
+    """Layer-wise distillation (TinyBERT, MiniLM): the weight of each loss between mapped layers (0 turns it off),
+    beside distill:'s soft-target KL, hard-label loss and cosine. Student layer i learns from the teacher layer it
+    was cut from (student.layer_map)."""
+
+    hidden_weight: float = Field(1.0, ge=0)     # MSE of each layer's output: through the kept channels, or a
+                                                # learned projection when the student starts random
+    embedding_weight: float = Field(1.0, ge=0)  # MSE of the embedding layer's output, mapped the same way
+    attention_weight: float = Field(1.0, ge=0)  # KL of every student head's attention to its teacher head's
+    relation_weight: float = Field(1.0, ge=0)   # MiniLM v2: KL of the query-query, key-key and value-value relations
+    relation_heads: int = Field(16, gt=0)       # relation heads both sides' query/key/value widths are split into
+    importance_examples: int = Field(256, gt=0)  # training examples the teacher's channels, heads and neurons are
+                                                 # ranked on before the cut
 
 
 class EvalSection(Section):
@@ -245,6 +275,7 @@ class Recipe(Section):
     transfer: TransferSection = Field(default_factory=TransferSection)
     prune: PruneSection = Field(default_factory=PruneSection)
     mlm: MLMSection = Field(default_factory=MLMSection)
+    layerwise: LayerwiseSection = Field(default_factory=LayerwiseSection)
 
 
 def _section_class(path: tuple) -> type[BaseModel] | None:

@@ -19,7 +19,7 @@ from pocketbert.core.data import subsample
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
-from pocketbert.errors import ConfigError, require
+from pocketbert.errors import ConfigError, ModelError, require
 from pocketbert.inspect import measures
 from pocketbert.manifest import command_line, read_manifest
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
@@ -78,6 +78,28 @@ def entropy_per_layer(architecture, model, task, features: list, pad_id: int) ->
     return [round(float(v), 4) for v in totals / len(features)]
 
 
+def mapped_attention(models: dict, task, features: list, pad_id: int, layer_map: list[int]) -> list[dict]:
+    """For every student layer, how far its head-averaged attention is from that of the teacher layer it was cut
+    from (the student's layer_map), on the same examples: a per-token comparison that needs no correspondence
+    between the two models' widths or heads."""
+    totals = np.zeros(len(layer_map))
+    with torch.no_grad():
+        for start in range(0, len(features), BATCH_SIZE):
+            chunk = features[start:start + BATCH_SIZE]
+            batch = task.collate(chunk, pad_id)
+            inputs = {k: torch.from_numpy(batch[k]) for k in task.input_names}
+            maps = {}
+            for role in ROLES:
+                model, architecture = models[role]
+                maps[role] = [a.float().mean(dim=1).numpy()  # over heads
+                              for a in architecture.encode(model, inputs, "cls", with_attention=True)[2]]
+            for i, j in enumerate(layer_map):
+                totals[i] += sum(measures.attention_distance(maps["student"][i][row], maps["teacher"][j][row],
+                                                             batch["attention_mask"][row]) for row in range(len(chunk)))
+    return [{"student_layer": i + 1, "teacher_layer": j + 1, "distance": round(float(totals[i] / len(features)), 4)}
+            for i, j in enumerate(layer_map)]
+
+
 def pick_attention_examples(gold: np.ndarray, predictions: dict, features: list, seed: int) -> list[tuple[int, str]]:
     """Short examples the student gets wrong and the teacher right, then ones both get right."""
     rng = np.random.default_rng(seed)
@@ -91,18 +113,19 @@ def pick_attention_examples(gold: np.ndarray, predictions: dict, features: list,
 
 
 def inspect_dataset(name: str, models: dict, task, tokenizer, data_dir, n_examples: int, pooling: str, k: int,
-                    perplexity: float, seed: int, max_length: int, progress) -> dict:
+                    perplexity: float, seed: int, max_length: int, progress, layer_map: list[int] | None = None) -> dict:
     data = load_task_data(name, task.name, data_dir, None, task.label_names, seed)
     task.check_label_names(data.label_names, f"dataset '{name}'")
     examples = subsample(data.eval, n_examples, seed)
     features = task.features(tokenizer, examples, max_length)
     gold = np.array([f.label for f in features])
     result: dict = {"n_examples": len(features), "gold": gold.tolist(), "models": {}}
-    predictions = {}
+    predictions, embedded = {}, {}
     for role in ROLES:
         model, architecture = models[role]
         progress.set_description(f"{name}: {role} embeddings")
         embeddings, logits = encode_all(architecture, model, task, features, tokenizer.pad_token_id, pooling)
+        embedded[role] = embeddings
         predictions[role] = logits.argmax(axis=1)
         progress.set_description(f"{name}: {role} t-SNE and clusters")
         clusters, coords = measures.cluster_and_project(embeddings, k, perplexity, seed)
@@ -127,6 +150,13 @@ def inspect_dataset(name: str, models: dict, task, tokenizer, data_dir, n_exampl
             "hardest_classes": measures.hardest_classes(matrix, task.label_names),
         }
         progress.update()
+    # per-model quantities compared: the two widths need not match
+    result["embedding_cka"] = measures.linear_cka(embedded["teacher"], embedded["student"])
+    result["mapped_attention"] = None
+    if layer_map and all(models[role][1].attends for role in ROLES):
+        progress.set_description(f"{name}: attention beside the teacher's")
+        result["mapped_attention"] = mapped_attention(models, task, features[:ENTROPY_EXAMPLES],
+                                                      tokenizer.pad_token_id, layer_map)
     chosen = []
     for i, kind in pick_attention_examples(gold, predictions, features, seed):
         entry = {"kind": kind, "text": examples[i].text, "gold": task.label_names[gold[i]],
@@ -140,6 +170,25 @@ def inspect_dataset(name: str, models: dict, task, tokenizer, data_dir, n_exampl
         chosen.append(entry)
     result["attention_examples"] = chosen
     return result
+
+
+def cut_from(info: dict, student, teacher) -> list[int] | None:
+    """The teacher layer each student layer was cut from (the student folder's layer_map), or None for a student
+    that was not cut from this teacher (a BiLSTM, a checkpoint, a map that does not fit the two models)."""
+    from pocketbert.core.models import layer_count
+
+    layer_map = info.get("layer_map")
+    if not isinstance(layer_map, list):
+        return None
+    try:
+        n_student, n_teacher = layer_count(student.config), layer_count(teacher.config)
+    except (AttributeError, ModelError):
+        return None
+    if len(layer_map) != n_student:
+        return None
+    if not all(isinstance(j, int) and 0 <= j < n_teacher for j in layer_map):
+        return None
+    return layer_map
 
 
 def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: int = DEFAULT_EXAMPLES,
@@ -168,6 +217,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
     models = {role: (model, architecture_of(info)) for role, (model, _, _, info) in loaded.items()}
     datasets = datasets or [recorded_dataset(run_dir, recipe["dataset"]), *cross_domain_datasets(recipe)]
     max_length = int(loaded["student"][3]["max_length"])
+    layer_map = cut_from(loaded["student"][3], loaded["student"][0], loaded["teacher"][0])
     result = {
         "schema": 1, "run": str(run_dir), "command": command_line(), "task": task.name,
         "label_names": task.label_names, "pooling": pooling, "clusters_k": k, "perplexity": perplexity, "seed": seed,
@@ -175,13 +225,15 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
         "models": {role: {"path": str(path), "architecture": models[role][1].name,
                           "description": models[role][1].describe(models[role][0]),
                           "attends": models[role][1].attends,
-                          "embedding": models[role][1].embedding_name(pooling)}
+                          "embedding": models[role][1].embedding_name(pooling),
+                          "hidden_size": getattr(models[role][0].config, "hidden_size", None)}
                    for role, path in (("teacher", teacher_dir), ("student", student_dir))},
+        "layer_map": layer_map,
         "datasets": {},
     }
     with tqdm(total=len(datasets) * len(ROLES), desc="inspect", unit="model") as progress:
         for name in datasets:
             result["datasets"][name] = inspect_dataset(name, models, task, tokenizer, data_dir, n_examples, pooling,
-                                                       k, perplexity, seed, max_length, progress)
+                                                       k, perplexity, seed, max_length, progress, layer_map)
     result["wall_time_s"] = round(time.time() - started, 1)
     return result

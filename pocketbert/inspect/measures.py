@@ -86,6 +86,28 @@ def attention_entropy(attention: np.ndarray, mask: np.ndarray) -> float:
     return float(-(rows * np.log(np.clip(rows, 1e-12, None))).sum(axis=-1).mean())
 
 
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Linear centred kernel alignment of two models' embeddings of the same examples, [n, d1] and [n, d2]
+    (Kornblith et al. 2019): 1 when one is a rotation and scaling of the other, whatever the two widths, near 0
+    when unrelated. It compares what the examples look like to each model, so a narrow student's embeddings
+    compare with its teacher's without any mapping between their channels."""
+    x = np.asarray(x, dtype=np.float64) - np.mean(x, axis=0)
+    y = np.asarray(y, dtype=np.float64) - np.mean(y, axis=0)
+    cross = np.linalg.norm(y.T @ x) ** 2
+    norms = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    return float(cross / norms) if norms > 0 else 0.0
+
+
+def attention_distance(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> float:
+    """Mean total-variation distance between the rows of two [T, T] attention maps of one example (0: the same
+    distribution over keys, 1: disjoint), over real query tokens, each row renormalised over the real keys."""
+    real = mask.astype(bool)
+    rows_a, rows_b = a[real][:, real], b[real][:, real]
+    rows_a = rows_a / rows_a.sum(axis=-1, keepdims=True)
+    rows_b = rows_b / rows_b.sum(axis=-1, keepdims=True)
+    return float(0.5 * np.abs(rows_a - rows_b).sum(axis=-1).mean())
+
+
 def confusion(gold: np.ndarray, predicted: np.ndarray, n_classes: int) -> np.ndarray:
     """counts[g, p]: examples of gold class g predicted as p."""
     matrix = np.zeros((n_classes, n_classes), dtype=int)

@@ -76,8 +76,9 @@ def plot_confusion(result: dict, name: str, path: Path) -> Path:
     return path
 
 
-def plot_attention(example: dict, path: Path) -> Path:
-    """Head-averaged attention per layer: the teacher's layers on the first row, the student's on the second."""
+def plot_attention(example: dict, path: Path, layer_map: list[int] | None = None) -> Path:
+    """Head-averaged attention per layer: the teacher's layers on the first row, the student's on the second, each
+    student layer titled with the teacher layer it was cut from."""
     plt = _plt()
     roles = [r for r in ("teacher", "student") if r in example["attention"]]
     width = max(len(example["attention"][r]) for r in roles)
@@ -93,7 +94,8 @@ def plot_attention(example: dict, path: Path) -> Path:
             ax.imshow(np.array(layers[col]), cmap="viridis", vmin=0, vmax=1)
             ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=5)
             ax.set_yticks(range(len(tokens)), tokens, fontsize=5)
-            ax.set_title(f"{role} layer {col + 1}", fontsize=8)
+            source = f" (from {layer_map[col] + 1})" if role == "student" and layer_map else ""
+            ax.set_title(f"{role} layer {col + 1}{source}", fontsize=8)
     fig.suptitle(f"{example['kind']}: gold {example['gold']}; teacher {example['predicted']['teacher']}, "
                  f"student {example['predicted']['student']}", fontsize=9)
     fig.tight_layout()
@@ -120,6 +122,9 @@ def render(result: dict, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
             lines.append(f"| {role} | {m['accuracy']:.4f} | {number(m['probe']['accuracy'], 4)} | {m['purity']:.4f} "
                          f"| {m['adjusted_rand']:.4f} | {number(m['silhouette'], 4)} |")
         lines.append("")
+        if data.get("embedding_cka") is not None:
+            lines += [f"Linear CKA of the teacher's and the student's sentence embeddings: {data['embedding_cka']:.3f} "
+                      "(1: the same geometry up to rotation and scale, whatever the two widths).", ""]
         embedding_plot = plot_embeddings(result, name, folder / f"embeddings-{name}.png")
         plots.append((f"t-SNE of {name}", embedding_plot))
         lines += [f"![t-SNE of {name}]({embedding_plot.name})", ""]
@@ -132,6 +137,13 @@ def render(result: dict, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
             for role, values in entropy.items():
                 cells = [f"{v:.3f}" for v in values] if values else ["no attention layers"]
                 lines.append(f"| {role} | " + " | ".join(cells + ["—"] * (depth - len(cells))) + " |")
+            lines.append("")
+        if data.get("mapped_attention"):
+            rows = data["mapped_attention"]
+            lines += ["Attention of each student layer beside the teacher layer it was cut from (mean total-variation "
+                      "distance of head-averaged attention rows over real tokens: 0 the same, 1 disjoint):", "",
+                      "| student layer | teacher layer | distance |", "|---:|---:|---:|"]
+            lines += [f"| {r['student_layer']} | {r['teacher_layer']} | {r['distance']:.3f} |" for r in rows]
             lines.append("")
         for role in ("teacher", "student"):
             if not models[role]["attends"]:
@@ -148,7 +160,7 @@ def render(result: dict, folder: Path) -> tuple[str, list[tuple[str, Path]]]:
         for i, example in enumerate(data["attention_examples"]):
             if not example["attention"]:
                 continue
-            attention_plot = plot_attention(example, folder / f"attention-{name}-{i + 1}.png")
+            attention_plot = plot_attention(example, folder / f"attention-{name}-{i + 1}.png", result.get("layer_map"))
             plots.append((f"attention, {name} example {i + 1}", attention_plot))
             lines += [f"Example {i + 1} ({example['kind']}): \"{example['text']}\"", "",
                       f"![attention, {name} example {i + 1}]({attention_plot.name})", ""]

@@ -1,8 +1,10 @@
-"""`pocketbert train ablate`: the DistilBERT recipe with each loss removed in turn, and from a random student.
+"""`pocketbert train ablate`: a distillation recipe with each loss removed in turn, and from a random student.
 
 Like Table 4 of Sanh et al. 2019: every variant is a full distillation from the same teacher on the same
-data; the table is each variant's dev metric and its change from the full recipe. Each variant keeps its
-student in <run>/ablation/<variant>/, so a killed ablation continues where it stopped.
+data; the table is each variant's dev metric and its change from the full recipe. The variants are the
+recipe's own (its class's ablation_variants: DistilBERT's, the layer-wise recipe's); one that would change
+nothing (a loss the recipe already weighs 0) is left out. Each variant keeps its student in
+<run>/ablation/<variant>/, so a killed ablation continues where it stopped.
 """
 
 from __future__ import annotations
@@ -27,45 +29,50 @@ from pocketbert.core.recipe import Recipe, recipe_dict, with_overrides
 from pocketbert.train import distributed, registry
 from pocketbert.train.stage import StageRun, run_stage
 
-FULL = "full"
-# variant -> (what the table calls it, the recipe keys it changes)
-VARIANTS = {
-    FULL: ("KL + CE + cosine, teacher init", {}),
-    "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
-    "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
-    "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
-    "random_init": ("random student init", {"student.init": "random"}),
-}
+FULL = "full"  # every recipe's first variant: the recipe as given
 
 
 def variant_recipe(recipe: Recipe, changes: dict) -> Recipe:
     return with_overrides(recipe, changes)
 
 
+def recipe_variants(name: str | None) -> tuple[str, dict]:
+    """(the recipe's registered name, its variants: name -> (what the table calls it, the recipe keys it changes))."""
+    cls = registry.recipe_class(name, "distill")
+    variants = getattr(cls, "ablation_variants", None)
+    if not variants:
+        with_variants = [n for n in registry.names("distill")
+                         if getattr(registry.recipe_class(n, "distill"), "ablation_variants", None)]
+        raise ConfigError(f"the {cls.name} recipe has no ablation: run it with --recipe "
+                          f"{' or --recipe '.join(with_variants)}")
+    return cls.name, variants
+
+
 def ablate(run_dir: Path, recipe: Recipe, teacher_dir: Path | None = None, data_dir: Path | None = None,
            device: str | None = None, variants: list[str] | None = None) -> dict:
-    if recipe.distill.recipe not in (None, registry.DISTILBERT):
-        raise ConfigError("the ablation removes the DistilBERT recipe's losses: run it with "
-                          f"--recipe {registry.DISTILBERT}")
+    recipe_name, known = recipe_variants(recipe.distill.recipe)
     # recorded as the distillation records it, so that a finished variant is known again (_done_with)
-    recipe = with_overrides(recipe, {"distill.recipe": registry.DISTILBERT})
-    names = variants or list(VARIANTS)
-    unknown = [n for n in names if n not in VARIANTS]
+    recipe = with_overrides(recipe, {"distill.recipe": recipe_name})
+    names = variants or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ConfigError(f"unknown ablation variant {unknown[0]}: choose from {', '.join(VARIANTS)}")
+        raise ConfigError(f"unknown ablation variant {unknown[0]} of the {recipe_name} recipe: choose from "
+                          f"{', '.join(known)}")
     if FULL not in names:
         names = [FULL, *names]
+    # a variant that changes nothing (its loss already weighs 0) would only repeat the full recipe
+    names = [n for n in names if n == FULL or variant_recipe(recipe, known[n][1]) != recipe]
     run_dir = Path(run_dir)
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     folder = run_dir / ABLATION_DIR
     rows = []
     for name in names:
-        label, changes = VARIANTS[name]
+        label, changes = known[name]
         variant_run = folder / name
         manifest_path = variant_run / STUDENT_DIR / MANIFEST
         specific = variant_recipe(recipe, changes)
         if not _done_with(manifest_path, recipe_dict(specific)):
-            run_stage(registry.create(registry.DISTILBERT), StageRun(variant_run, specific, data_dir,
+            run_stage(registry.create(recipe_name), StageRun(variant_run, specific, data_dir,
                                                                      teacher_dir=teacher_dir, device=device,
                                                                      overwrite=True, resume=True))
         student = read_manifest(variant_run / STUDENT_DIR)
@@ -77,7 +84,8 @@ def ablate(run_dir: Path, recipe: Recipe, teacher_dir: Path | None = None, data_
     full = rows[0]["eval"][primary]
     for row in rows:
         row["delta"] = row["eval"][primary] - full
-    result = {"command": command_line(), "primary_metric": primary, "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
+    result = {"command": command_line(), "recipe_name": recipe_name, "primary_metric": primary,
+              "teacher": str(teacher_dir), "teacher_eval": rows[0]["teacher_eval"],
               "recipe": recipe_dict(recipe), "rows": rows, "seconds": round(sum(r["wall_time_s"] for r in rows), 1)}
     if distributed.is_main():  # under torchrun every process holds the same rows; one writes them
         write_text_atomically(folder / ABLATION_RESULTS, json.dumps(result, indent=2) + "\n")
@@ -94,11 +102,15 @@ def _done_with(manifest_path: Path, recipe: dict) -> bool:
     return json.loads(manifest_path.read_text()).get("config", {}).get("recipe") == recipe
 
 
+RECIPE_TITLES = {registry.DISTILBERT: "DistilBERT", registry.LAYERWISE: "layer-wise", None: "DistilBERT"}
+
+
 def render_table(result: dict) -> str:
     primary = result["primary_metric"]
     teacher = result["teacher_eval"][primary]
     lines = [
-        f"# Ablation of the DistilBERT recipe ({primary} on the dev set)",
+        f"# Ablation of the {RECIPE_TITLES.get(result.get('recipe_name'), result.get('recipe_name'))} recipe "
+        f"({primary} on the dev set)",
         "",
         f"Teacher: {teacher:.4f}. Each row is a full distillation; Δ is against the first row.",
         "",

@@ -178,7 +178,17 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @click.option("--student-model", default=None, metavar="NAME|PATH",
               help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
 @click.option("--layer-map", default=None, metavar="I,J,...", callback=comma_list(int, "layer numbers", "0,2,4"),
-              help="Teacher layers that initialise the student's (default: every other).")
+              help="Teacher layers that initialise the student's (default: every other; layerwise: spread evenly, "
+                   "ending on the last).")
+@click.option("--layers", type=COUNT, default=None, help="Layerwise recipe: the student's number of layers.")
+@click.option("--hidden-size", type=COUNT, default=None,
+              help="Layerwise recipe: the student's width, a multiple of the teacher's head width.")
+@click.option("--heads", type=COUNT, default=None,
+              help="Layerwise recipe: attention heads (each as wide as the teacher's; default hidden size / width).")
+@click.option("--intermediate-size", type=COUNT, default=None,
+              help="Layerwise recipe: FFN neurons a layer (default: the teacher's, scaled with the width).")
+@click.option("--student-init", type=click.Choice(["teacher", "random"]), default=None,
+              help="Start the student from the teacher's weights (default) or from random ones of the same shape.")
 @click.option("--transfer-data", multiple=True, metavar="PATH|DATASET",
               help="Unlabelled text the teacher labels for the student (repeatable): a .txt file with one passage a "
                    "line, a .csv/.tsv/.jsonl with a text column, or a dataset name whose labels are ignored.")
@@ -194,7 +204,8 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @overwrite_option
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
-    """Distil the teacher into a student (half its layers, a BiLSTM or static embeddings); writes <run>/student/."""
+    """Distil the teacher into a student (half its layers, one of any shape, a BiLSTM or static embeddings); writes
+    <run>/student/."""
     from pocketbert.core.data import check_cross_domain
     from pocketbert.core.recipe import cross_domain_datasets
     from pocketbert.train import registry
@@ -222,7 +233,9 @@ DISTILL_KEYS = {
     **shared_keys("distill"), "recipe": "distill.recipe", "alpha": "distill.alpha",
     "cross_domain": "eval.cross_domain", "temperature": "distill.temperature", "kl_weight": "distill.kl_weight",
     "ce_weight": "distill.ce_weight", "cos_weight": "distill.cos_weight", "compile_student": "distill.compile",
-    "student_model": "student.model", "layer_map": "student.layer_map", "transfer_data": "transfer.data",
+    "student_model": "student.model", "layer_map": "student.layer_map", "layers": "student.layers",
+    "hidden_size": "student.hidden_size", "heads": "student.heads", "intermediate_size": "student.intermediate_size",
+    "student_init": "student.init", "transfer_data": "transfer.data",
     "transfer_column": "transfer.text_column", "augment": "distill.augment",
 }
 
@@ -244,8 +257,11 @@ def _format_metrics(metrics: dict) -> str:
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
 @with_options(recipe_options)
+@click.option("--recipe", type=RecipeChoice("distill"), default=None,
+              help="Recipe to ablate (default: the recipe file's distill.recipe, else the registry's first).")
 @click.option("--variants", default=None, metavar="NAME,...",
-              help="Variants to run (default all): full, no_kl, no_ce, no_cos, random_init.")
+              help="Variants to run (default all of the recipe's): distilbert's full, no_kl, no_ce, no_cos, "
+                   "random_init; layerwise's also no_hidden, no_embedding, no_attention, no_relation.")
 @data_dir_option
 @device_option
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
@@ -253,7 +269,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
     from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
     from pocketbert.train.ablate import ablate as run_ablation
 
-    recipe = _recipe(task, preset, config, options, shared_keys("distill"), set_items)
+    recipe = _recipe(task, preset, config, options, {**shared_keys("distill"), "recipe": "distill.recipe"}, set_items)
     run_dir = resolve_run_dir(run)
     run_ablation(run_dir, recipe, teacher_dir, data_dir, device,
                  [v.strip() for v in variants.split(",")] if variants else None)

@@ -7,6 +7,8 @@ Rows without a gold label (transfer data, rewrites when distill.augment is on) t
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from pocketbert.errors import ConfigError
@@ -75,6 +77,21 @@ class DistilBertRecipe(TeacherDistillation):
 
     name = registry.DISTILBERT
     progress = "distill"
+    # variant -> (what the ablation table calls it, the recipe keys it changes): Table 4 of Sanh et al. 2019
+    ablation_variants: ClassVar[dict] = {
+        "full": ("KL + CE + cosine, teacher init", {}),
+        "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
+        "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
+        "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
+        "random_init": ("random student init", {"student.init": "random"}),
+    }
+
+    def check(self, run: StageRun) -> None:
+        super().check(run)
+        if run.recipe.student.shape_given():
+            raise ConfigError("the distilbert recipe keeps the teacher's width and takes whole layers (--layer-map); "
+                              f"a student of another shape (student.layers, hidden_size, heads, intermediate_size) "
+                              f"is cut by --recipe {registry.LAYERWISE}")
 
     def build_model(self, run: StageRun):
         self.weights = loss_weights(run.recipe.distill)

@@ -97,7 +97,9 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
         # the pruned weights must rebuild from the config alone, or no app tool could load them
         stage_folder.load_stage_model(Path(tmp))
         recovery = copy.deepcopy(recipe)
-        recovery.setdefault("student", {})["model"] = tmp
+        # the recovery starts from the pruned checkpoint: the shape a narrow run's recipe cut it to is its own now
+        recovery["student"] = {**recovery.get("student", {}), "model": tmp, "layers": None, "hidden_size": None,
+                               "heads": None, "intermediate_size": None}
         recovery["distill"]["epochs"] = int(cfg["recovery_epochs"])
         recovery["distill"]["max_train_examples"] = cfg["recovery_max_train_examples"]
         recovery["prune"] = {**cfg, **change}

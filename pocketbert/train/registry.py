@@ -16,6 +16,7 @@ DISTILBERT = "distilbert"
 BILSTM = "tang"  # Tang et al. 2019; the name recipes and manifests have always used
 MASKED_LM = "mlm"
 STATIC = "static"  # a Model2Vec-style token table with a classifier
+LAYERWISE = "layerwise"  # TinyBERT / MiniLM layer-wise distillation into a student of any width and depth
 
 # The command that runs each recipe (`pocketbert train <command>`), and its recipes: name -> class, or
 # "module:Class" until first used. The first distillation recipe is the default of `train distill`.
@@ -25,6 +26,7 @@ _RECIPES: dict[str, dict[str, object]] = {
         DISTILBERT: "pocketbert.train.distill:DistilBertRecipe",
         BILSTM: "pocketbert.train.bilstm_distill:BiLSTMRecipe",
         STATIC: "pocketbert.train.static_distill:StaticRecipe",
+        LAYERWISE: "pocketbert.train.layerwise:LayerwiseRecipe",
     },
     "mlm": {MASKED_LM: "pocketbert.train.mlm:MaskedLMRecipe"},
 }

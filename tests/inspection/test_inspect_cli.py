@@ -88,6 +88,37 @@ def test_inspect_of_a_static_student_shows_its_sentence_means(capsys, runs, shar
     assert "mean of the word pieces' static vectors" in (runs["static"] / "inspect" / "inspect.md").read_text()
 
 
+def test_inspect_puts_a_narrow_student_beside_its_teacher_through_the_layer_it_was_cut_from(capsys, teacher_run,
+                                                                                            tmp_path, shared_data):
+    from pocketbert.cli import main
+
+    run = run_with_teacher(teacher_run, tmp_path / "narrow")
+    try:  # 1 layer x 16 (one head) cut from the tiny teacher's 2 layers x 32 (two heads)
+        main(["train", "distill", "--run", str(run), *TINY, "--recipe", "layerwise", "--layers", "1",
+              "--hidden-size", "16", "--intermediate-size", "32", "--data-dir", str(shared_data)])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    result = run_cli(capsys, "inspect", "--run", run, *INSPECT, "--datasets", "sst2", "--data-dir", shared_data)
+    assert result.exit_code == 0, result.err
+    data = json.loads((run / "inspect" / "inspect.json").read_text())
+    assert (data["models"]["teacher"]["hidden_size"], data["models"]["student"]["hidden_size"]) == (32, 16)
+    assert data["layer_map"] == [1]
+    sst2 = data["datasets"]["sst2"]
+    assert len(sst2["models"]["student"]["attention_entropy"]) == 1
+    assert len(sst2["models"]["teacher"]["attention_entropy"]) == 2
+    (mapped,) = sst2["mapped_attention"]
+    assert (mapped["student_layer"], mapped["teacher_layer"]) == (1, 2) and 0.0 <= mapped["distance"] <= 1.0
+    assert 0.0 <= sst2["embedding_cka"] <= 1.0
+    for example in sst2["attention_examples"]:
+        assert len(example["attention"]["student"]) == 1 and len(example["attention"]["teacher"]) == 2
+        for layer in example["attention"]["student"]:
+            assert all(abs(sum(row) - 1) < 1e-3 for row in layer)
+    markdown = (run / "inspect" / "inspect.md").read_text()
+    assert f"| 1 | 2 | {mapped['distance']:.3f} |" in markdown
+    assert f"sentence embeddings: {sst2['embedding_cka']:.3f}" in markdown
+    assert "1-layer, 16 wide" in markdown and "2-layer, 32 wide" in markdown
+
+
 def test_inspect_refuses_too_few_examples_for_the_clusters(capsys, runs, shared_data):
     result = run_cli(capsys, "inspect", "--run", runs["focal"], "--examples", "10", "--clusters", "9",
                      "--data-dir", shared_data)

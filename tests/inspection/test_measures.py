@@ -78,3 +78,34 @@ def test_confusion_matrix_and_hardest_classes():
     hardest = measures.hardest_classes(matrix, ["a", "b", "c"], n=2)
     assert [h["label"] for h in hardest] == ["a", "c"]
     assert hardest[0]["recall"] == pytest.approx(1 / 3) and hardest[0]["most_confused_with"] == "b"
+
+
+UNRELATED_CKA_AT_MOST = 0.3  # two independent 200 x 8 Gaussian samples
+
+
+def test_linear_cka_sees_the_same_geometry_across_widths():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 8))
+    rotation, _ = np.linalg.qr(rng.normal(size=(12, 12)))
+    wider = 3.0 * x @ rotation[:8] + 5.0  # 8 -> 12 columns, rotated, scaled, shifted
+    assert measures.linear_cka(x, wider) == pytest.approx(1.0)
+    assert measures.linear_cka(x, rng.normal(size=(200, 12))) < UNRELATED_CKA_AT_MOST
+    half = x.copy()
+    half[:, 4:] = rng.normal(size=(200, 4))  # half the directions kept
+    assert UNRELATED_CKA_AT_MOST < measures.linear_cka(x, half) < 0.9
+
+
+def test_attention_distance_over_real_tokens():
+    mask = np.array([1, 1, 1, 0])
+    uniform = np.full((4, 4), 0.25)
+    first = np.zeros((4, 4))
+    first[:, 0] = 1.0
+    last_real = np.zeros((4, 4))
+    last_real[:, 2] = 1.0
+    assert measures.attention_distance(uniform, uniform, mask) == 0.0
+    assert measures.attention_distance(first, last_real, mask) == pytest.approx(1.0)  # disjoint rows
+    assert measures.attention_distance(uniform, first, mask) == pytest.approx(2 / 3)  # rows over 3 real keys
+    padded = uniform.copy()
+    padded[3] = [1.0, 0.0, 0.0, 0.0]  # the padded query's row
+    padded[:, 3] = 0.9  # weight on the padded key, renormalised away
+    assert measures.attention_distance(padded, uniform, mask) == pytest.approx(0.0)

@@ -81,6 +81,50 @@ def test_a_distillation_step_reads_nothing_back(task, cached):
     run_one_step(student, task, step_loss, extras=extras)
 
 
+def narrow_student(teacher, task, random_start: bool):
+    """Teacher layers 1 and 2 cut to half the width (one of two heads), the way the layerwise recipe cuts them."""
+    from pocketbert.train import narrow
+    from pocketbert.train.layerwise import StudentWithProjections
+
+    half = HIDDEN // 2
+    plan = narrow.CutPlan(layer_map=[1, 2], hidden=list(range(0, HIDDEN, 2)), heads=[[0], [1]],
+                          ffn=[list(range(16)), list(range(16, 32))],
+                          pooler=None if task.head_skips_pooler else list(range(half)), head_width=half)
+    student = narrow.cut_student(teacher, plan)
+    projections = None
+    if random_start:
+        student = narrow.random_like(student)
+        projections = {k: torch.nn.Linear(half, HIDDEN, bias=False) for k in (0, 1, 2)}
+    return StudentWithProjections(student, projections), plan
+
+
+@pytest.mark.parametrize("task", [SentimentTask(["a", "b", "c"]), QATask()], ids=["sentiment", "qa"])
+@pytest.mark.parametrize("cached", [True, False], ids=["cached-teacher", "teacher-every-step"])
+@pytest.mark.parametrize("random_start", [False, True], ids=["cut", "random"])
+def test_a_layerwise_step_reads_nothing_back(task, cached, random_start):
+    from pocketbert.train.layerwise import layerwise_loss, teacher_states
+
+    cls = BertForQuestionAnswering if isinstance(task, QATask) else BertForSequenceClassification
+    extra = {} if isinstance(task, QATask) else {"num_labels": CLASSES}
+    teacher = tiny_bert(cls, 3, **extra).eval()
+    student, plan = narrow_student(teacher, task, random_start)
+    teacher.to(META)
+    weights = {"kl": 1.0, "ce": 0.5, "cos": 0.5, "hidden": 1.0, "embedding": 1.0, "attention": 1.0, "relation": 1.0}
+    outputs = None
+    if cached:
+        n, tokens = 10, 10 * LENGTH
+        logits = (torch.empty(tokens, 2, device=META) if task.per_token_outputs
+                  else torch.empty(n, CLASSES, device=META))
+        starts = torch.arange(n) * (LENGTH if task.per_token_outputs else 1)
+        states = len(teacher_states(plan.layer_map, weights))
+        outputs = TeacherOutputs(logits, torch.empty(tokens, states, HIDDEN, device=META), starts.to(META),
+                                 (torch.arange(n) * LENGTH).to(META), torch.full((n,), LENGTH, device=META),
+                                 task.per_token_outputs)
+    step_loss, extras = layerwise_loss(task, teacher, student, outputs, plan, weights, 2.0, 4, losses.cross_entropy,
+                                       not random_start, META)
+    run_one_step(student, task, step_loss, extras=extras)
+
+
 def test_unlabelled_rows_and_focal_loss_read_nothing_back():
     task = SentimentTask(["a", "b", "c"])
     student = tiny_bert(BertForSequenceClassification, 2, num_labels=CLASSES)
