@@ -59,10 +59,13 @@ def test_every_export_passed_parity(sentiment_run):
         "model.onnx", "model.fp16.onnx", "model.int8.onnx", "model.qdq.onnx", "model.ort", "model.qdq.ort",
         "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "model.pte", "model.int8.pte",
         "model.coreml.pte", "PocketBertSentiment.mlpackage",
-        "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage"}
+        "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage",
+        "PocketBertSentiment.aimodel"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
-    assert all(r["n_examples"] == 48 for r in results if "MIL interpreter" not in r["runtime"])
+    # the Apple programs' evaluators run export.coreml_parity_examples
+    assert all(r["n_examples"] == 48 for r in results
+               if "MIL interpreter" not in r["runtime"] and "Core AI" not in r["runtime"])
     text_in = {r["artifact"]: r for r in results}["model.text.onnx"]
     assert text_in["runtime"] == "onnxruntime + extensions" and text_in["agreement"] >= 0.99  # fed raw text
     pte = {r["artifact"]: r for r in results}["model.pte"]
@@ -71,6 +74,10 @@ def test_every_export_passed_parity(sentiment_run):
     assert {r["artifact"]: r for r in results}["model.coreml.pte"]["runtime"].startswith("Core ML delegate")
     enumerated = {r["artifact"]: r for r in results}["PocketBertSentiment.enumerated.mlpackage"]
     manifest = json.loads((sentiment_run / "export" / "manifest.json").read_text())
+    # Core AI: the saved program read back and evaluated op by op, one entry point per enumerated length
+    coreai = {r["artifact"]: r for r in results}["PocketBertSentiment.aimodel"]
+    assert coreai["runtime"] == "Core AI evaluator (numpy)" and coreai["by_length"]
+    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27"}
     lengths = manifest["metrics"]["coreml_enumerated_lengths"]["lengths"]
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own

@@ -81,6 +81,15 @@ def test_fp16_program_computes_in_half_precision(sentiment_program):
     assert fp16.stored_bytes == pytest.approx(fp32.stored_bytes / 2, rel=0.05)
 
 
+def test_saved_asset_describes_itself(sentiment_program):
+    import json
+
+    _, _, folder = sentiment_program
+    metadata = json.loads((folder / "fp16.aimodel" / "metadata.json").read_text())
+    assert metadata["author"] == "pocketbert" and metadata["description"] == "test"
+    assert metadata["creatorDefinedMetadata"]["version"]
+
+
 def test_weights_are_stored_once_for_every_entry_point(sentiment_program, tmp_path):
     model, task, folder = sentiment_program
     coreai.save(coreai.convert_to_coreai(model, task, (64,), fp16=False), tmp_path / "one.aimodel", "test")
