@@ -14,7 +14,7 @@ import torch
 from pocketbert.errors import ConfigError
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
-from pocketbert.train.distillation import TeacherDistillation, aligned_teacher_layers, loss_weights
+from pocketbert.train.distillation import PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers, loss_weights
 from pocketbert.train.stage import StageRun
 from pocketbert.train.student import build_student
 
@@ -80,9 +80,7 @@ class DistilBertRecipe(TeacherDistillation):
     # variant -> (what the ablation table calls it, the recipe keys it changes): Table 4 of Sanh et al. 2019
     ablation_variants: ClassVar[dict] = {
         "full": ("KL + CE + cosine, teacher init", {}),
-        "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
-        "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
-        "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
+        **PREDICTION_LOSS_ABLATIONS,
         "random_init": ("random student init", {"student.init": "random"}),
     }
 

@@ -102,6 +102,15 @@ def transfer_set_report(n_labelled: int, n_extra: int, rows_report: dict) -> dic
             "duplicates_dropped": augmentation.get("duplicates_dropped", 0), "tagger": augmentation.get("tagger")}
 
 
+# The prediction-layer losses every transformer distillation has, as ablation rows:
+# variant -> (what the ablation table calls it, the recipe keys it changes)
+PREDICTION_LOSS_ABLATIONS = {
+    "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
+    "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
+    "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
+}
+
+
 class TeacherDistillation(TrainingRecipe):
     """A task-specific distillation from the run's fine-tuned teacher into <run>/student/: the teacher labels
     the training rows, the transfer data and (when the recipe augments) rewrites of both, through its cache."""

@@ -25,7 +25,7 @@ from pocketbert.core import losses, stage_folder
 from pocketbert.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused
-from pocketbert.train.distillation import TeacherDistillation, loss_weights
+from pocketbert.train.distillation import PREDICTION_LOSS_ABLATIONS, TeacherDistillation, loss_weights
 from pocketbert.train.stage import StageRun
 
 LAYERWISE_PARTS = ("hidden", "embedding", "attention", "relation")
@@ -171,9 +171,7 @@ class LayerwiseRecipe(TeacherDistillation):
     # variant -> (what the ablation table calls it, the recipe keys it changes)
     ablation_variants: ClassVar[dict] = {
         "full": ("every loss, cut from the teacher", {}),
-        "no_kl": ("− soft-target KL", {"distill.kl_weight": 0.0}),
-        "no_ce": ("− hard-label CE", {"distill.ce_weight": 0.0}),
-        "no_cos": ("− cosine alignment", {"distill.cos_weight": 0.0}),
+        **PREDICTION_LOSS_ABLATIONS,
         "no_hidden": ("− hidden-state MSE", {"layerwise.hidden_weight": 0.0}),
         "no_embedding": ("− embedding MSE", {"layerwise.embedding_weight": 0.0}),
         "no_attention": ("− attention KL", {"layerwise.attention_weight": 0.0}),
