@@ -144,7 +144,7 @@ def test_compare_three_runs_reads_every_number_from_their_files(capsys, runs, tm
     for name, ms in latencies.items():
         bench_results(runs[name], ms, 4.0)
     out = tmp_path / "cmp"
-    result = run_cli(capsys, "compare", *runs.values(), "--out", out)
+    result = run_cli(capsys, "compare", *(runs[name] for name in latencies), "--out", out)
     assert result.exit_code == 0, result.err
     data = json.loads((out / "compare.json").read_text())
     rows = {r["name"]: r for r in data["rows"]}
