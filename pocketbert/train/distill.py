@@ -14,7 +14,8 @@ import torch
 from pocketbert.errors import ConfigError
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
-from pocketbert.train.distillation import PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers, loss_weights
+from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers,
+                                            loss_weights, prediction_losses)
 from pocketbert.train.stage import StageRun
 from pocketbert.train.student import build_student
 
@@ -58,11 +59,7 @@ def distillation_loss(task, teacher, cached, weights: dict, temperature: float, 
         t_logits, t_hidden = teacher_step(inputs, batch)
         s_out = forward_model(**inputs, output_hidden_states=need_hidden)
         s_logits = task.logits(s_out)
-        parts = {}
-        if weights["kl"]:
-            parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
-        if weights["ce"]:
-            parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+        parts = prediction_losses(task, s_logits, t_logits, batch, weights, temperature, hard_loss)
         if weights["cos"]:
             parts["cos"] = losses.hidden_cosine_loss(list(s_out.hidden_states[1:]), t_hidden, batch["attention_mask"])
         loss = sum(weights[k] * v for k, v in parts.items())

@@ -25,6 +25,17 @@ def loss_weights(section) -> dict[str, float]:
     return {k: float(getattr(section, f"{k}_weight")) for k in LOSS_PARTS}
 
 
+def prediction_losses(task, s_logits, t_logits, batch, weights: dict, temperature: float, hard_loss) -> dict:
+    """The prediction-layer parts every distillation shares: the soft loss against the teacher's logits (KL at the
+    temperature) and the hard loss against the labels, each only when its weight is non-zero."""
+    parts = {}
+    if weights["kl"]:
+        parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
+    if weights["ce"]:
+        parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+    return parts
+
+
 def aligned_teacher_layers(n_student: int, n_teacher: int) -> list[int]:
     """For student hidden state k (1..n_student), the teacher hidden state it is pulled towards, ending on the last."""
     return [round(k * n_teacher / n_student) for k in range(1, n_student + 1)]

@@ -25,7 +25,8 @@ from pocketbert.core import losses, stage_folder
 from pocketbert.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused
-from pocketbert.train.distillation import PREDICTION_LOSS_ABLATIONS, TeacherDistillation, loss_weights
+from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, loss_weights,
+                                            prediction_losses)
 from pocketbert.train.stage import StageRun
 
 LAYERWISE_PARTS = ("hidden", "embedding", "attention", "relation")
@@ -109,11 +110,7 @@ def layerwise_loss(task, teacher, model: StudentWithProjections, cached, plan: n
         s_out = forward_model(**inputs, output_hidden_states=True)
         s_hidden = s_out.hidden_states
         s_logits = task.logits(s_out)
-        parts = {}
-        if weights["kl"]:
-            parts["kl"] = task.soft_loss(s_logits, t_logits, batch, temperature)
-        if weights["ce"]:
-            parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+        parts = prediction_losses(task, s_logits, t_logits, batch, weights, temperature, hard_loss)
         pairs = [(i + 1, j + 1) for i, j in enumerate(plan.layer_map)]  # (student state, teacher state)
         if weights["embedding"]:
             parts["embedding"] = losses.hidden_mse(model.to_teacher_width(0, s_hidden[0]), teacher_side(t_hidden[0]),

@@ -21,7 +21,8 @@ from pocketbert.core.architectures import STATIC
 from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
 from pocketbert.core.tasks import TASK_CLASSES
 from pocketbert.train import registry, static_table, teacher_cache, trainer
-from pocketbert.train.distillation import TeacherDistillation, loss_weights, transfer_set_report
+from pocketbert.train.distillation import (TeacherDistillation, loss_weights, prediction_losses,
+                                            transfer_set_report)
 from pocketbert.train.stage import StageRun
 
 
@@ -72,11 +73,8 @@ class StaticRecipe(TeacherDistillation):
 
         def step_loss(forward_model, batch):
             s_logits = forward_model(batch["input_ids"], batch["attention_mask"]).logits.float()
-            parts = {}
-            if weights["kl"]:
-                parts["kl"] = task.soft_loss(s_logits, teacher_logits(batch), batch, temperature)
-            if weights["ce"]:
-                parts["ce"] = task.hard_loss(s_logits, batch, hard_loss)
+            t_logits = teacher_logits(batch) if weights["kl"] else None
+            parts = prediction_losses(task, s_logits, t_logits, batch, weights, temperature, hard_loss)
             return sum(weights[k] * v for k, v in parts.items()), parts
 
         return step_loss, self.batch_extras(dev)
