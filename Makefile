@@ -76,7 +76,7 @@ $(JS_STAMP): $(JS_DIR)/package.json
 	@touch $@
 
 test: $(STAMP) $(JS_STAMP)
-	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q
+	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q --durations=25
 
 # The slow tests are the only ones that run Node.js (transformers.js): no npm install here.
 test-fast: $(STAMP)
