@@ -49,20 +49,20 @@ def import_coreai():
 
 
 def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True,
-                      compress=None):
+                      compression: str | None = None):
     """An in-memory Core AI program with one entry point per length; the caller saves it and checks the saved copy.
 
     fp16: weights and arithmetic in half precision with fp32 inputs cast at the entry (the precision Core ML
-    variants ship in). compress: a function of the wrapper that returns it with compressed weights
-    (coreai_compression), applied before export."""
+    variants ship in). compression: one of COMPRESSIONS, applied to the program's weights before it is
+    specialized per length (so each weight is compressed once and stored once)."""
+    if compression is not None and compression not in COMPRESSIONS:
+        raise ExportError(f"unknown Core AI compression '{compression}': choose from {', '.join(COMPRESSIONS)}")
     coreai_torch, _ = import_coreai()
     if not lengths:
         raise ExportError("a Core AI program needs at least one sequence length")
     wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
     if fp16:
         wrapper = _Half(wrapper).eval()
-    if compress is not None:
-        wrapper = compress(wrapper)
     names = list(task.input_names)
     longest = max(lengths)
     example = tuple(torch.ones(1, min(16, longest), dtype=torch.int32) for _ in names)
@@ -77,9 +77,35 @@ def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_F
         exported = exported.run_decompositions(coreai_torch.get_decomp_table())
         program = coreai_torch.TorchConverter().add_exported_program(
             exported, input_names=names, output_names=list(task.output_names)).to_coreai()
+    if compression is not None:
+        program = compress(program, compression)
     program.set_static_shape_config(
         ENTRY, {entry_name(n)[len(ENTRY) + 1:]: {name: (1, n) for name in names} for n in sorted(lengths)})
     return program
+
+
+# Weight compressions through coreai-opt's program passes (coreai_opt.coreai_utils), the counterparts of the Core
+# ML variants' (export/coreml.py COMPRESSIONS): int8 symmetric per output channel; k-means palettes per tensor.
+# Activations stay fp16. Each pass rewrites a weight constant into the operation that rebuilds it on the device
+# (blockwise_shift_scale for int8, lut_to_dense for palettes), which the evaluator runs like any other.
+COMPRESSIONS = {
+    "int8": lambda opt, program: opt.quantize_weights(
+        program, opt.DType.INT8, granularity=opt.CompressionGranularity.PER_CHANNEL, in_place=True),
+    "6bit": lambda opt, program: opt.palettize_weights(
+        program, None, n_bits=6, granularity=opt.CompressionGranularity.PER_TENSOR, num_kmeans_workers=1,
+        in_place=True),
+    "4bit": lambda opt, program: opt.palettize_weights(
+        program, None, n_bits=4, granularity=opt.CompressionGranularity.PER_TENSOR, num_kmeans_workers=1,
+        in_place=True),
+}
+
+
+def compress(program, compression: str):
+    """The program with its weights compressed in place (COMPRESSIONS); coreai-opt warns about torch versions on
+    import and per weight it leaves as it is (the small ones), kept off the console."""
+    with quiet_tools():
+        opt = require("coreai_opt.coreai_utils", "coreai")
+        return COMPRESSIONS[compression](opt, program)
 
 
 class _Half(torch.nn.Module):

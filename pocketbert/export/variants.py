@@ -263,9 +263,8 @@ def _coreml_builder(compression: str | None, target: str, fixed: bool, classifie
 
 def _coreai_builder(compression: str | None):
     def build(ctx: BuildContext, path: Path) -> None:
-        compress = coreai.compressor(compression) if compression else None
         program = coreai.convert_to_coreai(ctx.model, ctx.task, ctx.length_buckets, ctx.architecture,
-                                           compress=compress)
+                                           compression=compression)
         coreai.save(program, path, ctx.description)
         ctx.notes.setdefault("coreai_lengths", list(ctx.length_buckets))
     return build
@@ -334,6 +333,10 @@ _DEFINITIONS = [
     _coreml_variant("classifier", "probabilities", parity.PROBABILITY_GATE, classifier=True),
     # Core AI (iOS 27): fp16, one entry point per enumerated length, the weights stored once.
     _coreai_variant("fp16", "fp16", parity.FP16_GATE),
+    # Its weights compressed by coreai-opt (export/coreai.py COMPRESSIONS), gated like the compressed Core ML ones.
+    _coreai_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
+    _coreai_variant("6bit", "6bit", parity.COMPRESSED_GATE, "6bit"),
+    _coreai_variant("4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
 COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)
