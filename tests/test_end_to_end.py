@@ -220,6 +220,30 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_path):
+    from pocketbert.core.tasks import make_task
+    from pocketbert.export.coreai import coreai_forward
+
+    result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--out", tmp_path / "ios")
+    assert result.exit_code == 0, result.err
+    ios = tmp_path / "ios"
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.aimodel", "resources", "README.md", OUTPUT_MARKER}
+    readme = (ios / "README.md").read_text()
+    assert "NOT COMPILED HERE" in readme and "coreai-build" in readme and "AIModel.specialize(contentsOf:" in readme
+    lengths = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["coreai_entry_points"]
+    assert f"private static let lengths = [{', '.join(map(str, lengths))}]" in readme
+    # the app's copy is the exported program: it answers as the export's gate saw
+    task = make_task("sentiment", json.loads((ios / "resources" / "labels.json").read_text()))
+    ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    expected = coreai_forward(sentiment_run / "export" / "PocketBertSentiment.aimodel", task)(batch)
+    assert np.array_equal(coreai_forward(ios / "PocketBertSentiment.aimodel", task)(batch), expected)
+    missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--variant", "4bit",
+                      "--out", tmp_path / "x")
+    assert missing.exit_code == 2 and "has no Core AI 4bit variant" in error_line(missing)
+    assert not (tmp_path / "x").exists()
+
+
 def named_in_readme(readme: str) -> set[str]:
     """The files and folders an app README tells the developer to use: its file table and its `forResource:`."""
     names = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
@@ -449,6 +473,14 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     assert android.exit_code == 0, android.err
     assert not (tmp_path / "android" / "vocab.txt").exists()  # the answer is cut out by the model's offsets
     assert 'result.get("offset_mapping")' in (tmp_path / "android" / "README.md").read_text()
+    # the Core AI program gives both logits, gated like the Core ML one, and its iOS 27 folder decodes a span
+    coreai = {r["artifact"]: r for r in parity}["PocketBertQA.aimodel"]
+    assert coreai["runtime"].startswith("Core AI") and coreai["passed"] and coreai["n_examples"] > 0
+    ios = run_cli(capsys, "export", "ios", "--run", run, "--target", "ios27", "--out", tmp_path / "ios27")
+    assert ios.exit_code == 0, ios.err
+    assert (tmp_path / "ios27" / "PocketBertQA.aimodel").is_dir()
+    readme = (tmp_path / "ios27" / "README.md").read_text()
+    assert 'outputs.remove("start_logits")' in readme and '"token_type_ids": NDArray(' in readme
 
 
 MIN_QA_TEXT_IN_AGREEMENT = 0.99
