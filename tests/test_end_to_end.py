@@ -415,6 +415,10 @@ def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
     assert results["cold_start"] and all(c["load_ms"] > 0 for c in results["cold_start"])
     coreml = [r for r in results["runners"] if r["runtime"] == "coreml"]
     assert len(coreml) == 4 and all(not r["available"] and "macOS" in r["reason"] for r in coreml)
+    coreai = [r for r in results["runners"] if r["runtime"] == "coreai"]
+    assert len(coreai) == 3 and all(not r["available"] and "macOS 27" in r["reason"] for r in coreai)
+    variant = {v["artifact"]: v for v in results["variants"]}["PocketBertSentiment.aimodel"]
+    assert variant["model_format"] == "aimodel" and variant["size_bytes"] > 0 and variant["metric"] is not None
     # No timing is asserted (a loaded machine may time anything): what was written must be whole and consistent.
     headline = check_comparisons(results)
     assert headline["size_ratio"] > MIN_SIZE_RATIO
