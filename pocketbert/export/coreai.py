@@ -14,6 +14,7 @@ saved .aimodel is read back (export/coreai_ir.py) and evaluated operation by ope
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import shutil
 from pathlib import Path
@@ -160,14 +161,28 @@ class SavedProgram:
         return min(fitting)
 
 
+def saved_program(path: Path) -> SavedProgram:
+    """The read-back program with its compiled entry points, kept while the same files are asked for again: the
+    gate reads a program's lengths, opens it, then opens it once for each length (each parse of the program's
+    text takes seconds)."""
+    files = sorted(p for p in Path(path).rglob("*") if p.is_file())
+    fingerprint = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _saved_program(str(Path(path).resolve()), fingerprint)
+
+
+@functools.lru_cache(maxsize=1)
+def _saved_program(path: str, fingerprint: tuple) -> SavedProgram:
+    return SavedProgram(Path(path))
+
+
 def program_lengths(path: Path) -> tuple[int, ...]:
-    return SavedProgram(path).lengths
+    return saved_program(path).lengths
 
 
 def coreai_forward(path: Path, task, pad_to: int | None = None):
     """A numpy-in, numpy-out forward over the saved program: each row padded to the smallest entry point that
     fits it (or to `pad_to`), rows of one entry point evaluated together."""
-    saved = SavedProgram(path)
+    saved = saved_program(path)
     if pad_to is not None and pad_to not in saved.lengths:
         raise ExportError(f"{Path(path).name} takes lengths {saved.lengths}, not {pad_to}")
 
