@@ -56,8 +56,12 @@ def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_F
     fp16: weights and arithmetic in half precision with fp32 inputs cast at the entry (the precision Core ML
     variants ship in). compression: one of COMPRESSIONS, applied to the program's weights before it is
     specialized per length (so each weight is compressed once and stored once)."""
-    if compression is not None and compression not in COMPRESSIONS:
-        raise ExportError(f"unknown Core AI compression '{compression}': choose from {', '.join(COMPRESSIONS)}")
+    return specialize(convert_dynamic(model, task, lengths, architecture, fp16), task, lengths, compression)
+
+
+def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True):
+    """The program at a dynamic sequence length up to max(lengths), before specialize: one conversion that every
+    Core AI variant of an export starts from."""
     coreai_torch, _ = import_coreai()
     if not lengths:
         raise ExportError("a Core AI program needs at least one sequence length")
@@ -76,10 +80,19 @@ def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_F
             raise ExportError(f"the {architecture.name} student cannot be exported at a dynamic sequence length for "
                               f"Core AI ({type(exc).__name__}: {first}): set export.coreai_variants to []") from exc
         exported = exported.run_decompositions(coreai_torch.get_decomp_table())
-        program = coreai_torch.TorchConverter().add_exported_program(
+        return coreai_torch.TorchConverter().add_exported_program(
             exported, input_names=names, output_names=list(task.output_names)).to_coreai()
+
+
+def specialize(program, task, lengths: tuple[int, ...], compression: str | None = None):
+    """A copy of a dynamic program (convert_dynamic), its weights compressed (COMPRESSIONS) and split into one
+    static entry point per length; the program given is left as it was, for the next variant."""
+    if compression is not None and compression not in COMPRESSIONS:
+        raise ExportError(f"unknown Core AI compression '{compression}': choose from {', '.join(COMPRESSIONS)}")
+    program = copy.deepcopy(program)
     if compression is not None:
         program = compress(program, compression)
+    names = list(task.input_names)
     program.set_static_shape_config(
         ENTRY, {entry_name(n)[len(ENTRY) + 1:]: {name: (1, n) for name in names} for n in sorted(lengths)})
     return program

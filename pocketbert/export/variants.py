@@ -135,6 +135,11 @@ class BuildContext:
                                                    "chosen_on": f"{len(features)} training examples"}
         return lengths
 
+    @functools.cached_property
+    def coreai_program(self):
+        """The fp16 Core AI program at a dynamic length, converted once: each Core AI variant specializes a copy."""
+        return coreai.convert_dynamic(self.model, self.task, self.length_buckets, self.architecture)
+
     def coreml_program(self, target: str, fixed: bool, classifier: bool, enumerated: bool = False):
         """The fp16 program for one deployment target and input and output form, converted once and shared by
         compressions."""
@@ -263,8 +268,7 @@ def _coreml_builder(compression: str | None, target: str, fixed: bool, classifie
 
 def _coreai_builder(compression: str | None):
     def build(ctx: BuildContext, path: Path) -> None:
-        program = coreai.convert_to_coreai(ctx.model, ctx.task, ctx.length_buckets, ctx.architecture,
-                                           compression=compression)
+        program = coreai.specialize(ctx.coreai_program, ctx.task, ctx.length_buckets, compression)
         coreai.save(program, path, ctx.description)
         ctx.notes.setdefault("coreai_lengths", list(ctx.length_buckets))
     return build
