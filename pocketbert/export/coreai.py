@@ -102,16 +102,21 @@ def specialize(program, task, lengths: tuple[int, ...], compression: str | None 
 # ML variants' (export/coreml.py COMPRESSIONS): int8 symmetric per output channel; k-means palettes per tensor.
 # Activations stay fp16. Each pass rewrites a weight constant into the operation that rebuilds it on the device
 # (blockwise_shift_scale for int8, lut_to_dense for palettes), which the evaluator runs like any other.
+# Palettes: coreai-opt's fast k-means mode rounds the fp16 weights with np.round(w, 4), which multiplies by 10^4 in
+# fp16 and so turns every weight above 6.55 in magnitude into inf (the default student's first FFN output
+# projection reaches 7.9: a palette entry of inf, NaN logits, caught by the gate); without it k-means runs on the
+# weights' distinct fp16 values, at most 65,536, as fast.
 COMPRESSIONS = {
     "int8": lambda opt, program: opt.quantize_weights(
         program, opt.DType.INT8, granularity=opt.CompressionGranularity.PER_CHANNEL, in_place=True),
-    "6bit": lambda opt, program: opt.palettize_weights(
-        program, None, n_bits=6, granularity=opt.CompressionGranularity.PER_TENSOR, num_kmeans_workers=1,
-        in_place=True),
-    "4bit": lambda opt, program: opt.palettize_weights(
-        program, None, n_bits=4, granularity=opt.CompressionGranularity.PER_TENSOR, num_kmeans_workers=1,
-        in_place=True),
+    "6bit": lambda opt, program: _palettize(opt, program, 6),
+    "4bit": lambda opt, program: _palettize(opt, program, 4),
 }
+
+
+def _palettize(opt, program, bits: int):
+    return opt.palettize_weights(program, None, n_bits=bits, granularity=opt.CompressionGranularity.PER_TENSOR,
+                                 num_kmeans_workers=1, enable_fast_kmeans_mode=False, in_place=True)
 
 
 def compress(program, compression: str):

@@ -357,3 +357,20 @@ def test_blockwise_shift_scale_follows_the_dialect_example():
     operands = [coreai_eval.Operand(None, v, None) for v in (data,) + params]
     run = coreai_eval._blockwise_shift_scale(None, operands, coreai_ir.TensorType((2, 2), "f32"))
     np.testing.assert_array_equal(run(data, *params), [[0.5, 20.5], [-19.5, 10.5]])
+
+
+@pytest.mark.slow
+def test_palettes_keep_weights_beyond_six_and_a_half(tmp_path):
+    # coreai-opt's fast k-means mode rounds fp16 weights by multiplying them by 10^4 in fp16: above 6.55 they became
+    # inf (the default student's first FFN output projection reaches 7.9), and the logits NaN
+    model, task = tiny(BertForSequenceClassification, num_labels=3), SentimentTask(["a", "b", "c"])
+    with torch.no_grad():
+        model.bert.encoder.layer[0].output.dense.weight[3, 5] = 7.9
+    coreai.save(coreai.convert_to_coreai(model, task, (16, 64), compression="6bit"), tmp_path / "6bit.aimodel",
+                "test")
+    rebuilt = _rebuilt_weights(coreai_ir.load_program(tmp_path / "6bit.aimodel"), coreai_eval.KERNELS)
+    assert all(np.isfinite(w).all() for w in rebuilt)
+    assert max(np.abs(w).max() for w in rebuilt) == pytest.approx(7.9, rel=1e-3)
+    b = batch()
+    out = coreai.coreai_forward(tmp_path / "6bit.aimodel", task)(b)
+    assert np.isfinite(out).all() and (out.argmax(-1) == reference(model, task, b).argmax(-1)).all()
