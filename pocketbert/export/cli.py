@@ -23,7 +23,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreml-variants", default=None, metavar="V,...",
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
-              help="Core AI (iOS 27) programs: fp16 (default: the recipe's; 'none' leaves Core AI out).")
+              help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, overwrite):
