@@ -60,7 +60,7 @@ def test_every_export_passed_parity(sentiment_run):
         "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "model.pte", "model.int8.pte",
         "model.coreml.pte", "PocketBertSentiment.mlpackage",
         "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage",
-        "PocketBertSentiment.aimodel"}
+        "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
     # the Apple programs' evaluators run export.coreml_parity_examples

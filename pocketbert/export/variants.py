@@ -347,7 +347,10 @@ COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMIL
 ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
 COREAI_PREFIX = "coreai-"
 COREAI_VARIANTS = tuple(v.name[len(COREAI_PREFIX):] for v in _DEFINITIONS if v.family == COREAI_FAMILY)
-DEFAULT_COREAI = ("fp16",)  # export.coreai_variants left unset: these, where the architecture takes them
+# export.coreai_variants left unset: these, where the architecture takes them. 6-bit palettes, as the Core ML
+# default: on the default run 13.2 MB against 34.7 MB for fp16, SST-2 dev 0.8704 against the student's 0.8681;
+# int8 (17.6 MB, 0.8727) and 4-bit (8.8 MB, 0.8670, 98.3 % agreement) on request.
+DEFAULT_COREAI = ("fp16", "6bit")
 
 
 def selected(coreml_names: list[str], task, architecture, coreai_names: list[str] = ()) -> list[Variant]:
