@@ -7,7 +7,8 @@ measured in one run of this script.
 RUN must hold a finished student (its export/ and bench/ are left alone). For each side the script copies RUN's
 student stage (and the run's dataset record) into a scratch run, and runs `pocketbert export` there on one
 command line (`--overwrite` never needed): "before" from the code of commit --before (`git archive` of it,
-imported through PYTHONPATH), "after" from this working tree. Both exports run the recipe's whole gate: every
+imported through PYTHONPATH), "after" from the code of --after (default HEAD), unpacked alike, so that the
+working tree may change while the script waits for the lock. Both exports run the recipe's whole gate: every
 variant on every eval example. Printed and written (--out): each export's wall time (the manifest's own, and the
 process's), each Apple program's seconds per sequence from its parity.json (the MIL evaluator for Core ML
 programs, the Core AI evaluator for .aimodel), the phase times the "after" manifest records, and whether the
@@ -84,16 +85,17 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--before", required=True, help="commit whose code is timed first")
+    parser.add_argument("--after", default="HEAD", help="commit whose code is timed second (default HEAD)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     before = git("rev-parse", "--short", args.before)
-    after = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--", "pocketbert")
-                                                   else "")
+    after = git("rev-parse", "--short", args.after)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="pocketbert-export-speed-") as tmp:
         tmp = Path(tmp)
         sides = {}
-        for name, code in (("before", code_of(args.before, tmp / "code-before")), ("after", ROOT)):
+        codes = {"before": code_of(before, tmp / "code-before"), "after": code_of(after, tmp / "code-after")}
+        for name, code in codes.items():
             run = scratch_run(args.run.resolve(), tmp / f"run-{name}")
             sides[name] = {"code": before if name == "before" else after,
                            **export(code, run, args.data_dir.resolve() if args.data_dir else None)}
