@@ -77,7 +77,7 @@ def test_every_export_passed_parity(sentiment_run):
     # Core AI: the saved program read back and evaluated op by op, one entry point per enumerated length
     coreai = {r["artifact"]: r for r in results}["PocketBertSentiment.aimodel"]
     assert coreai["runtime"] == "Core AI evaluator (numpy)" and coreai["by_length"]
-    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27"}
+    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27", "coreai-6bit": "iOS27"}
     lengths = manifest["metrics"]["coreml_enumerated_lengths"]["lengths"]
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
