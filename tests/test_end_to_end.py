@@ -60,7 +60,7 @@ def test_every_export_passed_parity(sentiment_run):
         "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "model.pte", "model.int8.pte",
         "model.coreml.pte", "PocketBertSentiment.mlpackage",
         "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage",
-        "PocketBertSentiment.aimodel"}
+        "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
     # the Apple programs' evaluators run export.coreml_parity_examples
@@ -77,7 +77,7 @@ def test_every_export_passed_parity(sentiment_run):
     # Core AI: the saved program read back and evaluated op by op, one entry point per enumerated length
     coreai = {r["artifact"]: r for r in results}["PocketBertSentiment.aimodel"]
     assert coreai["runtime"] == "Core AI evaluator (numpy)" and coreai["by_length"]
-    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27"}
+    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27", "coreai-6bit": "iOS27"}
     lengths = manifest["metrics"]["coreml_enumerated_lengths"]["lengths"]
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
@@ -217,6 +217,30 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
 
     missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "4bit", "--out", tmp_path / "x")
     assert missing.exit_code == 2 and "has no Core ML 4bit variant" in error_line(missing)
+    assert not (tmp_path / "x").exists()
+
+
+def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_path):
+    from pocketbert.core.tasks import make_task
+    from pocketbert.export.coreai import coreai_forward
+
+    result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--out", tmp_path / "ios")
+    assert result.exit_code == 0, result.err
+    ios = tmp_path / "ios"
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.aimodel", "resources", "README.md", OUTPUT_MARKER}
+    readme = (ios / "README.md").read_text()
+    assert "NOT COMPILED HERE" in readme and "coreai-build" in readme and "AIModel.specialize(contentsOf:" in readme
+    lengths = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["coreai_entry_points"]
+    assert f"private static let lengths = [{', '.join(map(str, lengths))}]" in readme
+    # the app's copy is the exported program: it answers as the export's gate saw
+    task = make_task("sentiment", json.loads((ios / "resources" / "labels.json").read_text()))
+    ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    expected = coreai_forward(sentiment_run / "export" / "PocketBertSentiment.aimodel", task)(batch)
+    assert np.array_equal(coreai_forward(ios / "PocketBertSentiment.aimodel", task)(batch), expected)
+    missing = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--variant", "4bit",
+                      "--out", tmp_path / "x")
+    assert missing.exit_code == 2 and "has no Core AI 4bit variant" in error_line(missing)
     assert not (tmp_path / "x").exists()
 
 
@@ -391,6 +415,10 @@ def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
     assert results["cold_start"] and all(c["load_ms"] > 0 for c in results["cold_start"])
     coreml = [r for r in results["runners"] if r["runtime"] == "coreml"]
     assert len(coreml) == 4 and all(not r["available"] and "macOS" in r["reason"] for r in coreml)
+    coreai = [r for r in results["runners"] if r["runtime"] == "coreai"]
+    assert len(coreai) == 3 and all(not r["available"] and "macOS 27" in r["reason"] for r in coreai)
+    variant = {v["artifact"]: v for v in results["variants"]}["PocketBertSentiment.aimodel"]
+    assert variant["model_format"] == "aimodel" and variant["size_bytes"] > 0 and variant["metric"] is not None
     # No timing is asserted (a loaded machine may time anything): what was written must be whole and consistent.
     headline = check_comparisons(results)
     assert headline["size_ratio"] > MIN_SIZE_RATIO
@@ -449,6 +477,14 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     assert android.exit_code == 0, android.err
     assert not (tmp_path / "android" / "vocab.txt").exists()  # the answer is cut out by the model's offsets
     assert 'result.get("offset_mapping")' in (tmp_path / "android" / "README.md").read_text()
+    # the Core AI program gives both logits, gated like the Core ML one, and its iOS 27 folder decodes a span
+    coreai = {r["artifact"]: r for r in parity}["PocketBertQA.aimodel"]
+    assert coreai["runtime"].startswith("Core AI") and coreai["passed"] and coreai["n_examples"] > 0
+    ios = run_cli(capsys, "export", "ios", "--run", run, "--target", "ios27", "--out", tmp_path / "ios27")
+    assert ios.exit_code == 0, ios.err
+    assert (tmp_path / "ios27" / "PocketBertQA.aimodel").is_dir()
+    readme = (tmp_path / "ios27" / "README.md").read_text()
+    assert 'outputs.remove("start_logits")' in readme and '"token_type_ids": NDArray(' in readme
 
 
 MIN_QA_TEXT_IN_AGREEMENT = 0.99

@@ -9,7 +9,7 @@ from pathlib import Path
 from pocketbert.errors import ExportError
 from pocketbert.export import app_readme, artifacts, mobile_usability
 from pocketbert.export.text_tokenizer import CONTRIB
-from pocketbert.export.variants import COREML_VARIANTS, VARIANTS
+from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
     ANDROID_APP_DIR,
@@ -27,6 +27,7 @@ from pocketbert.rundir import (
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
     atomic_folder,
+    coreai_asset_name,
     coreml_package_name,
     require_stage,
 )
@@ -68,10 +69,19 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
     return [EXECUTORCH_INT8]
 
 
+# `export ios --target`: a Core ML package (iOS 16, or 18 for the enumerated and int4-block programs), or the Core
+# AI program (iOS 27).
+IOS_TARGETS = ("coreml", "ios27")
+
+
 def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False,
-               executorch: bool = False) -> Path:
+               executorch: bool = False, target: str = "coreml") -> Path:
     """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README;
-    with executorch, the int8 ExecuTorch program too, and Swift for it."""
+    with executorch, the int8 ExecuTorch program too, and Swift for it. target ios27: the Core AI .aimodel instead."""
+    if target not in IOS_TARGETS:
+        raise ExportError(f"unknown iOS target '{target}': choose from {', '.join(IOS_TARGETS)}")
+    if target == "ios27":
+        return _ios_coreai_bundle(run_dir, variant, out, overwrite, executorch)
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
@@ -123,6 +133,71 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
             parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device,
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
+                json.loads((export_dir / LABELS).read_text()))]))
+    return target
+
+
+def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, overwrite: bool,
+                       executorch: bool) -> Path:
+    """The chosen Core AI program as <Class>.aimodel, the tokenizer files, labels and a README with Swift for Core
+    AI's API (not compiled here)."""
+    export_dir, manifest = _export_facts(run_dir)
+    task = manifest["config"]["task"]
+    target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
+    pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
+    made = manifest["config"].get("coreai_variants") or []
+    if not made:
+        raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
+                          "(with the coreai extra installed), or leave out --target ios27")
+    variant = variant or made[0]
+    if variant not in COREAI_VARIANTS:
+        raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI_VARIANTS)}")
+    asset = export_dir / coreai_asset_name(task, variant)
+    if variant not in made or not asset.exists():
+        raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
+                          f"those, or re-run `pocketbert export --coreai-variants {variant}`")
+    parity = manifest["metrics"]["parity"][asset.name]
+    lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
+        manifest["metrics"].get("coreai_entry_points") or ())
+    base_name = coreai_asset_name(task)
+    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
+    artifacts.verified(export_dir, manifest, [asset.name, *shipped], run_dir)  # before anything is read
+    with atomic_folder(target) as tmp:
+        mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
+        shutil.copytree(asset, tmp / base_name)
+        (tmp / IOS_RESOURCES).mkdir()
+        for name in shipped:
+            shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+        definition = VARIANTS[COREAI_PREFIX + variant]
+        files = {base_name: f"Core AI program (`{variant}`), {definition.precision} weights, one function per "
+                            f"length ({', '.join(map(str, lengths))}), minimum "
+                            f"{definition.minimum_ios.replace('iOS', 'iOS ')}",
+                 f"{IOS_RESOURCES}/{TOKENIZER_JSON}": "the WordPiece tokenizer (swift-transformers reads it)",
+                 f"{IOS_RESOURCES}/{TOKENIZER_CONFIG}": "tokenizer settings (lower case, special tokens)",
+                 f"{IOS_RESOURCES}/{MODEL_CONFIG}": "model config; swift-transformers reads its model type",
+                 f"{IOS_RESOURCES}/{LABELS}": "label names in the order of the logits",
+                 f"{IOS_RESOURCES}/{TOKENIZER_GOLDEN}": "texts and the token ids they must give: run them through "
+                                                        "the app's tokenizer in a unit test",
+                 **{f"{IOS_RESOURCES}/{name}": "ExecuTorch program, int8 Linear layers (the alternative to Core AI "
+                                               "below)" for name in pte}}
+        proven = [f"`{asset.name}` gave the student's answers on {parity['n_examples']} eval examples, its saved "
+                  f"program run op by op by {parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max "
+                  f"|diff| {parity['max_abs_diff']:.3g})",
+                  "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
+        if parity.get("by_length"):
+            proven.append("each function (" + ", ".join(
+                f"main_len{n}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
+                for n, r in parity["by_length"].items()) + ")")
+        needs_device = ["the Swift code is not compiled here, and Core AI's runtime (which runs only on Apple "
+                        "platforms) did not run the program; `coreai-build` did not compile it",
+                        "swift-transformers' tokenizer against tokenizer_golden.json: run the golden texts through "
+                        "`tokenizer.encode(text:)` in a unit test"]
+        (tmp / APP_README).write_text(app_readme.ios_coreai_readme(
+            task, files, base_name.removesuffix(".aimodel"), definition.precision,
+            int(manifest["config"]["max_length"]), parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths,
+            proven, needs_device,
+            [line for name in pte for line in app_readme.executorch_section(
+                app_readme.SWIFT_EXECUTORCH, "Core AI", task, name, int(manifest["config"]["max_length"]),
                 json.loads((export_dir / LABELS).read_text()))]))
     return target
 

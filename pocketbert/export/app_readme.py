@@ -150,3 +150,34 @@ def _readme(platform: str, files: dict[str, str], code: str, variant: str, metri
         lines += [f"- Needs a device (not done here): {n}" for n in needs_device]
     lines += ["", "## Code", "", code] + list(alternative) + [""]
     return "\n".join(lines)
+
+
+def swift_coreai_code(task: str, asset_stem: str, max_length: int, lengths: tuple[int, ...]) -> str:
+    """The task's Core AI Swift (templates/<task>/ios_coreai.swift.txt), with the header that says which calls are
+    from Apple's documentation and which are unverified, and the shared loading code."""
+    return fill(template("ios_coreai.swift.txt", task), header=template("ios_coreai_header.swift.txt"),
+                load=fill(template("ios_coreai_load.swift.txt"), asset_stem=asset_stem),
+                lengths=", ".join(map(str, lengths)), max_length=max_length)
+
+
+def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights: str, max_length: int,
+                      metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...],
+                      proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = ()) -> str:
+    code = swift_coreai_code(task, asset_stem, max_length, lengths)
+    return _readme("iOS 27 (Core AI)", files, code, weights, metrics, n_examples, [
+        f"Add `{asset_stem}.aimodel` to the Xcode 27 project, app target ticked.",
+        "Compile it ahead of time with Apple's `coreai-build` command-line tool (Xcode 27; Apple's article "
+        "\"Compiling Core AI models ahead of time\"): it turns the `.aimodel` into `.aimodelc` assets, one per device "
+        "architecture, which the app bundles, so the device only generates the executable code at first load. "
+        "Without it the app specializes the `.aimodel` itself the first time (slower, once: Core AI caches the "
+        "result). The tool's flags and the Xcode build step that runs it are in that article; pocketbert did not "
+        "run them (no Apple SDK here). The code takes either form.",
+        f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
+        f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
+        "takes.",
+        "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
+        "tokenizer_config.json and config.json from the folder.",
+        f"The program has one function per length, `main_len<n>` for n in {', '.join(map(str, lengths))}: the "
+        "code pads (mask 0) to the smallest that fits, a static shape each, which the Neural Engine runs. It "
+        "needs iOS 27 / macOS 27; for earlier systems take the Core ML folder (`export ios` without `--target`).",
+    ], [], proven, needs_device, alternative)

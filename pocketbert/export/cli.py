@@ -23,7 +23,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreml-variants", default=None, metavar="V,...",
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
-              help="Core AI (iOS 27) programs: fp16 (default: the recipe's; 'none' leaves Core AI out).")
+              help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, overwrite):
@@ -51,17 +51,22 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 
 @export.command()
 @run_option
+@click.option("--target", type=click.Choice(["coreml", "ios27"]), default="coreml", show_default=True,
+              help="coreml: a Core ML package (iOS 16, or 18 for enumerated and int4-block); ios27: the Core AI "
+                   ".aimodel (iOS 27).")
 @click.option("--variant", default=None,
               help="Core ML program: enumerated, fp16, int8, 6bit, 4bit, int4-block, fixed, classifier "
-                   "(default: enumerated where exported, else fp16).")
+                   "(default: enumerated where exported, else fp16); with --target ios27 the Core AI program: "
+                   "fp16, int8, 6bit, 4bit (default: the first exported).")
 @executorch_option
 @out_option
 @overwrite_option
-def ios(run, variant, executorch, out, overwrite):
-    """The .mlpackage, swift-transformers tokenizer files, labels and a Swift README; writes <run>/ios/."""
+def ios(run, target, variant, executorch, out, overwrite):
+    """The .mlpackage (or with --target ios27 the .aimodel), swift-transformers tokenizer files, labels and a Swift
+    README; writes <run>/ios/."""
     from pocketbert.export.app_folders import ios_bundle
 
-    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite, executorch)}")
+    click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite, executorch, target)}")
 
 
 @export.command()

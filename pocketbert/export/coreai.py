@@ -14,6 +14,7 @@ saved .aimodel is read back (export/coreai_ir.py) and evaluated operation by ope
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import shutil
 from pathlib import Path
@@ -49,20 +50,24 @@ def import_coreai():
 
 
 def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True,
-                      compress=None):
+                      compression: str | None = None):
     """An in-memory Core AI program with one entry point per length; the caller saves it and checks the saved copy.
 
     fp16: weights and arithmetic in half precision with fp32 inputs cast at the entry (the precision Core ML
-    variants ship in). compress: a function of the wrapper that returns it with compressed weights
-    (coreai_compression), applied before export."""
+    variants ship in). compression: one of COMPRESSIONS, applied to the program's weights before it is
+    specialized per length (so each weight is compressed once and stored once)."""
+    return specialize(convert_dynamic(model, task, lengths, architecture, fp16), task, lengths, compression)
+
+
+def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True):
+    """The program at a dynamic sequence length up to max(lengths), before specialize: one conversion that every
+    Core AI variant of an export starts from."""
     coreai_torch, _ = import_coreai()
     if not lengths:
         raise ExportError("a Core AI program needs at least one sequence length")
     wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
     if fp16:
         wrapper = _Half(wrapper).eval()
-    if compress is not None:
-        wrapper = compress(wrapper)
     names = list(task.input_names)
     longest = max(lengths)
     example = tuple(torch.ones(1, min(16, longest), dtype=torch.int32) for _ in names)
@@ -75,11 +80,51 @@ def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_F
             raise ExportError(f"the {architecture.name} student cannot be exported at a dynamic sequence length for "
                               f"Core AI ({type(exc).__name__}: {first}): set export.coreai_variants to []") from exc
         exported = exported.run_decompositions(coreai_torch.get_decomp_table())
-        program = coreai_torch.TorchConverter().add_exported_program(
+        return coreai_torch.TorchConverter().add_exported_program(
             exported, input_names=names, output_names=list(task.output_names)).to_coreai()
+
+
+def specialize(program, task, lengths: tuple[int, ...], compression: str | None = None):
+    """A copy of a dynamic program (convert_dynamic), its weights compressed (COMPRESSIONS) and split into one
+    static entry point per length; the program given is left as it was, for the next variant."""
+    if compression is not None and compression not in COMPRESSIONS:
+        raise ExportError(f"unknown Core AI compression '{compression}': choose from {', '.join(COMPRESSIONS)}")
+    program = copy.deepcopy(program)
+    if compression is not None:
+        program = compress(program, compression)
+    names = list(task.input_names)
     program.set_static_shape_config(
         ENTRY, {entry_name(n)[len(ENTRY) + 1:]: {name: (1, n) for name in names} for n in sorted(lengths)})
     return program
+
+
+# Weight compressions through coreai-opt's program passes (coreai_opt.coreai_utils), the counterparts of the Core
+# ML variants' (export/coreml.py COMPRESSIONS): int8 symmetric per output channel; k-means palettes per tensor.
+# Activations stay fp16. Each pass rewrites a weight constant into the operation that rebuilds it on the device
+# (blockwise_shift_scale for int8, lut_to_dense for palettes), which the evaluator runs like any other.
+# Palettes: coreai-opt's fast k-means mode rounds the fp16 weights with np.round(w, 4), which multiplies by 10^4 in
+# fp16 and so turns every weight above 6.55 in magnitude into inf (the default student's first FFN output
+# projection reaches 7.9: a palette entry of inf, NaN logits, caught by the gate); without it k-means runs on the
+# weights' distinct fp16 values, at most 65,536, as fast.
+COMPRESSIONS = {
+    "int8": lambda opt, program: opt.quantize_weights(
+        program, opt.DType.INT8, granularity=opt.CompressionGranularity.PER_CHANNEL, in_place=True),
+    "6bit": lambda opt, program: _palettize(opt, program, 6),
+    "4bit": lambda opt, program: _palettize(opt, program, 4),
+}
+
+
+def _palettize(opt, program, bits: int):
+    return opt.palettize_weights(program, None, n_bits=bits, granularity=opt.CompressionGranularity.PER_TENSOR,
+                                 num_kmeans_workers=1, enable_fast_kmeans_mode=False, in_place=True)
+
+
+def compress(program, compression: str):
+    """The program with its weights compressed in place (COMPRESSIONS); coreai-opt warns about torch versions on
+    import and per weight it leaves as it is (the small ones), kept off the console."""
+    with quiet_tools():
+        opt = require("coreai_opt.coreai_utils", "coreai")
+        return COMPRESSIONS[compression](opt, program)
 
 
 class _Half(torch.nn.Module):
@@ -134,14 +179,28 @@ class SavedProgram:
         return min(fitting)
 
 
+def saved_program(path: Path) -> SavedProgram:
+    """The read-back program with its compiled entry points, kept while the same files are asked for again: the
+    gate reads a program's lengths, opens it, then opens it once for each length (reading the default student's
+    program back takes about 1.3 s, and each entry point is compiled again for a new reader)."""
+    files = sorted(p for p in Path(path).rglob("*") if p.is_file())
+    fingerprint = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _saved_program(str(Path(path).resolve()), fingerprint)
+
+
+@functools.lru_cache(maxsize=1)
+def _saved_program(path: str, fingerprint: tuple) -> SavedProgram:
+    return SavedProgram(Path(path))
+
+
 def program_lengths(path: Path) -> tuple[int, ...]:
-    return SavedProgram(path).lengths
+    return saved_program(path).lengths
 
 
 def coreai_forward(path: Path, task, pad_to: int | None = None):
     """A numpy-in, numpy-out forward over the saved program: each row padded to the smallest entry point that
     fits it (or to `pad_to`), rows of one entry point evaluated together."""
-    saved = SavedProgram(path)
+    saved = saved_program(path)
     if pad_to is not None and pad_to not in saved.lengths:
         raise ExportError(f"{Path(path).name} takes lengths {saved.lengths}, not {pad_to}")
 

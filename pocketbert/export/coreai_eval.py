@@ -277,6 +277,59 @@ def _split(op, operands, out_types):
     return lambda x, _sizes, _axis_value: tuple(np.split(x, bounds, axis=axis))
 
 
+def _blocks(param: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A blockwise parameter (one value per block of `shape`) repeated over each block's elements."""
+    for axis, (size, blocks) in enumerate(zip(shape, param.shape)):
+        if size % blocks:
+            raise ExportError(f"a blockwise parameter of shape {param.shape} does not divide shape {shape}")
+        param = np.repeat(param, size // blocks, axis=axis)
+    return param
+
+
+def _blockwise_shift_scale(op, operands, out):
+    """Dequantization (coreai-opt's int8 weights): scale * (data - offset1) + offset2, each of the three given
+    per block of data (block size along an axis: data's size over the parameter's)."""
+    for i, what in ((1, "scale"), (2, "offset1"), (3, "offset2")):
+        _constant_operand(op, operands, i, what)
+    batched = not operands[0].constant
+
+    def run(data, scale, offset1, offset2):
+        shape = data.shape[batched:]
+        scale, offset1, offset2 = (_blocks(_compute(np.asarray(v)).astype(np.float32), shape)
+                                   for v in (scale, offset1, offset2))
+        return _store(scale * (data.astype(np.float32) - offset1) + offset2, out)
+    return run
+
+
+def _lut_to_dense(op, operands, out):
+    """A palettized weight rebuilt (coreai-opt's 6- and 4-bit weights): each index replaced by its entry in the
+    palette of its block. indices [a0..aK-1]; lut [b0..bK-1, P, V]: position p reads lut[p0 // (a0/b0), ...,
+    indices[p], :]; a vector of V entries (V > 1) widens dimension `axis` V times."""
+    _constant_operand(op, operands, 0, "indices")
+    _constant_operand(op, operands, 2, "axis")
+
+    def run(indices, lut, axis_value):
+        indices = np.asarray(indices).astype(np.int64)
+        lut = _compute(np.asarray(lut))
+        rank = indices.ndim
+        if lut.ndim != rank + 2 or lut.shape[-2] <= int(indices.max(initial=0)):
+            raise ExportError(f"line {op.line} of the Core AI program: a palette of shape {lut.shape} for indices "
+                              f"of shape {indices.shape}")
+        blocks = []
+        for i, (size, groups) in enumerate(zip(indices.shape, lut.shape[:rank])):
+            if size % groups:
+                raise ExportError(f"line {op.line} of the Core AI program: {groups} palettes along an axis of {size}")
+            blocks.append((np.arange(size) // (size // groups)).reshape((-1,) + (1,) * (rank - 1 - i)))
+        values = lut[(*blocks, indices)]  # indices.shape + (V,)
+        vector = lut.shape[-1]
+        axis = int(np.asarray(axis_value).reshape(-1)[0]) % rank
+        values = np.moveaxis(values, -1, axis + 1)  # each vector right after its position along axis
+        shape = list(indices.shape)
+        shape[axis] *= vector
+        return _store(values.reshape(shape), out)
+    return run
+
+
 # Operations of several results: their kernels get every result type and return a tuple.
 MULTI_RESULT = {"split"}
 
@@ -303,6 +356,8 @@ KERNELS: dict[str, Callable] = {
     "gather_along_axis": _gather_along_axis,
     "slice": _slice,
     "split": _split,
+    "blockwise_shift_scale": _blockwise_shift_scale,
+    "lut_to_dense": _lut_to_dense,
 }
 
 

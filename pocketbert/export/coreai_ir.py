@@ -19,13 +19,17 @@ from pocketbert.errors import ExportError, require
 
 PROGRAM_FILE = "main.mlirb"  # the program inside a .aimodel folder, as coreai-core's save_asset writes it
 
-# MLIR element types -> numpy. Sub-byte integers (palettes, int4) are read into a byte each.
+# MLIR element types -> numpy. Sub-byte integers (palette indices, int4) are read into a byte each.
 ELEMENT_TYPES = {
     "f32": np.float32, "f16": np.float16, "f64": np.float64,
     "si64": np.int64, "si32": np.int32, "si16": np.int16, "si8": np.int8,
     "ui64": np.uint64, "ui32": np.uint32, "ui16": np.uint16, "ui8": np.uint8,
     "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8, "i1": np.bool_,
+    **{f"ui{bits}": np.uint8 for bits in range(2, 8)}, **{f"si{bits}": np.int8 for bits in range(2, 8)},
 }
+# Sub-byte element types and their width: a blob holds them packed, the first value in the lowest bits of the
+# first byte (coreai-opt's palettes: 6-bit indices of a 32 x 64 weight take 1,536 bytes).
+SUB_BYTE_BITS = {f"{sign}{bits}": bits for sign in ("ui", "si") for bits in range(2, 8)}
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,7 @@ def dense_value(literal: str, kind: TensorType, line: int) -> np.ndarray:
     if any(d is None for d in shape):
         raise ExportError(f"line {line} of the Core AI program: a constant of dynamic shape")
     if body.startswith('"0x'):
-        return _from_bytes(bytes.fromhex(body[3:-1]), dtype, shape, line)
+        return _from_bytes(bytes.fromhex(body[3:-1]), dtype, shape, line, SUB_BYTE_BITS.get(kind.element))
     tokens = _NUMBER.findall(body)
     if not tokens:
         raise ExportError(f"line {line} of the Core AI program: cannot read the constant {body[:60]}")
@@ -171,8 +175,22 @@ def _scalar(token: str, dtype):
     return float(token) if dtype.kind == "f" else int(float(token)) if "." in token or "e" in token else int(token)
 
 
-def _from_bytes(blob: bytes, dtype, shape, line: int) -> np.ndarray:
+def unpack_bits(blob: bytes, bits: int, count: int, signed: bool) -> np.ndarray:
+    """`count` integers of `bits` bits each, packed from the lowest bit of the first byte on."""
+    flat = np.unpackbits(np.frombuffer(blob, dtype=np.uint8), bitorder="little")[:count * bits]
+    values = (flat.reshape(count, bits).astype(np.int16) << np.arange(bits, dtype=np.int16)).sum(axis=1)
+    if signed:
+        values = np.where(values >= 1 << (bits - 1), values - (1 << bits), values)
+    return values.astype(np.int8 if signed else np.uint8)
+
+
+def _from_bytes(blob: bytes, dtype, shape, line: int, bits: int | None = None) -> np.ndarray:
     count = int(np.prod(shape)) if shape else 1
+    if bits is not None:
+        if len(blob) * 8 < count * bits:
+            raise ExportError(f"line {line} of the Core AI program: {len(blob)} bytes for {count} values of "
+                              f"{bits} bits")
+        return unpack_bits(blob, bits, count, signed=dtype == np.int8).reshape(shape)
     if dtype == np.bool_:
         values = np.frombuffer(blob, dtype=np.uint8).astype(bool)
     else:
@@ -236,7 +254,7 @@ def parse_program(text: str) -> Program:
         if handle not in resources:
             raise ExportError(f"line {op.line} of the Core AI program: its weights '{handle}' are missing")
         kind = op.result_types[0]
-        op.value = _from_bytes(resources[handle], kind.dtype, kind.shape, op.line)
+        op.value = _from_bytes(resources[handle], kind.dtype, kind.shape, op.line, SUB_BYTE_BITS.get(kind.element))
     if graph is not None:
         raise ExportError("the Core AI program ends inside a graph: the file is cut short")
     return Program(graphs, sum(len(blob) for blob in resources.values()))

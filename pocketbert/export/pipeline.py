@@ -143,6 +143,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
+        timings: dict = {"build_s": {}, "gate_s": {}}  # where the export's wall time goes, for the manifest
+        phase = time.perf_counter()
         app_files = write_app_files(model, tokenizer, task, out, max_length)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
@@ -152,6 +154,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         batch_size = int(eval_cfg["batch_size"])
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
         steps.update()
+        timings["app_files_and_student_s"] = round(time.perf_counter() - phase, 2)
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
@@ -159,16 +162,24 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         for variant in plan:
             steps.set_postfix_str(variant.name)
+            phase = time.perf_counter()
             variant.build(context, out / variant.file_name(task))
+            timings["build_s"][variant.name] = round(time.perf_counter() - phase, 2)
             steps.update()
+        phase = time.perf_counter()
         ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name), max_length)
                          for name in USABILITY_CHECKED}
+        timings["ort_usability_s"] = round(time.perf_counter() - phase, 2)
 
         steps.set_postfix_str("parity")
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
-        results = [_gate(variant, out / variant.file_name(task), task, examples, features, student_logits,
-                         n_features, pad_id, batch_size, eval_cfg) for variant in plan]
+        results = []
+        for variant in plan:
+            phase = time.perf_counter()
+            results.append(_gate(variant, out / variant.file_name(task), task, examples, features, student_logits,
+                                 n_features, pad_id, batch_size, eval_cfg))
+            timings["gate_s"][variant.name] = round(time.perf_counter() - phase, 2)
         steps.update()
         steps.close()
 
@@ -199,6 +210,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "coreai_entry_points": context.notes.get("coreai_lengths"),
                      "ort_mobile_usability": ort_usability,
+                     "timings": timings,
                      "hub_layout": hub,
                      # a text-in model reads one window: QA questions whose context needs more are the app's to window
                      "text_in": {r.artifact: {"examples_checked": r.n_examples,

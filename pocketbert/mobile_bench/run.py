@@ -28,7 +28,7 @@ from pocketbert.mobile_bench import (
     report,
 )
 from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.runners import COREML_COMPUTE_UNITS, Runner, cold_start
+from pocketbert.mobile_bench.runners import COREAI_COMPUTE_UNITS, COREML_COMPUTE_UNITS, Runner, cold_start
 from pocketbert.mobile_bench.stats import (
     TARGET_RELATIVE_HALF_WIDTH,
     measure_interleaved,
@@ -81,7 +81,7 @@ PTE_FILES = {"fp32": EXECUTORCH_FP32, "int8": EXECUTORCH_INT8}  # BERT-base's Ex
 # What bench times of an export, by the export's own variant names: the ONNX graphs, the .ort, the ExecuTorch
 # programs and the fp16 Core ML program. The export manifest's variants table says which were made, their files,
 # runtimes and precisions; bench spells no export file name of its own.
-BENCHED_VARIANTS = ("onnx", "onnx-int8", "ort", "fp16", "pte", "pte-int8")
+BENCHED_VARIANTS = ("onnx", "onnx-int8", "ort", "fp16", "pte", "pte-int8", "coreai-fp16")
 REQUIRED_VARIANTS = ("onnx", "onnx-int8", "ort")  # every export makes them; bench's sweeps run the ONNX pair
 
 
@@ -154,7 +154,7 @@ class Bench:
 
 
 def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
-             coreml_max_sequence: int | None) -> list[tuple[str, Runner]]:
+             coreml_max_sequence: int | None, coreai_lengths: tuple[int, ...] = ()) -> list[tuple[str, Runner]]:
     """The headline plan: every model on every runtime and setting that applies to it."""
     plan = []
     for model, fs in files.items():
@@ -172,6 +172,9 @@ def _runners(files: dict, threads: list[int], pytorch_threads: list[int],
         if "mlpackage-fp16" in fs:
             plan += [(model, Runner("coreml", "mlpackage", fs["mlpackage-fp16"], "fp16", compute_units=cu,
                                     max_sequence=coreml_max_sequence)) for cu in COREML_COMPUTE_UNITS]
+        if "aimodel-fp16" in fs:
+            plan += [(model, Runner("coreai", "aimodel", fs["aimodel-fp16"], "fp16", compute_units=cu,
+                                    lengths=coreai_lengths)) for cu in COREAI_COMPUTE_UNITS]
     return plan
 
 
@@ -243,7 +246,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
-        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"], export_max)
+        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"], export_max,
+                        tuple(export_manifest["metrics"].get("coreai_entry_points") or ()))
         reasons = [runner.unavailable_reason(batch, seq_len) for _, runner in plan]
         runners_status = [{"model": model, "runner": runner.label(), "runtime": runner.runtime,
                            "available": reason is None, "reason": reason}

@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 
 COREML_COMPUTE_UNITS = ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL")
+# Core AI specializes a program for one preferred compute unit kind (coreai.runtime.ComputeUnitKind).
+COREAI_COMPUTE_UNITS = ("cpu", "gpu", "neural_engine")
+COREAI_MACOS = 27  # Core AI ships with macOS 27 / iOS 27
 SETTING_FIELDS = ("runtime", "model_format", "precision", "threads", "compute_units")  # what a results row records
 
 
@@ -33,17 +36,22 @@ def setting_text(row: dict) -> str:
 
 @dataclass
 class Runner:
-    runtime: str  # onnxruntime | pytorch | coreml | executorch
-    model_format: str  # onnx | ort | pytorch | mlpackage | pte
+    runtime: str  # onnxruntime | pytorch | coreml | executorch | coreai
+    model_format: str  # onnx | ort | pytorch | mlpackage | pte | aimodel
     path: Path
     precision: str
     threads: int | None = None
     compute_units: str | None = None
     max_sequence: int | None = None  # the .mlpackage's upper bound on sequence length (batch is fixed at 1)
+    lengths: tuple[int, ...] = ()    # a Core AI program's entry points (main_len<n>): the lengths it takes
 
     def unavailable_reason(self, batch: int = 1, sequence_length: int | None = None) -> str | None:
         if self.runtime == "coreml" and platform.system() != "Darwin":
             return f"Core ML predictions need macOS; this host runs {platform.system()}"
+        if self.runtime == "coreai":
+            reason = _coreai_host_reason()
+            if reason:
+                return reason
         return self.shape_reason(batch, sequence_length) or (
             None if Path(self.path).exists() else f"{self.path} does not exist")
 
@@ -52,6 +60,9 @@ class Runner:
         if self.runtime == "coreml" and (batch != 1 or (self.max_sequence and sequence_length
                                                          and sequence_length > self.max_sequence)):
             return f"the .mlpackage takes batch 1 and at most {self.max_sequence} tokens (export.max_length)"
+        if self.runtime == "coreai" and (batch != 1 or (sequence_length and sequence_length not in self.lengths)):
+            return (f"the .aimodel takes batch 1 at its enumerated lengths {', '.join(map(str, self.lengths))} "
+                    "(one function each)")
         return None
 
     def setting(self) -> dict:
@@ -70,6 +81,8 @@ class Runner:
             return _load_coreml(self.path, self.compute_units or "ALL")
         if self.runtime == "executorch":
             return _load_executorch(self.path, task, self.threads or 1)
+        if self.runtime == "coreai":
+            return _load_coreai(self.path, self.compute_units or "neural_engine")
         raise ValueError(f"unknown runtime {self.runtime}")
 
 
@@ -122,6 +135,46 @@ def _load_executorch(path: Path, task, threads: int):
 
     def run(inputs: dict):
         return method.execute([torch.from_numpy(inputs[name]) for name in names])
+
+    return run
+
+
+def _coreai_host_reason() -> str | None:
+    """Why Core AI's runtime cannot time a program here (None: it can). The coreai-core wheel carries a reference
+    runtime off Apple platforms, seconds a sentence: not the runtime an app gets, so it is never timed."""
+    if platform.system() != "Darwin":
+        return f"Core AI runs on macOS {COREAI_MACOS} and iOS {COREAI_MACOS}; this host runs {platform.system()}"
+    release = platform.mac_ver()[0]
+    if not release or int(release.split(".")[0]) < COREAI_MACOS:
+        return f"Core AI needs macOS {COREAI_MACOS}; this Mac runs macOS {release or 'of unknown version'}"
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("coreai") is None:
+        return "Core AI's Python runtime (coreai-core) is not installed: pip install 'pocketbert[coreai]'"
+    if os.environ.get("USE_OS_COREAI") != "1":
+        return "set USE_OS_COREAI=1 so that coreai-core runs the system's Core AI (its own runtime is a reference)"
+    return None
+
+
+def _load_coreai(path: Path, compute_units: str):
+    """The program specialized for one preferred compute unit kind; each call runs the function of the input's
+    length (main_len<n>) through coreai.runtime's async API, on an event loop of its own."""
+    import asyncio
+
+    from coreai.runtime import AIModel, ComputeUnitKind, NDArray, SpecializationOptions
+
+    loop = asyncio.new_event_loop()
+    options = SpecializationOptions.from_preferred_compute_unit_kind(getattr(ComputeUnitKind, compute_units)())
+    model = loop.run_until_complete(AIModel.load(Path(path), options))
+    functions: dict = {}
+
+    def run(inputs: dict):
+        length = next(iter(inputs.values())).shape[1]
+        if length not in functions:
+            functions[length] = model.load_function(f"main_len{length}")
+        feeds = {k: NDArray(np.ascontiguousarray(v, dtype=np.int32)) for k, v in inputs.items()}
+        return loop.run_until_complete(functions[length](feeds))
 
     return run
 

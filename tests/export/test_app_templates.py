@@ -60,3 +60,12 @@ def test_a_built_wheel_holds_every_template(tmp_path):
     templates = {f"pocketbert/export/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
                  for p in app_readme.TEMPLATES.rglob("*.txt")}
     assert templates and templates <= names
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_core_ai_swift_is_filled_and_says_what_is_unverified(task):
+    code = app_readme.swift_coreai_code(task, "PocketBertX", 128, (16, 32, 128))
+    assert not app_readme.PLACEHOLDER.findall(code)
+    assert "NOT COMPILED HERE" in code and "Unverified" in code
+    assert 'forResource: "PocketBertX", withExtension: "aimodelc"' in code
+    assert "private static let lengths = [16, 32, 128]" in code and 'loadFunction(named: "main_len\\(n)")' in code

@@ -19,6 +19,29 @@ def test_core_ml_runner_explains_why_it_cannot_run_here(tmp_path):
     assert "need macOS" in reason and platform.system() in reason
 
 
+@pytest.mark.skipif(platform.system() == "Darwin", reason="Core AI runs on macOS 27")
+def test_core_ai_runner_explains_why_it_cannot_run_here(tmp_path):
+    asset = tmp_path / "Model.aimodel"
+    asset.mkdir()
+    runner = Runner("coreai", "aimodel", asset, "fp16", compute_units="neural_engine", lengths=(16, 128))
+    reason = runner.unavailable_reason(1, 128)
+    assert "Core AI runs on macOS 27" in reason and platform.system() in reason
+    # its shapes: batch 1 at one of its functions' lengths, checked on every host
+    assert runner.shape_reason(1, 128) is None
+    assert "enumerated lengths 16, 128" in runner.shape_reason(1, 64)
+    assert "batch 1" in runner.shape_reason(2, 16)
+
+
+def test_core_ai_program_is_benched_where_the_export_made_one():
+    from pocketbert.mobile_bench.run import _runners
+    from pocketbert.mobile_bench.runners import COREAI_COMPUTE_UNITS
+
+    plan = _runners({"student": {"aimodel-fp16": "S.aimodel", "onnx-fp32": "m.onnx"}}, [1], [1], 128, (16, 128))
+    coreai = [r for _, r in plan if r.runtime == "coreai"]
+    assert [r.compute_units for r in coreai] == list(COREAI_COMPUTE_UNITS)
+    assert all(r.lengths == (16, 128) and r.label() == f"coreai aimodel fp16, {r.compute_units}" for r in coreai)
+
+
 def test_missing_model_and_out_of_range_shapes_are_reported(tmp_path):
     assert "does not exist" in Runner("onnxruntime", "onnx", tmp_path / "gone.onnx", "fp32", threads=1).unavailable_reason()
     package = tmp_path / "Model.mlpackage"
