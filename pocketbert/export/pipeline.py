@@ -16,7 +16,7 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, variants
 from pocketbert.export.app_files import write_app_files
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
@@ -90,6 +90,14 @@ def _gate(variant, path: Path, task, examples, features, student_logits, n_featu
     """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
     text-in model, the raw text (QA: the questions whose context fits one window, as such a model reads one)."""
     started = time.perf_counter()
+    if variant.runtime.gives_answers:
+        run = variant.runtime.open(path, task)
+        answers = run(examples)
+        result = parity.compare_answers(task, examples, features, student_logits, answers,
+                                        qa_graph.span_mismatches(examples, answers), eval_cfg, path.name,
+                                        run.runtime, variant.precision, variant.gate)
+        result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
+        return result
     if variant.runtime.takes_text:
         examples, features, student_logits = task.within_one_window(examples, features, student_logits)
         run = variant.runtime.open(path, task)
@@ -155,7 +163,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
-            export_cfg=export_cfg,
+            export_cfg=export_cfg, eval_cfg=eval_cfg,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         for variant in plan:
             steps.set_postfix_str(variant.name)
@@ -204,6 +212,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "text_in": {r.artifact: {"examples_checked": r.n_examples,
                                               "longer_than_one_window": len(examples) - r.n_examples}
                                  for v, r in zip(plan, results) if v.runtime.takes_text},
+                     # QA in one call: its settings (the windows' bound, the long-context policy) and its gate
+                     "qa_in_graph": ({"settings": context.notes["qa_in_graph"],
+                                      "checked": {r.artifact: r.by_windows for v, r in zip(plan, results)
+                                                  if v.runtime.gives_answers}}
+                                     if "qa_in_graph" in context.notes else None),
                      # every Unicode scalar value in four contexts: the text-in graph against tokenizer.json
                      "text_in_tokenizer_exhaustive": context.notes.get("text_in_exhaustive"),
                      "proven_here": PROVEN_HERE, "needs_a_device": NEEDS_A_DEVICE,

@@ -216,3 +216,42 @@ def _decoded(nodes, utf8: str) -> str:
 def _feeds_end(nodes: list) -> int:
     """Index after the last node that feeds the encoder: the encoder's nodes go there (topological order)."""
     return max(k for k, node in enumerate(nodes) if node.name.startswith(f"{PREFIX}{QA}feed_")) + 1
+
+
+def answer_forward(path: Path, task=None):
+    """Examples in, the model's answers out (one dict per example), fed each question and context as an app feeds
+    them: one call per question."""
+    import numpy as np
+
+    from pocketbert.core.tasks import text_in_string
+    from pocketbert.export.text_in import text_session
+
+    session = text_session(path)
+    names = [o.name for o in session.get_outputs()]
+
+    def run(examples: list) -> list[dict]:
+        answers = []
+        for example in examples:
+            outputs = dict(zip(names, session.run(None, {
+                "question": text_in_string(example.question, "question"),
+                "context": text_in_string(example.context, "context")})))
+            row = {name: np.asarray(value).reshape(-1)[0] for name, value in outputs.items()}
+            answers.append({"answer": str(row["answer"]), "score": float(row["score"]),
+                            **{name: int(row[name]) for name in OUTPUTS if name not in ("answer", "score")}})
+        return answers
+
+    run.runtime = "onnxruntime + extensions"
+    return run
+
+
+def span_mismatches(examples: list, answers: list[dict]) -> int:
+    """Answers whose text is not the context's code points, UTF-16 units and UTF-8 bytes at the spans given."""
+    wrong = 0
+    for example, a in zip(examples, answers):
+        context = example.context.replace("\0", "")
+        utf16, utf8 = context.encode("utf-16-le"), context.encode("utf-8")
+        if (context[a["answer_start"]:a["answer_end"]] != a["answer"]
+                or utf16[2 * a["answer_start_utf16"]:2 * a["answer_end_utf16"]].decode("utf-16-le") != a["answer"]
+                or utf8[a["answer_start_utf8"]:a["answer_end_utf8"]].decode("utf-8") != a["answer"]):
+            wrong += 1
+    return wrong
