@@ -16,7 +16,8 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, variants
+from pocketbert.export import (artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, qa_postprocess,
+                               variants)
 from pocketbert.export.app_files import write_app_files
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
@@ -159,6 +160,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         pad_id = app_tokenizer.pad_token_id
         batch_size = int(eval_cfg["batch_size"])
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
+        if task.answers_in_graph:  # for apps whose model returns per-window logits: routines and golden answers
+            app_files += qa_postprocess.write_app_routines(
+                out, app_tokenizer, examples, features, student_logits, eval_cfg, max_length,
+                qa_graph.effective_stride(max_length, info.get("doc_stride")))
         steps.update()
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
