@@ -177,3 +177,42 @@ def test_a_trained_shape_encoder_gives_the_python_pipelines_answers_on_squad(fol
     assert [g["windows"] for g in got] == windows
     agreement = np.mean([g["answer"] == e for g, e in zip(got, expected)])
     assert agreement >= MIN_SQUAD_AGREEMENT
+
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"  # make test installs transformers.js there
+
+
+def test_transformers_js_reads_one_window_where_the_model_in_one_call_reads_them_all(folder, crafted, tmp_path):
+    """transformers.js's question-answering pipeline, on the export's hub layout, truncates the context to one
+    window (no doc stride): an answer in the first window is found, one in the second is not. The README says so
+    and points to model.qa.onnx; this fails when transformers.js starts windowing."""
+    import json
+    import shutil
+    import subprocess
+
+    from transformers import BertConfig
+
+    if not (JS_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")
+    encoder, model = crafted
+    hub = tmp_path / "crafted"
+    (hub / "onnx").mkdir(parents=True)
+    shutil.copyfile(encoder, hub / "onnx" / "model.onnx")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(folder / name, hub / name)
+    tokenizer_files.clean_tokenizer_config(hub / "tokenizer_config.json", hub / "tokenizer.json", MAX_LENGTH)
+    config = json.loads((hub / "tokenizer_config.json").read_text())
+    config["model_max_length"] = MAX_LENGTH
+    (hub / "tokenizer_config.json").write_text(json.dumps(config))
+    BertConfig(architectures=["BertForQuestionAnswering"]).to_json_file(hub / "config.json")
+    first = example(f"A {START_WORD} runs to the {END_WORD}. {FILLER} {FILLER}.")
+    second = example(f"{FILLER} {FILLER}. A {START_WORD} runs to the {END_WORD}. the end")
+    pairs = [{"question": ex.question, "context": ex.context} for ex in (first, second)]
+    done = subprocess.run(["node", str(JS_DIR / "question_answering.mjs"), str(hub)], input=json.dumps(pairs),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    js_first, js_second = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = f"{START_WORD} runs to the {END_WORD}"
+    assert js_first == expected                       # one window: the same answer
+    assert END_WORD not in js_second                  # the second window is never read
+    assert [a["answer"] for a in answers_of(model, [first, second])] == [expected, expected]
