@@ -64,7 +64,7 @@ def effective_stride(max_length: int, doc_stride: int | None) -> int:
 def build_qa_model(tokenizer_json: Path, model_path: Path, target: Path, settings: QASettings) -> Path:
     """tokenizer graph -> windows -> the exported graph (one batch of windows) -> span search -> answer; one model."""
     onnx = require("onnx", "export")
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     model = onnx.load(str(model_path))
     opsets = {o.domain or "": o.version for o in model.opset_import}
