@@ -50,6 +50,13 @@ ONNX_TEXT = "model.text.onnx"  # text in (the tokenizer inside the graph, onnxru
 ONNX_TEXT_INT8 = "model.text.int8.onnx"
 ORT_TEXT_MODEL = "model.text.ort"  # the text-in int8 model for ONNX Runtime Mobile (+ onnxruntime-extensions)
 ORT_TEXT_REQUIRED_OPERATORS = "model.text.required_operators.config"
+ONNX_QA = "model.qa.onnx"  # QA in one call: question and context strings in, the answer (text, spans, score) out
+ONNX_QA_INT8 = "model.qa.int8.onnx"
+ORT_QA_MODEL = "model.qa.ort"  # the one-call QA int8 model for ONNX Runtime Mobile (+ onnxruntime-extensions)
+ORT_QA_REQUIRED_OPERATORS = "model.qa.required_operators.config"
+QA_GOLDEN = "qa_golden.json"  # questions, contexts and the answers the Python pipeline gives: checks for app code
+# QA post-processing for apps whose model returns per-window logits (Core ML, ExecuTorch, Core AI), one per language
+QA_ROUTINES = {"javascript": "qa_answer.mjs", "kotlin": "QaAnswer.kt", "swift": "QaAnswer.swift"}
 EXECUTORCH_FP32 = "model.pte"  # ExecuTorch program, XNNPACK delegate
 EXECUTORCH_INT8 = "model.int8.pte"  # the same with int8 Linear layers (dynamic activations, per-channel weights)
 EXECUTORCH_COREML = "model.coreml.pte"  # ExecuTorch program, the whole graph delegated to Core ML (fp16)

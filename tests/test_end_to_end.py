@@ -471,6 +471,12 @@ def test_qa_pipeline(tmp_path, capsys, tiny_base, shared_data):
     assert {"question longer than max_length", "context longer than max_length"} <= probes
     assert "punctuation the ops keep in a word" in probes
     manifest = json.loads((run / "export" / "manifest.json").read_text())
+    # QA in one call: windows, span search and the answer's text inside the model, against the Python pipeline
+    one_call = text_in["model.qa.onnx"]
+    assert one_call["agreement"] >= MIN_QA_TEXT_IN_AGREEMENT and one_call["by_windows"]["span_mismatches"] == 0
+    assert one_call["n_examples"] == manifest["config"]["parity_examples"]  # every question, however long
+    assert {"model.qa.int8.onnx", "model.qa.ort"} <= set(text_in)
+    assert manifest["metrics"]["qa_in_graph"]["settings"]["longer_context"] == "cut"
     assert_exhaustive_tokenizer_check(manifest, "pair")
     assert manifest["metrics"]["text_in_tokenizer_exhaustive"]["offsets"] is True
     android = run_cli(capsys, "export", "android", "--run", run, "--out", tmp_path / "android")

@@ -163,6 +163,9 @@ class ExportSection(Section):
     int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)
     int8_latency_budget: Optional[float] = Field(INT8_LATENCY_BUDGET, ge=1.0)  # of all-int8's latency; None: size alone decides
     static_calibration_examples: int = Field(128, gt=0)
+    # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
+    # context is cut there (the model's context_cut output says so, the manifest records the policy).
+    qa_max_context_tokens: int = Field(4096, gt=0)
 
 
 class BenchSection(Section):

@@ -95,6 +95,7 @@ class Task(Protocol):
     coreml_class_stem: ClassVar[str]           # the .mlpackage's name, so the Swift class Xcode generates
     text_in_inputs: ClassVar[tuple[str, ...]]  # the text-in model's string inputs
     text_in_extra_outputs: ClassVar[tuple[str, ...]]
+    answers_in_graph: ClassVar[bool]           # a model in one call: windows, span search and answer text inside
 
     @property
     def primary_metric(self) -> str: ...
@@ -233,6 +234,7 @@ class SentimentTask:
     # The text-in model (tokenizer in the graph): a string in, the logits out.
     text_in_inputs = ("text",)
     text_in_extra_outputs: tuple[str, ...] = ()
+    answers_in_graph = False  # a label needs no search after the model
 
     def text_in_feeds(self, example) -> dict[str, np.ndarray]:
         return {"text": text_in_string(example.text)}
@@ -380,6 +382,8 @@ class QATask:
     # context.
     text_in_inputs = ("question", "context")
     text_in_extra_outputs = ("input_ids", "token_type_ids", "offset_mapping")
+    # The QA model in one call (export/qa_graph.py): question and context in, the answer out.
+    answers_in_graph = True
 
     def text_in_feeds(self, example) -> dict[str, np.ndarray]:
         return {"question": text_in_string(example.question, "question"),

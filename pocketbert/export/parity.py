@@ -34,6 +34,7 @@ class Gate:
     min_agreement: float | None = None     # where the task gates on agreement
     max_points_lost: float | None = None   # of the task's primary metric, for every task
     agree_for_every_task: bool = False     # gate on agreement also where the task gates on its metric (QA)
+    max_points_apart: float | None = None  # every metric (QA: exact match and F1) at most this far from the student's
 
     def tolerance(self, task) -> Tolerance:
         if self.agree_for_every_task:
@@ -53,8 +54,15 @@ COMPRESSED_GATE = Gate(None, max_points_lost=COMPRESSED_MAX_POINTS_LOST)
 # differs anywhere shows as a lost answer, not as a |diff| (different token counts have none).
 TEXT_IN_MIN_AGREEMENT = 0.99
 TEXT_IN_GATE = Gate(None, TEXT_IN_MIN_AGREEMENT, agree_for_every_task=True)
+# QA in one call (export/qa_graph.py) in fp32: its answers (windows, span search and text in the graph) must equal
+# the Python pipeline's (core/qa.py on the student's logits) on this share of questions, and its exact match and F1
+# lie within this many points of the pipeline's.
+QA_IN_GRAPH_MIN_AGREEMENT = 0.99
+QA_IN_GRAPH_MAX_POINTS_APART = 0.2
 # Classifier outputs are probabilities: their logs differ from logits by a per-row constant, so no |diff| gate.
 PROBABILITY_GATE = Gate(None, FP16_MIN_AGREEMENT)
+QA_IN_GRAPH_GATE = Gate(None, QA_IN_GRAPH_MIN_AGREEMENT, agree_for_every_task=True,
+                        max_points_apart=QA_IN_GRAPH_MAX_POINTS_APART)
 
 
 @dataclass
@@ -73,6 +81,7 @@ class ParityResult:
     passed: bool
     seconds_per_sequence: float | None = None  # the runtime's time per model input (a QA example has several)
     by_length: dict | None = None  # a model of enumerated lengths: each length checked on its own (check_lengths)
+    by_windows: dict | None = None  # QA in one call: questions of one window and of several, each on its own
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +92,9 @@ class ParityResult:
         if short and self.agreement >= (self.min_agreement or 0.0):
             return (f"{self.artifact} on {self.runtime} no longer gives the student's logits at one of its enumerated "
                     f"lengths ({'; '.join(short)}, allowed {self.max_abs_diff_allowed})")
+        if self.by_windows and self.by_windows.get("span_mismatches"):
+            return (f"{self.artifact}: {self.by_windows['span_mismatches']} answers are not the context's text at the "
+                    "character spans the model gives")
         needs = f" (needs >= {self.min_agreement})" if self.min_agreement is not None else ""
         allowed = f" (allowed {self.max_abs_diff_allowed})" if self.max_abs_diff_allowed is not None else ""
         metric = "; ".join(f"{k} {self.metrics[k]:.4f} vs student {v:.4f}" for k, v in self.student_metrics.items()
@@ -119,6 +131,37 @@ def compare_text_in(task, examples, features, student_logits: list[np.ndarray], 
     metrics = task.score_answers(examples, features, ours)
     student_metrics = task.score_answers(examples, features, theirs)
     return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+
+
+def compare_answers(task, examples, features, student_logits: list[np.ndarray], answers: list[dict],
+                    span_mismatches: int, eval_cfg: dict, artifact: str, runtime: str, precision: str,
+                    gate: Gate) -> ParityResult:
+    """A QA model in one call against the Python pipeline (core/qa.py's windows and span search on the student's
+    logits): answers compared as text, all questions and those of one window and of several counted apart."""
+    ours = [a["answer"] for a in answers]
+    theirs = task.answers(examples, features, student_logits, eval_cfg)
+    metrics = task.score_answers(examples, features, ours)
+    student_metrics = task.score_answers(examples, features, theirs)
+    result = _result(task, ours, theirs, 0.0, metrics, student_metrics, artifact, runtime, precision, gate)
+    windows = np.bincount([f.example_index for f in features], minlength=len(examples))
+    by_windows = {"span_mismatches": span_mismatches,
+                  # a cut context has fewer windows than the pipeline's, by design
+                  "windows_differ": int(sum(a["windows"] != n and not a["context_cut"]
+                                            for a, n in zip(answers, windows))),
+                  "contexts_cut": int(sum(a["context_cut"] for a in answers))}
+    for name, chosen in (("one_window", windows == 1), ("several_windows", windows > 1)):
+        picked = [k for k in range(len(examples)) if chosen[k]]
+        sub = [examples[k] for k in picked]
+        by_windows[name] = {
+            "questions": len(picked),
+            "agreement": float(np.mean([ours[k] == theirs[k] for k in picked])) if picked else None,
+            "metrics": task.score_answers(sub, [], [ours[k] for k in picked]) if picked else None,
+            "pipeline_metrics": task.score_answers(sub, [], [theirs[k] for k in picked]) if picked else None}
+    result.by_windows = by_windows
+    apart = max(abs(metrics[k] - student_metrics[k]) for k in ("exact_match", "f1"))
+    result.passed = (result.passed and span_mismatches == 0 and by_windows["windows_differ"] == 0
+                     and (gate.max_points_apart is None or apart <= gate.max_points_apart))
+    return result
 
 
 def _result(task, ours: list, theirs: list, max_diff: float, metrics: dict, student_metrics: dict, artifact: str,

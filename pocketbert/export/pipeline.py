@@ -16,7 +16,8 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import (artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, qa_postprocess,
+                               variants)
 from pocketbert.export.app_files import write_app_files
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
@@ -90,6 +91,14 @@ def _gate(variant, path: Path, task, examples, features, student_logits, n_featu
     """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
     text-in model, the raw text (QA: the questions whose context fits one window, as such a model reads one)."""
     started = time.perf_counter()
+    if variant.runtime.gives_answers:
+        run = variant.runtime.open(path, task)
+        answers = run(examples)
+        result = parity.compare_answers(task, examples, features, student_logits, answers,
+                                        qa_graph.span_mismatches(examples, answers), eval_cfg, path.name,
+                                        run.runtime, variant.precision, variant.gate)
+        result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
+        return result
     if variant.runtime.takes_text:
         examples, features, student_logits = task.within_one_window(examples, features, student_logits)
         run = variant.runtime.open(path, task)
@@ -153,12 +162,16 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         pad_id = app_tokenizer.pad_token_id
         batch_size = int(eval_cfg["batch_size"])
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
+        if task.answers_in_graph:  # for apps whose model returns per-window logits: routines and golden answers
+            app_files += qa_postprocess.write_app_routines(
+                out, app_tokenizer, examples, features, student_logits, eval_cfg, max_length,
+                qa_graph.effective_stride(max_length, info.get("doc_stride")))
         steps.update()
         timings["app_files_and_student_s"] = round(time.perf_counter() - phase, 2)
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
-            export_cfg=export_cfg,
+            export_cfg=export_cfg, eval_cfg=eval_cfg,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         for variant in plan:
             steps.set_postfix_str(variant.name)
@@ -216,6 +229,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "text_in": {r.artifact: {"examples_checked": r.n_examples,
                                               "longer_than_one_window": len(examples) - r.n_examples}
                                  for v, r in zip(plan, results) if v.runtime.takes_text},
+                     # QA in one call: its settings (the windows' bound, the long-context policy) and its gate
+                     "qa_in_graph": ({"settings": context.notes["qa_in_graph"],
+                                      "checked": {r.artifact: r.by_windows for v, r in zip(plan, results)
+                                                  if v.runtime.gives_answers}}
+                                     if "qa_in_graph" in context.notes else None),
                      # every Unicode scalar value in four contexts: the text-in graph against tokenizer.json
                      "text_in_tokenizer_exhaustive": context.notes.get("text_in_exhaustive"),
                      "proven_here": PROVEN_HERE, "needs_a_device": NEEDS_A_DEVICE,

@@ -19,8 +19,8 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import (coreai, coreml, executorch_export, int8_budget, onnx_export, parity, text_in,
-                               tokenizer_check)
+from pocketbert.export import (coreai, coreml, executorch_export, int8_budget, onnx_export, parity, qa_graph,
+                               text_in, tokenizer_check)
 from pocketbert.rundir import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
@@ -28,10 +28,14 @@ from pocketbert.rundir import (
     ONNX_FP16,
     ONNX_FP32,
     ONNX_INT8,
+    ONNX_QA,
+    ONNX_QA_INT8,
     ONNX_QDQ,
     ONNX_TEXT,
     ONNX_TEXT_INT8,
     ORT_MODEL,
+    ORT_QA_MODEL,
+    ORT_QA_REQUIRED_OPERATORS,
     ORT_QDQ_MODEL,
     ORT_QDQ_REQUIRED_OPERATORS,
     ORT_REQUIRED_OPERATORS,
@@ -61,6 +65,8 @@ class Runtime:
     open_at_length: Callable[[Path, Any, int], Callable] | None = None
     # A text-in model (tokenizer in the graph): open gives examples -> (its own features, logits), fed raw text.
     takes_text: bool = False
+    # A QA model in one call: open gives examples -> one answer (a dict of qa_graph.OUTPUTS) per example.
+    gives_answers: bool = False
 
 
 def _open_onnxruntime(path: Path, task):
@@ -77,6 +83,8 @@ COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, None, "coreml",
 EXECUTORCH_RUNTIME = Runtime("executorch", executorch_export.executorch_forward, 1, "parity")
 # The text-in models: fed raw text, run by onnxruntime with onnxruntime-extensions' custom ops.
 TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
+# QA in one call: fed a question and a context, gives the answer; run by onnxruntime with the extensions' ops.
+QA_RUNTIME = Runtime("onnxruntime + extensions", qa_graph.answer_forward, None, "parity", gives_answers=True)
 # A Core ML-delegated program: ExecuTorch's Core ML backend runs only on Apple hardware, so the Core ML program it
 # carries is taken out of the saved .pte and evaluated op by op (the ExecuTorch wrapper around it needs a device).
 EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward,
@@ -107,6 +115,7 @@ class BuildContext:
     seed: int
     export_cfg: dict
     description: str
+    eval_cfg: dict = field(default_factory=dict)  # the span search's n_best and max_answer_length (QA)
     notes: dict = field(default_factory=dict)    # what builders report for the manifest
     _programs: dict = field(default_factory=dict)
 
@@ -228,25 +237,51 @@ def _ort_builder(source: str, operators: str):
     return build
 
 
+def _checked_tokenizer(ctx: BuildContext) -> Path:
+    """tokenizer.json, once checked: the tokenizer graph on every code point and on the golden file, so a model with
+    the tokenizer inside never ships with one that means something else."""
+    tokenizer_json = ctx.out / TOKENIZER_JSON
+    if "text_in_exhaustive" not in ctx.notes:
+        offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
+        result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets)
+        tokenizer_check.require_equal(result)
+        ctx.notes["text_in_exhaustive"] = result
+    if "text_in_golden" not in ctx.notes:
+        golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
+        wrong = text_in.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
+        if wrong:
+            raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
+                              f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
+        ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
+    return tokenizer_json
+
+
 def _text_in_builder(source: str):
-    """The tokenizer graph in front of the graph of variant `source`; the tokenizer is first checked on every code
-    point and on the golden file, so a text-in model never ships with a tokenizer that means something else."""
+    """The tokenizer graph in front of the graph of variant `source`."""
     def build(ctx: BuildContext, path: Path) -> None:
-        tokenizer_json = ctx.out / TOKENIZER_JSON
-        if "text_in_exhaustive" not in ctx.notes:
-            offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
-            result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets)
-            tokenizer_check.require_equal(result)
-            ctx.notes["text_in_exhaustive"] = result
-        if "text_in_golden" not in ctx.notes:
-            golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
-            wrong = text_in.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
-            if wrong:
-                raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
-                                  f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
-            ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
-        text_in.build_text_in(tokenizer_json, ctx.path(source), path, ctx.task, ctx.max_length)
+        text_in.build_text_in(_checked_tokenizer(ctx), ctx.path(source), path, ctx.task, ctx.max_length)
     return build
+
+
+def qa_settings(ctx: BuildContext) -> qa_graph.QASettings:
+    return qa_graph.QASettings(
+        ctx.max_length, qa_graph.effective_stride(ctx.max_length, ctx.doc_stride),
+        int(ctx.eval_cfg.get("max_answer_length", 30)), int(ctx.eval_cfg.get("n_best", 20)),
+        int(ctx.export_cfg.get("qa_max_context_tokens", 4096)))
+
+
+def _qa_builder(source: str):
+    """Tokenizer, windows, the graph of variant `source`, span search and answer text: QA in one call."""
+    def build(ctx: BuildContext, path: Path) -> None:
+        settings = qa_settings(ctx)
+        qa_graph.build_qa_model(_checked_tokenizer(ctx), ctx.path(source), path, settings)
+        ctx.notes["qa_in_graph"] = settings.to_dict()
+    return build
+
+
+def _build_qa_ort(ctx: BuildContext, path: Path) -> None:
+    onnx_export.convert_to_ort(ctx.path("onnx-qa-int8"), path, ctx.out / ORT_QA_REQUIRED_OPERATORS,
+                               text_in.extensions_library())
 
 
 def _build_text_ort(ctx: BuildContext, path: Path) -> None:
@@ -313,6 +348,13 @@ _DEFINITIONS = [
             _text_in_builder("onnx-int8"), parity.COMPRESSED_GATE),
     Variant("ort-text", ONNX_FAMILY, lambda task: ORT_TEXT_MODEL, TEXT_RUNTIME, "int8", _build_text_ort,
             parity.COMPRESSED_GATE, extra_files=(ORT_TEXT_REQUIRED_OPERATORS,)),
+    # QA in one call: question and context in; windows, span search and the answer's text and spans inside.
+    Variant("onnx-qa", ONNX_FAMILY, lambda task: ONNX_QA, QA_RUNTIME, "fp32", _qa_builder("onnx"),
+            parity.QA_IN_GRAPH_GATE, needs=lambda task: task.answers_in_graph),
+    Variant("onnx-qa-int8", ONNX_FAMILY, lambda task: ONNX_QA_INT8, QA_RUNTIME, "int8", _qa_builder("onnx-int8"),
+            parity.COMPRESSED_GATE, needs=lambda task: task.answers_in_graph),
+    Variant("ort-qa", ONNX_FAMILY, lambda task: ORT_QA_MODEL, QA_RUNTIME, "int8", _build_qa_ort,
+            parity.COMPRESSED_GATE, extra_files=(ORT_QA_REQUIRED_OPERATORS,), needs=lambda task: task.answers_in_graph),
     # ExecuTorch programs delegated to XNNPACK, sequence 2..max_length.
     Variant("pte", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_FP32, EXECUTORCH_RUNTIME, "fp32", _pte_builder(False),
             parity.FP32_GATE),

@@ -1,0 +1,68 @@
+"""The one-call QA gate on a run's student, without the rest of the export: what `pocketbert export` checks for
+model.qa.onnx and model.qa.int8.onnx, on every eval question (for a run whose export another variant's gate
+stops).
+
+    python scripts/qa_in_graph_gate.py runs/qa-reduced ../shared/data > results/qa_in_graph/<date>.json
+
+The student exported to ONNX (fp32) and dynamic int8 (every FFN output projection kept fp32, quantize_int8's
+default), the tokenizer files as export writes them, the one-call graphs built from them, and
+parity.compare_answers against the Python pipeline (core/qa.py on the PyTorch student's logits).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(run: Path, data_dir: Path) -> dict:
+    from pocketbert.core.data import subsample
+    from pocketbert.core.inference import batched_logits, torch_forward
+    from pocketbert.core.models import load_tokenizer
+    from pocketbert.core.recipe import complete_recipe
+    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.task_data import load_task_data
+    from pocketbert.export import onnx_export, parity, qa_graph
+    from pocketbert.export.app_files import write_app_files
+    from pocketbert.manifest import git_commit, read_manifest
+    from pocketbert.rundir import STUDENT_DIR
+    from pocketbert.user_paths import recorded_dataset
+
+    student_dir = run / STUDENT_DIR
+    model, tokenizer, task, info = load_stage_model(student_dir)
+    recipe = complete_recipe(read_manifest(student_dir)["config"]["recipe"])
+    export_cfg, eval_cfg = recipe["export"], recipe["eval"]
+    max_length = int(export_cfg["max_length"] or info["max_length"])
+    data = load_task_data(recorded_dataset(run, recipe["dataset"]), task.name, data_dir, None, None,
+                          int(recipe["seed"]))
+    examples = subsample(data.eval, len(data.eval), int(recipe["seed"]))
+    out = Path(tempfile.mkdtemp(prefix="qa-gate-"))
+    write_app_files(model, tokenizer, task, out, max_length)
+    app_tokenizer = load_tokenizer(str(out))
+    features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
+    student_logits = batched_logits(task, features, app_tokenizer.pad_token_id, int(eval_cfg["batch_size"]),
+                                    torch_forward(model, task))
+    onnx_export.export_onnx(model, task, out / "model.onnx")
+    onnx_export.quantize_int8(out / "model.onnx", out / "model.int8.onnx")
+    settings = qa_graph.QASettings(max_length, qa_graph.effective_stride(max_length, info.get("doc_stride")),
+                                   int(eval_cfg["max_answer_length"]), int(eval_cfg["n_best"]),
+                                   int(export_cfg["qa_max_context_tokens"]))
+    results = {}
+    for source, target, precision, gate in (("model.onnx", "model.qa.onnx", "fp32", parity.QA_IN_GRAPH_GATE),
+                                            ("model.int8.onnx", "model.qa.int8.onnx", "int8", parity.COMPRESSED_GATE)):
+        qa_graph.build_qa_model(out / "tokenizer.json", out / source, out / target, settings)
+        started = time.perf_counter()
+        answers = qa_graph.answer_forward(out / target)(examples)
+        result = parity.compare_answers(task, examples, features, student_logits, answers,
+                                        qa_graph.span_mismatches(examples, answers), eval_cfg, target,
+                                        "onnxruntime + extensions", precision, gate)
+        result.seconds_per_sequence = (time.perf_counter() - started) / len(examples)
+        results[target] = result.to_dict()
+    return {"run": str(run), "commit": git_commit(), "settings": settings.to_dict(), "results": results}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2])), indent=2))

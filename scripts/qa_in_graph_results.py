@@ -1,0 +1,36 @@
+"""The QA-in-one-call figures of an export, gathered from what the export wrote (parity.json, manifest.json).
+
+    python scripts/qa_in_graph_results.py runs/qa-reduced > results/qa_in_graph/<date>.json
+
+For each one-call QA model: the questions checked, agreement with the Python pipeline (core/qa.py on the
+student's logits), exact match and F1 of both, and the same for questions of one window and of several; the
+settings (max_length, stride, the windows' bound, the long-context policy); the time per question.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pocketbert.rundir import EXPORT_DIR, MANIFEST, PARITY
+
+
+def gather(run: Path) -> dict:
+    export = run / EXPORT_DIR
+    parity = json.loads((export / PARITY).read_text())
+    manifest = json.loads((export / MANIFEST).read_text())
+    models = {}
+    for r in parity:
+        if r.get("by_windows") is None:
+            continue
+        models[r["artifact"]] = {
+            "precision": r["precision"], "passed": r["passed"], "questions": r["n_examples"],
+            "agreement": r["agreement"], "metrics": r["metrics"], "pipeline_metrics": r["student_metrics"],
+            "seconds_per_question": r["seconds_per_sequence"], **r["by_windows"]}
+    return {"run": str(run), "commit": manifest.get("git_commit"),
+            "settings": manifest["metrics"]["qa_in_graph"]["settings"], "models": models}
+
+
+if __name__ == "__main__":
+    print(json.dumps(gather(Path(sys.argv[1])), indent=2))
