@@ -65,7 +65,10 @@ class Plan:
 
 
 def spec_digest(ladder: Ladder) -> str:
-    return hashlib.sha256(json.dumps(ladder.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    """What makes the students: the rungs and the training setting. The export and bench settings are left out: a
+    ladder continued with others applies them to the steps not yet done (each stage records its own)."""
+    students = ladder.model_dump(mode="json", include={"rungs", "train"})
+    return hashlib.sha256(json.dumps(students, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def rung_dirs(ladder: Ladder, run_dir: Path, ladder_dir: Path) -> dict[str, Path]:
