@@ -3,7 +3,8 @@
 #   make test                  unit and end-to-end tests
 #   make test-fast             the tests not marked slow (no end-to-end CLI runs), a few minutes
 #   make bench                 latency report against BERT-base
-# Variables: TASK, DATASET, TEACHER, RUN, PRESET, DATA_DIR (see README).
+#   make ladder                from the run's teacher: the ladder of students, exported, benched, one table
+# Variables: TASK, DATASET, TEACHER, RUN, PRESET, LADDER, DATA_DIR (see README).
 
 PYTHON   ?= python3
 VENV     ?= .venv
@@ -14,6 +15,7 @@ PRESET   ?= default
 RUN      ?= $(DATASET)-$(PRESET)
 DATA_DIR ?= $(or $(POCKETBERT_DATA_DIR),$(wildcard ../shared/data))
 DEVICE   ?= auto
+LADDER   ?= reduced
 
 RUN_DIR    := runs/$(RUN)
 JS_DIR     := tests/js
@@ -23,13 +25,15 @@ POCKETBERT := $(BIN)/pocketbert
 STAMP      := $(VENV)/.installed
 DATA_OPT   := $(if $(DATA_DIR),--data-dir $(abspath $(DATA_DIR)),)
 
-.PHONY: install teacher distill export bench test test-fast clean-run help kotlin
+.PHONY: install teacher distill export bench ladder test test-fast clean-run help kotlin
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make distill export   fine-tune, distil and export into runs/$(RUN)"
 	@echo "  PRESET=bilstm|static|transfer|tiny  another recipe (pocketbert/configs/<TASK>-<PRESET>.yaml)"
 	@echo "make bench            latency report for runs/$(RUN)"
+	@echo "make ladder           students of every size from runs/$(RUN)'s teacher: runs/$(RUN)-ladder/ladder.md"
+	@echo "  LADDER=reduced|full   its setting (reduced: sized for a 2-core CPU)"
 	@echo "make test             run the tests"
 	@echo "make test-fast        run the tests not marked slow"
 
@@ -64,6 +68,10 @@ $(RUN_DIR)/export/manifest.json: $(RUN_DIR)/student/manifest.json | $(STAMP)
 
 $(RUN_DIR)/bench/results.json: $(RUN_DIR)/export/manifest.json | $(STAMP)
 	$(POCKETBERT) bench --run $(RUN_DIR) --overwrite
+
+# Always run: the ladder keeps what its earlier runs finished and does only what is missing.
+ladder: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
+	$(POCKETBERT) ladder --run $(RUN_DIR) --ladder $(LADDER) --device $(DEVICE) $(DATA_OPT)
 
 # transformers.js for the test that loads the export in Node.js; --ignore-scripts: onnxruntime-node ships its
 # Linux binaries in the package, and its install script only downloads extras. Node trusts only its own CA

@@ -19,6 +19,7 @@ STAGE_COMMANDS = {
     "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
     "inspect": ("pocketbert.inspect.cli", "inspect", "Embeddings, clusters, attention and errors of teacher and student."),
     "compare": ("pocketbert.inspect.cli", "compare", "Which student to ship: finished runs side by side, with a Pareto plot."),
+    "ladder": ("pocketbert.ladder.cli", "ladder", "From one teacher, a ladder of students built, exported, benched, plotted."),
 }
 
 # Commands a stage adds to another stage's group: `bench train` times training, so training owns it.

@@ -102,6 +102,10 @@ INSPECT_HTML = "inspect.html"  # self-contained: plots embedded
 COMPARE_RESULTS = "compare.json"  # `pocketbert compare`, in its --out folder
 COMPARE_TABLE = "compare.md"
 COMPARE_PLOT = "compare.png"
+LADDER_RESULTS = "ladder.json"  # `pocketbert ladder`, in its --out folder beside the rungs' run folders
+LADDER_TABLE = "ladder.md"
+LADDER_PLOT = "ladder.png"
+LADDER_COMPARE_DIR = "compare"  # the ladder's `pocketbert compare` output, which ladder.json is read from
 TRAIN_BENCH_RESULTS = "train_bench.json"  # `pocketbert bench train`, in the run directory
 BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 

@@ -29,7 +29,7 @@ def test_help_lists_stages(capsys):
     result = run_cli(capsys, "--help")
     assert result.exit_code == 0
     commands = listed_commands(result.out)
-    assert set(commands) == {"train", "import", "export", "bench", "inspect", "compare"}
+    assert set(commands) == {"train", "import", "export", "bench", "inspect", "compare", "ladder"}
     assert all(commands.values())  # each with its help line
     train = run_cli(capsys, "train", "--help")
     assert set(listed_commands(train.out)) == {"teacher", "distill", "ablate", "mlm", "prune"}

@@ -1,5 +1,5 @@
-"""Imports go one way: core <- train; core <- export <- mobile_bench; core <- inspect. A stage reads another
-stage's files, never its code. Every import counts, those inside functions too.
+"""Imports go one way: core <- train; core <- export <- mobile_bench; core <- inspect; core <- ladder. A stage
+reads another stage's files, never its code; the ladder runs the stages' commands and reads their files. Every import counts, those inside functions too.
 
 The core is pocketbert/core/ with the few top-level modules it builds on (errors, rundir, cache_dir, and storage,
 which says what a failed write means): it imports no other top-level module (config, manifest, user_paths... sit
@@ -13,17 +13,18 @@ from pathlib import Path
 import pocketbert
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
-STAGES = ("train", "export", "mobile_bench", "inspect")
+STAGES = ("train", "export", "mobile_bench", "inspect", "ladder")
 # What each part of the package may not import. The shared core is pocketbert/core/ and the top-level modules;
 # cli.py is the exception that proves the rule: it wires the stage groups together (by module name, lazily).
 TOP = "top"  # the top-level modules above the core: the CLI's options, recipes' YAML, manifests, user paths
 FORBIDDEN = {
     "core": set(STAGES),
     TOP: set(STAGES),
-    "train": {"export", "mobile_bench", "inspect"},
-    "export": {"train", "mobile_bench", "inspect"},
-    "mobile_bench": {"train", "inspect"},
-    "inspect": {"train", "export", "mobile_bench"},  # it reads the runs' files: manifests, results.json
+    "train": {"export", "mobile_bench", "inspect", "ladder"},
+    "export": {"train", "mobile_bench", "inspect", "ladder"},
+    "mobile_bench": {"train", "inspect", "ladder"},
+    "inspect": {"train", "export", "mobile_bench", "ladder"},  # it reads the runs' files: manifests, results.json
+    "ladder": {"train", "export", "mobile_bench", "inspect"},  # it runs their commands and reads what they wrote
 }
 WIRING_MODULES = {"cli.py"}
 # The top-level modules that belong to the core: what every stage and the core itself build on.

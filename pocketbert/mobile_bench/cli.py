@@ -22,9 +22,11 @@ DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 @click.option("--threads", default=None, help="Comma-separated ONNX Runtime thread counts (default: the recipe's).")
 @click.option("--time-cap", type=POSITIVE, default=None,
               help="Seconds of timed repeats per configuration at most (default: the recipe's).")
+@click.option("--set", "set_items", multiple=True, metavar="bench.KEY=VALUE",
+              help="Override a key of the recipe's bench section, e.g. bench.sequence_sweep=[128].")
 @overwrite_option
 @click.pass_context
-def bench(ctx, run, reference_source, threads, time_cap, overwrite):
+def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
     """Time the exported student against BERT-base (and its teacher); write <run>/bench/results.json,
     report.md and report.html.
 
@@ -41,8 +43,9 @@ def bench(ctx, run, reference_source, threads, time_cap, overwrite):
 
     if run is None:
         raise ConfigError("name the run to benchmark: pocketbert bench --run NAME")
+    overrides = bench_overrides(set_items)
     path, results = bench_run(resolve_run_dir(run), overwrite, reference_source, thread_list(threads, "--threads"),
-                              time_cap)
+                              time_cap, overrides)
     click.echo(headline_sentence(results))
     check = results.get("architecture_check")
     if check:
@@ -50,6 +53,21 @@ def bench(ctx, run, reference_source, threads, time_cap, overwrite):
                    f"{check['flop_ratio']:.3f} in FLOPs (bar {check['bar']})")
     click.echo(f"bench: {len(results['measurements'])} measurements in {results['wall_time_s']} s -> wrote "
                f"{path}/results.json, report.md and report.html")
+
+
+def bench_overrides(set_items: tuple[str, ...]) -> dict:
+    """--set bench.KEY=VALUE pairs as bench-section keys, checked with the recipe's rules before any timing."""
+    from pocketbert.core.recipe import parse_set_options, section_dict
+    from pocketbert.errors import ConfigError
+
+    overrides = {}
+    for key, value in parse_set_options(set_items).items():
+        section, _, leaf = key.partition(".")
+        if section != "bench" or not leaf or "." in leaf:
+            raise ConfigError(f"bench --set takes keys of the bench section, like bench.time_cap_s=2 (got '{key}')")
+        overrides[leaf] = value
+    section_dict("bench", overrides, "--set")  # an unknown key or a bad value: one line, before any work
+    return overrides
 
 
 @bench.command("import")

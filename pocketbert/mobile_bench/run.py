@@ -61,11 +61,13 @@ RESULTS_SCHEMA = 2
 MEASURED_HERE = "measured here"
 
 
-def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None) -> dict:
-    """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides."""
+def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None,
+                 overrides: dict | None = None) -> dict:
+    """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides
+    (--set bench.KEY=VALUE, then --threads and --time-cap)."""
     from pocketbert.core.recipe import section_dict
 
-    cfg = section_dict("bench", recipe.get("bench") or {})
+    cfg = section_dict("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
     if threads:
         cfg["threads"] = threads
     if time_cap_s:
@@ -219,14 +221,15 @@ def read_results(path: Path) -> dict:
 
 
 def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | None = None,
-              threads: list[int] | None = None, time_cap_s: float | None = None) -> tuple[Path, dict]:
+              threads: list[int] | None = None, time_cap_s: float | None = None,
+              overrides: dict | None = None) -> tuple[Path, dict]:
     started = time.time()
     check_writable(run_dir, BENCH_DIR, overwrite)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     student_manifest, export_manifest = read_manifest(student_dir), read_manifest(export_dir)
     _verify_export(run_dir, export_dir, export_manifest)
-    cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s)
+    cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s, overrides)
     seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])
     student_config = read_json_object(export_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert export`",
                                       "exported config.json")

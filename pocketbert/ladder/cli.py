@@ -1,0 +1,58 @@
+"""`pocketbert ladder`: a thin command that checks the ladder, runs its steps and writes the table and plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pocketbert.cli_options import data_dir_option, device_option, resolve_run_dir, run_option
+
+
+@click.command()
+@run_option
+@click.option("--ladder", "ladder_name", default="reduced", show_default=True, metavar="NAME|FILE",
+              help="The rungs and their setting: reduced (sized for a 2-core CPU), full (each preset's own size), or "
+                   "a YAML file like pocketbert/ladder/specs/reduced.yaml.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Folder of the rungs' runs, the table and the plot (default: <run>-ladder beside the run).")
+@click.option("--rebench", is_flag=True,
+              help="Time every shipped rung again now, even those benched before, so that all latencies come from "
+                   "one sitting.")
+@data_dir_option
+@device_option
+def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
+    """From the run's teacher: the students of the ladder trained, exported and benched (finished steps kept),
+    then one table and Pareto plot of accuracy against int8 latency and download size."""
+    import json
+    import time
+
+    from pocketbert.errors import ConfigError
+    from pocketbert.ladder import flow, table
+    from pocketbert.ladder.spec import check_ladder, read_ladder
+    from pocketbert.rundir import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR, require_stage, \
+        write_text_atomically
+    from pocketbert.manifest import command_line, read_manifest
+
+    run_dir = resolve_run_dir(run)
+    teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
+    task = read_manifest(teacher_dir)["config"]["recipe"]["task"]
+    spec = read_ladder(ladder_name)
+    check_ladder(spec, task)
+    out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
+    clash = [r.name for r in spec.rungs if not r.in_run and r.name == run_dir.name]
+    if clash:
+        raise ConfigError(f"the run is named like the rung {clash[0]}: rename the rung in the ladder file")
+    flow.prepare_folder(spec, ladder_name, run_dir, out_dir)
+    started = time.time()
+    plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench)
+    steps = flow.run_plan(plan.steps, lambda line: click.echo(line, err=True))
+    compare_path = flow.compare_results(plan.compare_dir)
+    result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
+    result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
+    write_text_atomically(out_dir / LADDER_RESULTS, table.dumps(result))
+    stored = json.loads((out_dir / LADDER_RESULTS).read_text())
+    write_text_atomically(out_dir / LADDER_TABLE, table.render_table(stored))
+    table.plot_ladder(stored, out_dir / LADDER_PLOT)
+    click.echo(table.render_table(stored).split("\n\nEvery number")[0])
+    click.echo(f"-> wrote {out_dir / LADDER_TABLE}, {LADDER_RESULTS} and {LADDER_PLOT}")

@@ -1,0 +1,145 @@
+"""The ladder, typed: which students (rungs) to build from one teacher, and the setting every stage runs them at.
+
+A ladder is a YAML file (pocketbert/ladder/specs/<name>.yaml, or a path): the rungs, each a training preset with
+its own recipe keys, then what every rung's distillation, export and bench take. Everything is checked here, before
+any work: the file's keys, each rung's recipe with its overrides (core/recipe.py, the same messages as --set) and
+the bench keys.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pocketbert.core.recipe import Recipe, available_presets, read_recipe, section_dict, with_overrides
+from pocketbert.errors import ConfigError
+
+SPEC_DIR = Path(__file__).resolve().parent / "specs"
+RUNG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")  # a folder name, and a row of the table
+COMPARED_THREADS = 1  # the ladder compares int8 latency at one ONNX Runtime thread: bench must time it
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Rung(_Strict):
+    name: str                   # its run folder in the ladder (the run itself for the in_run rung)
+    label: str                  # what the table says it is
+    preset: str                 # pocketbert/configs/<task>-<preset>.yaml
+    in_run: bool = False        # the run's own student (`train distill --run R`, what `make distill` makes)
+    student_init: Optional[Literal["teacher", "random"]] = None  # random: the same shape from random weights
+    ship: bool = True           # export and bench it; false: a control, trained and evaluated only
+    set: dict[str, Any] = Field(default_factory=dict)  # recipe keys for this rung's distillation, as --set
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value):
+        if not RUNG_NAME.match(value):
+            raise ValueError(f"a rung's name is a folder name: lower-case letters, digits and '-' (got '{value}')")
+        return value
+
+
+class TrainSetting(_Strict):
+    max_train_examples: Optional[int] = Field(None, gt=0)  # null: each preset's own
+    set: dict[str, Any] = Field(default_factory=dict)       # recipe keys for every rung, as --set
+
+
+class ExportSetting(_Strict):
+    parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
+    coreml_examples: Optional[int] = Field(None, ge=0)
+    coreml_variants: Optional[list[str]] = Field(None, min_length=1)
+    coreai_variants: Optional[list[str]] = None             # []: no Core AI program
+
+
+class BenchSetting(_Strict):
+    set: dict[str, Any] = Field(default_factory=dict)       # bench section keys (threads, time_cap_s, ...)
+
+
+class Ladder(_Strict):
+    description: str = ""
+    rungs: list[Rung] = Field(min_length=2)
+    train: TrainSetting = Field(default_factory=TrainSetting)
+    export: ExportSetting = Field(default_factory=ExportSetting)
+    bench: BenchSetting = Field(default_factory=BenchSetting)
+    within_points: float = Field(1.0, gt=0)  # "as good as the teacher": at most this many points below it
+
+    @model_validator(mode="after")
+    def _rungs(self):
+        names = [r.name for r in self.rungs]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"rung names must differ: {', '.join(twice)} given twice")
+        if sum(r.in_run for r in self.rungs) > 1:
+            raise ValueError("at most one rung is the run's own student (in_run: true)")
+        if sum(r.ship for r in self.rungs) < 2:
+            raise ValueError("a ladder ships at least two rungs (ship: true) to compare")
+        return self
+
+    def rung(self, name: str) -> Rung:
+        return next(r for r in self.rungs if r.name == name)
+
+
+def available_ladders() -> list[str]:
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+
+
+def read_ladder(name_or_path: str) -> Ladder:
+    """A built-in ladder by name (specs/<name>.yaml) or a YAML file, validated."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = SPEC_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"no ladder '{name_or_path}': choose one of {', '.join(available_ladders())} or give "
+                              "a YAML file")
+    if not path.is_file():
+        raise ConfigError(f"ladder file {path} does not exist: give a YAML file or one of "
+                          f"{', '.join(available_ladders())}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read ladder {path}: {' '.join(str(exc).split())[:200]}; fix the YAML") from None
+    try:
+        return Ladder.model_validate(data if isinstance(data, dict) else {"rungs": None})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "the file"
+        raise ConfigError(f"ladder {path}: {where}: {error['msg']}") from None
+
+
+def rung_overrides(ladder: Ladder, rung: Rung) -> dict[str, Any]:
+    """The recipe keys the rung's distillation is given (--set), the ladder's first, then the rung's own."""
+    overrides = {**ladder.train.set, **rung.set}
+    if ladder.train.max_train_examples is not None:
+        overrides["distill.max_train_examples"] = ladder.train.max_train_examples
+    return overrides
+
+
+def rung_recipe(ladder: Ladder, rung: Rung, task: str) -> Recipe:
+    """The recipe the rung will train with: its preset, then the ladder's and its own keys, validated."""
+    if rung.preset not in available_presets(task):
+        raise ConfigError(f"rung {rung.name}: no preset '{rung.preset}' for task '{task}': choose one of "
+                          f"{', '.join(available_presets(task))}")
+    overrides = rung_overrides(ladder, rung)
+    if rung.student_init is not None:
+        overrides["student.init"] = rung.student_init
+    return with_overrides(read_recipe(task, rung.preset), overrides, f"rung {rung.name}")
+
+
+def check_ladder(ladder: Ladder, task: str) -> dict[str, Recipe]:
+    """Every rung's recipe and the bench keys checked before any work; the recipes by rung name."""
+    recipes = {rung.name: rung_recipe(ladder, rung, task) for rung in ladder.rungs}
+    bench = section_dict("bench", ladder.bench.set, "the ladder's bench.set")
+    if ladder.bench.set.get("threads") is not None and COMPARED_THREADS not in bench["threads"]:
+        raise ConfigError(f"the ladder's bench.set.threads must include {COMPARED_THREADS}: the table compares int8 "
+                          f"latency at {COMPARED_THREADS} thread")
+    return recipes
+
+
+def as_set_value(value: Any) -> str:
+    """A value as --set parses it back (a YAML scalar or flow list)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("\n...").strip()

@@ -1,0 +1,201 @@
+"""The ladder's table and plot, every number read from files the stages and `pocketbert compare` wrote.
+
+compare.json gives each rung's accuracy (in domain and across domains), int8 latency and file size, and the
+teacher's; the rungs' export manifests give their parity gates, and the stage manifests and bench results their
+wall times. The marked rung of each panel is the cheapest student (lowest latency, or smallest file) whose accuracy
+on that panel's data is at most `within_points` below the teacher's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pocketbert.core.files import read_json_object
+from pocketbert.errors import RunDirError
+from pocketbert.manifest import read_manifest
+from pocketbert.rundir import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR, temp_name
+
+IN_DOMAIN = "in domain"
+COSTS = {"latency_ms": "int8 latency (ms, 1 thread)", "size_bytes": "int8 file (MB)"}  # what a rung costs an app
+
+
+def _views(compare: dict) -> list[str]:
+    return [IN_DOMAIN, *compare["cross_domain_datasets"]]
+
+
+def metric(row: dict, view: str) -> float | None:
+    """A row's accuracy on a panel's data: in domain, or on one cross-domain dataset."""
+    return row["accuracy"] if view == IN_DOMAIN else row["cross_domain"].get(view)
+
+
+def cheapest_within(rows: list[dict], teacher: dict, view: str, cost: str, points: float) -> str | None:
+    """The shipped rung of least `cost` whose metric on `view` is at most `points` (percentage points) below the
+    teacher's; on a tie of cost, the more accurate. None when no rung is that close."""
+    bar = metric(teacher, view)
+    if bar is None:
+        return None
+    close = [r for r in rows if r["ship"] and r[cost] is not None and metric(r, view) is not None
+             and metric(r, view) >= bar - points / 100 - 1e-12]
+    return min(close, key=lambda r: (r[cost], -metric(r, view)))["rung"] if close else None
+
+
+def _parity(export_dir: Path) -> dict | None:
+    if not (export_dir / MANIFEST).is_file():
+        return None
+    gates = read_manifest(export_dir)["metrics"]["parity"].values()
+    return {"models": len(gates), "passed": sum(bool(g["passed"]) for g in gates),
+            "worst_agreement": min(g["agreement"] for g in gates)}
+
+
+def _bench(run_dir: Path) -> dict | None:
+    path = run_dir / BENCH_DIR / BENCH_RESULTS
+    if not path.is_file():
+        return None
+    return read_json_object(path, RunDirError, "re-run `pocketbert bench --overwrite`", "bench results")
+
+
+def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str, Path]) -> dict:
+    """ladder.json: the rungs' rows (from compare.json and the rungs' stage files), the teacher's, and the marks."""
+    by_name = {r["name"]: r for r in compare["rows"]}
+    teachers = [r for r in compare["rows"] if r["kind"] == "teacher"]
+    if len(teachers) != 1:
+        raise RunDirError(f"the ladder's rungs name {len(teachers)} teachers: every rung must be distilled from the "
+                          "run's teacher; remove the ladder folder's rungs and run the ladder again")
+    teacher = teachers[0]
+    rows = []
+    for rung in ladder.rungs:
+        run = rung_dirs[rung.name]
+        row = by_name[run.name]
+        student = read_manifest(run / STUDENT_DIR)
+        bench = _bench(run) if rung.ship else None
+        export_dir = run / EXPORT_DIR
+        rows.append({
+            "rung": rung.name, "label": rung.label, "run": str(run), "ship": rung.ship, "kind": row["kind"],
+            "accuracy": row["accuracy"], "kept": row["accuracy"] / teacher["accuracy"],
+            "cross_domain": row["cross_domain"], "latency_ms": row["latency_ms"] if rung.ship else None,
+            "latency_interval_ms": row["latency_interval_ms"] if rung.ship else None,
+            "size_bytes": row["size_bytes"] if rung.ship else None, "parameters": row["parameters"],
+            "train_examples": (student["metrics"].get("train") or {}).get("train_examples"),
+            "parity": _parity(export_dir) if rung.ship else None,
+            "wall_time_s": {"distill": student.get("wall_time_s"),
+                            "export": read_manifest(export_dir).get("wall_time_s") if rung.ship and
+                            (export_dir / MANIFEST).is_file() else None,
+                            "bench": (bench or {}).get("wall_time_s")},
+            "bench_host": ((bench or {}).get("host") or {}).get("cpu"), "benched_at": (bench or {}).get("created"),
+            "sources": row["sources"] + ([str(export_dir / MANIFEST)] if rung.ship else []),
+        })
+    reference = next((r for r, rung in zip(rows, ladder.rungs) if rung.in_run), rows[0])
+    for r in rows:
+        both = r["latency_ms"] is not None and reference["latency_ms"] is not None
+        r["speedup_vs_reference"] = reference["latency_ms"] / r["latency_ms"] if both else None
+        both = r["size_bytes"] is not None and reference["size_bytes"] is not None
+        r["size_vs_reference"] = r["size_bytes"] / reference["size_bytes"] if both else None
+    teacher_row = {k: teacher[k] for k in ("name", "accuracy", "cross_domain", "latency_ms", "size_bytes",
+                                            "parameters", "sources")}
+    views = _views(compare)
+    return {
+        "ladder": ladder.model_dump(mode="json"), "primary_metric": compare["primary_metric"],
+        "dataset": compare["dataset"], "setting": compare["setting"], "views": views,
+        "within_points": ladder.within_points, "reference_rung": reference["rung"],
+        "teacher": teacher_row, "rungs": rows,
+        "cheapest": {cost: {view: cheapest_within(rows, teacher_row, view, cost, ladder.within_points)
+                            for view in views} for cost in COSTS},
+        "hosts": compare["hosts"], "comparable_latency": compare["comparable_latency"],
+        "compare": str(compare_path),
+    }
+
+
+def _number(value, fmt: str, scale: float = 1.0) -> str:
+    return format(value / scale, fmt) if value is not None else "—"
+
+
+def render_table(result: dict) -> str:
+    views, cheapest, points = result["views"], result["cheapest"], result["within_points"]
+    teacher, primary, ref = result["teacher"], result["primary_metric"], result["reference_rung"]
+    s = result["setting"]
+    marks = {}
+    for cost, by_view in cheapest.items():
+        for view, name in by_view.items():
+            if name:
+                marks.setdefault(name, []).append(f"{'fastest' if cost == 'latency_ms' else 'smallest'} ({view})")
+    lines = [f"# The ladder: {result['ladder']['description'] or 'students from one teacher'}", "",
+             f"{result['dataset']} {primary}; latency: {s['runtime']} {s['model_format']} {s['precision']}, "
+             f"{s['threads']} thread, batch 1, median; file: the int8 ONNX model bench timed. Marked: the cheapest "
+             f"student within {points:g} point of the teacher on that data.", ""]
+    if not result["comparable_latency"]:
+        lines += [f"Latencies come from different hosts ({'; '.join(result['hosts'])}): compare them with care.", ""]
+    head = ["rung", "student", f"{primary} in domain", "kept", *[f"on {v}" for v in views[1:]], "latency (ms)",
+            f"× faster than {ref}", "file (MB)", "parameters (M)", "trained on", "parity gates", "marked"]
+    lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 4) + "---|---|"]
+    for r in result["rungs"]:
+        parity = r["parity"]
+        cells = [r["rung"], r["label"], f"{r['accuracy']:.4f}", f"{100 * r['kept']:.1f} %",
+                 *[_number(r["cross_domain"].get(v), ".4f") for v in views[1:]],
+                 _number(r["latency_ms"], ".3f") if r["ship"] else "not shipped (control)",
+                 _number(r["speedup_vs_reference"], ".1f"), _number(r["size_bytes"], ".1f", 1e6),
+                 _number(r["parameters"], ".2f", 1e6), _number(r["train_examples"], ",.0f"),
+                 f"{parity['passed']}/{parity['models']} passed" if parity else "—", ", ".join(marks.get(r["rung"], []))]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| teacher | " + " | ".join([
+        teacher["name"], f"{teacher['accuracy']:.4f}", "100 %",
+        *[_number(teacher["cross_domain"].get(v), ".4f") for v in views[1:]], _number(teacher["latency_ms"], ".3f"),
+        "", _number(teacher["size_bytes"], ".1f", 1e6), _number(teacher["parameters"], ".2f", 1e6), "", "", ""]) + " |")
+    lines += [""]
+    for cost, label in (("latency_ms", "fastest"), ("size_bytes", "smallest download")):
+        said = [f"{view}: {cheapest[cost][view] or f'none within {points:g} point'}" for view in views]
+        lines.append(f"- The {label} student within {points:g} point of the teacher — " + "; ".join(said) + ".")
+    lines += ["", "Every number comes from the files listed under `sources` in ladder.json (the stages' manifests, "
+              "the rungs' bench/results.json, and compare.json).", "", "![The ladder](ladder.png)", ""]
+    return "\n".join(lines)
+
+
+def plot_ladder(result: dict, path: Path) -> Path:
+    """Accuracy against int8 latency (top) and int8 file size (bottom), one column per dataset; the teacher's
+    accuracy less `within_points` as a line; the cheapest rung above it starred."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    views, points, teacher = result["views"], result["within_points"], result["teacher"]
+    fig, axes = plt.subplots(len(COSTS), len(views), figsize=(6 * len(views), 4.4 * len(COSTS)), squeeze=False)
+    for i, (cost, cost_label) in enumerate(COSTS.items()):
+        scale = 1e6 if cost == "size_bytes" else 1.0
+        for ax, view in zip(axes[i], views):
+            shown = [r for r in result["rungs"] if r[cost] is not None and metric(r, view) is not None]
+            marked = result["cheapest"][cost][view]
+            for r in shown:
+                ax.scatter(r[cost] / scale, metric(r, view), s=160 if r["rung"] == marked else 50,
+                           marker="*" if r["rung"] == marked else "o", color="#2a9d8f", edgecolors="black", zorder=3)
+                ax.annotate(r["rung"], (r[cost] / scale, metric(r, view)), fontsize=8, xytext=(5, 4),
+                            textcoords="offset points")
+            bar = metric(teacher, view)
+            if bar is not None:
+                if teacher[cost] is not None:
+                    ax.scatter(teacher[cost] / scale, bar, s=50, marker="s", color="#e76f51", zorder=3)
+                    ax.annotate("teacher", (teacher[cost] / scale, bar), fontsize=8, xytext=(5, 4),
+                                textcoords="offset points")
+                ax.axhline(bar - points / 100, linestyle="--", color="grey", linewidth=1)
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{cost_label}, log scale")
+            ax.set_ylabel(f"{result['primary_metric']} {view}")
+            ax.set_title(f"{view}: ★ cheapest within {points:g} point of the teacher (dashed)", fontsize=9)
+    fig.tight_layout()
+    partial = temp_name(Path(path), "tmp").with_suffix(".png")  # whole or absent, like the other files
+    try:
+        fig.savefig(partial, dpi=100)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+        plt.close(fig)
+    return Path(path)
+
+
+def read_compare(path: Path) -> dict:
+    return read_json_object(path, RunDirError, "run the ladder again", "compare results")
+
+
+def dumps(result: dict) -> str:
+    return json.dumps(result, indent=2) + "\n"

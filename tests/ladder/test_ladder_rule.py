@@ -1,0 +1,67 @@
+"""The ladder's spec is checked before any work, and its mark goes to the cheapest student close to the teacher."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketbert.errors import ConfigError
+from pocketbert.ladder.spec import available_ladders, check_ladder, read_ladder
+from pocketbert.ladder.table import IN_DOMAIN, cheapest_within
+
+POINTS = 1.0  # the issue's bar: within one point of the teacher
+
+
+def row(name, ms, mb, acc, imdb=None, ship=True):
+    return {"rung": name, "ship": ship, "latency_ms": ms, "size_bytes": mb * 1e6 if mb else None, "accuracy": acc,
+            "cross_domain": {} if imdb is None else {"imdb": imdb}}
+
+
+TEACHER = {"accuracy": 0.88, "cross_domain": {"imdb": 0.76}}
+ROWS = [row("default", 4.0, 17.6, 0.870, 0.742), row("narrow", 1.5, 11.4, 0.871, 0.733),
+        row("tiny", 0.9, 9.0, 0.850, 0.755), row("static", 0.04, 8.0, 0.828, 0.692),
+        row("control", None, None, 0.99, 0.99, ship=False), row("unbenched", None, 1.0, 0.875, 0.76)]
+
+
+def test_the_mark_goes_to_the_cheapest_student_within_the_points():
+    # narrow (0.871) is 0.9 points below 0.88 and faster than default; tiny is 3 points below; control is not shipped
+    assert cheapest_within(ROWS, TEACHER, IN_DOMAIN, "latency_ms", POINTS) == "narrow"
+    # by size, the unbenched rung has a file: it competes on size, not on latency
+    assert cheapest_within(ROWS, TEACHER, IN_DOMAIN, "size_bytes", POINTS) == "unbenched"
+    # on IMDb (teacher 0.76) tiny is within a point and the fastest such
+    assert cheapest_within(ROWS, TEACHER, "imdb", "latency_ms", POINTS) == "tiny"
+    assert cheapest_within(ROWS, TEACHER, IN_DOMAIN, "latency_ms", 0.5) is None
+    exactly_one_point = [row("edge", 1.0, 1.0, 0.87)]
+    assert cheapest_within(exactly_one_point, TEACHER, IN_DOMAIN, "latency_ms", POINTS) == "edge"
+
+
+def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
+    assert {"reduced", "full"} <= set(available_ladders())
+    for name in ("reduced", "full"):
+        ladder = read_ladder(name)
+        recipes = check_ladder(ladder, "sentiment")
+        shapes = {(r.student.layers, r.student.hidden_size) for r in recipes.values() if r.student}
+        assert {(4, 256), (3, 192)} <= shapes
+        assert {r.distill.recipe for r in recipes.values()} >= {"layerwise", "tang", "static"}
+        assert sum(r.in_run for r in ladder.rungs) == 1
+        assert [r.student_init for r in ladder.rungs if not r.ship] == ["random"]  # the control of 4 x 256
+
+
+@pytest.mark.parametrize("text, said", [
+    ("rungs: [{name: a, label: a, preset: default}]", "rungs"),
+    ("rungs: [{name: a, label: a, preset: default}, {name: a, label: b, preset: static}]", "given twice"),
+    ("rungs: [{name: A_b, label: a, preset: default}, {name: b, label: b, preset: static}]", "folder name"),
+    ("rungs: [{name: a, label: a, preset: nope}, {name: b, label: b, preset: static}]", "no preset 'nope'"),
+    ("rungs: [{name: a, label: a, preset: default, set: {distill.temprature: 2}}, {name: b, label: b, preset: static}]",
+     "distill.temprature"),
+    ("rungs: [{name: a, label: a, preset: default}, {name: b, label: b, preset: static}]\nbench: {set: {threads: [2]}}",
+     "must include 1"),
+    ("rungs: [{name: a, label: a, preset: default}, {name: b, label: b, preset: static}]\ntrain: {max_train_examples: 0}",
+     "max_train_examples"),
+    ("rungs: [{name: a, label: a, preset: default}, {name: b, label: b, preset: static}]\nbogus: 1", "bogus"),
+])
+def test_a_bad_ladder_is_refused_in_one_line_before_any_work(tmp_path, text, said):
+    path = tmp_path / "ladder.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        check_ladder(read_ladder(str(path)), "sentiment")
+    assert said in str(caught.value) and "\n" not in str(caught.value)
