@@ -64,10 +64,12 @@ def _best_span(starts: np.ndarray, ends: np.ndarray, in_context: list[bool], n_b
                max_answer_length: int) -> tuple[float, int, int] | None:
     """(score, start, end) of the best valid span among the n_best starts and ends, or None."""
     best = None
-    for s in np.argsort(starts)[::-1][:n_best]:
+    # Highest first, and on equal logits the earlier token first: ONNX TopK's order, so the one-call QA graph and
+    # the app routines pick the same span as this pipeline when quantized logits tie.
+    for s in np.argsort(-starts, kind="stable")[:n_best]:
         if s >= len(in_context) or not in_context[s]:
             continue
-        for e in np.argsort(ends)[::-1][:n_best]:
+        for e in np.argsort(-ends, kind="stable")[:n_best]:
             if e >= len(in_context) or not in_context[e] or e < s or e - s + 1 > max_answer_length:
                 continue
             score = starts[s] + ends[e]

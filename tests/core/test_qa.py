@@ -55,3 +55,12 @@ def test_squad_metrics():
     assert exact_match("The Eiffel Tower!", "eiffel tower") == 1.0
     assert f1_score("in the city of Paris", "Paris") == pytest.approx(2 * (1 / 4) * 1 / (1 / 4 + 1))
     assert f1_score("London", "Paris") == 0.0
+
+
+def test_equal_logits_pick_the_earlier_token_as_onnx_topk_does():
+    from pocketbert.core.qa import _best_span
+
+    starts = np.array([0.0, 5.0, 0.0, 5.0, 0.0])  # tokens 1 and 3 tie as the best start
+    ends = np.array([0.0, 0.0, 0.0, 0.0, 9.0])
+    score, start, end = _best_span(starts, ends, [True] * 5, n_best=1, max_answer_length=10)
+    assert (start, end, score) == (1, 4, 14.0)
