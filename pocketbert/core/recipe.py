@@ -157,7 +157,7 @@ class ExportSection(Section):
     parity_examples: Optional[int] = Field(None, gt=0)
     coreml_parity_examples: Optional[int] = Field(None, ge=0)
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
-    # Core AI (iOS 27). None: fp16 where the student's architecture can take it; [] leaves Core AI out.
+    # Core AI (iOS 27). None: fp16 and 6-bit where the student's architecture can take it; [] leaves Core AI out.
     coreai_variants: Optional[list[str]] = None
     calibration_examples: int = Field(512, gt=0)
     int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)

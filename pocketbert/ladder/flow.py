@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -156,11 +157,13 @@ def run_plan(steps: list[Step], say: Callable[[str], None], command: list[str] |
         say(f"{where} ({(time.time() - started) / 60:.1f} min so far): pocketbert {' '.join(step.args)}")
         t0 = time.time()
         code = subprocess.run([*command, *step.args]).returncode
-        if code == exit_codes.INTERRUPTED or code < 0:
+        if code in (exit_codes.INTERRUPTED, -signal.SIGINT):
             raise KeyboardInterrupt
         if code != 0:
+            # A negative code is a signal that killed the step (the kernel's out-of-memory killer sends SIGKILL).
+            ended = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
             raise LadderStepError(f"the ladder stopped at rung {step.rung}'s {step.stage} (`pocketbert "
-                                  f"{' '.join(step.args[:2])}` exited {code}, its error is above): fix that and run "
+                                  f"{' '.join(step.args[:2])}` {ended}, its error is above): fix that and run "
                                   "the same ladder command again; finished steps are kept",
                                   code if code in (exit_codes.USAGE, exit_codes.INTERNAL) else exit_codes.INTERNAL)
         record.append({"rung": step.rung, "stage": step.stage, "ran": True, "seconds": round(time.time() - t0, 1)})

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pocketbert.core.recipe import Recipe, available_presets, read_recipe, section_dict, with_overrides
 from pocketbert.errors import ConfigError
+from pocketbert.rundir import LADDER_COMPARE_DIR
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 RUNG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")  # a folder name, and a row of the table
@@ -41,6 +42,8 @@ class Rung(_Strict):
     def _folder_name(cls, value):
         if not RUNG_NAME.match(value):
             raise ValueError(f"a rung's name is a folder name: lower-case letters, digits and '-' (got '{value}')")
+        if value == LADDER_COMPARE_DIR:
+            raise ValueError(f"'{value}' is the ladder folder's comparison, not a rung's name: choose another")
         return value
 
 

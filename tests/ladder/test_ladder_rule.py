@@ -51,6 +51,7 @@ def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
     ("rungs: [{name: a, label: a, preset: default}, {name: a, label: b, preset: static}]", "given twice"),
     ("rungs: [{name: A_b, label: a, preset: default}, {name: b, label: b, preset: static}]", "folder name"),
     ("rungs: [{name: a, label: a, preset: nope}, {name: b, label: b, preset: static}]", "no preset 'nope'"),
+    ("rungs: [{name: compare, label: a, preset: default}, {name: b, label: b, preset: static}]", "comparison"),
     ("rungs: [{name: a, label: a, preset: default, set: {distill.temprature: 2}}, {name: b, label: b, preset: static}]",
      "distill.temprature"),
     ("rungs: [{name: a, label: a, preset: default}, {name: b, label: b, preset: static}]\nbench: {set: {threads: [2]}}",
@@ -65,3 +66,21 @@ def test_a_bad_ladder_is_refused_in_one_line_before_any_work(tmp_path, text, sai
     with pytest.raises(ConfigError) as caught:
         check_ladder(read_ladder(str(path)), "sentiment")
     assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_step_killed_by_a_signal_stops_the_ladder_naming_it_and_an_interrupt_stays_one(tmp_path):
+    import signal
+    import sys
+
+    from pocketbert.ladder.flow import LadderStepError, Step, run_plan
+
+    def step(code_line: str) -> Step:
+        return Step("narrow", "export", ["-c", code_line], tmp_path / "never-written")
+
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    with pytest.raises(LadderStepError) as caught:
+        run_plan([step(killed)], lambda line: None, command=[sys.executable])
+    assert f"killed by signal {int(signal.SIGKILL)}" in str(caught.value) and "narrow" in str(caught.value)
+    interrupted = "import os, signal; os.kill(os.getpid(), signal.SIGINT)"
+    with pytest.raises(KeyboardInterrupt):
+        run_plan([step(interrupted)], lambda line: None, command=[sys.executable])
