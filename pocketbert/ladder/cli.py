@@ -50,9 +50,14 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     compare_path = flow.compare_results(plan.compare_dir)
     result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
     result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
-    write_text_atomically(out_dir / LADDER_RESULTS, table.dumps(result))
-    stored = json.loads((out_dir / LADDER_RESULTS).read_text())
+    # The table and plot are drawn from the JSON as it will be stored, all three before any is written: a plot that
+    # fails leaves the earlier set whole.
+    serialized = table.dumps(result)
+    stored = json.loads(serialized)
+    plot = out_dir / LADDER_PLOT
+    drawn = table.plot_ladder(stored, plot.with_name(f"{plot.stem}.partial{plot.suffix}"))
+    write_text_atomically(out_dir / LADDER_RESULTS, serialized)
     write_text_atomically(out_dir / LADDER_TABLE, table.render_table(stored))
-    table.plot_ladder(stored, out_dir / LADDER_PLOT)
+    Path(drawn).replace(plot)
     click.echo(table.render_table(stored).split("\n\nEvery number")[0])
     click.echo(f"-> wrote {out_dir / LADDER_TABLE}, {LADDER_RESULTS} and {LADDER_PLOT}")
