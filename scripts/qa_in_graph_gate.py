@@ -28,7 +28,7 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.export import onnx_export, parity, qa_graph
     from pocketbert.export.app_files import write_app_files
     from pocketbert.manifest import git_commit, read_manifest
-    from pocketbert.rundir import STUDENT_DIR
+    from pocketbert.rundir import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
     from pocketbert.user_paths import recorded_dataset
 
     student_dir = run / STUDENT_DIR
@@ -39,28 +39,29 @@ def main(run: Path, data_dir: Path) -> dict:
     data = load_task_data(recorded_dataset(run, recipe["dataset"]), task.name, data_dir, None, None,
                           int(recipe["seed"]))
     examples = subsample(data.eval, len(data.eval), int(recipe["seed"]))
-    out = Path(tempfile.mkdtemp(prefix="qa-gate-"))
-    write_app_files(model, tokenizer, task, out, max_length)
-    app_tokenizer = load_tokenizer(str(out))
-    features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
-    student_logits = batched_logits(task, features, app_tokenizer.pad_token_id, int(eval_cfg["batch_size"]),
-                                    torch_forward(model, task))
-    onnx_export.export_onnx(model, task, out / "model.onnx")
-    onnx_export.quantize_int8(out / "model.onnx", out / "model.int8.onnx")
-    settings = qa_graph.QASettings(max_length, qa_graph.effective_stride(max_length, info.get("doc_stride")),
-                                   int(eval_cfg["max_answer_length"]), int(eval_cfg["n_best"]),
-                                   int(export_cfg["qa_max_context_tokens"]))
-    results = {}
-    for source, target, precision, gate in (("model.onnx", "model.qa.onnx", "fp32", parity.QA_IN_GRAPH_GATE),
-                                            ("model.int8.onnx", "model.qa.int8.onnx", "int8", parity.COMPRESSED_GATE)):
-        qa_graph.build_qa_model(out / "tokenizer.json", out / source, out / target, settings)
-        started = time.perf_counter()
-        answers = qa_graph.answer_forward(out / target)(examples)
-        result = parity.compare_answers(task, examples, features, student_logits, answers,
-                                        qa_graph.span_mismatches(examples, answers), eval_cfg, target,
-                                        "onnxruntime + extensions", precision, gate)
-        result.seconds_per_sequence = (time.perf_counter() - started) / len(examples)
-        results[target] = result.to_dict()
+    with tempfile.TemporaryDirectory(prefix="qa-gate-") as folder:
+        out = Path(folder)
+        write_app_files(model, tokenizer, task, out, max_length)
+        app_tokenizer = load_tokenizer(str(out))
+        features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
+        student_logits = batched_logits(task, features, app_tokenizer.pad_token_id, int(eval_cfg["batch_size"]),
+                                        torch_forward(model, task))
+        onnx_export.export_onnx(model, task, out / ONNX_FP32)
+        onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8)
+        settings = qa_graph.QASettings(max_length, qa_graph.effective_stride(max_length, info.get("doc_stride")),
+                                       int(eval_cfg["max_answer_length"]), int(eval_cfg["n_best"]),
+                                       int(export_cfg["qa_max_context_tokens"]))
+        results = {}
+        for source, target, precision, gate in ((ONNX_FP32, ONNX_QA, "fp32", parity.QA_IN_GRAPH_GATE),
+                                                (ONNX_INT8, ONNX_QA_INT8, "int8", parity.COMPRESSED_GATE)):
+            qa_graph.build_qa_model(out / TOKENIZER_JSON, out / source, out / target, settings)
+            started = time.perf_counter()
+            answers = qa_graph.answer_forward(out / target)(examples)
+            result = parity.compare_answers(task, examples, features, student_logits, answers,
+                                            qa_graph.span_mismatches(examples, answers), eval_cfg, target,
+                                            "onnxruntime + extensions", precision, gate)
+            result.seconds_per_sequence = (time.perf_counter() - started) / len(examples)
+            results[target] = result.to_dict()
     return {"run": str(run), "commit": git_commit(), "settings": settings.to_dict(), "results": results}
 
 
