@@ -82,8 +82,10 @@ class BiLSTM(Architecture):
     name = "bilstm"
     attends = False
     hub_layout = False  # its config.json names a model type no Hugging Face library knows
-    # torch.export cannot keep its sequence length dynamic (the packed sequences tie it to the mask's sums)
-    unsupported_variants = frozenset({"pte", "pte-int8", "pte-coreml", "coreai-fp16"})
+    # torch.export cannot keep its sequence length dynamic (the packed sequences tie it to the mask's sums), and every
+    # ExecuTorch program and Core AI program (the compressed ones start from the fp16 conversion) needs it
+    unsupported_variants = frozenset({"pte", "pte-int8", "pte-coreml", "coreai-fp16", "coreai-int8", "coreai-6bit",
+                                      "coreai-4bit"})
 
     def load(self, folder: Path, task):
         from pocketbert.core.bilstm import load_bilstm

@@ -1,0 +1,25 @@
+"""Which export variants each architecture takes, read from the one variants table: a variant added to a family the
+BiLSTM cannot be exported to must not be offered to it (its export would fail after the ONNX and Core ML work)."""
+
+from __future__ import annotations
+
+from pocketbert.core.architectures import ARCHITECTURES
+from pocketbert.core.tasks import make_task
+from pocketbert.export import variants
+
+# torch.export cannot keep a BiLSTM's sequence length dynamic: no ExecuTorch or Core AI program for it
+NEEDS_DYNAMIC_TORCH_EXPORT = (variants.EXECUTORCH_FAMILY, variants.COREAI_FAMILY)
+
+
+def test_the_bilstm_is_offered_no_variant_that_needs_torch_export_at_a_dynamic_length():
+    task = make_task("sentiment", ["negative", "positive"])
+    bilstm = ARCHITECTURES["bilstm"]
+    offered = variants.selected(list(variants.COREML_VARIANTS), task, bilstm, list(variants.COREAI_VARIANTS))
+    assert offered and not [v.name for v in offered if v.family in NEEDS_DYNAMIC_TORCH_EXPORT]
+
+
+def test_the_bert_family_is_offered_every_core_ai_variant():
+    task = make_task("sentiment", ["negative", "positive"])
+    offered = variants.selected([], task, ARCHITECTURES["bert-family"], list(variants.COREAI_VARIANTS))
+    assert {v.name for v in offered if v.family == variants.COREAI_FAMILY} == {
+        variants.COREAI_PREFIX + name for name in variants.COREAI_VARIANTS}
