@@ -74,6 +74,17 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
 IOS_TARGETS = ("coreml", "ios27")
 
 
+def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, export_dir: Path,
+                     resources: tuple[str, ...]) -> None:
+    """The iOS folder's contents, Core ML or Core AI alike: marked as this command's, the model folder under the
+    name the Swift loads, and the resources the app bundles."""
+    mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
+    shutil.copytree(model, tmp / model_name)
+    (tmp / IOS_RESOURCES).mkdir()
+    for name in resources:
+        shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+
+
 def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False,
                executorch: bool = False, target: str = "coreml") -> Path:
     """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README;
@@ -100,11 +111,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
     artifacts.verified(export_dir, manifest, [package.name, *shipped], run_dir)  # before anything is read
     with atomic_folder(target) as tmp:
-        mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
-        shutil.copytree(package, tmp / base_name)
-        (tmp / IOS_RESOURCES).mkdir()
-        for name in shipped:
-            shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+        _fill_ios_folder(tmp, run_dir, package, base_name, export_dir, shipped)
         described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
                      TOKENIZER_CONFIG: "tokenizer settings (lower case, Chinese characters, special tokens)",
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
@@ -163,11 +170,7 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
     shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
     artifacts.verified(export_dir, manifest, [asset.name, *shipped], run_dir)  # before anything is read
     with atomic_folder(target) as tmp:
-        mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
-        shutil.copytree(asset, tmp / base_name)
-        (tmp / IOS_RESOURCES).mkdir()
-        for name in shipped:
-            shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+        _fill_ios_folder(tmp, run_dir, asset, base_name, export_dir, shipped)
         definition = VARIANTS[COREAI_PREFIX + variant]
         files = {base_name: f"Core AI program (`{variant}`), {definition.precision} weights, one function per "
                             f"length ({', '.join(map(str, lengths))}), minimum "
