@@ -81,6 +81,7 @@ def test_a_step_killed_by_a_signal_stops_the_ladder_naming_it_and_an_interrupt_s
     with pytest.raises(LadderStepError) as caught:
         run_plan([step(killed)], lambda line: None, command=[sys.executable])
     assert f"killed by signal {int(signal.SIGKILL)}" in str(caught.value) and "narrow" in str(caught.value)
-    interrupted = "import os, signal; os.kill(os.getpid(), signal.SIGINT)"
+    # SIG_DFL first: a process started in the background by a non-interactive shell inherits SIGINT ignored
+    interrupted = "import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); os.kill(os.getpid(), signal.SIGINT)"
     with pytest.raises(KeyboardInterrupt):
         run_plan([step(interrupted)], lambda line: None, command=[sys.executable])
