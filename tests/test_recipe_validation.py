@@ -100,3 +100,16 @@ def test_a_wheel_carries_the_presets(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith(str(site))
+
+
+def test_set_null_sets_the_key_and_an_unset_option_keeps_the_preset():
+    from pocketbert.train.cli import _recipe
+
+    keys = {"max_train_examples": "distill.max_train_examples"}
+    preset = load_recipe("sentiment", "narrow-192")["distill"]["max_train_examples"]
+    assert preset is not None
+    unset = _recipe("sentiment", "narrow-192", None, {"max_train_examples": None}, keys, ())
+    assert unset.distill.max_train_examples == preset
+    every = _recipe("sentiment", "narrow-192", None, {"max_train_examples": None}, keys,
+                    ("distill.max_train_examples=null",))
+    assert every.distill.max_train_examples is None

@@ -339,11 +339,13 @@ def recipe_dict(recipe: Recipe) -> dict:
     return recipe.model_dump(mode="json")
 
 
-def with_overrides(recipe: Recipe | dict, overrides: dict[str, Any], source: str = "--set") -> Recipe:
-    """Dotted keys ('distill.temperature') set to values (None values left out), then validated again."""
+def with_overrides(recipe: Recipe | dict, overrides: dict[str, Any], source: str = "--set",
+                   keep_none: bool = False) -> Recipe:
+    """Dotted keys ('distill.temperature') set to values, then validated again. None is an option left unset and
+    is skipped, unless keep_none: then it was written (`--set distill.max_train_examples=null`) and sets null."""
     data = copy.deepcopy(recipe_dict(recipe) if isinstance(recipe, Recipe) else recipe)
     for dotted, value in overrides.items():
-        if value is None:
+        if value is None and not keep_none:
             continue
         node = data
         *parents, leaf = dotted.split(".")
@@ -456,7 +458,8 @@ def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:
         if not key or any(not part for part in key.split(".")):
             raise ConfigError(f"--set '{item}': name a recipe key before '=' (for example distill.temperature=4)")
         if not raw.strip():
-            raise ConfigError(f"--set '{item}': no value after '='; give one (null restores the default)")
+            raise ConfigError(f"--set '{item}': no value after '='; give one (null sets the key to null, as in "
+                              "distill.max_train_examples=null: every example)")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as exc:

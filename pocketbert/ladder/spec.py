@@ -115,11 +115,12 @@ def read_ladder(name_or_path: str) -> Ladder:
 
 
 def rung_overrides(ladder: Ladder, rung: Rung) -> dict[str, Any]:
-    """The recipe keys the rung's distillation is given (--set), the ladder's first, then the rung's own."""
-    overrides = {**ladder.train.set, **rung.set}
+    """The recipe keys the rung's distillation is given (--set): the ladder's, then the rung's own, which win (a
+    rung may train on more than the ladder's budget, and the table's "trained on" column says so)."""
+    overrides = dict(ladder.train.set)
     if ladder.train.max_train_examples is not None:
         overrides["distill.max_train_examples"] = ladder.train.max_train_examples
-    return overrides
+    return {**overrides, **rung.set}
 
 
 def rung_recipe(ladder: Ladder, rung: Rung, task: str) -> Recipe:
@@ -130,7 +131,7 @@ def rung_recipe(ladder: Ladder, rung: Rung, task: str) -> Recipe:
     overrides = rung_overrides(ladder, rung)
     if rung.student_init is not None:
         overrides["student.init"] = rung.student_init
-    return with_overrides(read_recipe(task, rung.preset), overrides, f"rung {rung.name}")
+    return with_overrides(read_recipe(task, rung.preset), overrides, f"rung {rung.name}", keep_none=True)
 
 
 def check_ladder(ladder: Ladder, task: str) -> dict[str, Recipe]:

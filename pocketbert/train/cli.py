@@ -29,8 +29,10 @@ def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items
     from pocketbert.user_paths import dataset_for_recipe
 
     recipe = read_recipe(task, preset, config)
-    overrides = {key: _as_recipe_value(options[option]) for option, key in keys.items()}
-    recipe = with_overrides(recipe, {**overrides, **parse_set_options(set_items)})
+    # an option left unset (None) keeps the recipe's value; a --set key=null sets null (max_train_examples=null: all)
+    overrides = {key: value for option, key in keys.items()
+                 if (value := _as_recipe_value(options[option])) is not None}
+    recipe = with_overrides(recipe, {**overrides, **parse_set_options(set_items)}, keep_none=True)
     # a local data file is recorded absolute: later stages read the recipe from the run, from any folder
     return recipe.model_copy(update={"dataset": dataset_for_recipe(recipe.dataset)})
 

@@ -40,10 +40,20 @@ def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
         ladder = read_ladder(name)
         recipes = check_ladder(ladder, "sentiment")
         shapes = {(r.student.layers, r.student.hidden_size) for r in recipes.values() if r.student}
-        assert {(4, 256), (3, 192)} <= shapes
+        assert {(4, 256), (3, 192), (2, 192)} <= shapes
         assert {r.distill.recipe for r in recipes.values()} >= {"layerwise", "tang", "static"}
         assert sum(r.in_run for r in ladder.rungs) == 1
-        assert [r.student_init for r in ladder.rungs if not r.ship] == ["random"]  # the control of 4 x 256
+        assert [r.student_init for r in ladder.rungs if not r.ship] == ["random", "random"]  # 4 x 256's, 2 x 192's
+
+
+def test_a_rungs_own_keys_win_over_the_ladders_budget_and_null_means_every_sentence(tmp_path):
+    path = tmp_path / "ladder.yaml"
+    path.write_text("rungs: [{name: a, label: a, preset: narrow-192}, {name: b, label: b, preset: narrow-192, "
+                    "set: {distill.max_train_examples: null, distill.epochs: 3}}]\n"
+                    "train: {max_train_examples: 500, set: {distill.epochs: 2}}")
+    recipes = check_ladder(read_ladder(str(path)), "sentiment")
+    assert (recipes["a"].distill.max_train_examples, recipes["a"].distill.epochs) == (500, 2)
+    assert (recipes["b"].distill.max_train_examples, recipes["b"].distill.epochs) == (None, 3)
 
 
 @pytest.mark.parametrize("text, said", [
