@@ -93,6 +93,10 @@ def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path) -
         if recorded.get("spec_digest") != digest:
             raise RunDirError(f"{ladder_dir} holds a ladder built with another spec ({recorded.get('spec')}): choose "
                               "another --out to build this one, or remove that folder")
+        if recorded.get("run") not in (None, str(Path(run_dir).resolve())):
+            # its rungs learned from that run's teacher: continuing would put two teachers' students in one table
+            raise RunDirError(f"{ladder_dir} holds the ladder of run {recorded['run']}, not of {Path(run_dir).resolve()}: "
+                              "give that --run, or another --out")
         return
     Path(ladder_dir).mkdir(parents=True, exist_ok=True)
     mark_output(Path(ladder_dir), MADE_BY, spec=name, spec_digest=digest, run=Path(run_dir).resolve())

@@ -151,6 +151,28 @@ def render_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# Where a point's name goes, in points from it: the first that overlaps no name placed before it (rungs of
+# close size and accuracy, like the narrow students and the static one, would otherwise print over each other).
+LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11), (5, 14), (5, -21), (-5, 14), (-5, -21))
+
+
+def place_labels(ax) -> list:
+    """Move each annotation of `ax` to the first of LABEL_OFFSETS where its box overlaps none placed before it
+    (left of the point, it is right-aligned); the last offset tried stays when all overlap. Returns the boxes."""
+    ax.figure.canvas.draw()  # an annotation has no box before the figure is laid out once
+    renderer = ax.figure.canvas.get_renderer()
+    placed = []
+    for text in ax.texts:
+        for dx, dy in LABEL_OFFSETS:
+            text.set_position((dx, dy))
+            text.set_horizontalalignment("left" if dx > 0 else "right")
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        placed.append(box)
+    return placed
+
+
 def plot_ladder(result: dict, path: Path) -> Path:
     """Accuracy against int8 latency (top) and int8 file size (bottom), one column per dataset; the teacher's
     accuracy less `within_points` as a line; the cheapest rung above it starred."""
@@ -169,20 +191,23 @@ def plot_ladder(result: dict, path: Path) -> Path:
             for r in shown:
                 ax.scatter(r[cost] / scale, metric(r, view), s=160 if r["rung"] == marked else 50,
                            marker="*" if r["rung"] == marked else "o", color="#2a9d8f", edgecolors="black", zorder=3)
-                ax.annotate(r["rung"], (r[cost] / scale, metric(r, view)), fontsize=8, xytext=(5, 4),
+                ax.annotate(r["rung"], (r[cost] / scale, metric(r, view)), fontsize=8, xytext=LABEL_OFFSETS[0],
                             textcoords="offset points")
             bar = metric(teacher, view)
             if bar is not None:
                 if teacher[cost] is not None:
                     ax.scatter(teacher[cost] / scale, bar, s=50, marker="s", color="#e76f51", zorder=3)
-                    ax.annotate("teacher", (teacher[cost] / scale, bar), fontsize=8, xytext=(5, 4),
+                    ax.annotate("teacher", (teacher[cost] / scale, bar), fontsize=8, xytext=LABEL_OFFSETS[0],
                                 textcoords="offset points")
                 ax.axhline(bar - points / 100, linestyle="--", color="grey", linewidth=1)
             ax.set_xscale("log")
+            ax.margins(x=0.12, y=0.08)  # room for the names of the outermost points
             ax.set_xlabel(f"{cost_label}, log scale")
             ax.set_ylabel(f"{result['primary_metric']} {view}")
             ax.set_title(f"{view}: ★ cheapest within {points:g} point of the teacher (dashed)", fontsize=9)
     fig.tight_layout()
+    for ax in axes.flat:
+        place_labels(ax)
     partial = temp_name(Path(path), "tmp").with_suffix(".png")  # whole or absent, like the other files
     try:
         fig.savefig(partial, dpi=100)

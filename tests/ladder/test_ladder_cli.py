@@ -137,3 +137,10 @@ def test_a_ladder_folder_of_another_spec_is_refused(ladder, capsys, tmp_path):
     other.write_text(TINY_LADDER.replace("max_train_examples: 32", "max_train_examples: 31"))
     result = run_cli(capsys, "ladder", "--run", ladder["run"], "--ladder", other, "--device", "cpu")
     assert result.exit_code == 2 and "another spec" in error_line(result)
+
+
+def test_a_ladder_folder_of_another_run_is_refused(ladder, capsys, teacher_run, tmp_path):
+    other_run = run_with_teacher(teacher_run, tmp_path / "other-run")
+    result = run_cli(capsys, "ladder", "--run", other_run, "--ladder", ladder["args"][4], "--out", ladder["out"],
+                     "--device", "cpu")
+    assert result.exit_code == 2 and "holds the ladder of run" in error_line(result)

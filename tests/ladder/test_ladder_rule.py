@@ -34,6 +34,25 @@ def test_the_mark_goes_to_the_cheapest_student_within_the_points():
     assert cheapest_within(exactly_one_point, TEACHER, IN_DOMAIN, "latency_ms", POINTS) == "edge"
 
 
+def test_names_of_close_points_are_placed_apart():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pocketbert.ladder.table import place_labels
+
+    fig, ax = plt.subplots()
+    close = [(7.0, 0.709), (7.5, 0.6955), (8.0, 0.696), (7.2, 0.70), (100.0, 0.9)]  # four within a label's box
+    ax.scatter(*zip(*close))
+    for i, point in enumerate(close):
+        ax.annotate(f"narrow-rung-{i}", point, xytext=(5, 4), textcoords="offset points", fontsize=8)
+    boxes = place_labels(ax)
+    plt.close(fig)
+    assert len(boxes) == len(close)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
 def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
     assert {"reduced", "full"} <= set(available_ladders())
     for name in ("reduced", "full"):
