@@ -21,7 +21,7 @@ from typing import Callable
 
 from pocketbert import exit_codes
 from pocketbert.errors import PocketbertError, RunDirError
-from pocketbert.ladder.spec import Ladder, as_set_value, rung_overrides
+from pocketbert.ladder.spec import ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
 from pocketbert.rundir import (
     BENCH_DIR,
     BENCH_RESULTS,
@@ -107,7 +107,6 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
     dirs = rung_dirs(ladder, run_dir, ladder_dir)
     teacher = Path(run_dir) / TEACHER_DIR
     data = ["--data-dir", str(data_dir)] if data_dir else []
-    exported = _export_options(ladder)
     benched = [item for key, value in ladder.bench.set.items() for item in ("--set", f"bench.{key}={as_set_value(value)}")]
     steps = []
     for rung in ladder.rungs:
@@ -122,7 +121,8 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
             distill += ["--set", f"{key}={as_set_value(value)}"]
         steps.append(Step(rung.name, "distill", distill, run / STUDENT_DIR / MANIFEST))
         if rung.ship:
-            steps.append(Step(rung.name, "export", ["export", "--run", str(run), *data, *exported],
+            steps.append(Step(rung.name, "export", ["export", "--run", str(run), *data,
+                                                    *_export_options(rung_export(ladder, rung))],
                               run / EXPORT_DIR / MANIFEST))
             steps.append(Step(rung.name, "bench", ["bench", "--run", str(run), *benched] + (["--overwrite"] * rebench),
                               run / BENCH_DIR / BENCH_RESULTS, redo=rebench))
@@ -133,8 +133,7 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
     return Plan(steps, dirs, compare_dir)
 
 
-def _export_options(ladder: Ladder) -> list[str]:
-    e = ladder.export
+def _export_options(e: ExportSetting) -> list[str]:
     options = []
     if e.parity_examples is not None:
         options += ["--parity-examples", str(e.parity_examples)]

@@ -28,6 +28,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class ExportSetting(_Strict):
+    """`pocketbert export`'s options; null leaves each to the recipe (in a rung: to the ladder's)."""
+
+    parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
+    coreml_examples: Optional[int] = Field(None, ge=0)
+    coreml_variants: Optional[list[str]] = Field(None, min_length=1)
+    coreai_variants: Optional[list[str]] = None             # []: no Core AI program
+
+
 class Rung(_Strict):
     name: str                   # its run folder in the ladder (the run itself for the in_run rung)
     label: str                  # what the table says it is
@@ -36,6 +45,8 @@ class Rung(_Strict):
     student_init: Optional[Literal["teacher", "random"]] = None  # random: the same shape from random weights
     ship: bool = True           # export and bench it; false: a control, trained and evaluated only
     set: dict[str, Any] = Field(default_factory=dict)  # recipe keys for this rung's distillation, as --set
+    # export settings of this rung that differ from the ladder's (a BiLSTM has no Core AI program to ask for)
+    export: ExportSetting = Field(default_factory=ExportSetting)
 
     @field_validator("name")
     @classmethod
@@ -50,13 +61,6 @@ class Rung(_Strict):
 class TrainSetting(_Strict):
     max_train_examples: Optional[int] = Field(None, gt=0)  # null: each preset's own
     set: dict[str, Any] = Field(default_factory=dict)       # recipe keys for every rung, as --set
-
-
-class ExportSetting(_Strict):
-    parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
-    coreml_examples: Optional[int] = Field(None, ge=0)
-    coreml_variants: Optional[list[str]] = Field(None, min_length=1)
-    coreai_variants: Optional[list[str]] = None             # []: no Core AI program
 
 
 class BenchSetting(_Strict):
@@ -142,6 +146,12 @@ def check_ladder(ladder: Ladder, task: str) -> dict[str, Recipe]:
         raise ConfigError(f"the ladder's bench.set.threads must include {COMPARED_THREADS}: the table compares int8 "
                           f"latency at {COMPARED_THREADS} thread")
     return recipes
+
+
+def rung_export(ladder: Ladder, rung: Rung) -> ExportSetting:
+    """The export settings of the rung: its own where it gives them, else the ladder's."""
+    own = rung.export.model_dump(exclude_none=True)
+    return ladder.export.model_copy(update=own)
 
 
 def as_set_value(value: Any) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pocketbert.errors import ConfigError
@@ -73,6 +75,18 @@ def test_a_rungs_own_keys_win_over_the_ladders_budget_and_null_means_every_sente
     recipes = check_ladder(read_ladder(str(path)), "sentiment")
     assert (recipes["a"].distill.max_train_examples, recipes["a"].distill.epochs) == (500, 2)
     assert (recipes["b"].distill.max_train_examples, recipes["b"].distill.epochs) == (None, 3)
+
+
+def test_a_rungs_export_settings_win_over_the_ladders_and_the_rest_are_the_ladders():
+    from pocketbert.ladder.flow import plan
+
+    ladder = read_ladder("reduced")
+    steps = {(s.rung, s.stage): s.args for s in plan(ladder, Path("runs/r"), Path("runs/r-ladder"), "sentiment", None,
+                                                     "cpu", False).steps}
+    bilstm, narrow = steps[("bilstm", "export")], steps[("narrow-192", "export")]
+    assert bilstm[bilstm.index("--coreai-variants") + 1] == "none"
+    assert narrow[narrow.index("--coreai-variants") + 1] == ",".join(ladder.export.coreai_variants)
+    assert bilstm[bilstm.index("--parity-examples") + 1] == str(ladder.export.parity_examples)
 
 
 @pytest.mark.parametrize("text, said", [
