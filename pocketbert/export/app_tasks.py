@@ -147,7 +147,8 @@ class QAApp:
         golden = json.loads((export_dir / QA_GOLDEN).read_text(encoding="utf-8"))
         settings = (manifest["metrics"].get("qa_in_graph") or {}).get("settings") or {}
         vocab = json.loads((export_dir / TOKENIZER_JSON).read_text(encoding="utf-8"))["model"]["vocab"]
-        return {"stride": golden["stride"], "n_best": golden["n_best"], "max_answer_length": golden["max_answer_length"],
+        return {"stride": golden["stride"], "n_best": golden["n_best"],
+                "max_answer_length": golden["max_answer_length"],
                 "max_context_tokens": settings.get("max_context_tokens"), "cls_id": vocab["[CLS]"],
                 "sep_id": vocab["[SEP]"]}
 
