@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.export import app_readme, artifacts, mobile_usability
+from pocketbert.export import app_readme, app_tasks, artifacts, mobile_usability
 from pocketbert.export.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
@@ -21,8 +21,6 @@ from pocketbert.rundir import (
     MODEL_CONFIG,
     ONNX_INT8,
     ONNX_QDQ,
-    ORT_TEXT_MODEL,
-    ORT_TEXT_REQUIRED_OPERATORS,
     TOKENIZER_CONFIG,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
@@ -75,14 +73,17 @@ IOS_TARGETS = ("coreml", "ios27")
 
 
 def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, export_dir: Path,
-                     resources: tuple[str, ...]) -> None:
+                     resources: tuple[str, ...], beside: tuple[str, ...] = ()) -> None:
     """The iOS folder's contents, Core ML or Core AI alike: marked as this command's, the model folder under the
-    name the Swift loads, and the resources the app bundles."""
+    name the Swift loads, the resources the app bundles, and the task's files beside them (sources the app target
+    compiles, files for its tests)."""
     mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
     shutil.copytree(model, tmp / model_name)
     (tmp / IOS_RESOURCES).mkdir()
     for name in resources:
         shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+    for name in beside:
+        shutil.copyfile(export_dir / name, tmp / name)
 
 
 def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False,
@@ -95,6 +96,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         return _ios_coreai_bundle(run_dir, variant, out, overwrite, executorch)
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
+    app = app_tasks.app_of(task)
     target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     made = manifest["config"].get("coreml_variants", ["fp16"])
@@ -109,9 +111,11 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
     base_name = coreml_package_name(task)  # one class name, whatever the compression
     shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
-    artifacts.verified(export_dir, manifest, [package.name, *shipped], run_dir)  # before anything is read
+    beside = app.ios_files()
+    artifacts.verified(export_dir, manifest, [package.name, *shipped, *beside], run_dir)  # before anything is read
+    values = app.code_values(export_dir, manifest)
     with atomic_folder(target) as tmp:
-        _fill_ios_folder(tmp, run_dir, package, base_name, export_dir, shipped)
+        _fill_ios_folder(tmp, run_dir, package, base_name, export_dir, shipped, tuple(beside))
         described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
                      TOKENIZER_CONFIG: "tokenizer settings (lower case, Chinese characters, special tokens)",
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
@@ -123,7 +127,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                           for name in pte})
         files = {base_name: f"Core ML ML Program (`{variant}`), {weights} weights, minimum "
                             f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
-                 **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}}
+                 **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}, **beside}
         proven = [f"`{package.name}` gave the student's answers on {parity['n_examples']} eval examples, run by "
                   f"{parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max |diff| "
                   f"{parity['max_abs_diff']:.3g})",
@@ -134,13 +138,14 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                 for n, r in parity["by_length"].items()) + ")")
         needs_device = ["the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs "
                         "only on Apple hardware", "swift-transformers' tokenizer against tokenizer_golden.json: run "
-                        "the golden texts through `tokenizer.encode(text:)` in a unit test"]
+                        "the golden texts through `tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
         (tmp / APP_README).write_text(app_readme.ios_readme(
             task, files, base_name.removesuffix(".mlpackage"), variant, weights, int(manifest["config"]["max_length"]),
             parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device,
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
-                json.loads((export_dir / LABELS).read_text()))]))
+                json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
+            app.ios_steps(), values))
     return target
 
 
@@ -150,6 +155,7 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
     AI's API (not compiled here)."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
+    app = app_tasks.app_of(task)
     target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     made = manifest["config"].get("coreai_variants") or []
@@ -168,9 +174,11 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
         manifest["metrics"].get("coreai_entry_points") or ())
     base_name = coreai_asset_name(task)
     shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
-    artifacts.verified(export_dir, manifest, [asset.name, *shipped], run_dir)  # before anything is read
+    beside = app.ios_files()
+    artifacts.verified(export_dir, manifest, [asset.name, *shipped, *beside], run_dir)  # before anything is read
+    values = app.code_values(export_dir, manifest)
     with atomic_folder(target) as tmp:
-        _fill_ios_folder(tmp, run_dir, asset, base_name, export_dir, shipped)
+        _fill_ios_folder(tmp, run_dir, asset, base_name, export_dir, shipped, tuple(beside))
         definition = VARIANTS[COREAI_PREFIX + variant]
         files = {base_name: f"Core AI program (`{variant}`), {definition.precision} weights, one function per "
                             f"length ({', '.join(map(str, lengths))}), minimum "
@@ -182,7 +190,7 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
                  f"{IOS_RESOURCES}/{TOKENIZER_GOLDEN}": "texts and the token ids they must give: run them through "
                                                         "the app's tokenizer in a unit test",
                  **{f"{IOS_RESOURCES}/{name}": "ExecuTorch program, int8 Linear layers (the alternative to Core AI "
-                                               "below)" for name in pte}}
+                                               "below)" for name in pte}, **beside}
         proven = [f"`{asset.name}` gave the student's answers on {parity['n_examples']} eval examples, its saved "
                   f"program run op by op by {parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max "
                   f"|diff| {parity['max_abs_diff']:.3g})",
@@ -194,14 +202,15 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
         needs_device = ["the Swift code is not compiled here, and Core AI's runtime (which runs only on Apple "
                         "platforms) did not run the program; `coreai-build` did not compile it",
                         "swift-transformers' tokenizer against tokenizer_golden.json: run the golden texts through "
-                        "`tokenizer.encode(text:)` in a unit test"]
+                        "`tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
         (tmp / APP_README).write_text(app_readme.ios_coreai_readme(
             task, files, base_name.removesuffix(".aimodel"), definition.precision,
             int(manifest["config"]["max_length"]), parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths,
             proven, needs_device,
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core AI", task, name, int(manifest["config"]["max_length"]),
-                json.loads((export_dir / LABELS).read_text()))]))
+                json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
+            app.ios_steps(), values))
     return target
 
 
@@ -212,51 +221,42 @@ def _extension_ops(required_operators: Path) -> list[str]:
 
 
 def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False, executorch: bool = False) -> Path:
-    """The text-in model.text.ort (tokenizer inside), its operator list, labels, golden file and a README
-    whose Kotlin picks the execution provider ONNX Runtime's verdict supports; with executorch, the int8
-    ExecuTorch program and tokenizer.json too, and Kotlin for them."""
+    """The task's text-in ONNX Runtime Mobile model (sentiment: model.text.ort; QA: model.qa.ort, the answer in one
+    call), its operator list, the files app_tasks names and a README whose Kotlin picks the execution provider ONNX
+    Runtime's verdict supports; with executorch, the int8 ExecuTorch program and tokenizer.json too, and Kotlin for
+    them."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
+    app = app_tasks.app_of(task)
     target = _app_folder(run_dir, export_dir, ANDROID_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.KOTLIN_EXECUTORCH, executorch)
     parity = manifest["metrics"]["parity"]
-    if ORT_TEXT_MODEL not in parity:
-        raise ExportError(f"the export has no {ORT_TEXT_MODEL} (text-in model): re-run `pocketbert export` with "
-                          "this version")
+    if app.android_model not in parity:
+        raise ExportError(f"the export has no {app.android_model} ({app.android_model_is}): re-run `pocketbert "
+                          "export` with this version")
     usability = manifest["metrics"]["ort_mobile_usability"]
-    # model.text.ort is the tokenizer in front of the dynamic int8 graph: its verdict is that graph's.
+    # The text-in models are the tokenizer (QA: and the windows and the search) around the dynamic int8 graph: its
+    # verdict is that graph's.
     provider = mobile_usability.preferred_provider(usability[ONNX_INT8])
     verdicts = [f"- `{graph}`, {name}: {usability[graph][name]['advice']}"
                 for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
                 for name in mobile_usability.ANDROID_PROVIDERS if name in usability[graph]]
-    shipped = parity[ORT_TEXT_MODEL]
-    files = {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
-                             "(onnxruntime-extensions ops)",
-             ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
-             LABELS: "label names in logit order",
-             TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at export)",
-             **{name: "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)" for name in pte},
-             **({TOKENIZER_JSON: "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
+    shipped = parity[app.android_model]
+    files = app.android_files(pte)
     artifacts.verified(export_dir, manifest, list(files), run_dir)  # before any of them is read or copied
-    labels = json.loads((export_dir / LABELS).read_text())
-    contrib_ops = _extension_ops(export_dir / ORT_TEXT_REQUIRED_OPERATORS)
+    labels = json.loads((export_dir / LABELS).read_text()) if LABELS in files else []
+    values = app.code_values(export_dir, manifest)
+    contrib_ops = _extension_ops(export_dir / app.android_operators)
+    max_length = int(manifest["config"]["max_length"])
     with atomic_folder(target) as tmp:
         mark_output(tmp, f"export {ANDROID_APP_DIR}", run=run_dir)
         for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
-        proven = [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "
-                  f"onnxruntime-extensions: agreement {shipped['agreement']:.4f} with the student",
-                  "the model's tokenizer gives tokenizer.json's ids on every text of tokenizer_golden.json",
-                  "the execution-provider verdicts above (ONNX Runtime's checks, and pocketbert's transcription of "
-                  "XNNPACK's, run on the graph files)"]
-        needs_device = ["the Kotlin is not compiled here, and neither NNAPI nor XNNPACK ran (the Linux onnxruntime "
-                        "has neither): run the app's tests on a phone",
-                        f"onnxruntime-extensions-android must carry the model's {', '.join(contrib_ops)} ops (its "
-                        "BERT- and GPT-2-tokenizer groups, both in the published package)"]
         (tmp / APP_README).write_text(app_readme.android_readme(
-            task, files, labels, int(manifest["config"]["max_length"]), ORT_TEXT_MODEL, provider, verdicts,
-            shipped["metrics"], shipped["n_examples"], proven, needs_device,
+            task, files, labels, max_length, app.android_model, provider, verdicts, shipped["metrics"],
+            shipped["n_examples"], app.android_proven(shipped), app.android_needs_device(contrib_ops, shipped, pte),
             [line for name in pte for line in app_readme.executorch_section(
-                app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", task, name, int(manifest["config"]["max_length"]),
-                labels)]))
+                app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", task, name, max_length, labels, values,
+                app.executorch_note("kotlin"))],
+            app.android_input_step(max_length, values), values))
     return target

@@ -35,14 +35,15 @@ KOTLIN_EXECUTORCH = _by_task("android_executorch.kt.txt")
 
 
 def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str, max_length: int,
-                       labels: list[str]) -> list[str]:
+                       labels: list[str], values: dict | None = None, note: str = "") -> list[str]:
     """The README lines of the ExecuTorch alternative (not compiled here): code_by_task is SWIFT_EXECUTORCH or
-    KOTLIN_EXECUTORCH."""
+    KOTLIN_EXECUTORCH; values fill the task's own placeholders, note follows the introduction."""
     code = fill(code_by_task[task], pte=pte, max_length=max_length,
-                labels_kotlin=", ".join(f'"{label}"' for label in labels))
+                labels_kotlin=", ".join(f'"{label}"' for label in labels), **(values or {}))
     return ["", f"## ExecuTorch instead of {instead_of} (not compiled here)", "",
             f"`{pte}` is the student as an ExecuTorch program (XNNPACK delegate, int8 Linear layers), gated at export "
-            "on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with tokenizer.json:", "", code]
+            f"on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with tokenizer.json{note}:", "",
+            code]
 
 
 def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict[str, str]:
@@ -59,13 +60,14 @@ def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict
             "length_note": "Core ML takes each sentence at its own length: no padding."}
 
 
-def swift_code(task: str, model_class: str, max_length: int, variant: str, lengths: tuple[int, ...]) -> str:
+def swift_code(task: str, model_class: str, max_length: int, variant: str, lengths: tuple[int, ...],
+               values: dict | None = None) -> str:
     """The task's Swift (templates/<task>/ios.swift.txt); a classifier program decodes with Core ML's own label
     outputs where the task has that decoding (ios_decode_classifier.swift.txt), else from the logits."""
     decode = "ios_decode_classifier.swift.txt" if variant == "classifier" else "ios_decode_logits.swift.txt"
     extra = {"decode": template(decode, task)} if (TEMPLATES / task / decode).is_file() else {}
     return fill(template("ios.swift.txt", task), model_class=model_class, max_length=max_length, **extra,
-                **_shape_code(max_length, variant, lengths))
+                **_shape_code(max_length, variant, lengths), **(values or {}))
 
 
 def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> list[str]:
@@ -86,8 +88,9 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
-               proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = ()) -> str:
-    code = swift_code(task, model_class, max_length, variant, lengths)
+               proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
+               extra_steps: list[str] = (), values: dict | None = None) -> str:
+    code = swift_code(task, model_class, max_length, variant, lengths, values)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
                  "Neural Engine runs; short inputs pay for the padding.",
@@ -104,7 +107,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
         "takes.",
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
-        shape_step,
+        shape_step, *extra_steps,
     ], shape_tradeoffs(max_length, lengths, variant), proven, needs_device, alternative)
 
 
@@ -121,16 +124,18 @@ def kotlin_provider(choice: str, threads: int = 2) -> str:
 
 def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
                    provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
-                   needs_device: list[str] = (), alternative: list[str] = ()) -> str:
+                   needs_device: list[str] = (), alternative: list[str] = (), input_step: str = "",
+                   values: dict | None = None) -> str:
     session = fill(template("android_session.kt.txt"), model_file=model_file, provider=kotlin_provider(provider))
     code = fill(template("android.kt.txt", task), imports=template("android_imports.kt.txt"), session=session,
-                max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels))
+                max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels), **(values or {}))
     return _readme("Android", files, code, "int8", metrics, n_examples, [
         f"Copy the files into `app/src/main/assets/`; `{model_file}` loads with the full ONNX Runtime Android "
         "package and the onnxruntime-extensions Android package (the tokenizer is inside the model), or with a "
         "reduced ONNX Runtime build made from the operator list beside it (ONNX Runtime's build script, "
         "`--include_ops_by_config`).",
-        f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} tokens.",
+        input_step or f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} "
+                      "tokens.",
     ], ["", "Execution providers, as ONNX Runtime's own checks judge the int8 graphs (nodes each provider would "
             "take, with the input shapes fixed):", ""] + verdicts, proven, needs_device, alternative)
 
@@ -152,18 +157,20 @@ def _readme(platform: str, files: dict[str, str], code: str, variant: str, metri
     return "\n".join(lines)
 
 
-def swift_coreai_code(task: str, asset_stem: str, max_length: int, lengths: tuple[int, ...]) -> str:
+def swift_coreai_code(task: str, asset_stem: str, max_length: int, lengths: tuple[int, ...],
+                      values: dict | None = None) -> str:
     """The task's Core AI Swift (templates/<task>/ios_coreai.swift.txt), with the header that says which calls are
     from Apple's documentation and which are unverified, and the shared loading code."""
     return fill(template("ios_coreai.swift.txt", task), header=template("ios_coreai_header.swift.txt"),
                 load=fill(template("ios_coreai_load.swift.txt"), asset_stem=asset_stem),
-                lengths=", ".join(map(str, lengths)), max_length=max_length)
+                lengths=", ".join(map(str, lengths)), max_length=max_length, **(values or {}))
 
 
 def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights: str, max_length: int,
                       metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...],
-                      proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = ()) -> str:
-    code = swift_coreai_code(task, asset_stem, max_length, lengths)
+                      proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
+                      extra_steps: list[str] = (), values: dict | None = None) -> str:
+    code = swift_coreai_code(task, asset_stem, max_length, lengths, values)
     return _readme("iOS 27 (Core AI)", files, code, weights, metrics, n_examples, [
         f"Add `{asset_stem}.aimodel` to the Xcode 27 project, app target ticked.",
         "Compile it ahead of time with Apple's `coreai-build` command-line tool (Xcode 27; Apple's article "
@@ -180,4 +187,5 @@ def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights
         f"The program has one function per length, `main_len<n>` for n in {', '.join(map(str, lengths))}: the "
         "code pads (mask 0) to the smallest that fits, a static shape each, which the Neural Engine runs. It "
         "needs iOS 27 / macOS 27; for earlier systems take the Core ML folder (`export ios` without `--target`).",
+        *extra_steps,
     ], [], proven, needs_device, alternative)

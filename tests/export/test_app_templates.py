@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from pocketbert.core.tasks import TASKS
 from pocketbert.export import app_readme
 
 ROOT = Path(__file__).resolve().parents[2]
+# What app_tasks.QAApp.code_values gives a QA export (its windows, span search, bound and special tokens).
+QA_VALUES = {"stride": 24, "n_best": 10, "max_answer_length": 30, "max_context_tokens": 4096, "cls_id": 101,
+             "sep_id": 102}
 
 
 def test_every_template_is_package_data():
@@ -64,8 +68,55 @@ def test_a_built_wheel_holds_every_template(tmp_path):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_core_ai_swift_is_filled_and_says_what_is_unverified(task):
-    code = app_readme.swift_coreai_code(task, "PocketBertX", 128, (16, 32, 128))
+    code = app_readme.swift_coreai_code(task, "PocketBertX", 128, (16, 32, 128), QA_VALUES)
     assert not app_readme.PLACEHOLDER.findall(code)
     assert "NOT COMPILED HERE" in code and "Unverified" in code
     assert 'forResource: "PocketBertX", withExtension: "aimodelc"' in code
     assert "private static let lengths = [16, 32, 128]" in code and 'loadFunction(named: "main_len\\(n)")' in code
+
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_task_has_its_app_folder_contents(task):
+    from pocketbert.export import app_tasks
+
+    assert task in app_tasks.APPS
+
+
+def test_qa_kotlin_reads_the_one_call_models_answer_outputs():
+    from pocketbert.export import qa_graph
+
+    kotlin = app_readme.android_readme("qa", {}, [], 96, "model.qa.ort", "CPU", [], {}, 1, values=QA_VALUES)
+    assert not app_readme.PLACEHOLDER.findall(kotlin)
+    assert '"question" to OnnxTensor' in kotlin and '"context" to OnnxTensor' in kotlin
+    read = set(re.findall(r'output<.+?>\("([a-z0-9_]+)"\)', kotlin))
+    assert {"answer", "answer_start_utf16", "answer_end_utf16", "score"} <= read <= set(qa_graph.OUTPUTS)
+
+
+def call_labels(code: str, function: str) -> list[list[str]]:
+    """The argument labels of each Swift call of `function` in `code` (a declaration's parameter names alike)."""
+    return [re.findall(r"(\w+):", args) for args in re.findall(rf"\b{function}\(([^()]*)\)", code)]
+
+
+def test_qa_swift_calls_the_answer_routine_as_it_is_declared():
+    """Core ML, Core AI and ExecuTorch Swift window the context and call QaAnswer.swift's functions with the labels
+    its declarations have (rendered from the same specification the Kotlin and JavaScript tests run)."""
+    from pocketbert.export import qa_postprocess
+
+    routine = qa_postprocess.render("swift")
+    declared = {f: call_labels(routine, f"func {f}")[0] for f in ("windowStarts", "qaAnswer")}
+    codes = [app_readme.swift_code("qa", "PocketBertQA", 96, "enumerated", (32, 96), QA_VALUES),
+             app_readme.swift_coreai_code("qa", "PocketBertQA", 96, (32, 96), QA_VALUES),
+             "\n".join(app_readme.executorch_section(app_readme.SWIFT_EXECUTORCH, "Core ML", "qa", "model.int8.pte",
+                                                     96, [], QA_VALUES))]
+    for code in codes:
+        assert not app_readme.PLACEHOLDER.findall(code)
+        for function, labels in declared.items():
+            calls = [c for c in call_labels(code, function) if c]
+            assert calls and all(c[:len(labels)] == labels for c in calls), function
+    kotlin = "\n".join(app_readme.executorch_section(app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", "qa",
+                                                     "model.int8.pte", 96, [], QA_VALUES))
+    assert not app_readme.PLACEHOLDER.findall(kotlin)
+    assert "windowStarts(c.size, q.size, maxLength, stride)" in kotlin
+    assert "qaAnswer(startLogits, endLogits, contextIndex, nBest, maxAnswerLength)" in kotlin
+    assert "private val cls = 101L" in kotlin and "private val stride = 24" in kotlin

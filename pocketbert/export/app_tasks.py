@@ -1,0 +1,190 @@
+"""What the app folders (`export android`, `export ios`) ship and say per task: the model the Android folder runs,
+the files beside it, the code's settings, what the export proved of it and what only a device can show.
+
+Keyed by the task's name (the manifest's config.task), as app_readme keys its code; app_folders.py does the same
+steps for every task with what this table gives.
+- sentiment: the text-in model (tokenizer inside, logits out);
+- qa: the one-call model (question and context strings in; windows, span search and answer text inside, as the
+  Python pipeline), and for the runtimes that run the model window by window (Core ML, Core AI, ExecuTorch) the
+  answer routine rendered from the same rules (QaAnswer.swift / QaAnswer.kt) with its golden file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pocketbert.errors import ExportError
+from pocketbert.rundir import (
+    LABELS,
+    ORT_QA_MODEL,
+    ORT_QA_REQUIRED_OPERATORS,
+    ORT_TEXT_MODEL,
+    ORT_TEXT_REQUIRED_OPERATORS,
+    QA_GOLDEN,
+    QA_ROUTINES,
+    TOKENIZER_GOLDEN,
+    TOKENIZER_JSON,
+)
+
+PTE_FOR_ANDROID = "ExecuTorch program, int8 Linear layers (the alternative to ONNX Runtime below)"
+VERDICTS_PROVEN = ("the execution-provider verdicts above (ONNX Runtime's checks, and pocketbert's transcription of "
+                   "XNNPACK's, run on the graph files)")
+
+
+def _not_compiled(contrib_ops: list[str]) -> list[str]:
+    return ["the Kotlin is not compiled here, and neither NNAPI nor XNNPACK ran (the Linux onnxruntime has "
+            "neither): run the app's tests on a phone",
+            f"onnxruntime-extensions-android must carry the model's {', '.join(contrib_ops)} ops (its BERT- and "
+            "GPT-2-tokenizer groups, both in the published package)"]
+
+
+class SentimentApp:
+    """Text in, a label out: model.text.ort, the labels and the tokenizer's golden ids."""
+
+    android_model = ORT_TEXT_MODEL
+    android_operators = ORT_TEXT_REQUIRED_OPERATORS
+    android_model_is = "text-in model"
+
+    def android_files(self, pte: list[str]) -> dict[str, str]:
+        return {ORT_TEXT_MODEL: "ONNX Runtime Mobile model, int8 weights, text in: the tokenizer is inside the model "
+                                "(onnxruntime-extensions ops)",
+                ORT_TEXT_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
+                LABELS: "label names in logit order",
+                TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at "
+                                  "export)",
+                **{name: PTE_FOR_ANDROID for name in pte},
+                **({TOKENIZER_JSON: "the tokenizer the ExecuTorch program's ids come from"} if pte else {})}
+
+    def android_input_step(self, max_length: int, values: dict) -> str:
+        return f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} tokens."
+
+    def android_proven(self, shipped: dict) -> list[str]:
+        return [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "
+                f"onnxruntime-extensions: agreement {shipped['agreement']:.4f} with the student",
+                "the model's tokenizer gives tokenizer.json's ids on every text of tokenizer_golden.json",
+                VERDICTS_PROVEN]
+
+    def android_needs_device(self, contrib_ops: list[str], shipped: dict, pte: list[str]) -> list[str]:
+        return _not_compiled(contrib_ops)
+
+    def code_values(self, export_dir: Path, manifest: dict) -> dict:
+        return {}
+
+    def ios_files(self) -> dict[str, str]:
+        return {}
+
+    def ios_steps(self) -> list[str]:
+        return []
+
+    def ios_needs_device(self) -> list[str]:
+        return []
+
+    def executorch_note(self, language: str) -> str:
+        return ""
+
+
+SWIFT_ROUTINE, KOTLIN_ROUTINE = QA_ROUTINES["swift"], QA_ROUTINES["kotlin"]
+
+
+class QAApp:
+    """Question and context in, the answer out: model.qa.ort on Android; the per-window models with the answer
+    routine and its golden file elsewhere."""
+
+    android_model = ORT_QA_MODEL
+    android_operators = ORT_QA_REQUIRED_OPERATORS
+    android_model_is = "the one-call QA model"
+
+    def android_files(self, pte: list[str]) -> dict[str, str]:
+        return {ORT_QA_MODEL: "ONNX Runtime Mobile model, int8 weights, question and context strings in, the answer "
+                              "out: tokenizer, doc-stride windows, span search and the answer's text inside the model "
+                              "(onnxruntime-extensions ops)",
+                ORT_QA_REQUIRED_OPERATORS: "operators the model needs, for a reduced ONNX Runtime build",
+                QA_GOLDEN: "questions with their contexts and the answer the Python pipeline gives (and, for an app "
+                           "that runs the model window by window, each window's logits): checks for the app's tests",
+                TOKENIZER_GOLDEN: "texts and the token ids they must give (the model's tokenizer gave them at "
+                                  "export)",
+                **{name: PTE_FOR_ANDROID for name in pte},
+                **({TOKENIZER_JSON: "the tokenizer the ExecuTorch program's ids come from",
+                    KOTLIN_ROUTINE: "the answer routine for the ExecuTorch program's per-window logits: windows and "
+                                    "span search as the Python pipeline (generated; add it to the app's sources)"}
+                   if pte else {})}
+
+    def android_input_step(self, max_length: int, values: dict) -> str:
+        return (f"The model takes the question and the whole context as strings and tokenizes them as tokenizer.json "
+                f"does; it cuts the context into {max_length}-token windows (the question in each, "
+                f"{values['stride']} context tokens shared) and searches them all, as the Python pipeline does. A "
+                f"context over {values['max_context_tokens']} word pieces is read up to there (`context_cut`). All "
+                "windows run as one batch: bound the question's length in the app.")
+
+    def android_proven(self, shipped: dict) -> list[str]:
+        windows = shipped["by_windows"]
+        one, several = windows["one_window"]["questions"], windows["several_windows"]["questions"]
+        metrics, pipeline = shipped["metrics"], shipped["student_metrics"]
+        return [f"`{ORT_QA_MODEL}` fed each question and its whole context on {shipped['n_examples']} eval questions "
+                f"({one} of one window, {several} of several) in onnxruntime with onnxruntime-extensions: the same "
+                f"answer text as the Python pipeline on {shipped['agreement']:.1%} of them; exact match "
+                f"{metrics['exact_match']:.2f} and F1 {metrics['f1']:.2f}, the pipeline's "
+                f"{pipeline['exact_match']:.2f} and {pipeline['f1']:.2f}",
+                f"every answer is the context's text at the UTF-16, code-point and UTF-8 spans the model gives "
+                f"({windows['span_mismatches']} not), and every question ran as many windows as the pipeline made "
+                f"({windows['windows_differ']} did not)",
+                VERDICTS_PROVEN]
+
+    def android_needs_device(self, contrib_ops: list[str], shipped: dict, pte: list[str]) -> list[str]:
+        needs = _not_compiled(contrib_ops) + [
+            f"the questions of {QA_GOLDEN} through `answer(question, context)` on a phone: the Python pipeline's "
+            f"answer is `answer`; the int8 model gave it on {shipped['agreement']:.1%} of the gate's questions"]
+        if pte:
+            needs.append(f"the ExecuTorch code is not compiled here; `{KOTLIN_ROUTINE}` is (kotlinc runs it on a "
+                         "golden file in pocketbert's tests). DJL's ids and character spans against "
+                         f"{QA_GOLDEN}'s `context_index` and `offsets`: in a unit test")
+        return needs
+
+    def code_values(self, export_dir: Path, manifest: dict) -> dict:
+        """The windows and the span search the app code repeats: the export's own settings (qa_golden.json's, which
+        the routine's tests read), the bound of the one-call model and the special tokens' ids."""
+        golden = json.loads((export_dir / QA_GOLDEN).read_text(encoding="utf-8"))
+        settings = (manifest["metrics"].get("qa_in_graph") or {}).get("settings") or {}
+        vocab = json.loads((export_dir / TOKENIZER_JSON).read_text(encoding="utf-8"))["model"]["vocab"]
+        return {"stride": golden["stride"], "n_best": golden["n_best"],
+                "max_answer_length": golden["max_answer_length"],
+                "max_context_tokens": settings.get("max_context_tokens"), "cls_id": vocab["[CLS]"],
+                "sep_id": vocab["[SEP]"]}
+
+    def ios_files(self) -> dict[str, str]:
+        return {SWIFT_ROUTINE: "the answer routine: windows and span search as the Python pipeline, over the model's "
+                               "per-window logits (generated; add it to the app target)",
+                QA_GOLDEN: "questions with each window's logits and the Python pipeline's answer: add it to the unit "
+                           "test target and check the routine with it"}
+
+    def ios_steps(self) -> list[str]:
+        return [f"Add `{SWIFT_ROUTINE}` to the app target (the code calls its `windowStarts` and `qaAnswer`) and "
+                f"`{QA_GOLDEN}` to the unit-test target. The code cuts the context into the windows the Python "
+                "pipeline makes, runs the model on each and lets `qaAnswer` pick the span; the answer is its word "
+                "pieces decoded (swift-transformers gives no character offsets; `qa_golden.json`'s `offsets` show "
+                "the mapping for a tokenizer that does)."]
+
+    def ios_needs_device(self) -> list[str]:
+        return [f"`{SWIFT_ROUTINE}` is not compiled here (Swift does not run on these machines; its JavaScript and "
+                "Kotlin twins, rendered from the same specification, run on golden files in pocketbert's tests): run "
+                f"each question of `{QA_GOLDEN}` through `windowStarts` and `qaAnswer` in a unit test; the winning "
+                "tokens' `offsets` must cut out its `answer`",
+                f"swift-transformers' ids for a question's context against `{QA_GOLDEN}`'s `context_tokens` and "
+                "`context_index`: the windows the Swift cuts come from them"]
+
+    def executorch_note(self, language: str) -> str:
+        """What the ExecuTorch section adds for an app in `language` (a QA_ROUTINES key)."""
+        routine = QA_ROUTINES[language]
+        return (f"; it returns each window's start and end logits, and `{routine}` picks the answer over all windows "
+                f"as the Python pipeline does (check it with `{QA_GOLDEN}`)")
+
+
+APPS = {"sentiment": SentimentApp(), "qa": QAApp()}
+
+
+def app_of(task: str):
+    if task not in APPS:
+        raise ExportError(f"the export is of task '{task}', which the app folders are not written for: "
+                          f"{', '.join(APPS)} are")
+    return APPS[task]
