@@ -66,9 +66,10 @@ class Plan:
 
 
 def spec_digest(ladder: Ladder) -> str:
-    """What makes the students: the rungs and the training setting. The export and bench settings are left out: a
-    ladder continued with others applies them to the steps not yet done (each stage records its own)."""
-    students = ladder.model_dump(mode="json", include={"rungs", "train"})
+    """What makes the students: the rungs and the training setting. The export and bench settings (the ladder's
+    and the rungs' own) are left out: a ladder continued with others applies them to the steps not yet done (each
+    stage records its own)."""
+    students = ladder.model_dump(mode="json", include={"rungs", "train"}, exclude={"rungs": {"__all__": {"export"}}})
     return hashlib.sha256(json.dumps(students, sort_keys=True).encode()).hexdigest()[:16]
 
 
