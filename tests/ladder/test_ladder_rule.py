@@ -89,6 +89,18 @@ def test_a_rungs_export_settings_win_over_the_ladders_and_the_rest_are_the_ladde
     assert bilstm[bilstm.index("--parity-examples") + 1] == str(ladder.export.parity_examples)
 
 
+def test_the_spec_digest_follows_what_makes_the_students_not_their_export():
+    from pocketbert.ladder.flow import spec_digest
+
+    ladder = read_ladder("reduced")
+    exported = ladder.model_copy(deep=True)
+    exported.rungs[1].export.parity_examples = 7
+    exported.export.parity_examples = 9
+    trained = ladder.model_copy(deep=True)
+    trained.rungs[1].set["distill.epochs"] = 5
+    assert spec_digest(exported) == spec_digest(ladder) != spec_digest(trained)
+
+
 @pytest.mark.parametrize("text, said", [
     ("rungs: [{name: a, label: a, preset: default}]", "rungs"),
     ("rungs: [{name: a, label: a, preset: default}, {name: a, label: b, preset: static}]", "given twice"),
