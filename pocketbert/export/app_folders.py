@@ -72,6 +72,16 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
 IOS_TARGETS = ("coreml", "ios27")
 
 
+def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_name: str, pte: list[str],
+                       app) -> tuple[tuple[str, ...], dict[str, str], dict]:
+    """The iOS folder's resources and the task's files beside them (Core ML or Core AI alike), verified against the
+    manifest with the model before anything is read, and the values the task's app code is filled with."""
+    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
+    beside = app.ios_files()
+    artifacts.verified(export_dir, manifest, [model_name, *shipped, *beside], run_dir)
+    return shipped, beside, app.code_values(export_dir, manifest)
+
+
 def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, export_dir: Path,
                      resources: tuple[str, ...], beside: tuple[str, ...] = ()) -> None:
     """The iOS folder's contents, Core ML or Core AI alike: marked as this command's, the model folder under the
@@ -110,10 +120,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     parity = manifest["metrics"]["parity"][package.name]
     lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
     base_name = coreml_package_name(task)  # one class name, whatever the compression
-    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
-    beside = app.ios_files()
-    artifacts.verified(export_dir, manifest, [package.name, *shipped, *beside], run_dir)  # before anything is read
-    values = app.code_values(export_dir, manifest)
+    shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, package.name, pte, app)
     with atomic_folder(target) as tmp:
         _fill_ios_folder(tmp, run_dir, package, base_name, export_dir, shipped, tuple(beside))
         described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
@@ -173,10 +180,7 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
     lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
         manifest["metrics"].get("coreai_entry_points") or ())
     base_name = coreai_asset_name(task)
-    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
-    beside = app.ios_files()
-    artifacts.verified(export_dir, manifest, [asset.name, *shipped, *beside], run_dir)  # before anything is read
-    values = app.code_values(export_dir, manifest)
+    shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, asset.name, pte, app)
     with atomic_folder(target) as tmp:
         _fill_ios_folder(tmp, run_dir, asset, base_name, export_dir, shipped, tuple(beside))
         definition = VARIANTS[COREAI_PREFIX + variant]
