@@ -80,6 +80,9 @@ def main(argv=None) -> None:
     one thing (pocketbert/exit_codes.py). Tracebacks are for POCKETBERT_DEBUG=1."""
     import logging
 
+    from pocketbert.parent_watch import stop_with_parent
+
+    stop_with_parent()
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:

@@ -18,6 +18,17 @@ data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), de
 device_option = click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 
 
+def locks(*parameters: str):
+    """The command writes the folders these parameters name (a --run by its name or path, others as paths): one
+    writer per folder, held for the whole command (pocketbert/run_lock.py)."""
+    from pocketbert.run_lock import writes
+
+    def folder(name: str, value) -> Path:
+        return resolve_run_dir(value) if name == "run" else Path(value)
+
+    return writes(*parameters, resolve=folder)
+
+
 # ---------------------------------------------------------------- option values, checked as they are parsed
 #
 # Click's own range types let nan and inf through (every comparison with nan is false), and their errors are a

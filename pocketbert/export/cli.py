@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import COUNT, Number, data_dir_option, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import COUNT, Number, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -26,6 +26,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
+@locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, overwrite):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
 
@@ -61,6 +62,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @executorch_option
 @out_option
 @overwrite_option
+@locks("run", "out")
 def ios(run, target, variant, executorch, out, overwrite):
     """The .mlpackage (or with --target ios27 the .aimodel), swift-transformers tokenizer files, labels and a Swift
     README; writes <run>/ios/."""
@@ -74,6 +76,7 @@ def ios(run, target, variant, executorch, out, overwrite):
 @executorch_option
 @out_option
 @overwrite_option
+@locks("run", "out")
 def android(run, executorch, out, overwrite):
     """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
     from pocketbert.export.app_folders import android_bundle

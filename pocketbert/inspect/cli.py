@@ -14,6 +14,7 @@ from pocketbert.cli_options import (
     Number,
     OneOf,
     data_dir_option,
+    locks,
     overwrite_option,
     resolve_run_dir,
     run_option,
@@ -34,6 +35,7 @@ COMPARED_FORMATS = ("onnx", "ort", "pytorch", "mlpackage", "pte")
 @click.option("--perplexity", type=POSITIVE, default=30.0, show_default=True, help="t-SNE perplexity.")
 @data_dir_option
 @overwrite_option
+@locks("run")
 def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, overwrite):
     """Teacher beside student: t-SNE and clusters of embeddings, a linear probe, attention, confusion matrices."""
     from pocketbert.errors import ConfigError
@@ -69,6 +71,7 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 @click.option("--precision", type=OneOf(("fp32", "fp16", "int8")), default="int8", show_default=True, help="fp32 or int8.")
 @click.option("--threads", type=THREADS, default=1, show_default=True, help="Thread count of the compared latency.")
 @overwrite_option
+@locks("out_dir")
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""
     from pocketbert.inspect.run_comparison import MADE_BY, compare_runs, plot_pareto, render_table

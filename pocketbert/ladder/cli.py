@@ -33,6 +33,7 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     from pocketbert.rundir import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR, require_stage, \
         write_text_atomically
     from pocketbert.manifest import command_line, read_manifest
+    from pocketbert.run_lock import folder_lock
 
     run_dir = resolve_run_dir(run)
     teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
@@ -43,21 +44,23 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     clash = [r.name for r in spec.rungs if not r.in_run and r.name == run_dir.name]
     if clash:
         raise ConfigError(f"the run is named like the rung {clash[0]}: rename the rung in the ladder file")
-    flow.prepare_folder(spec, ladder_name, run_dir, out_dir)
-    started = time.time()
-    plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench)
-    steps = flow.run_plan(plan.steps, lambda line: click.echo(line, err=True))
-    compare_path = flow.compare_results(plan.compare_dir)
-    result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
-    result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
-    # The table and plot are drawn from the JSON as it will be stored, all three before any is written: a plot that
-    # fails leaves the earlier set whole.
-    serialized = table.dumps(result)
-    stored = json.loads(serialized)
-    plot = out_dir / LADDER_PLOT
-    drawn = table.plot_ladder(stored, plot.with_name(f"{plot.stem}.partial{plot.suffix}"))
-    write_text_atomically(out_dir / LADDER_RESULTS, serialized)
-    write_text_atomically(out_dir / LADDER_TABLE, table.render_table(stored))
-    Path(drawn).replace(plot)
-    click.echo(table.render_table(stored).split("\n\nEvery number")[0])
-    click.echo(f"-> wrote {out_dir / LADDER_TABLE}, {LADDER_RESULTS} and {LADDER_PLOT}")
+    # The ladder's folder has one writer; each step's command takes its own rung's lock in turn.
+    with folder_lock(out_dir):
+        flow.prepare_folder(spec, ladder_name, run_dir, out_dir)
+        started = time.time()
+        plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench)
+        steps = flow.run_plan(plan.steps, lambda line: click.echo(line, err=True))
+        compare_path = flow.compare_results(plan.compare_dir)
+        result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
+        result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
+        # The table and plot are drawn from the JSON as it will be stored, all three before any is written: a plot that
+        # fails leaves the earlier set whole.
+        serialized = table.dumps(result)
+        stored = json.loads(serialized)
+        plot = out_dir / LADDER_PLOT
+        drawn = table.plot_ladder(stored, plot.with_name(f"{plot.stem}.partial{plot.suffix}"))
+        write_text_atomically(out_dir / LADDER_RESULTS, serialized)
+        write_text_atomically(out_dir / LADDER_TABLE, table.render_table(stored))
+        Path(drawn).replace(plot)
+        click.echo(table.render_table(stored).split("\n\nEvery number")[0])
+        click.echo(f"-> wrote {out_dir / LADDER_TABLE}, {LADDER_RESULTS} and {LADDER_PLOT}")

@@ -22,6 +22,7 @@ from typing import Callable
 from pocketbert import exit_codes
 from pocketbert.errors import PocketbertError, RunDirError
 from pocketbert.ladder.spec import ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
+from pocketbert.parent_watch import child_environment
 from pocketbert.rundir import (
     BENCH_DIR,
     BENCH_RESULTS,
@@ -160,7 +161,7 @@ def run_plan(steps: list[Step], say: Callable[[str], None], command: list[str] |
             continue
         say(f"{where} ({(time.time() - started) / 60:.1f} min so far): pocketbert {' '.join(step.args)}")
         t0 = time.time()
-        code = subprocess.run([*command, *step.args]).returncode
+        code = subprocess.run([*command, *step.args], env=child_environment()).returncode
         if code in (exit_codes.INTERRUPTED, -signal.SIGINT):
             raise KeyboardInterrupt
         if code != 0:

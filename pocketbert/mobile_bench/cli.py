@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import COUNT, POSITIVE, OneOf, overwrite_option, resolve_run_dir, thread_list
+from pocketbert.cli_options import COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir, thread_list
 
 PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
 
@@ -26,6 +26,7 @@ DEVICE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
               help="Override a key of the recipe's bench section, e.g. bench.sequence_sweep=[128].")
 @overwrite_option
 @click.pass_context
+@locks("run")
 def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
     """Time the exported student against BERT-base (and its teacher); write <run>/bench/results.json,
     report.md and report.html.
@@ -79,6 +80,7 @@ def bench_overrides(set_items: tuple[str, ...]) -> dict:
 @click.option("--precision", type=OneOf(PHONE_PRECISIONS), default="fp16", show_default=True, help="Precision of the measured .mlpackage.")
 @click.option("--sequence-length", type=COUNT, default=None, help="Sequence length measured (default: the bench's).")
 @click.option("--batch", type=COUNT, default=1, show_default=True)
+@locks("run")
 def import_measurement(file, run, device_key, model, precision, sequence_length, batch):
     """Bring a latency measured on a phone (Xcode performance report or coremltools benchmark JSON) into the run."""
     from pocketbert.errors import ConfigError

@@ -15,6 +15,7 @@ from pocketbert.cli_options import (
     Number,
     data_dir_option,
     device_option,
+    locks,
     overwrite_option,
     resolve_run_dir,
     run_option,
@@ -144,6 +145,7 @@ def train():
 @data_dir_option
 @device_option
 @overwrite_option
+@locks("run")
 def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
             data_dir, device, overwrite, **options):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
@@ -204,6 +206,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @data_dir_option
 @device_option
 @overwrite_option
+@locks("run")
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
     """Distil the teacher into a student (half its layers, one of any shape, a BiLSTM or static embeddings); writes
@@ -266,6 +269,7 @@ def _format_metrics(metrics: dict) -> str:
                    "random_init; layerwise's also no_hidden, no_embedding, no_attention, no_relation.")
 @data_dir_option
 @device_option
+@locks("run")
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
     from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
@@ -293,6 +297,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @device_option
 @overwrite_option
+@locks("run")
 def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
     from pocketbert.train import registry
@@ -317,6 +322,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 @data_dir_option
 @device_option
 @overwrite_option
+@locks("run", "out_run")
 def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
@@ -344,6 +350,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config,
 @click.option("--examples", type=COUNT, default=2000, show_default=True, help="Training examples in the timed epoch.")
 @data_dir_option
 @device_option
+@locks("run")
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
     from pocketbert.core.recipe import load_recipe
@@ -377,6 +384,7 @@ def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
               help="Run Python code shipped with the checkpoint (off: only the model's weights and config are read).")
 @data_dir_option
 @overwrite_option
+@locks("run")
 def import_model(run, model_name, task, dataset, preset, config, set_items, trust_remote_code, data_dir, overwrite):
     """Make a run whose student is an existing fine-tuned checkpoint; writes <run>/student/ for export and bench."""
     from pocketbert.train.imported import import_student
