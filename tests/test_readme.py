@@ -56,10 +56,10 @@ def model_counts(page: str) -> set[int]:
 
 
 def headline_section(page: str) -> str:
-    start = page.find(HEADLINE_HEADING + " ")
-    assert start >= 0, f"results/README.md has no section starting with {HEADLINE_HEADING!r}"
-    end = page.find("\n## ", start + 1)
-    return page[start:] if end < 0 else page[start:end]
+    start = re.search(rf"^{re.escape(HEADLINE_HEADING)}\b.*$", page, flags=re.M)
+    assert start, f"results/README.md has no section headed {HEADLINE_HEADING!r}"
+    end = page.find("\n## ", start.end())
+    return page[start.start():] if end < 0 else page[start.start():end]
 
 
 def slug(heading: str) -> str:
@@ -84,7 +84,7 @@ def anchors(page: str) -> set[str]:
 def broken_links(path: Path) -> list[str]:
     """The relative links of a Markdown page whose file, or heading within it, does not exist."""
     broken = []
-    for target in LINK.findall(FENCE.sub("", text(path))):
+    for target in dict.fromkeys(LINK.findall(FENCE.sub("", text(path)))):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
             continue
         file_part, _, anchor = target.partition("#")
