@@ -1,4 +1,4 @@
-"""The README's table of export variants, from the manifests the export stage wrote.
+"""results/README.md's table of export variants, from the manifests the export stage wrote.
 
     python scripts/export_table.py runs/sst2-xdomain [runs/sst2-xdomain-pruned ...]
 

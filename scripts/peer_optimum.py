@@ -8,7 +8,7 @@ quantize` makes its int8 model with the configuration for this CPU (avx512_vnni 
 Then, in pocketbert's environment and one ONNX Runtime, all four models are timed in rotating blocks (batch 1,
 sequence 128, 1 and 2 threads, so that a drift of the machine's speed moves them alike) and scored on the whole
 eval set one sentence at a time, each tokenized by the student's tokenizer as an app would. Writes optimum.json (the
-numbers) and optimum.md (the table in the README).
+numbers) and optimum.md (the table in results/README.md).
 """
 
 from __future__ import annotations
