@@ -188,6 +188,18 @@ def _with_pytorch(export_files: dict[str, Path], student_dir: Path) -> dict[str,
             **{k: v for k, v in export_files.items() if k not in first}}
 
 
+STUDENT_APPLE_VARIANT = "fp16"  # the Core ML program the phone rows stand for (bench times the same one on a Mac)
+
+
+def student_placement(export_manifest: dict) -> dict:
+    """The placement verdicts the export recorded, and which program the phone rows stand for."""
+    from pocketbert.mobile_bench.placement_verdict import verdicts_from_manifest
+
+    entry = (export_manifest["config"].get("variants") or {}).get(STUDENT_APPLE_VARIANT)
+    return {"student_program": entry["file"] if isinstance(entry, dict) else None,
+            "verdicts": verdicts_from_manifest(export_manifest)}
+
+
 def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
@@ -322,6 +334,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "cold_start": cold,
             "architecture_pair": architecture_pair,
             "graph_costs": costs,
+            "placement": student_placement(export_manifest),
         }
         derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)
