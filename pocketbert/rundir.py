@@ -107,6 +107,10 @@ LADDER_TABLE = "ladder.md"
 LADDER_PLOT = "ladder.png"
 LADDER_COMPARE_DIR = "compare"  # the ladder's `pocketbert compare` output, which ladder.json is read from
 TRAIN_BENCH_RESULTS = "train_bench.json"  # `pocketbert bench train`, in the run directory
+CALIBRATION_RESULTS = "calibration.json"  # `pocketbert bench calibration --out`: published points, floors, factors
+CALIBRATION_TABLE = "calibration.md"
+DEVICE_KIT_DIR = "device_kit"  # `pocketbert bench kit`: the Swift package that measures on a Mac or an iPhone
+KIT_MEASUREMENT = "pocketbert_kit_measurement.json"  # what the kit writes and `bench import` reads
 BENCH_IMPORTS_DIR = "bench_imports"  # phone measurements (`pocketbert bench import`), kept across bench runs
 
 

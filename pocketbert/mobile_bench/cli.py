@@ -35,6 +35,8 @@ def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
     Subcommands:
       pocketbert bench import FILE --run R --device iphone-15-pro   a phone measurement into the report
       pocketbert bench compare A.json B.json                        changes between two results, noise-aware
+      pocketbert bench calibration                                  published phone figures beside their floors
+      pocketbert bench kit --run R                                  a Swift package that measures on a Mac/iPhone
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -115,3 +117,30 @@ def compare(before, after):
     click.echo(render_comparison(result))
     if result["regressions"]:
         sys.exit(exit_codes.FINDING)
+
+
+@bench.command("calibration")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="Also write calibration.json and calibration.md into this folder (replaced as a whole).")
+def calibration_command(out):
+    """Published device measurements beside pocketbert's floor for each, and the calibration factors."""
+    from pocketbert.mobile_bench.calibration_report import render_calibration, write_calibration
+
+    text, table = render_calibration()
+    click.echo(text)
+    if out is not None:
+        click.echo(f"bench calibration: wrote {write_calibration(Path(out), text, table)}")
+
+
+@bench.command("kit")
+@click.option("--run", "run", required=True, metavar="NAME|PATH", help="Run directory whose export to measure.")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="Folder to write (default: <run>/device_kit).")
+@overwrite_option
+def kit_command(run, out, overwrite):
+    """A Swift package that loads each Apple program of the export on a Mac or an iPhone, prints where each
+    operation is planned, times load, first and warm predictions, and writes a JSON `bench import` reads."""
+    from pocketbert.mobile_bench.kit import write_kit
+
+    folder = write_kit(resolve_run_dir(run), out, overwrite)
+    click.echo(f"bench kit: wrote {folder} (build it with Xcode on a Mac; see its README.md)")

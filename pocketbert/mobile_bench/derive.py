@@ -6,7 +6,8 @@ without measuring again. Measured and estimated figures stay in separate rows, m
 
 from __future__ import annotations
 
-from pocketbert.mobile_bench import roofline
+from pocketbert.mobile_bench import calibration, roofline
+from pocketbert.mobile_bench.placement_verdict import UNCHECKED, unit_for
 
 STUDENT, BERT_BASE, TEACHER, HALF_DEPTH = "student", "bert-base", "teacher", "half-depth"
 ARCHITECTURE_RATIO_BAR = 0.52  # a 6-of-12-layer student at sequence 128, ORT, 1 thread: at most this × BERT-base
@@ -61,33 +62,56 @@ def measured_comparisons(results: dict) -> list[dict]:
                                       r["threads"] or 0, r["compute_units"] or ""))
 
 
-def estimated_comparisons(estimates: list[dict]) -> list[dict]:
-    """Student against each baseline from roofline floors on each device, unit and precision."""
+def student_verdict(results: dict) -> dict | None:
+    """The placement verdict of the student's Apple program that the phone rows stand for (None: unchecked)."""
+    placement = results.get("placement") or {}
+    return (placement.get("verdicts") or {}).get(placement.get("student_program") or "")
+
+
+def _figures(row: dict | None) -> dict:
+    keys = ("floor_ms", "calibrated_ms", "calibrated_low_ms", "calibrated_high_ms", "calibration_points")
+    return {k: (row or {}).get(k) for k in keys}
+
+
+def estimated_comparisons(estimates: list[dict], verdict: dict | None = None) -> list[dict]:
+    """Student against each baseline on each phone, unit and precision: floors and calibrated estimates side
+    by side. A Neural Engine row takes the student's floor on the unit its program is predicted on (a GPU or CPU
+    fallback), and says when no verdict exists; BERT-base has no exported program, so its Neural Engine figure
+    is always unchecked."""
     by_key = {}
     for e in estimates:
         by_key.setdefault((e["device"], e["compute_unit"], e["precision"]), {})[e["model"]] = e
     out = []
     for (device, unit, precision), models in sorted(by_key.items()):
-        student = models.get(STUDENT)
+        student_unit, placement = unit_for(unit, verdict)
+        student = (by_key.get((device, student_unit, precision)) or {}).get(STUDENT)
         for baseline in (BERT_BASE, TEACHER):
             other = models.get(baseline)
-            if student is None or other is None:
+            if models.get(STUDENT) is None or other is None:
                 continue
+            s, b = _figures(student), _figures(other)
+            ratio = s["floor_ms"] / b["floor_ms"] if s["floor_ms"] else None
             out.append({"kind": "estimated", "baseline": baseline, "device": device, "compute_unit": unit,
-                        "precision": precision, "student_floor_ms": student["floor_ms"],
-                        "baseline_floor_ms": other["floor_ms"],
-                        "latency_ratio": student["floor_ms"] / other["floor_ms"],
-                        "percent_faster": 100.0 * (other["floor_ms"] / student["floor_ms"] - 1.0),
-                        "size_ratio": other["bytes"] / student["bytes"]})
+                        "precision": precision, "student_unit": student_unit if student else None,
+                        "placement": placement if student else f"{placement}; no {student_unit} profile",
+                        "baseline_placement": UNCHECKED if unit == "neural_engine" else "not needed",
+                        **{f"student_{k}": v for k, v in s.items()}, **{f"baseline_{k}": v for k, v in b.items()},
+                        "latency_ratio": ratio,
+                        "percent_faster": 100.0 * (1.0 / ratio - 1.0) if ratio else None,
+                        "size_ratio": other["bytes"] / models[STUDENT]["bytes"]})
     return out
 
 
 def device_estimates(results: dict) -> list[dict]:
     """Roofline floors for every phone profile, with measured / floor where a phone measurement was imported."""
     costs = results["graph_costs"]["headline"]
+    factors = results["calibration"]["factors"]
     rows = []
     for key, profile in results["profiles"].items():
-        rows += roofline.device_estimates(key, profile, costs)
+        for row in roofline.device_estimates(key, profile, costs):
+            row["family"] = profile.get("family")
+            rows.append({**row, **calibration.calibrate(row["floor_ms"], row["family"], row["compute_unit"],
+                                                        row["precision"], factors)})
     imported = [m for m in headline_rows(results) if m.get("device", HOST) != HOST]
     for row in rows:
         match = next((m for m in imported if m["device"] == row["device"] and m["model"] == row["model"]
@@ -150,8 +174,11 @@ def export_variants(results: dict) -> list[dict]:
 
 def derive(results: dict) -> dict:
     results["comparisons"] = measured_comparisons(results)
+    # the published points and their factors, recomputed from the package's table on every derive (an import
+    # re-derives an older results.json with the current table)
+    results["calibration"] = calibration.calibration_table(results["profiles"])
     results["estimates"] = {"devices": device_estimates(results), "host": host_estimates(results)}
-    results["estimated_comparisons"] = estimated_comparisons(results["estimates"]["devices"])
+    results["estimated_comparisons"] = estimated_comparisons(results["estimates"]["devices"], student_verdict(results))
     results["architecture_check"] = architecture_check(results)
     results["variants"] = export_variants(results)
     return results

@@ -21,7 +21,11 @@ COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUni
     "all": "ALL", "cpu_only": "CPU_ONLY", "cpu only": "CPU_ONLY", "cpu_and_gpu": "CPU_AND_GPU",
     "cpu and gpu": "CPU_AND_GPU", "cpu_and_ne": "CPU_AND_NE", "cpu and neural engine": "CPU_AND_NE",
 }
-IMPORT_FORMATS = ("coremltools", "xcode")
+IMPORT_FORMATS = ("coremltools", "xcode", "kit")
+KIT_SCHEMA_KEY = "pocketbert_kit"  # the kit's JSON (bench kit): its schema version under this key
+KIT_SCHEMA = 1
+KIT_RUNTIMES = {"coreml": "mlpackage", "coreai": "aimodel"}  # runtime -> model format, as results.json says them
+PLACEMENT_UNITS = ("neural_engine", "gpu", "cpu", "unknown")
 
 
 def _compute_units(raw, where: str) -> str:
@@ -103,3 +107,72 @@ def import_phone_file(path: Path, device_key: str, model: str, precision: str, b
             "threads": None, "batch": batch, "sequence_length": sequence_length, "tokenization": "excluded",
             "sweep": "headline", "device": device_key, "source": f"imported from {Path(path).name} ({parsed['format']})",
             "cold_start": cold, **{k: v for k, v in parsed.items() if k != "format"}}
+
+
+def _kit_placement(raw, where: str) -> dict | None:
+    """The plan the device reported (MLComputePlan), counted per unit; None where the runtime reports none."""
+    if raw is None:
+        return None
+    raw = _object(raw, f"{where}: placement")
+    operations = raw.get("operations") or []
+    if not isinstance(operations, list):
+        raise ConfigError(f"{where}: placement.operations must be a list")
+    counts = {unit: 0 for unit in PLACEMENT_UNITS}
+    for op in operations:
+        unit = _object(op, f"{where}: placement.operations[]").get("preferred")
+        if unit not in counts:
+            raise ConfigError(f"{where}: an operation's 'preferred' must be one of {', '.join(PLACEMENT_UNITS)} "
+                              f"(got {unit!r})")
+        counts[unit] += 1
+    return {"source": str(raw.get("source") or "device"), "operation_counts": counts,
+            "operations": len(operations), "note": raw.get("note")}
+
+
+def parse_kit_measurement(data: dict, where: str) -> list[dict]:
+    """One row per program the kit measured: warm samples summarised with the bench's own median rule."""
+    if data.get(KIT_SCHEMA_KEY) != KIT_SCHEMA:
+        raise ConfigError(f"{where}: kit schema {data.get(KIT_SCHEMA_KEY)!r}; this version reads {KIT_SCHEMA}: "
+                          "rebuild the kit with `pocketbert bench kit --overwrite`")
+    device = data.get("device")
+    if not isinstance(device, str) or not device.strip():
+        raise ConfigError(f"{where}: name the device in 'device' (for example \"iPhone 15 Pro\")")
+    programs = data.get("programs")
+    if not isinstance(programs, list) or not programs:
+        raise ConfigError(f"{where}: 'programs' must list at least one measured program")
+    rows = []
+    for i, raw in enumerate(programs):
+        here = f"{where}: programs[{i}]"
+        program = _object(raw, here)
+        runtime = program.get("runtime")
+        if runtime not in KIT_RUNTIMES:
+            raise ConfigError(f"{here}: runtime must be one of {', '.join(KIT_RUNTIMES)} (got {runtime!r})")
+        samples = program.get("warm_samples_ms")
+        if not isinstance(samples, list) or not samples:
+            raise ConfigError(f"{here}: warm_samples_ms must be a non-empty list of milliseconds")
+        stats = summarize([_positive(s, f"{here}: warm_samples_ms") for s in samples],
+                          str(program.get("stop_reason") or "kit")).to_dict()
+        lengths = [program.get(k) for k in ("batch", "sequence_length")]
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+            raise ConfigError(f"{here}: batch and sequence_length must be positive whole numbers")
+        rows.append({**stats, "format": "kit", "program": str(program.get("program") or ""),
+                     "runtime": runtime, "model_format": KIT_RUNTIMES[runtime],
+                     "precision": str(program.get("precision") or ""), "batch": lengths[0],
+                     "sequence_length": lengths[1], "device_name": device.strip(), "os": data.get("os"),
+                     "compute_units": _compute_units(program.get("compute_units"), here),
+                     "cold_start": {"load_ms": _positive(program.get("load_ms"), f"{here}: load_ms"),
+                                    "first_inference_ms": _positive(program.get("first_prediction_ms"),
+                                                                    f"{here}: first_prediction_ms")},
+                     "measured_placement": _kit_placement(program.get("placement"), here)})
+    return rows
+
+
+def import_phone_rows(path: Path, device_key: str, model: str, precision: str, batch: int,
+                      sequence_length: int) -> list[dict]:
+    """The rows one file brings: one for an Xcode or coremltools file, one per program for the kit's JSON (its
+    own precision, runtime, shape and compute units win over the command line's)."""
+    data = read_json_object(path, ConfigError, "export the measurement as JSON", "phone measurement")
+    if KIT_SCHEMA_KEY not in data:
+        return [import_phone_file(path, device_key, model, precision, batch, sequence_length)]
+    return [{"model": model, "threads": None, "tokenization": "excluded", "sweep": "headline", "device": device_key,
+             "source": f"imported from {Path(path).name} (kit)", **{k: v for k, v in row.items() if k != "format"}}
+            for row in parse_kit_measurement(data, str(path))]

@@ -40,6 +40,26 @@ def headline_sentence(results: dict) -> str:
             f"batch {proto['batch_size']}, sequence {proto['sequence_length']}, {results['host']['cpu']}).")
 
 
+def phone_figures_sentence(results: dict) -> str:
+    """Which of the report's phone figures are measured, calibrated estimates or floors (the design's words)."""
+    names = lambda keys: ", ".join(sorted({_device_name(results, k) for k in keys})) or "none"
+    measured = {m["device"] for m in results["measurements"] if m.get("device", derive.HOST) != derive.HOST}
+    rows = results["estimates"]["devices"]
+    calibrated = {r["device"] for r in rows if r.get("calibrated_ms") is not None}
+    floors_only = {r["device"] for r in rows} - calibrated
+    unchecked = any(c.get("placement") == "unchecked" for c in results.get("estimated_comparisons", []))
+    return (f"Phone figures. Measured: {names(measured)}; calibrated estimates (a floor times the measured/floor "
+            f"factor of published points on that device family, unit and precision): {names(calibrated)}; "
+            f"floors alone (no published point on that family, unit and precision): "
+            f"{names(floors_only - measured) if floors_only else 'none'}."
+            + (" The Neural Engine rows are unchecked: the export recorded no placement verdict for the student's "
+               "program." if unchecked else ""))
+
+
+def _spread(low, high) -> str:
+    return "–" if low is None else f"{_ms(low)}–{_ms(high)}"
+
+
 def _ms(value) -> str:
     return "–" if value is None else f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
@@ -58,16 +78,35 @@ def _device_name(results: dict, key: str) -> str:
     return results["profiles"].get(key, {}).get("name", key)
 
 
+def _placement_counts(placement: dict | None) -> str:
+    if not placement:
+        return "not measured"
+    counts = placement["operation_counts"]
+    return " / ".join(f"{unit.replace('_', ' ')} {counts[unit]}" for unit in counts if counts[unit])
+
+
+def _predicted(results: dict, measurement: dict, verdict: dict | None) -> str:
+    """The placement check's prediction for the measured program, beside the measured plan."""
+    verdicts = (results.get("placement") or {}).get("verdicts") or {}
+    chosen = verdicts.get(measurement.get("program") or "") or (verdict if measurement["model"] == derive.STUDENT
+                                                                 else None)
+    if chosen is None:
+        return "unchecked (no verdict)"
+    return f"{chosen['predicted_unit'].replace('_', ' ')} ({100 * chosen['neural_engine_op_share']:.0f} % of ops on the NE)"
+
+
 def build_document(results: dict, images: dict) -> list[tuple]:
     host, proto, acc = results["host"], results["protocol"], results["accuracy"]
     kept = acc["fraction_of_teacher_kept"]
     kept_text = f"{100 * kept:.1f} %" if kept is not None else "–"
     doc: list[tuple] = [("h1", "pocketbert latency report"), ("strong", headline_sentence(results)),
+                        ("p", phone_figures_sentence(results)),
                         ("p", "\"X % faster\" is the baseline's median latency over the student's, minus one (the "
                               "DistilBERT paper's usage); \"Y× smaller\" compares file sizes at the same precision; "
                               "the accuracy kept is the student's over its teacher's on the same evaluation set. "
-                              "Measured figures were timed by pocketbert on the named device; estimated figures are "
-                              "roofline floors computed from a device profile. No table mixes the two.")]
+                              "Measured figures were timed on the named device; floors are computed from a device profile; "
+                              "calibrated estimates are floors times the measured/floor factor of published "
+                              "measurements. Each has its own column; none is mixed with another.")]
 
     versus = [c for c in results["comparisons"] if c["baseline"] == derive.BERT_BASE and c["device"] == derive.HOST]
     fewest = min((c["threads"] for c in versus if c["threads"]), default=None)
@@ -92,14 +131,23 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                           "latency ratio", "faster", "smaller", "accuracy kept"], rows))
 
     doc.append(("h2", "Student against BERT-base and the teacher — estimated for phones"))
-    doc.append(("p", "Roofline floors (see below): the fastest each phone could possibly run each model. The ratio "
-                     "of floors is an estimate of the speed-up, not a measurement."))
-    rows = [[_device_name(results, c["device"]), c["baseline"], c["compute_unit"], c["precision"],
-             _ms(c["student_floor_ms"]), _ms(c["baseline_floor_ms"]), f"{c['latency_ratio']:.3f}",
-             _pct(c["percent_faster"]), f"{c['size_ratio']:.1f}×", kept_text]
+    doc.append(("p", "Floor: the fastest each phone could possibly run each model (roofline, see below). "
+                     "Calibrated: the floor times the measured/floor factor of published measurements on the same "
+                     "device family, compute unit and precision, with the range of their factors; '–' where no "
+                     "published point shares the key. A Neural Engine row uses the student's floor on the unit the "
+                     "placement check predicts its Core ML program on; 'unchecked' means the export recorded no "
+                     "verdict. BERT-base has no exported program, so its Neural Engine figures are unchecked."))
+    rows = [[_device_name(results, c["device"]), c["baseline"], c["compute_unit"], c["precision"], c["placement"],
+             _ms(c["student_floor_ms"]), _ms(c["student_calibrated_ms"]),
+             _spread(c["student_calibrated_low_ms"], c["student_calibrated_high_ms"]),
+             _ms(c["baseline_floor_ms"]), _ms(c["baseline_calibrated_ms"]),
+             "–" if c["latency_ratio"] is None else f"{c['latency_ratio']:.3f}", _pct(c["percent_faster"]),
+             f"{c['size_ratio']:.1f}×", kept_text]
             for c in results["estimated_comparisons"]]
-    doc.append(("table", ["device", "against", "compute unit", "precision", "student floor ms", "baseline floor ms",
-                          "floor ratio", "faster (est.)", "smaller", "accuracy kept"], rows))
+    doc.append(("table", ["device", "against", "compute unit", "precision", "placement (student)",
+                          "student floor ms", "student calibrated ms", "calibrated range ms", "baseline floor ms",
+                          "baseline calibrated ms", "floor ratio", "faster (floors)", "smaller", "accuracy kept"],
+                rows))
 
     check = results.get("architecture_check")
     if check:
@@ -142,9 +190,14 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     imported = [m for m in results["measurements"] if m.get("device", derive.HOST) != derive.HOST]
     doc.append(("h3", "Measured on phones (imported)"))
     if imported:
-        doc.append(("table", ["device", "model", "compute units", "precision", "median ms", "load ms", "source"],
-                    [[m.get("device_name") or m["device"], m["model"], m.get("compute_units") or "–", m["precision"],
-                      _ms(m["median_ms"]), _ms((m.get("cold_start") or {}).get("load_ms")), m["source"]]
+        verdict = derive.student_verdict(results)
+        doc.append(("table", ["device", "model", "program", "compute units", "precision", "median ms", "load ms",
+                              "first prediction ms", "planned on (measured, operations)", "predicted", "source"],
+                    [[m.get("device_name") or m["device"], m["model"], m.get("program") or "–",
+                      m.get("compute_units") or "–", m["precision"], _ms(m["median_ms"]),
+                      _ms((m.get("cold_start") or {}).get("load_ms")),
+                      _ms((m.get("cold_start") or {}).get("first_inference_ms")),
+                      _placement_counts(m.get("measured_placement")), _predicted(results, m, verdict), m["source"]]
                      for m in imported]))
     else:
         doc.append(("p", "None yet: `pocketbert bench import` brings in an Xcode performance report or a coremltools "
@@ -207,12 +260,25 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                 [[name, f"{c['flops'] / 1e9:.2f}", f"{100 * c['matmul_flops'] / c['flops']:.1f} %",
                   _mb(c["weight_bytes"].get("fp32")), _mb(c["weight_bytes"].get("int8")), _mb(c["activation_bytes"])]
                  for name, c in results["graph_costs"]["headline"].items()]))
-    doc.append(("h3", "Phones (estimated; measured where a phone measurement was imported)"))
-    doc.append(("table", ["device", "unit", "precision", "model", "floor ms", "bound", "measured ms", "measured / floor"],
+    doc.append(("h3", "Phones: floor, calibrated estimate, and measured where a phone measurement was imported"))
+    doc.append(("table", ["device", "unit", "precision", "model", "floor ms", "bound", "calibrated ms",
+                          "calibrated range ms", "published points", "measured ms", "measured / floor"],
                 [[_device_name(results, e["device"]), e["compute_unit"], e["precision"], e["model"], _ms(e["floor_ms"]),
-                  e["bound"], _ms(e["measured_ms"]),
+                  e["bound"], _ms(e.get("calibrated_ms")),
+                  _spread(e.get("calibrated_low_ms"), e.get("calibrated_high_ms")),
+                  str(e.get("calibration_points") or 0), _ms(e["measured_ms"]),
                   "–" if e["measured_over_floor"] is None else f"{e['measured_over_floor']:.1f}×"]
                  for e in results["estimates"]["devices"]]))
+    doc.append(("h3", "Calibration: published measurements beside pocketbert's floors"))
+    doc.append(("p", "Each published latency beside the floor pocketbert computes from the model's shape alone on "
+                     "that device's profile; measured / floor is the point's factor. `pocketbert bench calibration` "
+                     "prints the same table."))
+    doc.append(("table", ["point", "device", "unit", "precision", "sequence", "published ms", "floor ms", "factor",
+                          "source"],
+                [[p["id"], p["device_name"], p["compute_unit"], p["precision"], str(p["sequence_length"] or "?"),
+                  _ms(p["measured_ms"]), _ms(p["floor_ms"]),
+                  f"{p['factor']:.2f}" if p["factor"] is not None else f"– ({p['no_floor_because']})", p["source"]]
+                 for p in results["calibration"]["points"]]))
     if "roofline" in images:
         doc.append(("img", images["roofline"], "roofline floors per phone"))
     doc.append(("h3", "This host: measured beside its floor (fp32)"))

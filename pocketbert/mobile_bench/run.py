@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -188,6 +189,18 @@ def _with_pytorch(export_files: dict[str, Path], student_dir: Path) -> dict[str,
             **{k: v for k, v in export_files.items() if k not in first}}
 
 
+STUDENT_APPLE_VARIANT = "fp16"  # the Core ML program the phone rows stand for (bench times the same one on a Mac)
+
+
+def student_placement(export_manifest: dict) -> dict:
+    """The placement verdicts the export recorded, and which program the phone rows stand for."""
+    from pocketbert.mobile_bench.placement_verdict import verdicts_from_manifest
+
+    entry = (export_manifest["config"].get("variants") or {}).get(STUDENT_APPLE_VARIANT)
+    return {"student_program": entry["file"] if isinstance(entry, dict) else None,
+            "verdicts": verdicts_from_manifest(export_manifest)}
+
+
 def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
@@ -322,6 +335,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "cold_start": cold,
             "architecture_pair": architecture_pair,
             "graph_costs": costs,
+            "placement": student_placement(export_manifest),
         }
         derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)
@@ -443,7 +457,7 @@ def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep:
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
                              sequence_length: int | None) -> tuple[Path, Path | None]:
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
-    from pocketbert.mobile_bench.phone_import import import_phone_file
+    from pocketbert.mobile_bench.phone_import import import_phone_rows
 
     if not Path(run_dir).is_dir():
         raise RunDirError(f"{run_dir} is not a run directory: name the run the measurement belongs to")
@@ -453,18 +467,25 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
         if existing is None:
             raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
         sequence_length = existing["protocol"]["sequence_length"]
-    row = import_phone_file(file, device_key, model, precision, batch, sequence_length)
-    name = f"{device_key}-{model}-{row['compute_units'].lower()}-{precision}-b{batch}-s{sequence_length}.json"
+    rows = import_phone_rows(file, device_key, model, precision, batch, sequence_length)
     imports = Path(run_dir) / BENCH_IMPORTS_DIR
     made = not imports.exists()
     imports.mkdir(parents=True, exist_ok=True)
-    target = imports / name
+    written = []
     try:
-        write_text_atomically(target, dumps_strict(row, indent=2) + "\n")  # a killed or failed import leaves no half file
+        for row in rows:
+            fmt = "" if row["model_format"] == "mlpackage" else f"-{row['model_format']}"
+            name = (f"{device_key}-{model}{fmt}-{row['compute_units'].lower()}-{row['precision']}-b{row['batch']}"
+                    f"-s{row['sequence_length']}.json")
+            write_text_atomically(imports / name, dumps_strict(row, indent=2) + "\n")  # no half file if killed
+            written.append(imports / name)
     except BaseException:
-        if made:  # nor the folder made for it
-            imports.rmdir()
+        for path in written:
+            path.unlink(missing_ok=True)
+        if made:  # nor the folder made for them
+            shutil.rmtree(imports, ignore_errors=True)
         raise
+    target = written[0] if len(written) == 1 else imports
     if existing is None:
         return target, None
     existing["measurements"] = [m for m in existing["measurements"] if m.get("device", derive.HOST) == derive.HOST]

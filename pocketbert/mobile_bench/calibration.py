@@ -1,0 +1,157 @@
+"""Calibration of roofline floors against published device measurements (calibration.yaml).
+
+For each published point with a device profile, a stated sequence length and a complete shape, pocketbert
+computes the floor from the shape alone (model_shape) on the profile (roofline), and measured / floor is that
+point's factor. Factors pool per (device family, compute unit, precision): the calibrated estimate of a floor
+is floor × the geometric mean of its key's factors, with the smallest and largest factor as its spread.
+A key with no point gives no estimate: the report then shows the floor alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+import yaml
+
+from pocketbert.errors import ConfigError
+from pocketbert.mobile_bench import roofline
+from pocketbert.mobile_bench.model_shape import SHAPE_KINDS
+
+CALIBRATION_FILE = "calibration.yaml"
+REQUIRED = ("id", "model", "device", "device_name", "family", "compute_unit", "precision", "runtime",
+            "sequence_length", "batch", "shape", "measured_ms", "source", "read")
+
+
+@dataclass(frozen=True)
+class CalibrationKey:
+    family: str
+    compute_unit: str
+    precision: str
+
+    def text(self) -> str:
+        return f"{self.family} / {self.compute_unit} / {self.precision}"
+
+
+@dataclass
+class CalibrationFactor:
+    """measured / floor pooled over a key's points: geometric mean, smallest, largest, how many, which."""
+
+    family: str
+    compute_unit: str
+    precision: str
+    factor: float
+    low: float
+    high: float
+    points: int
+    ids: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_points() -> list[dict]:
+    text = resources.files("pocketbert.mobile_bench").joinpath(CALIBRATION_FILE).read_text()
+    points = (yaml.safe_load(text) or {}).get("points") or []
+    for i, point in enumerate(points):
+        missing = [k for k in REQUIRED if k not in point]
+        if missing:
+            raise ConfigError(f"{CALIBRATION_FILE}: point {point.get('id', i)} lacks {', '.join(missing)}")
+        if not str(point["source"]).startswith("http"):
+            raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']} must cite its source by address")
+        if point["shape"].get("kind") not in SHAPE_KINDS:
+            raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']}: shape kind must be one of "
+                              f"{', '.join(SHAPE_KINDS)}")
+        if not isinstance(point["measured_ms"], (int, float)) or point["measured_ms"] <= 0:
+            raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']}: measured_ms must be a positive number")
+    return points
+
+
+def shape_of(point: dict):
+    """The point's model shape, or None where a field the floor needs is not published."""
+    fields = {k: v for k, v in point["shape"].items() if k != "kind"}
+    if any(v is None for v in fields.values()):
+        return None
+    return SHAPE_KINDS[point["shape"]["kind"]](**fields)
+
+
+def why_no_floor(point: dict, profiles: dict) -> str | None:
+    profile = profiles.get(point["device"])
+    if profile is None:
+        return "no device profile (its peak rates are not published)"
+    if point["compute_unit"] not in profile["compute"] \
+            or point["precision"] not in profile["compute"][point["compute_unit"]]:
+        return f"the profile has no {point['compute_unit']} {point['precision']} peak"
+    if point["sequence_length"] is None:
+        return "the source does not state the sequence length"
+    if shape_of(point) is None:
+        unknown = [k for k, v in point["shape"].items() if v is None]
+        return f"the source does not give the model's {', '.join(unknown)}"
+    return None
+
+
+def point_floor(point: dict, profile: dict) -> dict:
+    """The roofline floor of a published point, from the model's shape alone on its device's profile."""
+    cost = shape_of(point).cost(point["sequence_length"], point["batch"])
+    peak = profile["compute"][point["compute_unit"]][point["precision"]]["peak_gflops"]
+    weights = cost["weight_bytes"]["fp32"] * roofline.WEIGHT_BYTES_FACTOR[point["precision"]]
+    return {"flops": cost["flops"], "bytes": weights + cost["io_bytes"],
+            **roofline.roofline_floor(cost["flops"], weights + cost["io_bytes"], peak,
+                                      profile["memory_bandwidth_gbs"]["value"])}
+
+
+def calibration_rows(points: list[dict], profiles: dict) -> list[dict]:
+    """Every point with its floor and factor, or the reason it has none."""
+    rows = []
+    for point in points:
+        reason = why_no_floor(point, profiles)
+        floor = None if reason else point_floor(point, profiles[point["device"]])
+        rows.append({**{k: point[k] for k in REQUIRED if k != "shape"},
+                     "shape": describe_shape(point), "quote": point.get("quote"),
+                     "floor_ms": floor["floor_ms"] if floor else None, "bound": floor["bound"] if floor else None,
+                     "gflops": floor["flops"] / 1e9 if floor else None,
+                     "factor": point["measured_ms"] / floor["floor_ms"] if floor else None,
+                     "no_floor_because": reason})
+    return rows
+
+
+def describe_shape(point: dict) -> str:
+    shape = shape_of(point)
+    if shape is not None:
+        return shape.describe()
+    return ", ".join(f"{k} {'?' if v is None else v}" for k, v in point["shape"].items() if k != "kind")
+
+
+def pooled_factors(rows: list[dict]) -> list[CalibrationFactor]:
+    by_key: dict[CalibrationKey, list[dict]] = {}
+    for row in rows:
+        if row["factor"] is not None:
+            by_key.setdefault(CalibrationKey(row["family"], row["compute_unit"], row["precision"]), []).append(row)
+    out = []
+    for key, members in sorted(by_key.items(), key=lambda kv: kv[0].text()):
+        factors = [r["factor"] for r in members]
+        geometric = math.exp(sum(math.log(f) for f in factors) / len(factors))
+        out.append(CalibrationFactor(key.family, key.compute_unit, key.precision, geometric, min(factors),
+                                     max(factors), len(factors), [r["id"] for r in members]))
+    return out
+
+
+def calibration_table(profiles: dict) -> dict:
+    """The table `bench calibration` prints and bench records in results.json: points and pooled factors."""
+    rows = calibration_rows(load_points(), profiles)
+    return {"points": rows, "factors": [f.to_dict() for f in pooled_factors(rows)]}
+
+
+def calibrate(floor_ms: float, family: str | None, compute_unit: str, precision: str,
+              factors: list[dict]) -> dict:
+    """The calibrated estimate of one floor, with its spread and the points behind it; None values where no
+    published point shares the key."""
+    match = next((f for f in factors if (f["family"], f["compute_unit"], f["precision"])
+                  == (family, compute_unit, precision)), None)
+    if match is None:
+        return {"calibrated_ms": None, "calibrated_low_ms": None, "calibrated_high_ms": None,
+                "calibration_points": 0, "calibration_ids": []}
+    return {"calibrated_ms": floor_ms * match["factor"], "calibrated_low_ms": floor_ms * match["low"],
+            "calibrated_high_ms": floor_ms * match["high"], "calibration_points": match["points"],
+            "calibration_ids": match["ids"]}

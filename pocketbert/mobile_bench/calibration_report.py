@@ -1,0 +1,43 @@
+"""`pocketbert bench calibration`: the published points, their floors and factors, as text and as files."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from pocketbert.core.files import dumps_strict
+from pocketbert.mobile_bench import calibration, profiles
+from pocketbert.rundir import CALIBRATION_RESULTS, CALIBRATION_TABLE, atomic_folder
+
+
+def _ms(value) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def render_calibration() -> tuple[str, dict]:
+    """(markdown, table): every point with its floor and factor, then the factors pooled per key."""
+    table = calibration.calibration_table(profiles.load_profiles()["devices"])
+    lines = ["| point | device | unit | precision | sequence | shape | published ms | floor ms | bound | factor | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in table["points"]:
+        factor = f"{p['factor']:.2f}" if p["factor"] is not None else f"– ({p['no_floor_because']})"
+        lines.append(f"| {p['id']} | {p['device_name']} | {p['compute_unit']} | {p['precision']} | "
+                     f"{p['sequence_length'] or '?'} | {p['shape']} | {_ms(p['measured_ms'])} | {_ms(p['floor_ms'])} | "
+                     f"{p['bound'] or '–'} | {factor} | {p['source']} |")
+    lines += ["", "| family / unit / precision | factor (geometric mean) | range | points |", "|---|---|---|---|"]
+    for f in table["factors"]:
+        lines.append(f"| {f['family']} / {f['compute_unit']} / {f['precision']} | {f['factor']:.2f} | "
+                     f"{f['low']:.2f}–{f['high']:.2f} | {f['points']} ({', '.join(f['ids'])}) |")
+    return "\n".join(lines) + "\n", table
+
+
+def write_calibration(folder: Path, text: str, table: dict) -> Path:
+    """calibration.json and calibration.md, with the date and the command, replacing `folder` as a whole."""
+    record = {"created": time.strftime("%Y-%m-%d"), "command": "pocketbert " + " ".join(sys.argv[1:]), **table}
+    with atomic_folder(Path(folder)) as tmp:
+        (tmp / CALIBRATION_RESULTS).write_text(dumps_strict(record, indent=2) + "\n")
+        (tmp / CALIBRATION_TABLE).write_text(f"# Calibration of roofline floors\n\n`{record['command']}`, "
+                                             f"{record['created']}\n\n{text}")
+    return Path(folder)

@@ -1,0 +1,67 @@
+"""The placement check's verdict per Apple program, as bench reads it from the export manifest.
+
+The export's placement check (export/evaluators/placement.py) predicts, for each Core ML and Core AI program,
+where its operations will run. Bench reads its verdicts from the export manifest's metrics (a file, never the
+export's code) and applies a phone's Neural Engine row only to a program predicted on the Neural Engine; a
+program predicted elsewhere gets the unit it falls back to, and a program with no verdict is reported as
+unchecked, never assumed on the Neural Engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+MANIFEST_KEY = "placement"  # export manifest: metrics.placement = {program file name: verdict}
+NEURAL_ENGINE = "neural_engine"
+UNITS = ("neural_engine", "gpu", "cpu")
+UNCHECKED = "unchecked"
+
+
+@dataclass(frozen=True)
+class PlacementVerdict:
+    program: str  # the program's file name in the export folder (X.mlpackage, X.aimodel)
+    predicted_unit: str  # neural_engine, gpu or cpu: where most of its FLOPs are predicted to run
+    neural_engine_op_share: float  # of its operations, the share predicted on the Neural Engine
+    neural_engine_flop_share: float  # of its FLOPs, the same
+    rules_fired: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "rules_fired": list(self.rules_fired)}
+
+    @classmethod
+    def from_dict(cls, program: str, raw: dict) -> PlacementVerdict | None:
+        """A verdict as the manifest records it; None where it is not one (bench then says 'unchecked')."""
+        if not isinstance(raw, dict) or raw.get("predicted_unit") not in UNITS:
+            return None
+        try:
+            ops, flops = float(raw.get("neural_engine_op_share")), float(raw.get("neural_engine_flop_share"))
+        except (TypeError, ValueError):
+            return None
+        if not (0.0 <= ops <= 1.0 and 0.0 <= flops <= 1.0):
+            return None
+        rules = raw.get("rules_fired") or []
+        return cls(program, raw["predicted_unit"], ops, flops,
+                   tuple(str(r) for r in rules) if isinstance(rules, list) else ())
+
+
+def verdicts_from_manifest(manifest: dict) -> dict[str, dict]:
+    """{program: verdict dict} for every well-formed verdict the export manifest records (none: {})."""
+    recorded = (manifest.get("metrics") or {}).get(MANIFEST_KEY)
+    if not isinstance(recorded, dict):
+        return {}
+    verdicts = (PlacementVerdict.from_dict(name, raw) for name, raw in recorded.items())
+    return {v.program: v.to_dict() for v in verdicts if v is not None}
+
+
+def unit_for(requested_unit: str, verdict: dict | None) -> tuple[str, str]:
+    """(the unit whose floor applies, the placement status) for a phone row of `requested_unit`.
+
+    Only the Neural Engine depends on the program: Core ML and Core AI can always run on the CPU and GPU."""
+    if requested_unit != NEURAL_ENGINE:
+        return requested_unit, "not needed"
+    if verdict is None:
+        return requested_unit, UNCHECKED
+    if verdict["predicted_unit"] == NEURAL_ENGINE:
+        return requested_unit, f"checked: predicted on the Neural Engine ({100 * verdict['neural_engine_flop_share']:.0f} % of FLOPs)"
+    return verdict["predicted_unit"], (f"checked: falls back to the {verdict['predicted_unit'].upper()} "
+                                       f"({', '.join(verdict['rules_fired']) or 'no rule named'})")

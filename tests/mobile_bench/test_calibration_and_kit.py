@@ -1,0 +1,162 @@
+"""Calibration factors from the published table, the device kit's folder, the kit's JSON through `bench import`
+into the report, and the report's separate floor / calibrated columns and placement status."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pocketbert.errors import ConfigError, RunDirError
+from pocketbert.mobile_bench import calibration, derive, profiles
+from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
+from pocketbert.rundir import APP_README as README
+from pocketbert.mobile_bench.model_shape import EncoderShape
+from pocketbert.mobile_bench.report import build_document, render_markdown
+from pocketbert.mobile_bench.run import import_phone_measurement
+from pocketbert.mobile_bench.stats import median_rank_interval
+from pocketbert.rundir import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST
+from tests.mobile_bench.test_report import synthetic_results
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED_BENCH = REPO / "results" / "static" / "bench.results.json"  # graph costs counted by a real bench run
+RECORDED_EXPORT_MANIFEST = REPO / "results" / "static" / "export.manifest.json"  # a real export's manifest
+FIXTURE = Path(__file__).parent / "fixtures" / "kit_measurement.json"
+SHAPE_VS_GRAPH_TOLERANCE = 0.02  # the shape's count leaves out element-wise ops, the pooler and the classifier
+BERT_BASE = EncoderShape(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522)
+
+
+def table():
+    return calibration.calibration_table(profiles.load_profiles()["devices"])
+
+
+def test_shape_floor_counts_what_the_graph_counts():
+    counted = json.loads(RECORDED_BENCH.read_text())["graph_costs"]["headline"]["bert-base"]
+    shape = BERT_BASE.cost(128)
+    assert shape["flops"] == pytest.approx(counted["flops"], rel=SHAPE_VS_GRAPH_TOLERANCE)
+    assert shape["weight_bytes"]["fp32"] == pytest.approx(counted["weight_bytes"]["fp32"], rel=SHAPE_VS_GRAPH_TOLERANCE)
+
+
+def test_calibration_factors_from_the_published_table():
+    t = table()
+    points = {p["id"]: p for p in t["points"]}
+    assert len(points) >= 5 and all(p["source"].startswith("https://") for p in points.values())
+    # Apple's DistilBERT on the iPhone 13 Neural Engine: memory-bound, 66 M fp16 weights over 34.1 GB/s
+    distil = points["apple-distilbert-ane-iphone13"]
+    weights = EncoderShape(6, 768, 12, 3072, 30522).cost(128)
+    expected = (weights["weight_bytes"]["fp32"] / 2 + weights["io_bytes"]) / 34.1e9 * 1e3
+    assert distil["bound"] == "memory" and distil["floor_ms"] == pytest.approx(expected)
+    assert distil["factor"] == pytest.approx(3.47 / expected)
+    # MobileBERT on a Pixel 4, 4 big cores: compute-bound, ~5.3 GFLOPs at 161.6 GFLOP/s
+    mobile = points["mobilebert-pixel4-tflite"]
+    assert mobile["bound"] == "compute" and 5.0 < mobile["gflops"] < 5.6
+    assert mobile["factor"] == pytest.approx(62 / mobile["floor_ms"]) and 1.0 < mobile["factor"] < 3.0
+    # a point without a stated sequence length or a device profile has no floor, and says why
+    assert points["minilm-iphone16-coreml-cpu-fp16"]["floor_ms"] is None
+    assert points["minilm-iphone16-coreml-cpu-fp16"]["no_floor_because"]
+    factors = {(f["family"], f["compute_unit"], f["precision"]): f for f in t["factors"]}
+    assert factors[("apple-iphone", "neural_engine", "fp16")]["factor"] == pytest.approx(distil["factor"])
+    assert factors[("android-arm", "cpu", "fp32")]["ids"] == ["mobilebert-pixel4-tflite"]
+
+
+def test_a_calibrated_estimate_is_the_floor_times_the_pooled_factor():
+    factors = [{"family": "f", "compute_unit": "cpu", "precision": "fp32", "factor": 2.0, "low": 1.5, "high": 3.0,
+                "points": 2, "ids": ["a", "b"]}]
+    got = calibration.calibrate(10.0, "f", "cpu", "fp32", factors)
+    assert (got["calibrated_ms"], got["calibrated_low_ms"], got["calibrated_high_ms"]) == (20.0, 15.0, 30.0)
+    assert calibration.calibrate(10.0, "f", "gpu", "fp32", factors)["calibrated_ms"] is None
+
+
+def test_bench_calibration_command_prints_and_records(tmp_path):
+    from click.testing import CliRunner
+
+    from pocketbert.cli import cli
+
+    result = CliRunner().invoke(cli, ["bench", "calibration", "--out", str(tmp_path / "cal")])
+    assert result.exit_code == 0, result.output
+    assert "apple-distilbert-ane-iphone13" in result.output and "android-arm / cpu / fp32" in result.output
+    record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert record["command"].startswith("pocketbert") and record["created"] and record["factors"]
+
+
+def _run_with_export(tmp_path: Path) -> Path:
+    export = tmp_path / "run" / EXPORT_DIR
+    export.mkdir(parents=True)
+    shutil.copy(RECORDED_EXPORT_MANIFEST, export / MANIFEST)
+    (export / LABELS).write_text(json.dumps(["negative", "positive"]))
+    return tmp_path / "run"
+
+
+def test_kit_folder(tmp_path):
+    run = _run_with_export(tmp_path)
+    folder = write_kit(run)
+    for target in KIT_FILES.values():
+        assert (folder / target).is_file()
+    assert (folder / MODELS_PATH).is_dir() and "cannot compile" in (folder / README).read_text()
+    config = json.loads((folder / CONFIG_PATH).read_text())
+    programs = {p["program"]: p for p in config["programs"]}
+    assert programs["PocketBertSentiment.mlpackage"]["runtime"] == "coreml"
+    assert programs["PocketBertSentiment.aimodel"]["runtime"] == "coreai"
+    assert config["median_interval_ranks"][19] == list(median_rank_interval(20))
+    core = (folder / KIT_FILES["KitCore.swift.txt"]).read_text()
+    assert "MLComputePlan.load(contentsOf:configuration:)" in core.split("import CoreML")[0]  # named in the header
+    with pytest.raises(RunDirError, match="already exists"):
+        write_kit(run)
+
+
+def test_kit_json_round_trips_through_bench_import_into_the_report(tmp_path):
+    run = _run_with_export(tmp_path)
+    (run / BENCH_DIR).mkdir()
+    results = derive.derive(synthetic_results())
+    (run / BENCH_DIR / BENCH_RESULTS).write_text(json.dumps(results))
+    saved, refreshed = import_phone_measurement(run, FIXTURE, "iphone-15-pro", "student", "fp16", 1, None)
+    assert refreshed is not None and len(list(saved.glob("*.json"))) == 2
+    after = json.loads((run / BENCH_DIR / BENCH_RESULTS).read_text())
+    imported = [m for m in after["measurements"] if m["device"] == "iphone-15-pro"]
+    ane = next(m for m in imported if m["compute_units"] == "ALL")
+    assert ane["median_ms"] == pytest.approx(2.105) and ane["cold_start"]["first_inference_ms"] == 9.8
+    assert ane["measured_placement"]["operation_counts"] == {"neural_engine": 2, "gpu": 0, "cpu": 1, "unknown": 0}
+    md = (run / BENCH_DIR / BENCH_REPORT).read_text()
+    assert "neural engine 2 / cpu 1" in md and "unchecked (no verdict)" in md
+    assert "Measured: iPhone 15 Pro" in md
+
+
+def test_kit_json_with_a_wrong_placement_unit_is_refused(tmp_path):
+    data = json.loads(FIXTURE.read_text())
+    data["programs"][0]["placement"]["operations"][0]["preferred"] = "tpu"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    run = _run_with_export(tmp_path)
+    with pytest.raises(ConfigError, match="preferred"):
+        import_phone_measurement(run, bad, "iphone-15-pro", "student", "fp16", 1, 128)
+
+
+def _ane_row(results, device="iphone-13"):
+    return next(c for c in results["estimated_comparisons"] if c["device"] == device
+                and c["compute_unit"] == "neural_engine" and c["baseline"] == "bert-base")
+
+
+def test_report_columns_keep_floor_and_calibrated_apart_and_check_placement():
+    results = derive.derive(synthetic_results())
+    row = _ane_row(results)
+    assert row["placement"] == "unchecked" and row["student_calibrated_ms"] == pytest.approx(
+        row["student_floor_ms"] * next(f["factor"] for f in results["calibration"]["factors"]
+                                       if f["compute_unit"] == "neural_engine"))
+    md = render_markdown(build_document(results, {}))
+    assert "| student floor ms | student calibrated ms | calibrated range ms | baseline floor ms |" in md
+    assert "Neural Engine rows are unchecked" in md.split("##")[0]  # said in the headline, before any table
+
+    results = synthetic_results()
+    results["placement"] = {"student_program": "S.mlpackage", "verdicts": {"S.mlpackage": {
+        "program": "S.mlpackage", "predicted_unit": "gpu", "neural_engine_op_share": 0.1,
+        "neural_engine_flop_share": 0.05, "rules_fired": ["fp32 op in an fp16 program"]}}}
+    derive.derive(results)
+    row = _ane_row(results)
+    gpu_floor = next(e["floor_ms"] for e in results["estimates"]["devices"] if e["device"] == "iphone-13"
+                     and e["compute_unit"] == "gpu" and e["precision"] == "fp16" and e["model"] == "student")
+    assert row["student_unit"] == "gpu" and row["student_floor_ms"] == pytest.approx(gpu_floor)
+    assert "falls back to the GPU (fp32 op in an fp16 program)" in row["placement"]
+    # no GPU profile for the iPhone 15 Pro: the student's Neural Engine figure is withheld, not assumed
+    assert _ane_row(results, "iphone-15-pro")["student_floor_ms"] is None
