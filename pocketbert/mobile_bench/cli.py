@@ -122,6 +122,7 @@ def compare(before, after):
 @bench.command("calibration")
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None,
               help="Also write calibration.json and calibration.md into this folder (replaced as a whole).")
+@locks("out")
 def calibration_command(out):
     """Published device measurements beside pocketbert's floor for each, and the calibration factors."""
     from pocketbert.mobile_bench.calibration_report import render_calibration, write_calibration
@@ -137,6 +138,7 @@ def calibration_command(out):
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None,
               help="Folder to write (default: <run>/device_kit).")
 @overwrite_option
+@locks("run", "out")
 def kit_command(run, out, overwrite):
     """A Swift package that loads each Apple program of the export on a Mac or an iPhone, prints where each
     operation is planned, times load, first and warm predictions, and writes a JSON `bench import` reads."""
