@@ -20,6 +20,7 @@ from pocketbert.cli_options import (
     run_option,
 )
 from pocketbert.config import TASKS
+from pocketbert.train import launch_env
 
 
 def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items):
@@ -144,6 +145,7 @@ def train():
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
             data_dir, device, overwrite, **options):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
@@ -204,6 +206,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
     """Distil the teacher into a student (half its layers, one of any shape, a BiLSTM or static embeddings); writes
@@ -266,6 +269,7 @@ def _format_metrics(metrics: dict) -> str:
                    "random_init; layerwise's also no_hidden, no_embedding, no_attention, no_relation.")
 @data_dir_option
 @device_option
+@launch_env.checked
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
     from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
@@ -293,6 +297,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @device_option
 @overwrite_option
+@launch_env.checked
 def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
     from pocketbert.train import registry
@@ -317,6 +322,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
@@ -344,6 +350,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config,
 @click.option("--examples", type=COUNT, default=2000, show_default=True, help="Training examples in the timed epoch.")
 @data_dir_option
 @device_option
+@launch_env.checked
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
     from pocketbert.core.recipe import load_recipe

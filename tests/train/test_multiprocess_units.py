@@ -74,8 +74,8 @@ def test_the_gpu_is_asked_whether_it_does_bf16_in_hardware(monkeypatch):
 def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
     from pocketbert.rundir import staged_output
 
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets (launch_env refuses half a set)
     with distributed.main_writes(tmp_path, staged_output(tmp_path, "student")) as out:
         assert out is None
     assert list(tmp_path.iterdir()) == []
