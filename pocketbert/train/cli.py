@@ -13,6 +13,7 @@ from pocketbert.cli_options import (
     POSITIVE,
     SEED,
     Number,
+    comma_list,
     data_dir_option,
     device_option,
     overwrite_option,
@@ -50,21 +51,6 @@ def shared_keys(section: str) -> dict[str, str]:
     return {"dataset": "dataset", "seed": "seed", "epochs": f"{section}.epochs",
             "max_train_examples": f"{section}.max_train_examples", "hard_loss": f"{section}.hard_loss",
             "focal_gamma": f"{section}.focal_gamma", "focal_alpha": f"{section}.focal_alpha"}
-
-
-def comma_list(kind, what: str, example: str):
-    """A Click callback: 'a,b,c' as a list of `kind`, or None when the option is not given."""
-    def parse(ctx, param, value):
-        from pocketbert.errors import ConfigError
-
-        if not value:
-            return None
-        try:
-            return [kind(item.strip()) for item in value.split(",")]
-        except ValueError:
-            raise ConfigError(f"--{param.name.replace('_', '-')} must be comma-separated {what} like {example} "
-                              f"(got '{value}')") from None
-    return parse
 
 
 class RecipeChoice(click.Choice):
