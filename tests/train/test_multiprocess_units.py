@@ -85,6 +85,13 @@ def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
     assert (tmp_path / "student" / "weights").is_file()
 
 
+def test_a_batch_is_at_most_each_process_share_of_the_data():
+    assert trainer.capped_batch_size(16, 64, 1) == 16  # smaller than the data: as asked
+    assert trainer.capped_batch_size(100_000, 64, 1) == 64
+    assert trainer.capped_batch_size(32, 10, 2) == 5  # one batch of 10 shared by 2 processes gave 0 steps
+    assert trainer.capped_batch_size(4, 1, 2) == 1
+
+
 def test_the_large_batch_rule_scales_the_learning_rate():
     cfg = {"learning_rate": 1e-4, "base_batch_size": 32, "lr_scaling": "sqrt"}
     assert trainer.effective_learning_rate(cfg, 32) == 1e-4
