@@ -2,21 +2,36 @@
 
 The exit statuses are pocketbert/exit_codes.py's: a user's mistake and a file-system fault exit 2, an interrupt
 130, and anything else is a bug in pocketbert and exits 70, never 1, which `bench compare` keeps for "a
-regression was found". Whatever ended the command, the stage folders it was writing were temporary and are
+regression was found". POCKETBERT_DEBUG=1 adds the traceback above that line and changes nothing else: the exit
+status stays the one a script reads. Whatever ended the command, the stage folders it was writing were temporary and are
 gone (rundir.atomic_folder), so the line can say that nothing half-written was kept.
 """
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from pocketbert import exit_codes
-from pocketbert.errors import PocketbertError
+from pocketbert.errors import ConfigError, PocketbertError
 from pocketbert.storage import describe, fault_behind
 
 INTERRUPTED_LINE = "interrupted: nothing half-written was kept"
 MAX_QUOTED = 300  # characters of an exception's own message quoted in the line
-DEBUG_HINT = "run again with POCKETBERT_DEBUG=1 to see the traceback"
+DEBUG_ENV = "POCKETBERT_DEBUG"
+DEBUG_HINT = f"run again with {DEBUG_ENV}=1 to see the traceback"
+DEBUG_VALUES = {"1": True, "true": True, "0": False, "false": False, "": False}  # "": set but empty, as unset
+
+
+def debug_requested() -> bool:
+    """Whether POCKETBERT_DEBUG asks for tracebacks; a value other than 0/1/true/false is refused rather than
+    guessed (POCKETBERT_DEBUG=0 used to turn debugging on)."""
+    raw = os.environ.get(DEBUG_ENV, "")
+    if raw.strip().lower() not in DEBUG_VALUES:
+        raise ConfigError(f"{DEBUG_ENV}={raw!r} is not one of 1, true, 0, false: set {DEBUG_ENV}=1 to see "
+                          f"tracebacks, or `unset {DEBUG_ENV}`")
+    return DEBUG_VALUES[raw.strip().lower()]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import click
 
 from pocketbert import __version__
-
-DEBUG_ENV = "POCKETBERT_DEBUG"  # set to 1 to see the traceback behind a one-line error
 
 STAGE_COMMANDS = {
     "train": ("pocketbert.train.cli", "train", "Fine-tune a teacher and distil it into a smaller student."),
@@ -77,25 +74,28 @@ def end_progress_bars() -> None:
 
 def main(argv=None) -> None:
     """The command with its error boundary: whatever ends it, the user reads one line and the exit status means
-    one thing (pocketbert/exit_codes.py). Tracebacks are for POCKETBERT_DEBUG=1."""
+    one thing (pocketbert/exit_codes.py). POCKETBERT_DEBUG=1 shows the traceback above that line."""
     import logging
 
+    from pocketbert.boundary import debug_requested, verdict
     from pocketbert.parent_watch import stop_with_parent
 
     stop_with_parent()
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    debug = False
     try:
+        debug = debug_requested()  # read before the command: a value it cannot take is refused before any work
         cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - this is the one place every failure is said in one line
-        from pocketbert.boundary import verdict
-
         line, code, debuggable = verdict(exc)
-        if debuggable and os.environ.get(DEBUG_ENV):
-            raise
         end_progress_bars()
+        if debuggable and debug:
+            import traceback
+
+            traceback.print_exception(exc)  # beside the line, never instead of its exit status
         if isinstance(exc, click.ClickException) and not line:
             exc.show()  # click's own usage text, then its `Error:` line
         else:

@@ -106,6 +106,29 @@ NON_NEGATIVE = Number(float, 0)
 FRACTION = Number(float, 0, 1)
 
 
+def comma_list(kind, what: str, example: str, unique: bool = False):
+    """A Click callback: 'a,b,c' as a list of `kind`, or None when the option is not given. An empty item (a
+    stray comma) is refused, as is a repeated one where `unique`."""
+    def parse(ctx, param, value):
+        from pocketbert.errors import ConfigError
+
+        if value is None:
+            return None
+        option = f"--{param.name.replace('_', '-')}"
+        items = [item.strip() for item in value.split(",")]
+        try:
+            if not all(items):
+                raise ValueError
+            parsed = [kind(item) for item in items]
+        except ValueError:
+            raise ConfigError(f"{option} must be comma-separated {what} like {example} (got '{value}')") from None
+        repeated = sorted({item for item in items if items.count(item) > 1}) if unique else []
+        if repeated:
+            raise ConfigError(f"{option} names {', '.join(repeated)} more than once (got '{value}')")
+        return parsed
+    return parse
+
+
 def thread_list(value: str | None, option: str) -> list[int] | None:
     """'1,2,4' as thread counts, each 1 to MAX_THREADS."""
     from pocketbert.errors import ConfigError

@@ -40,6 +40,12 @@ def _refused(result, *words):
     (["train", "teacher", "--set", "seed=1", "--set", "seed=2"], ["--set seed", "twice"]),
     (["export", "--parity-examples", "0"], ["--parity-examples"]),
     (["export", "--coreml-examples", "-3"], ["--coreml-examples"]),
+    (["export", "--coreml-examples", "0"], ["--coreml-examples"]),
+    (["train", "teacher", "--set", "export.coreml_parity_examples=0"], ["export.coreml_parity_examples"]),
+    (["export", "--coreml-variants", "fp16,"], ["--coreml-variants", "comma-separated"]),
+    (["export", "--coreml-variants", "fp16,int8,fp16"], ["--coreml-variants", "fp16 more than once"]),
+    (["export", "--coreai-variants", ","], ["--coreai-variants", "comma-separated"]),
+    (["train", "distill", "--layer-map", "0,,2"], ["--layer-map", "comma-separated"]),
     (["inspect", "--perplexity", "-1"], ["--perplexity"]),
     (["inspect", "--perplexity", "nan"], ["--perplexity"]),
     (["bench", "--time-cap", "nan"], ["--time-cap"]),
@@ -151,3 +157,22 @@ def test_import_refuses_a_gpt2_checkpoint_at_once(capsys, tmp_path, shared_data)
     _refused(run_cli(capsys, "import", "--run", run, "--model", source, "--dataset", "sst2",
                      "--data-dir", shared_data), "gpt2", "not BERT-family")
     assert not run.exists()
+
+
+HUGE_BATCH = 100_000  # far more than the tiny preset's 64 training examples
+
+
+@pytest.mark.slow
+def test_a_batch_larger_than_the_data_is_capped_with_its_learning_rate(capsys, tmp_path, tiny_base, shared_data):
+    """--batch-size 100000 used to scale the learning rate by sqrt(100000 / 16) = 79x for a batch that never
+    exists (an epoch was one batch of the 64 examples); the batch and its scaling are capped at the data, and said."""
+    run = tmp_path / "run"
+    result = run_cli(capsys, "train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny",
+                     "--data-dir", shared_data, "--batch-size", HUGE_BATCH)
+    assert result.exit_code == 0, result.err
+    manifest = json.loads((run / "teacher" / "manifest.json").read_text())
+    train, recipe = manifest["metrics"]["train"], manifest["config"]["recipe"]["teacher"]
+    examples, base, rate = train["train_examples"], recipe["base_batch_size"], recipe["learning_rate"]
+    assert train["batch_size_asked"] == HUGE_BATCH and train["global_batch_size"] == examples
+    assert train["learning_rate"] == pytest.approx(rate * (examples / base) ** 0.5)
+    assert f"a batch of {HUGE_BATCH} is more than the {examples} training examples" in result.err

@@ -170,6 +170,56 @@ def test_squad_file_whose_questions_are_not_objects(capsys, tmp_path, tiny_base,
     assert not run.exists()
 
 
+def _labelled(*labels) -> str:
+    """JSON Lines whose row i (line i + 1) carries labels[i], then enough clean rows of 'pos' and 'neg'."""
+    rows = [{"text": f"review {i}", "label": label} for i, label in enumerate(labels)]
+    rows += [{"text": f"more {i}", "label": ("pos", "neg")[i % 2]} for i in range(8)]
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+LABEL_DAMAGE = {  # name -> (file text, words of the error): each used to become a class of its own
+    "byte-order mark": (_labelled("pos", "\ufeffpos"), [":2:", "U+FEFF", "invisible"]),
+    "zero-width space": (_labelled("neg", "neg\u200b"), [":2:", "U+200B", "invisible"]),
+    "control character": (_labelled("po\x07s"), [":1:", "U+0007", "invisible"]),
+    "case": (_labelled("pos", "neg", "Pos"), ["jsonl:3:", "'Pos' differs from 'pos'", "jsonl:1)", "only by case"]),
+    # fullwidth letters in row 1, then the clean rows' 'pos' in row 2
+    "unicode form": (_labelled("ｐｏｓ"), ["jsonl:2:", "'pos' differs from 'ｐｏｓ'", "Unicode form"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LABEL_DAMAGE))
+def test_labels_that_look_like_another_are_refused_with_the_row(capsys, tmp_path, tiny_base, name):
+    text, words = LABEL_DAMAGE[name]
+    data = tmp_path / "labels.jsonl"
+    data.write_text(text)
+    _refused(_train(capsys, tmp_path, tiny_base, data), str(data), *words)
+
+
+def test_labels_option_that_differ_by_case_or_hide_a_character_are_refused(capsys, tmp_path, tiny_base):
+    data = tmp_path / "labels.jsonl"
+    data.write_text(_labelled())
+    for labels, words in (("pos,neg,POS", ["--labels", "'POS' differs from 'pos'"]), ("pos,neg\u200b", ["U+200B"])):
+        run = tmp_path / "run"
+        _refused(run_cli(capsys, "train", "teacher", "--run", run, "--model", tiny_base, "--dataset", data,
+                         "--labels", labels, "--preset", "tiny", "--device", "cpu"), *words)
+        assert not run.exists()
+
+
+@pytest.mark.parametrize("start", [-6, 3.5, "4", True, None])
+def test_squad_answer_start_that_is_not_a_position_is_refused(capsys, tmp_path, tiny_base, start):
+    """-6 was accepted: context[-6:-6 + 5] happened to read the answer."""
+    context = "pocketbert ships small models"
+    answer = {"text": "small", "answer_start": start}
+    data = tmp_path / "squad.json"
+    data.write_text(json.dumps({"data": [{"paragraphs": [{"context": context + " small", "qas": [
+        {"id": "q7", "question": "what models?", "answers": [answer]}]}]}]}))
+    run = tmp_path / "run"
+    _refused(run_cli(capsys, "train", "teacher", "--run", run, "--model", tiny_base, "--dataset", data,
+                     "--task", "qa", "--preset", "tiny", "--device", "cpu"), "question q7", "answer_start",
+             "whole number >= 0")
+    assert not run.exists()
+
+
 # ---------------------------------------------------------------- bench's files
 
 

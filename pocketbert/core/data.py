@@ -11,6 +11,7 @@ import csv
 import os
 import random
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,10 @@ def _file_kind(path: Path) -> str:
 # A label set is either names or numbers, never both. Names are taken as written (case and spelling kept) and
 # ordered by code point, so a shuffled copy of a file gives the same classes in the same order. Numbers are
 # class indices: 0, 1, 2, ... with none missing (a gap is far more often a typo than an empty class), written
-# without leading zeros, at most MAX_CLASSES of them. `--labels` names the set instead of the file.
+# without leading zeros, at most MAX_CLASSES of them. `--labels` names the set instead of the file. A name with
+# a character one cannot see (a U+FEFF byte-order mark, a zero-width space, a control character) or two names
+# that differ only by case or Unicode form would each become a class of their own that looks like another: both
+# are refused, naming the row.
 
 MAX_CLASSES = 1000  # a mistyped 9999999999 must not become ten billion classes
 INDEX = re.compile(r"0|[1-9][0-9]*")  # ASCII digits only: "²" and "٣" are names, "01" is refused
@@ -109,7 +113,42 @@ def _raw_label(raw: Any, where: str) -> str:
     text = str(raw).strip()
     if text == "":
         raise DataError(f"{where}: empty label; every row needs a label")
+    _refuse_invisible(text, where)
     return text
+
+
+INVISIBLE_CATEGORIES = ("Cf", "Cc", "Zl", "Zp")  # format (U+FEFF, U+200B..U+200F, U+2060), control, separators
+
+
+def _refuse_invisible(name: str, where: str) -> None:
+    hidden = next((c for c in name if unicodedata.category(c) in INVISIBLE_CATEGORIES), None)
+    if hidden is not None:
+        what = unicodedata.name(hidden, "a control character")
+        raise DataError(f"{where}: label {name!r} holds an invisible character (U+{ord(hidden):04X} {what}); "
+                        "remove it")
+
+
+def _spelling(name: str) -> str:
+    """What two labels that look the same share: their case-folded NFKC form."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _first_look_alike(labeled: list[tuple[str, str]]) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """The first two (where, label) whose labels differ but are spelled alike (by case or Unicode form)."""
+    seen: dict[str, tuple[str, str]] = {}
+    for where, label in labeled:
+        first = seen.setdefault(_spelling(label), (where, label))
+        if first[1] != label:
+            return first, (where, label)
+    return None
+
+
+def _refuse_look_alikes(labeled: list[tuple[str, str]]) -> None:
+    pair = _first_look_alike(labeled)
+    if pair is not None:
+        (first_where, first), (where, label) = pair
+        raise DataError(f"{where}: label '{label}' differs from '{first}' ({first_where}) only by case or Unicode "
+                        "form; write each class one way")
 
 
 def _label_index(text: str, label_names: list[str], where: str) -> int:
@@ -165,6 +204,9 @@ def check_label_names(names: list[str], source: str = "--labels") -> list[str]:
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise DataError(f"{source}: the label '{twice[0]}' is given twice; name each class once")
+    for name in names:
+        _refuse_invisible(name, source)
+    _refuse_look_alikes([(source, name) for name in names])
     if len(names) < 2:
         shown = f" ('{names[0]}')" if names else ""
         raise DataError(f"{source}: a single class{shown}; a classifier needs at least two: check the file, or pass "
@@ -312,6 +354,7 @@ def read_sentiment_file(path: Path, label_names: list[str] | None = None) -> tup
         raw_examples = [(where, _clean_text(text, where), _raw_label(label, where)) for where, text, label in rows()]
     if not raw_examples:
         raise DataError(f"{path} holds no examples; check that it is the right file")
+    _refuse_look_alikes([(where, label) for where, _, label in raw_examples])
     if label_names is None:
         label_names = infer_label_names([label for _, _, label in raw_examples], str(path))
     else:
@@ -329,6 +372,16 @@ def _refuse_mixed_spellings(raw_examples, label_names: list[str], path: Path) ->
 
 
 # ---------------------------------------------------------------- QA reader
+
+def _answer_start(raw: Any, where: str) -> int:
+    """A character position: a whole number >= 0 (a negative one used to slice from the end and could happen to
+    read the answer; a fractional one was cut to its integer part)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0 \
+            or (isinstance(raw, float) and not raw.is_integer()):
+        raise DataError(f"{where}: answer_start {raw!r} is not a character position (a whole number >= 0); "
+                        "fix the row")
+    return int(raw)
+
 
 def read_squad_file(path: Path) -> list[QAExample]:
     path = Path(path)
@@ -351,7 +404,7 @@ def read_squad_file(path: Path) -> list[QAExample]:
                     question = _clean_text(qa["question"], where)
                     answers = []
                     for ans in qa.get("answers", []):
-                        start, text = int(ans["answer_start"]), ans["text"]
+                        start, text = _answer_start(ans["answer_start"], where), ans["text"]
                         if context[start:start + len(text)] != text:
                             raise DataError(f"{where}: answer '{text}' is not at character {start} of its context")
                         answers.append((text, start))

@@ -155,7 +155,7 @@ class EvalSection(Section):
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
     parity_examples: Optional[int] = Field(None, gt=0)
-    coreml_parity_examples: Optional[int] = Field(None, ge=0)
+    coreml_parity_examples: Optional[int] = Field(None, gt=0)  # None: every parity example; 0 cannot check
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     # Core AI (iOS 27). None: fp16 and 6-bit where the student's architecture can take it; [] leaves Core AI out.
     coreai_variants: Optional[list[str]] = None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import COUNT, Number, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
+from pocketbert.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -19,10 +19,12 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Run directory: a name under runs/, or a path.")
 @data_dir_option
 @click.option("--parity-examples", type=COUNT, default=None, help="Eval examples for the ONNX parity check (default: recipe).")
-@click.option("--coreml-examples", type=Number(int, 0), default=None, help="Eval examples for the Core ML parity check (default: recipe).")
+@click.option("--coreml-examples", type=COUNT, default=None, help="Eval examples for the Core ML parity check (default: recipe).")
 @click.option("--coreml-variants", default=None, metavar="V,...",
+              callback=comma_list(str, "variant names", "fp16,int8", unique=True),
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
+              callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
               help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
@@ -38,11 +40,9 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
         return
     if run is None:
         raise ConfigError("export needs --run: the run directory whose student to export")
-    variants = [v.strip() for v in coreml_variants.split(",")] if coreml_variants else None
-    coreai = None if coreai_variants is None else [] if coreai_variants.strip() == "none" else [
-        v.strip() for v in coreai_variants.split(",") if v.strip()]
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples, variants,
-                               coreai)
+    coreai = [] if coreai_variants == ["none"] else coreai_variants
+    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
+                               coreml_variants, coreai)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from pocketbert.cli_options import COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir, thread_list
+from pocketbert.mobile_bench.results_diff import DEFAULT_THRESHOLD_PERCENT
 
 PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
 
@@ -101,9 +102,16 @@ def import_measurement(file, run, device_key, model, precision, sequence_length,
 @bench.command("compare")
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-def compare(before, after):
-    """Change between two results.json files; exits 1 when a regression beyond noise is found (and only then:
-    an unreadable file exits 2, a crash 70)."""
+@click.option("--threshold", type=POSITIVE, default=DEFAULT_THRESHOLD_PERCENT, show_default=True, metavar="PERCENT",
+              help="A measurement without an interval (a phone import) regresses when this much slower.")
+@click.option("--allow-missing", is_flag=True,
+              help="Compare what both files measured when the second lacks some of the first's measurements "
+                   "(default: refused, exit 2).")
+def compare(before, after, threshold, allow_missing):
+    """Change between two results.json files, BEFORE the baseline. Exit status: 0 when every measurement of
+    BEFORE was compared and none got slower beyond noise (or beyond --threshold where it has no interval); 1 when
+    one did; 2 when the files cannot be compared (unreadable, empty, a setting given twice, nothing in common,
+    a measurement of BEFORE missing from AFTER); 70 a bug in pocketbert."""
     import sys
 
     from pocketbert import exit_codes
@@ -113,7 +121,8 @@ def compare(before, after):
         render_comparison,
     )
 
-    result = compare_results(load_results(before), load_results(after))
+    result = compare_results(load_results(before), load_results(after), threshold, allow_missing,
+                             names=(before, after))
     click.echo(render_comparison(result))
     if result["regressions"]:
         sys.exit(exit_codes.FINDING)

@@ -13,6 +13,7 @@ from pocketbert.cli_options import (
     POSITIVE,
     SEED,
     Number,
+    comma_list,
     data_dir_option,
     device_option,
     locks,
@@ -21,6 +22,7 @@ from pocketbert.cli_options import (
     run_option,
 )
 from pocketbert.config import TASKS
+from pocketbert.train import launch_env
 
 
 def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items):
@@ -50,21 +52,6 @@ def shared_keys(section: str) -> dict[str, str]:
     return {"dataset": "dataset", "seed": "seed", "epochs": f"{section}.epochs",
             "max_train_examples": f"{section}.max_train_examples", "hard_loss": f"{section}.hard_loss",
             "focal_gamma": f"{section}.focal_gamma", "focal_alpha": f"{section}.focal_alpha"}
-
-
-def comma_list(kind, what: str, example: str):
-    """A Click callback: 'a,b,c' as a list of `kind`, or None when the option is not given."""
-    def parse(ctx, param, value):
-        from pocketbert.errors import ConfigError
-
-        if not value:
-            return None
-        try:
-            return [kind(item.strip()) for item in value.split(",")]
-        except ValueError:
-            raise ConfigError(f"--{param.name.replace('_', '-')} must be comma-separated {what} like {example} "
-                              f"(got '{value}')") from None
-    return parse
 
 
 class RecipeChoice(click.Choice):
@@ -145,6 +132,7 @@ def train():
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 @locks("run")
 def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
             data_dir, device, overwrite, **options):
@@ -206,6 +194,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 @locks("run")
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
@@ -269,6 +258,7 @@ def _format_metrics(metrics: dict) -> str:
                    "random_init; layerwise's also no_hidden, no_embedding, no_attention, no_relation.")
 @data_dir_option
 @device_option
+@launch_env.checked
 @locks("run")
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
@@ -297,6 +287,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @device_option
 @overwrite_option
+@launch_env.checked
 @locks("run")
 def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
@@ -322,6 +313,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 @data_dir_option
 @device_option
 @overwrite_option
+@launch_env.checked
 @locks("run", "out_run")
 def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
@@ -350,6 +342,7 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config,
 @click.option("--examples", type=COUNT, default=2000, show_default=True, help="Training examples in the timed epoch.")
 @data_dir_option
 @device_option
+@launch_env.checked
 @locks("run")
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""

@@ -1,7 +1,7 @@
 """Several processes through torchrun (PyTorch DDP): NCCL on GPUs, gloo on CPUs, on one machine or several.
 
-torchrun sets WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE. Every process builds the same batches in the
-same order and takes every world_size-th one; DDP averages the gradients, so the replicas stay equal while each
+torchrun sets WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE (read and checked as a set in launch_env.py).
+Every process builds the same batches in the same order and takes every world_size-th one; DDP averages the gradients, so the replicas stay equal while each
 draws its own dropout masks. Process 0 alone writes checkpoints and the stage folder, which every process must
 see: on several machines the run directory is shared (checked at the start of every stage). The teacher-output
 cache is filled once where it is shared, else once per machine.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
-import os
 import socket
 import uuid
 from pathlib import Path
@@ -27,11 +26,15 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ConfigError, PocketbertError
+from pocketbert.train.launch_env import (  # noqa: F401  (the time limits' names, as callers know them here)
+    DEFAULT_TIMEOUT_S,
+    STEP_TIMEOUT_ENV,
+    TIMEOUT_ENV,
+    launch,
+    step_timeout_seconds,
+    timeout_seconds,
+)
 
-TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"  # waiting for another process's teacher-cache fill
-DEFAULT_TIMEOUT_S = 2 * 3600
-STEP_TIMEOUT_ENV = "POCKETBERT_DDP_STEP_TIMEOUT"  # every other collective
-DEFAULT_STEP_TIMEOUT_S = 600
 _wait_group = None  # the gloo group with the long timeout, for waiting on a cache fill
 REPLICA_SEED_STRIDE = 1_000_003  # process r > 0 seeds with seed + r * stride: its own dropout stream
 
@@ -41,19 +44,19 @@ class ProcessFailed(PocketbertError):
 
 
 def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    return launch().world_size
 
 
 def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
+    return launch().rank
 
 
 def local_rank() -> int:
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    return launch().local_rank
 
 
 def local_world_size() -> int:
-    return int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size())))
+    return launch().local_world_size
 
 
 def is_main() -> bool:
@@ -62,29 +65,6 @@ def is_main() -> bool:
 
 def active() -> bool:
     return world_size() > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
-def _seconds_from(env: str, default: float) -> float:
-    raw = os.environ.get(env)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"{env}={raw} is not a positive number of seconds: set it to e.g. {int(default)}")
-    return value
-
-
-def timeout_seconds() -> float:
-    """How long a process waits for another's teacher-cache fill."""
-    return _seconds_from(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
-
-
-def step_timeout_seconds() -> float:
-    """How long any other collective (a training step's all-reduce) may wait before the run stops."""
-    return _seconds_from(STEP_TIMEOUT_ENV, DEFAULT_STEP_TIMEOUT_S)
 
 
 def check_local_rank(local: int, gpus: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import sys
 import time
 from typing import Callable
 
@@ -153,6 +154,13 @@ def collate_padded(task, features: list, pad_id: int, multiple: int, max_length:
     return pad_to(batch, min(rounded, max(width, int(max_length))) if max_length else rounded, pad_id)
 
 
+def capped_batch_size(asked: int, examples: int, world: int) -> int:
+    """The batch each process trains with: at most its share of the training examples. A larger batch never
+    exists (an epoch is one smaller batch), and scaling the learning rate for it would multiply the rate by
+    sqrt(asked / base) for a batch that is not trained."""
+    return max(1, min(asked, examples // max(1, world)))
+
+
 def effective_learning_rate(cfg: dict, global_batch: int) -> float:
     """The recipe's learning rate, scaled to the global batch when the recipe names the batch it was set for."""
     base = cfg.get("base_batch_size")
@@ -216,8 +224,13 @@ def train(
 
     lengths = [len(f.input_ids) for f in features]
     epochs = int(cfg["epochs"])
-    batch_size = int(cfg["batch_size"])
     world, rank = distributed.world_size(), distributed.rank()
+    asked_batch = int(cfg["batch_size"])
+    batch_size = capped_batch_size(asked_batch, len(features), world)
+    if batch_size < asked_batch and distributed.is_main():
+        tqdm.write(f"note: a batch of {asked_batch} is more than the {len(features)} training examples "
+                   f"{'hold' if world == 1 else f'share among {world} processes'}: training with batches of "
+                   f"{batch_size}, the learning rate scaled for {batch_size * world}", file=sys.stderr)
     mode = precision.precision_for(device)
     precision.allow_tf32(device)
 
@@ -314,7 +327,8 @@ def train(
             | {"steps": total, "train_examples": len(features), "precision": mode, "loop_seconds": round(seconds, 2),
                # every process's examples: DDP trains world_size batches a step
                "examples_per_second": round(examples_done * world / seconds, 1) if seconds > 0 else None,
-               "global_batch_size": global_batch, "learning_rate": learning_rate, "pad_to_multiple": multiple,
+               "global_batch_size": global_batch, "learning_rate": learning_rate,
+               **({"batch_size_asked": asked_batch} if batch_size < asked_batch else {}), "pad_to_multiple": multiple,
                "attention": cfg.get("attention", "sdpa"), "fused_adamw": optimizer.defaults.get("fused") or False,
                "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile")),
                "cuda_graphs": graphed.report() if graphed else {"used": False, "not_used_because": no_graphs}})

@@ -23,6 +23,25 @@ def results(*rows, cpu="cpu A"):
     return {"host": {"cpu": cpu}, "measurements": list(rows)}
 
 
+def no_interval(m: dict) -> dict:
+    """The row as a phone import has it: a median without an interval (Xcode's performance report)."""
+    return {**m, "ci_low_ms": None, "ci_high_ms": None}
+
+
+def compared(capsys, tmp_path, before: dict, after: dict, *options):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(before))
+    b.write_text(json.dumps(after))
+    return run_cli(capsys, "bench", "compare", a, b, *options)
+
+
+def refused(result, *words):
+    assert result.exit_code == 2, (result.out, result.err)
+    line = error_line(result)
+    assert line.startswith("error: ") and all(w in line for w in words), line
+    assert len([ln for ln in result.err.splitlines() if ln.strip()]) == 1 and "Traceback" not in result.err
+
+
 def test_compare_flags_only_changes_beyond_noise():
     before = results(row("student", 10.0, 0.1), row("bert-base", 100.0, 1.0), row("teacher", 20.0, 3.0),
                      row("student", 5.0, 0.05, precision="int8"))
@@ -73,6 +92,57 @@ def test_xcode_report_imports_its_median(tmp_path):
     m = import_phone_file(path, "iphone-13", "student", "fp16", 1, 128)
     assert m["median_ms"] == 2.7 and m["compute_units"] == "CPU_AND_NE" and m["ci_low_ms"] is None
     assert m["cold_start"] == {"load_ms": 35.0}
+
+
+SLOWDOWN_3X = 3.0
+
+
+def test_a_slowdown_without_an_interval_is_a_regression_not_a_pass(tmp_path, capsys):
+    """A 3x slowdown of a phone import (no interval) used to read "slower (no interval)" and exit 0."""
+    before = results(no_interval(row("student", 4.0, 0)))
+    after = results(no_interval(row("student", 4.0 * SLOWDOWN_3X, 0)))
+    result = compared(capsys, tmp_path, before, after)
+    assert result.exit_code == 1, result.out
+    assert "regression (no interval)" in result.out and "1 regression(s)" in result.out and "10 %" in result.out
+
+
+@pytest.mark.parametrize("slower_by, threshold, code", [(0.07, None, 0), (0.07, "5", 1), (0.12, None, 1),
+                                                        (0.12, "15", 0), (-0.5, None, 0)])
+def test_without_an_interval_the_threshold_decides(tmp_path, capsys, slower_by, threshold, code):
+    before = results(no_interval(row("student", 10.0, 0)))
+    after = results(row("student", 10.0 * (1 + slower_by), 0.01))  # an interval on one side only: none to compare
+    result = compared(capsys, tmp_path, before, after, *(["--threshold", threshold] if threshold else []))
+    assert result.exit_code == code, result.out
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "ten"])
+def test_a_threshold_that_cannot_work_is_refused(tmp_path, capsys, value):
+    one = results(row("student", 10.0, 0.1))
+    refused(compared(capsys, tmp_path, one, one, "--threshold", value), "--threshold")
+
+
+@pytest.mark.parametrize("before, after, words", [
+    (results(), results(row("student", 10.0, 0.1)), ["a.json", "no measurements"]),
+    (results(row("student", 10.0, 0.1)), results(), ["b.json", "no measurements"]),
+    (results(row("student", 10.0, 0.1)), results(row("teacher", 10.0, 0.1)), ["no measurement in common"]),
+    (results(row("student", 10.0, 0.1), row("teacher", 20.0, 0.1), row("student", 30.0, 0.1)),
+     results(row("student", 10.0, 0.1)), ["a.json", "measurements[0] and measurements[2]", "model student"]),
+    (results(row("student", 10.0, 0.1)), results(row("student", 10.0, 0.1), row("student", 50.0, 0.1)),
+     ["b.json", "measurements[0] and measurements[1]"]),
+    (results(row("student", 10.0, 0.1), row("student", 5.0, 0.1, precision="int8")),
+     results(row("student", 10.0, 0.1)), ["1 measurement(s) of", "precision int8", "--allow-missing"]),
+])
+def test_what_cannot_be_compared_is_exit_2_not_a_pass(tmp_path, capsys, before, after, words):
+    """Each of these used to print "0 regression(s)" and exit 0 (a duplicate row silently kept the last)."""
+    refused(compared(capsys, tmp_path, before, after), *words)
+
+
+def test_allow_missing_compares_the_rest(tmp_path, capsys):
+    before = results(row("student", 10.0, 0.1), row("student", 5.0, 0.1, precision="int8"))
+    same = compared(capsys, tmp_path, before, results(row("student", 10.0, 0.1)), "--allow-missing")
+    assert same.exit_code == 0 and "1 measurement(s) only in the first file (not compared)" in same.out
+    worse = compared(capsys, tmp_path, before, results(row("student", 15.0, 0.1)), "--allow-missing")
+    assert worse.exit_code == 1
 
 
 @pytest.mark.parametrize("payload, message", [

@@ -278,6 +278,9 @@ def test_the_wait_timeout_is_a_setting(monkeypatch):
 
 
 def test_each_process_draws_its_own_dropout(monkeypatch):
+    for name, value in {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets beside RANK (launch_env refuses a lone RANK)
+
     def draws(rank: int) -> torch.Tensor:
         monkeypatch.setenv("RANK", str(rank))
         trainer.set_seed(13)

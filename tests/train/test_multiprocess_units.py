@@ -74,8 +74,8 @@ def test_the_gpu_is_asked_whether_it_does_bf16_in_hardware(monkeypatch):
 def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
     from pocketbert.rundir import staged_output
 
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
+    for name, value in {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets (launch_env refuses half a set)
     with distributed.main_writes(tmp_path, staged_output(tmp_path, "student")) as out:
         assert out is None
     assert list(tmp_path.iterdir()) == []
@@ -83,6 +83,13 @@ def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
     with distributed.main_writes(tmp_path, staged_output(tmp_path, "student")) as out:
         (out / "weights").write_text("w")
     assert (tmp_path / "student" / "weights").is_file()
+
+
+def test_a_batch_is_at_most_each_process_share_of_the_data():
+    assert trainer.capped_batch_size(16, 64, 1) == 16  # smaller than the data: as asked
+    assert trainer.capped_batch_size(100_000, 64, 1) == 64
+    assert trainer.capped_batch_size(32, 10, 2) == 5  # one batch of 10 shared by 2 processes gave 0 steps
+    assert trainer.capped_batch_size(4, 1, 2) == 1
 
 
 def test_the_large_batch_rule_scales_the_learning_rate():

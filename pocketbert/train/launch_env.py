@@ -1,0 +1,126 @@
+"""Which process of a run this is: the launch variables, read from the environment in one place and checked as a set.
+
+torchrun sets WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT together, consistently;
+a process started by hand has none of them. Anything in between is a shell that kept a variable from an earlier
+torchrun or SLURM job, or a typo: a lone RANK=1 made a single process believe it was the second of a run, train,
+and write nothing; WORLD_SIZE=2 without MASTER_ADDR failed deep inside torch.distributed. Both are the user's
+setup, so they end in one line naming the variable and what to unset, before any work.
+
+This module imports no torch: the commands check the environment before loading anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+from pocketbert.errors import ConfigError
+
+WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE = "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"
+MASTER_ADDR, MASTER_PORT = "MASTER_ADDR", "MASTER_PORT"
+LAUNCH_VARIABLES = (WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
+MAX_PORT = 65535
+
+TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"  # waiting for another process's teacher-cache fill
+DEFAULT_TIMEOUT_S = 2 * 3600
+STEP_TIMEOUT_ENV = "POCKETBERT_DDP_STEP_TIMEOUT"  # every other collective
+DEFAULT_STEP_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Launch:
+    world_size: int = 1
+    rank: int = 0
+    local_rank: int = 0
+    local_world_size: int = 1
+
+
+def _way_out() -> str:
+    """What to unset to train in one process: the launch variables this shell has."""
+    present = [name for name in LAUNCH_VARIABLES if name in os.environ]
+    return (f"run `unset {' '.join(present)}` to train in one process, or start the command with torchrun, "
+            "which sets them all")
+
+
+def _whole(name: str, low: int, high: int | None = None) -> int | None:
+    """The variable as a whole number within [low, high]; None when it is not set."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{name}={raw!r} in the environment is not a whole number {bounds}: {_way_out()}")
+    return value
+
+
+def launch() -> Launch:
+    """This process's place in the run, from the environment; ConfigError when the variables do not fit together."""
+    world = _whole(WORLD_SIZE, 1)
+    rank, local_rank = _whole(RANK, 0), _whole(LOCAL_RANK, 0)
+    local_world = _whole(LOCAL_WORLD_SIZE, 1)
+    _whole(MASTER_PORT, 1, MAX_PORT)
+    if world is None:
+        stray = next((f"{name}={os.environ[name]}" for name in (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE)
+                      if name in os.environ), None)
+        if stray:
+            raise ConfigError(f"{stray} is set but WORLD_SIZE is not (left from an earlier torchrun or SLURM job?): "
+                              f"{_way_out()}")
+        return Launch()
+    if world > 1:
+        for name, value in ((RANK, rank), (MASTER_ADDR, os.environ.get(MASTER_ADDR, "").strip() or None),
+                            (MASTER_PORT, os.environ.get(MASTER_PORT))):
+            if value is None:
+                raise ConfigError(f"WORLD_SIZE={world} asks for {world} processes, but {name} is not set: "
+                                  f"{_way_out()}")
+    rank = rank or 0
+    local_world = local_world if local_world is not None else world
+    local_rank = local_rank or 0
+    for low_name, low, high_name, high in ((RANK, rank, WORLD_SIZE, world),
+                                           (LOCAL_RANK, local_rank, LOCAL_WORLD_SIZE, local_world)):
+        if low >= high:
+            raise ConfigError(f"{low_name}={low} is not below {high_name}={high} (processes count from 0): "
+                              f"{_way_out()}")
+    if local_world > world:
+        raise ConfigError(f"LOCAL_WORLD_SIZE={local_world} is more than WORLD_SIZE={world}: {_way_out()}")
+    if world > 1:  # the collectives' time limits are read only by a run of several processes: checked with it
+        timeout_seconds(), step_timeout_seconds()
+    return Launch(world, rank, local_rank, local_world)
+
+
+def checked(command):
+    """A command that reads the environment's launch variables, refusing a bad set before its work starts."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        launch()
+        return command(*args, **kwargs)
+
+    return run
+
+
+def _seconds_from(env: str, default: float) -> float:
+    raw = os.environ.get(env)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{env}={raw} is not a positive number of seconds: set it to e.g. {int(default)}")
+    return value
+
+
+def timeout_seconds() -> float:
+    """How long a process waits for another's teacher-cache fill."""
+    return _seconds_from(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+
+
+def step_timeout_seconds() -> float:
+    """How long any other collective (a training step's all-reduce) may wait before the run stops."""
+    return _seconds_from(STEP_TIMEOUT_ENV, DEFAULT_STEP_TIMEOUT_S)
