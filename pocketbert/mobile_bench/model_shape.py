@@ -92,4 +92,26 @@ class BottleneckEncoderShape(EncoderShape):
                 f"{self.ffn}), {self.heads} heads, vocabulary {self.vocab}")
 
 
-SHAPE_KINDS = {"encoder": EncoderShape, "bottleneck-encoder": BottleneckEncoderShape}
+@dataclass(frozen=True)
+class GatedEncoderShape(EncoderShape):
+    """ModernBERT (Granite-Embedding R2): a gated feed-forward block, hidden → 2 × ffn (value and gate) → ffn
+    → hidden, no biases anywhere, LayerNorms without bias, and rotary positions (no position table). Its
+    parameters are the token table with its norm plus per layer four projections, the gated FFN and two
+    norms: layer 0 has no attention pre-norm and the final norm takes its place, so the total is exact."""
+
+    def layer_macs_per_token(self) -> int:
+        return 4 * self.hidden * self.hidden + 3 * self.hidden * self.ffn
+
+    def layer_parameters(self) -> int:
+        return self.layer_macs_per_token() + 2 * self.hidden
+
+    def embedding_parameters(self) -> int:
+        return self.vocab * self.hidden + self.hidden
+
+    def describe(self) -> str:
+        return (f"{self.layers} × {self.hidden}, {self.heads} heads, gated FFN {self.ffn}, "
+                f"vocabulary {self.vocab}")
+
+
+SHAPE_KINDS = {"encoder": EncoderShape, "bottleneck-encoder": BottleneckEncoderShape,
+               "gated-encoder": GatedEncoderShape}

@@ -4,6 +4,7 @@ into the report, and the report's separate floor / calibrated columns and placem
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from pocketbert.errors import ConfigError, RunDirError
 from pocketbert.mobile_bench import calibration, derive, profiles
 from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
 from pocketbert.rundir import APP_README as README
-from pocketbert.mobile_bench.model_shape import EncoderShape
+from pocketbert.mobile_bench.model_shape import EncoderShape, GatedEncoderShape
 from pocketbert.mobile_bench.report import build_document, render_markdown
 from pocketbert.mobile_bench.run import import_phone_measurement
 from pocketbert.mobile_bench.stats import median_rank_interval
@@ -26,6 +27,8 @@ RECORDED_EXPORT_MANIFEST = REPO / "results" / "static" / "export.manifest.json" 
 FIXTURE = Path(__file__).parent / "fixtures" / "kit_measurement.json"
 SHAPE_VS_GRAPH_TOLERANCE = 0.02  # the shape's count leaves out element-wise ops, the pooler and the classifier
 BERT_BASE = EncoderShape(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522)
+GRANITE_97M_PARAMETERS = 97_441_152  # the checkpoint's count (coreai-model-zoo's Granite authoring graph checks it)
+MIN_CALIBRATED_POINTS = 5  # issue 41: at least five published points carry a floor and a factor
 
 
 def table():
@@ -53,12 +56,24 @@ def test_calibration_factors_from_the_published_table():
     mobile = points["mobilebert-pixel4-tflite"]
     assert mobile["bound"] == "compute" and 5.0 < mobile["gflops"] < 5.6
     assert mobile["factor"] == pytest.approx(62 / mobile["floor_ms"]) and 1.0 < mobile["factor"] < 3.0
-    # a point without a stated sequence length or a device profile has no floor, and says why
-    assert points["minilm-iphone16-coreml-cpu-fp16"]["floor_ms"] is None
-    assert points["minilm-iphone16-coreml-cpu-fp16"]["no_floor_because"]
+    # a point without a device profile has no floor, and says why
+    assert points["qualcomm-distilbert-galaxy-s24-npu"]["floor_ms"] is None
+    assert points["qualcomm-distilbert-galaxy-s24-npu"]["no_floor_because"]
+    calibrated = [p for p in points.values() if p["floor_ms"] is not None]
+    assert len(calibrated) >= MIN_CALIBRATED_POINTS
+    assert all(math.isfinite(p["floor_ms"]) and p["floor_ms"] > 0 and math.isfinite(p["factor"])
+               and p["factor"] == pytest.approx(p["measured_ms"] / p["floor_ms"]) for p in calibrated)
     factors = {(f["family"], f["compute_unit"], f["precision"]): f for f in t["factors"]}
     assert factors[("apple-iphone", "neural_engine", "fp16")]["factor"] == pytest.approx(distil["factor"])
     assert factors[("android-arm", "cpu", "fp32")]["ids"] == ["mobilebert-pixel4-tflite"]
+
+
+def test_gated_shape_counts_granite_97m_exactly():
+    granite = GatedEncoderShape(layers=12, hidden=384, heads=12, ffn=1536, vocab=180000)
+    assert granite.embedding_parameters() + granite.layers * granite.layer_parameters() == GRANITE_97M_PARAMETERS
+    # the gated FFN reads 3 hidden × ffn weights per token where BERT's reads 2
+    assert granite.layer_macs_per_token() - EncoderShape(12, 384, 12, 1536, 180000).layer_macs_per_token() \
+        == 384 * 1536
 
 
 def test_a_calibrated_estimate_is_the_floor_times_the_pooled_factor():
