@@ -34,7 +34,7 @@ def test_help_lists_stages(capsys):
     train = run_cli(capsys, "train", "--help")
     assert set(listed_commands(train.out)) == {"teacher", "distill", "ablate", "mlm", "prune"}
     bench = run_cli(capsys, "bench", "--help")
-    assert set(listed_commands(bench.out)) == {"import", "compare", "train"}
+    assert set(listed_commands(bench.out)) == {"import", "compare", "train", "calibration", "kit"}
 
 
 def assert_one_line_error(result, *fragments):
