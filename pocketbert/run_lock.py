@@ -57,8 +57,11 @@ def _describe_self() -> str:
 
 
 def _is_distributed_worker() -> bool:
-    # torchrun's other processes share their main process's run: only rank 0 writes it (train/distributed.py).
-    return os.environ.get("RANK", "0").strip() not in ("", "0")
+    """torchrun's other processes share their main process's run: only rank 0 writes it (train/distributed.py).
+    A launch set that does not hold together is refused here too, so a stray RANK never skips the lock."""
+    from pocketbert.core.launch_env import launch
+
+    return launch().rank > 0
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import pytest
 
 from pocketbert import exit_codes
 from pocketbert.boundary import DEBUG_ENV
-from pocketbert.train.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
+from pocketbert.core.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
 from tests.helpers import cli_process, error_line, run_cli
 
 TORCHRUN_PAIR = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}

@@ -22,7 +22,7 @@ from pocketbert.cli_options import (
     run_option,
 )
 from pocketbert.config import TASKS
-from pocketbert.train import launch_env
+from pocketbert.core import launch_env
 
 
 def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items):
