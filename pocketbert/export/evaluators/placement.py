@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pocketbert.export.evaluators import placement_rules, program_view
 from pocketbert.export.evaluators.placement_rules import NEURAL_ENGINE, PLACEMENT, RISK, Rule
+from pocketbert.rundir import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
 
 VERDICTS = ("neural_engine", "split", "off_neural_engine", "may_fail")  # best first
 NEURAL_ENGINE_VERDICT, SPLIT, OFF, MAY_FAIL = VERDICTS
@@ -164,7 +165,8 @@ def _mark_handoffs(function: program_view.Function, placed: list[OpPlacement]) -
 
 
 # The formats, by how the file's name ends: (format, reader).
-READERS = {".mlpackage": ("Core ML", program_view.read_mlpackage), ".aimodel": ("Core AI", program_view.read_aimodel)}
+READERS = {COREML_PACKAGE_SUFFIX: ("Core ML", program_view.read_mlpackage),
+           COREAI_ASSET_SUFFIX: ("Core AI", program_view.read_aimodel)}
 
 
 def check(path: Path, rules: list[Rule] | None = None) -> ProgramPlacement:
@@ -178,15 +180,22 @@ def is_apple_program(path: Path) -> bool:
     return Path(path).suffix in READERS
 
 
-def readme_table(summaries: dict[str, dict]) -> list[str]:
-    """The README lines of the export's placement verdicts: program -> summary()."""
+def check_all(paths: list[Path]) -> dict[str, ProgramPlacement]:
+    """The placement check of each Apple program among `paths` (other files are left out), by file name."""
+    return {Path(p).name: check(p) for p in paths if is_apple_program(p)}
+
+
+def readme_table(summaries: dict[str, dict], shipped: str | None = None) -> list[str]:
+    """The README lines of the export's placement verdicts (program -> summary()); `shipped` marks the program
+    the folder holds."""
     lines = ["", "Where each Apple program of the export is predicted to run (pocketbert's placement check, read "
              "from the saved program on Linux, rules and sources in docs/placement.md; a prediction, not a "
              "measurement):", "", "| program | verdict | ops / FLOPs on the Neural Engine | rules that fired |",
              "|---|---|---|---|"]
     for name, s in summaries.items():
         rules = ", ".join(f"{k} ({n})" for k, n in s["rules_fired"].items()) or "none"
-        lines.append(f"| `{name}` | {s['verdict'].replace('_', ' ')} | {s['share_ops_on_neural_engine']:.0%} / "
+        mark = " (this folder's)" if name == shipped else ""
+        lines.append(f"| `{name}`{mark} | {s['verdict'].replace('_', ' ')} | {s['share_ops_on_neural_engine']:.0%} / "
                      f"{s['share_flops_on_neural_engine']:.0%} | {rules} |")
     return lines
 
