@@ -187,7 +187,8 @@ def check_all(paths: list[Path]) -> dict[str, ProgramPlacement]:
 
 def readme_table(summaries: dict[str, dict], shipped: str | None = None) -> list[str]:
     """The README lines of the export's placement verdicts (program -> summary()); `shipped` marks the program
-    the folder holds."""
+    the folder holds. Programs are named as the export folder names them, without backticks: a README's
+    backticked first column lists the folder's own files."""
     lines = ["", "Where each Apple program of the export is predicted to run (pocketbert's placement check, read "
              "from the saved program on Linux, rules and sources in docs/placement.md; a prediction, not a "
              "measurement):", "", "| program | verdict | ops / FLOPs on the Neural Engine | rules that fired |",
@@ -195,7 +196,7 @@ def readme_table(summaries: dict[str, dict], shipped: str | None = None) -> list
     for name, s in summaries.items():
         rules = ", ".join(f"{k} ({n})" for k, n in s["rules_fired"].items()) or "none"
         mark = " (this folder's)" if name == shipped else ""
-        lines.append(f"| `{name}`{mark} | {s['verdict'].replace('_', ' ')} | {s['share_ops_on_neural_engine']:.0%} / "
+        lines.append(f"| {name}{mark} | {s['verdict'].replace('_', ' ')} | {s['share_ops_on_neural_engine']:.0%} / "
                      f"{s['share_flops_on_neural_engine']:.0%} | {rules} |")
     return lines
 
