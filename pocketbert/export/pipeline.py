@@ -51,7 +51,8 @@ PROVEN_HERE = [
     "file and evaluated op by op",
 ]
 NEEDS_A_DEVICE = [
-    "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included",
+    "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included (predicted here "
+    "from the saved programs: placement.json, docs/placement.md)",
     "a Core ML-delegated ExecuTorch program through ExecuTorch's Core ML backend (Apple hardware only)",
     "NNAPI, XNNPACK and onnxruntime-extensions-android on an Android phone",
     "compiling and running the Swift and Kotlin of the app folders",
