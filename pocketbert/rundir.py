@@ -65,6 +65,7 @@ ORT_QDQ_REQUIRED_OPERATORS = "model.qdq.required_operators.config"
 COREML_PACKAGE_SUFFIX = ".mlpackage"
 COREAI_ASSET_SUFFIX = ".aimodel"  # Core AI (iOS 27 / macOS 27): a folder, main.mlirb + metadata.json
 PARITY = "parity.json"
+PLACEMENT = "placement.json"  # the placement check: where each operation of each Apple program is predicted to run
 IOS_APP_DIR = "ios"          # `export ios`: the folder an Xcode project takes as it is
 ANDROID_APP_DIR = "android"  # `export android`: the files an Android app's assets take
 TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's file: what swift-transformers, transformers.js, DJL read

@@ -99,6 +99,23 @@ def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
 UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
 
 
+def test_every_apple_program_has_a_placement_verdict(sentiment_run, capsys, tmp_path):
+    from pocketbert import rundir
+
+    export = sentiment_run / rundir.EXPORT_DIR
+    placed = json.loads((export / rundir.MANIFEST).read_text())["metrics"]["placement"]
+    rows = {r["artifact"]: r for r in json.loads((export / rundir.PARITY).read_text())}
+    apple = {name for name in rows if name.endswith((rundir.COREML_PACKAGE_SUFFIX, rundir.COREAI_ASSET_SUFFIX))}
+    assert set(placed) == apple and all(rows[name]["placement"] == placed[name] for name in apple)
+    assert placed["PocketBertSentiment.mlpackage"]["verdict"] == "off_neural_engine"  # flexible: default shape only
+    assert placed["PocketBertSentiment.enumerated.mlpackage"]["verdict"] == "may_fail"  # coremltools#2730
+    detail = json.loads((export / rundir.PLACEMENT).read_text())
+    assert {p["program"] for p in detail} == apple and all(f["operations"] for p in detail for f in p["functions"])
+    assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
+    readme = (tmp_path / "ios" / "README.md").read_text()
+    assert all(f"| {name}" in readme for name in apple) and "docs/placement.md" in readme
+
+
 def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     """tokenizer.json through `tokenizers`, the model in plain onnxruntime, labels.json to decode."""
     import onnxruntime as ort

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pocketbert.errors import ExportError
 from pocketbert.export import app_readme, app_tasks, artifacts, mobile_usability
+from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS
 from pocketbert.manifest import read_manifest
@@ -152,8 +153,15 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
                 json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
-            app.ios_steps(), values))
+            app.ios_steps(), values, _placement(manifest, package.name)))
     return target
+
+
+def _placement(manifest: dict, shipped: str) -> list[str]:
+    """The README's table of where each Apple program is predicted to run (exports made before the placement
+    check have none)."""
+    placed = manifest["metrics"].get("placement")
+    return readme_table(placed, shipped) if placed else []
 
 
 def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, overwrite: bool,
@@ -214,7 +222,7 @@ def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, ove
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core AI", task, name, int(manifest["config"]["max_length"]),
                 json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
-            app.ios_steps(), values))
+            app.ios_steps(), values, _placement(manifest, asset.name)))
     return target
 
 

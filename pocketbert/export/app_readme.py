@@ -89,7 +89,7 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
                proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
-               extra_steps: list[str] = (), values: dict | None = None) -> str:
+               extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = ()) -> str:
     code = swift_code(task, model_class, max_length, variant, lengths, values)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
@@ -108,7 +108,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
         "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
         "tokenizer_config.json and config.json from the folder.",
         shape_step, *extra_steps,
-    ], shape_tradeoffs(max_length, lengths, variant), proven, needs_device, alternative)
+    ], shape_tradeoffs(max_length, lengths, variant) + list(placement), proven, needs_device, alternative)
 
 
 def kotlin_provider(choice: str, threads: int = 2) -> str:
@@ -169,7 +169,7 @@ def swift_coreai_code(task: str, asset_stem: str, max_length: int, lengths: tupl
 def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights: str, max_length: int,
                       metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...],
                       proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
-                      extra_steps: list[str] = (), values: dict | None = None) -> str:
+                      extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = ()) -> str:
     code = swift_coreai_code(task, asset_stem, max_length, lengths, values)
     return _readme("iOS 27 (Core AI)", files, code, weights, metrics, n_examples, [
         f"Add `{asset_stem}.aimodel` to the Xcode 27 project, app target ticked.",
@@ -188,4 +188,4 @@ def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights
         "code pads (mask 0) to the smallest that fits, a static shape each, which the Neural Engine runs. It "
         "needs iOS 27 / macOS 27; for earlier systems take the Core ML folder (`export ios` without `--target`).",
         *extra_steps,
-    ], [], proven, needs_device, alternative)
+    ], list(placement), proven, needs_device, alternative)

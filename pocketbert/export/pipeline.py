@@ -19,10 +19,12 @@ from pocketbert.errors import ExportError
 from pocketbert.export import (artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, qa_postprocess,
                                variants)
 from pocketbert.export.app_files import write_app_files
+from pocketbert.export.evaluators import placement
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
     PARITY,
+    PLACEMENT,
     STUDENT_DIR,
     TOKENIZER_GOLDEN,
     check_writable,
@@ -49,7 +51,8 @@ PROVEN_HERE = [
     "file and evaluated op by op",
 ]
 NEEDS_A_DEVICE = [
-    "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included",
+    "Core ML on Apple hardware: which compute unit runs each program, the Neural Engine included (predicted here "
+    "from the saved programs: placement.json, docs/placement.md)",
     "a Core ML-delegated ExecuTorch program through ExecuTorch's Core ML backend (Apple hardware only)",
     "NNAPI, XNNPACK and onnxruntime-extensions-android on an Android phone",
     "compiling and running the Swift and Kotlin of the app folders",
@@ -180,6 +183,12 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             timings["build_s"][variant.name] = round(time.perf_counter() - phase, 2)
             steps.update()
         phase = time.perf_counter()
+        # Where each Apple program would run, read from the saved programs (docs/placement.md).
+        placements = placement.check_all([out / v.file_name(task) for v in plan])
+        (out / PLACEMENT).write_text(json.dumps([p.to_dict() for p in placements.values()]) + "\n")
+        placed = {name: p.summary() for name, p in placements.items()}
+        timings["placement_s"] = round(time.perf_counter() - phase, 2)
+        phase = time.perf_counter()
         ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name), max_length)
                          for name in USABILITY_CHECKED}
         timings["ort_usability_s"] = round(time.perf_counter() - phase, 2)
@@ -196,7 +205,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         steps.update()
         steps.close()
 
-        (out / PARITY).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        rows = {r.artifact: {**r.to_dict(), **({"placement": placed[r.artifact]} if r.artifact in placed else {})}
+                for r in results}
+        (out / PARITY).write_text(json.dumps(list(rows.values()), indent=2) + "\n")
         failed = [r for r in results if not r.passed]
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
@@ -217,7 +228,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},
             inputs={"student": student_dir},
-            metrics={"sizes_bytes": sizes, "parity": {r.artifact: r.to_dict() for r in results},
+            metrics={"sizes_bytes": sizes, "parity": rows, "placement": placed,
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),

@@ -1,0 +1,216 @@
+"""A saved Apple program as the placement rules read it: per function, the operations that compute at run time,
+each with the types and shapes it reads and writes, its FLOPs, and who feeds whom.
+
+Both formats come down to the same view. A Core ML package is read with coremltools' own MIL loader (as the MIL
+evaluator reads it); a Core AI asset through coreai-core's bytecode reader (coreai_ir), its composite graphs
+(`invoke` of layer_norm and the like) inlined, so that what a composite computes is checked too. Operations whose
+inputs are all constants (weight transposes, position ids) are left out: a compiler folds them before anything runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FP16, FP32 = "fp16", "fp32"
+# Operations that multiply matrices, in either format: where FLOPs are spent, and what layout rules look around.
+MATRIX_PRODUCTS = frozenset({"linear", "matmul", "conv", "einsum", "batch_matmul",
+                             "decomposable.broadcasting_batch_matmul"})
+# Operations that move values without arithmetic: no FLOPs.
+DATA_MOVEMENT = frozenset({"reshape", "transpose", "expand_dims", "squeeze", "slice_by_index", "slice_by_size",
+                           "slice", "concat", "split", "cast", "gather", "gather_nd", "gather_along_axis", "tile",
+                           "identity", "pad", "scatter", "scatter_nd", "scatter_along_axis", "shape"})
+LAYOUT_CHANGES = frozenset({"reshape", "transpose"})
+# Element types of Core AI's textual IR under the names MIL gives them.
+_COREAI_TYPES = {"f16": FP16, "f32": FP32, "f64": "fp64", "i1": "bool", "bf16": "bf16"}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    shape: tuple[int | None, ...]  # None: a dimension known only at run time
+    dtype: str                     # "fp16", "fp32", "int32", "bool", ... ("" for a non-tensor such as a dictionary)
+
+    @property
+    def elements(self) -> int:
+        return int(np.prod([d or 1 for d in self.shape])) if self.shape else 1
+
+
+@dataclass
+class Operand:
+    name: str
+    tensor: Tensor
+    constant: bool  # a weight, or computed from weights alone
+
+
+@dataclass
+class Op:
+    name: str
+    op_type: str              # as the program spells it ("linear", "decomposable.broadcasting_batch_matmul")
+    reads: list[Operand]
+    writes: list[Operand]
+    flops: int = 0
+    attributes: dict = field(default_factory=dict)
+
+    @property
+    def computed_reads(self) -> list[Operand]:
+        return [r for r in self.reads if not r.constant]
+
+
+@dataclass
+class Function:
+    """One function (entry point) of a program: its inputs, how flexible their shapes are, its operations."""
+
+    name: str
+    inputs: dict[str, Tensor]
+    input_shapes: dict[str, str]  # input -> "fixed", "range" or "enumerated"
+    ops: list[Op]
+
+    @functools.cached_property
+    def producers(self) -> dict[str, int]:
+        return {w.name: i for i, op in enumerate(self.ops) for w in op.writes}
+
+    @functools.cached_property
+    def consumers(self) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for i, op in enumerate(self.ops):
+            for r in op.computed_reads:
+                found.setdefault(r.name, []).append(i)
+        return found
+
+    @functools.cached_property
+    def computes_in_fp16(self) -> bool:
+        return any(w.tensor.dtype == FP16 for op in self.ops for w in op.writes)
+
+
+def flops(op_type: str, reads: list[Operand], writes: list[Operand], attributes: dict) -> int:
+    """Multiply-adds count two; other arithmetic one per element of its largest operand; data movement none."""
+    out = writes[0].tensor if writes else Tensor((), "")
+    if op_type in ("linear",):
+        return 2 * out.elements * (reads[1].tensor.shape[-1] or 1)
+    if op_type in ("conv",):
+        weight = reads[1].tensor.shape
+        return 2 * out.elements * int(np.prod([d or 1 for d in weight[1:]]))
+    if op_type in MATRIX_PRODUCTS:
+        x = reads[0].tensor.shape
+        inner = x[-2] if attributes.get("transpose_x") else x[-1] if x else 1
+        return 2 * out.elements * (inner or 1)
+    if op_type in DATA_MOVEMENT or op_type.startswith("constexpr_"):
+        return 0
+    return max([t.tensor.elements for t in (*reads, *writes) if not t.constant] or [0])
+
+
+# ---------------------------------------------------------------- Core ML
+
+def _mil_tensor(var) -> Tensor:
+    from coremltools.converters.mil.mil import types
+
+    try:
+        dtype = types.builtin_to_string(var.dtype) or ""
+    except Exception:  # a dictionary or list value (a classifier's probabilities) has no element type
+        dtype = ""
+    shape = tuple(int(d) if isinstance(d, (int, np.integer)) else None for d in (var.shape or ()))
+    return Tensor(shape, dtype)
+
+
+def _mil_inputs(op) -> list:
+    found = []
+    for value in op.inputs.values():
+        found.extend(value if isinstance(value, (list, tuple)) else [value])
+    return found
+
+
+def _input_shapes(description) -> dict[str, str]:
+    kinds = {"shapeRange": "range", "enumeratedShapes": "enumerated"}
+    return {i.name: kinds.get(i.type.multiArrayType.WhichOneof("ShapeFlexibility"), "fixed")
+            for i in description.input}
+
+
+def read_mlpackage(path: Path) -> list[Function]:
+    """Every function of a saved .mlpackage (a multifunction package has several), as the rules read them."""
+    from coremltools.converters.mil.frontend.milproto.load import load as load_mil
+
+    from pocketbert.core.inference import import_coremltools
+    from pocketbert.core.quiet import quiet_tools
+
+    ct = import_coremltools()
+    with quiet_tools():
+        model = ct.models.MLModel(str(path), skip_model_load=True)
+        spec = model.get_spec()
+        program = load_mil(spec, spec.specificationVersion, file_weights_dir=model.weights_dir)
+    described = {f.name: f for f in spec.description.functions} or {"main": spec.description}
+    functions = []
+    for name, function in program.functions.items():
+        shapes = _input_shapes(described.get(name, spec.description))
+        constant: set[str] = set()
+        ops = []
+        for op in function.operations:
+            reads = [Operand(v.name, _mil_tensor(v), v.name in constant) for v in _mil_inputs(op)]
+            if op.op_type == "const" or op.op_type.startswith("constexpr_") or (reads and all(
+                    r.constant for r in reads)):
+                constant.update(v.name for v in op.outputs)
+                continue
+            writes = [Operand(v.name, _mil_tensor(v), False) for v in op.outputs]
+            attributes = {k: v.val for k, v in op.inputs.items()
+                          if not isinstance(v, (list, tuple)) and v.name in constant and np.ndim(v.val) == 0}
+            ops.append(Op(op.name, op.op_type, reads, writes, flops(op.op_type, reads, writes, attributes),
+                          attributes))
+        functions.append(Function(name, {k: _mil_tensor(v) for k, v in function.inputs.items()}, shapes, ops))
+    return functions
+
+
+# ---------------------------------------------------------------- Core AI
+
+def _coreai_tensor(kind) -> Tensor:
+    element = kind.element
+    dtype = _COREAI_TYPES.get(element) or (f"int{element.lstrip('su')[1:]}" if element.lstrip("su").startswith("i")
+                                           else element)
+    return Tensor(tuple(kind.shape), dtype)
+
+
+def read_aimodel(path: Path) -> list[Function]:
+    """Every entry point of a saved .aimodel, its composites inlined."""
+    from pocketbert.export import coreai_ir
+
+    program = coreai_ir.load_program(Path(path))
+    functions = []
+    for graph in program.entry_points:
+        types = {a: _coreai_tensor(t) for a, t in zip(graph.arguments, graph.input_types)}
+        ops: list[Op] = []
+        _inline(program, graph, {}, "", types, set(), ops)
+        inputs = {n: _coreai_tensor(t) for n, t in zip(graph.input_names, graph.input_types)}
+        shapes = {n: "range" if None in t.shape else "fixed" for n, t in zip(graph.input_names, graph.input_types)}
+        functions.append(Function(graph.name, inputs, shapes, ops))
+    return functions
+
+
+def _inline(program, graph, bound: dict[str, str], prefix: str, types: dict[str, Tensor], constant: set[str],
+            ops: list[Op]) -> list[str]:
+    """Append the graph's operations (a composite's under the name of its call), its arguments bound to the names
+    of the caller's values; returns the names of what it outputs."""
+    aliases: dict[str, str] = {}  # a call's results: the names of what the composite outputs
+
+    def name(ssa: str) -> str:
+        return aliases.get(ssa) or bound.get(ssa, prefix + ssa)
+
+    for op in graph.operations:
+        operands = [name(o) for o in op.operands]
+        if op.kind == "invoke":
+            callee = program.graphs[op.callee]
+            inner = dict(zip(callee.arguments, operands))
+            outputs = _inline(program, callee, inner, f"{prefix}{op.results[0]}/", types, constant, ops)
+            aliases.update(zip(op.results, outputs))
+            continue
+        results = [name(r) for r in op.results]
+        for r, t in zip(results, op.result_types):
+            types[r] = _coreai_tensor(t)
+        if op.kind == "constant" or all(o in constant for o in operands):
+            constant.update(results)
+            continue
+        reads = [Operand(o, types[o], o in constant) for o in operands]
+        writes = [Operand(r, types[r], False) for r in results]
+        ops.append(Op(results[0], op.kind, reads, writes, flops(op.kind, reads, writes, op.attributes),
+                      dict(op.attributes)))
+    return [name(o) for o in graph.outputs]
