@@ -39,9 +39,9 @@ class PlacementVerdict:
             return None
         if not (0.0 <= ops <= 1.0 and 0.0 <= flops <= 1.0):
             return None
-        rules = raw.get("rules_fired") or []
+        rules = raw.get("rules_fired") or []  # the export records {rule: operations it fired on}
         return cls(program, raw["predicted_unit"], ops, flops,
-                   tuple(str(r) for r in rules) if isinstance(rules, list) else ())
+                   tuple(str(r) for r in rules) if isinstance(rules, (list, dict)) else ())
 
 
 def verdicts_from_manifest(manifest: dict) -> dict[str, dict]:

@@ -179,16 +179,30 @@ def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student
     # ANE DistilBERT
     assert fixed.verdict == placement.NEURAL_ENGINE_VERDICT and fixed.passes
     assert fixed.summary()["rules_fired"]["gather-large-table"] == 1
-    assert fixed.summary()["share_flops_on_neural_engine"] == 1.0
+    assert fixed.summary()["neural_engine_flop_share"] == 1.0
     # flexible: the Neural Engine runs only the default shape
     assert flexible.verdict == placement.OFF and "flexible-shape" in flexible.fired
-    assert flexible.summary()["share_ops_on_neural_engine"] == 0.0
+    assert flexible.summary()["neural_engine_op_share"] == 0.0
     # enumerated: may fail at prediction (coremltools#2730), and its layer norms leave the Neural Engine
     assert enumerated.verdict == placement.MAY_FAIL
     assert {"enumerated-shape", "layer-norm-enumerated"} <= set(enumerated.fired)
     assert enumerated.functions[0].handoffs == 5  # 2 layers x 2 layer norms + the embeddings' layer norm
     # the plain layout's head split is flagged in all three
     assert all("transpose-near-matmul" in p.fired for p in (fixed, flexible, enumerated))
+
+
+@pytest.mark.slow
+def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_programs):
+    """The manifest's summary is bench's record (mobile_bench/placement_verdict.py): the Neural Engine row applies
+    to the program that passes, the others fall back to where their work is predicted."""
+    from pocketbert.mobile_bench.placement_verdict import NEURAL_ENGINE, PlacementVerdict
+
+    read = {form: PlacementVerdict.from_dict(form, placement.check(path).summary())
+            for form, path in student_programs.items()}
+    assert all(v is not None for v in read.values())
+    assert read["fixed"].predicted_unit == NEURAL_ENGINE and "gather-large-table" in read["fixed"].rules_fired
+    assert read["flexible"].predicted_unit != NEURAL_ENGINE and "flexible-shape" in read["flexible"].rules_fired
+    assert read["enumerated"].predicted_unit != NEURAL_ENGINE
 
 
 @pytest.mark.slow

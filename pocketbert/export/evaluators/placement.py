@@ -93,12 +93,29 @@ class ProgramPlacement:
         return (sum(f.ops_on_neural_engine for f in self.functions) / ops if ops else 0.0,
                 sum(f.flops_on_neural_engine for f in self.functions) / flops if flops else 0.0)
 
+    @property
+    def predicted_unit(self) -> str:
+        """The unit a phone's latency row should assume: the Neural Engine only for a program that passes;
+        otherwise the unit most of the work predicted off the Neural Engine falls back to."""
+        if self.passes:
+            return NEURAL_ENGINE
+        off: dict[str, int] = {}
+        for f in self.functions:
+            for op in f.operations:
+                if op.unit != NEURAL_ENGINE:
+                    # "CPU or GPU": the floor of a phone row is the faster of the two
+                    unit = placement_rules.GPU if op.unit == placement_rules.CPU_OR_GPU else op.unit
+                    off[unit] = off.get(unit, 0) + max(op.flops, 1)
+        return max(off, key=off.get) if off else placement_rules.CPU
+
     def summary(self) -> dict:
-        """The verdict without the per-operation lists: for the manifest, parity.json and READMEs."""
+        """The verdict without the per-operation lists: for the manifest (where bench reads it:
+        mobile_bench/placement_verdict.py), parity.json and READMEs."""
         share_ops, share_flops = self._shares()
         return {"format": self.format, "verdict": self.verdict, "passes": self.passes,
-                "share_ops_on_neural_engine": round(share_ops, 4),
-                "share_flops_on_neural_engine": round(share_flops, 4),
+                "predicted_unit": self.predicted_unit,
+                "neural_engine_op_share": round(share_ops, 4),
+                "neural_engine_flop_share": round(share_flops, 4),
                 "handoffs": sum(f.handoffs for f in self.functions), "functions": len(self.functions),
                 "rules_fired": self._fired_counts()}
 
@@ -196,7 +213,7 @@ def readme_table(summaries: dict[str, dict], shipped: str | None = None) -> list
     for name, s in summaries.items():
         rules = ", ".join(f"{k} ({n})" for k, n in s["rules_fired"].items()) or "none"
         mark = " (this folder's)" if name == shipped else ""
-        lines.append(f"| {name}{mark} | {s['verdict'].replace('_', ' ')} | {s['share_ops_on_neural_engine']:.0%} / "
-                     f"{s['share_flops_on_neural_engine']:.0%} | {rules} |")
+        lines.append(f"| {name}{mark} | {s['verdict'].replace('_', ' ')} | {s['neural_engine_op_share']:.0%} / "
+                     f"{s['neural_engine_flop_share']:.0%} | {rules} |")
     return lines
 
