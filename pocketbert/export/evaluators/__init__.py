@@ -1,0 +1,2 @@
+"""How pocketbert runs Apple programs (Core ML's ML Programs, Core AI's programs) on Linux with numpy: one plan
+runtime and one numeric layer under the MIL and Core AI front ends."""
