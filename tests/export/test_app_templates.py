@@ -20,7 +20,7 @@ QA_VALUES = {"stride": 24, "n_best": 10, "max_answer_length": 30, "max_context_t
 
 def test_every_template_is_package_data():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    patterns = data["pocketbert.export"]
+    patterns = data["pocketbert.export.app"]
     templates = sorted(p.relative_to(app_readme.TEMPLATES.parent).as_posix() for p in app_readme.TEMPLATES.rglob("*")
                        if p.is_file())
     assert templates
