@@ -69,6 +69,30 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
     return [EXECUTORCH_INT8]
 
 
+def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_name: str, pte: list[str],
+                       app) -> tuple[tuple[str, ...], dict[str, str], dict]:
+    """The iOS folder's resources and the task's files beside them (Core ML or Core AI alike), verified against the
+    manifest with the model before anything is read, and the values the task's app code is filled with."""
+    shipped = (*TOKENIZER_FOR_SWIFT, LABELS, TOKENIZER_GOLDEN, *pte)
+    beside = app.ios_files()
+    artifacts.verified(export_dir, manifest, [model_name, *shipped, *beside], run_dir)
+    return shipped, beside, app.code_values(export_dir, manifest)
+
+
+def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, export_dir: Path,
+                     resources: tuple[str, ...], beside: tuple[str, ...] = ()) -> None:
+    """The iOS folder's contents, Core ML or Core AI alike: marked as this command's, the model folder under the
+    name the Swift loads, the resources the app bundles, and the task's files beside them (sources the app target
+    compiles, files for its tests)."""
+    mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
+    shutil.copytree(model, tmp / model_name)
+    (tmp / IOS_RESOURCES).mkdir()
+    for name in resources:
+        shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
+    for name in beside:
+        shutil.copyfile(export_dir / name, tmp / name)
+
+
 @dataclass(frozen=True)
 class _IOSModel:
     """The program an iOS folder carries, chosen from the export: its file there, the name the Swift loads it by,
