@@ -36,8 +36,9 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.tasks import make_task
 from pocketbert.export import coreml
 from pocketbert.export.executorch_export import MIN_SEQUENCE, coreml_delegate_package
-from pocketbert.export.mil_eval import MILEvaluator
-from pocketbert.export.mil_reference import ValueInferenceInterpreter
+from pocketbert.export.evaluators.forward import one_row_at_a_time
+from pocketbert.export.evaluators.mil_eval import MILEvaluator
+from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
 from pocketbert.user_paths import recorded_dataset
@@ -77,7 +78,7 @@ def forwards(package: Path, task, delegated: bool):
 
     def reference():
         interpreter = ValueInferenceInterpreter(package)
-        return coreml.program_forward(coreml.one_row_at_a_time(interpreter.predict), interpreter.metadata, task,
+        return coreml.program_forward(one_row_at_a_time(interpreter.predict), interpreter.metadata, task,
                                       interpreter.saved.output_names, min_length=MIN_SEQUENCE)
 
     def compiled():

@@ -25,8 +25,9 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.core.recipe import complete_recipe
     from pocketbert.core.stage_folder import load_stage_model
     from pocketbert.core.task_data import load_task_data
-    from pocketbert.export import onnx_export, parity, qa_graph
-    from pocketbert.export.app_files import write_app_files
+    from pocketbert.export import onnx_export, parity
+    from pocketbert.export.text_in import qa_graph
+    from pocketbert.export.app.app_files import write_app_files
     from pocketbert.manifest import git_commit, read_manifest
     from pocketbert.rundir import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
     from pocketbert.user_paths import recorded_dataset

@@ -32,14 +32,15 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.core.models import load_tokenizer
     from pocketbert.core.stage_folder import load_stage_model
     from pocketbert.core.tasks import text_in_string
-    from pocketbert.export import text_in
-    from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
+    from pocketbert.export.text_in import model as text_in_model
+    from pocketbert.export.text_in import session
+    from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
     export = run / "export"
     max_length = json.loads((export / "manifest.json").read_text())["config"]["max_length"]
     model, _, task, _ = load_stage_model(run / "student")
     reference = Tokenizer.from_file(str(export / "tokenizer.json"))
-    graph = text_in.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8)
+    graph = session.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8)
                                  .SerializeToString())
     results = {"run": str(run), "max_length": max_length, "datasets": {}}
     for name in DATASETS:
@@ -54,7 +55,7 @@ def main(run: Path, data_dir: Path) -> dict:
             student = batched_logits(task, features, 0, 64, torch_forward(model, task))
             row["student_accuracy"] = float(np.mean([int(s.argmax()) == ex.label for s, ex in zip(student, examples)]))
             for artifact in ("model.text.onnx", "model.text.ort"):
-                _, logits = text_in.text_in_forward(export / artifact, task)(examples)
+                _, logits = text_in_model.text_in_forward(export / artifact, task)(examples)
                 row[artifact] = {
                     "agreement_with_student": float(np.mean([int(a.argmax()) == int(s.argmax())
                                                              for a, s in zip(logits, student)])),
@@ -69,11 +70,13 @@ def _pairs(export: Path, max_length: int, data_dir: Path) -> dict:
     from pocketbert.core.task_data import load_task_data
     from pocketbert.core.models import load_tokenizer
     from pocketbert.core.tasks import QATask, text_in_string
-    from pocketbert.export import text_in, tokenizer_files
-    from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
+    from pocketbert.export.app import tokenizer_files
+    from pocketbert.export.text_in import model as text_in_model
+    from pocketbert.export.text_in import session
+    from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
     task = QATask()
-    graph = text_in.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8,
+    graph = session.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8,
                                                  offsets=True).SerializeToString())
     reference = load_tokenizer(str(export))
     questions, contexts = (subsample(load_task_data(name, "sentiment", data_dir, None, None, SEED).eval,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pocketbert.core.models import PACKAGED_TEACHER, resolve_model_source
 from pocketbert.core.tasks import text_in_string
-from pocketbert.export import text_tokenizer
-from pocketbert.export.text_in import text_session
+from pocketbert.export.text_in import text_tokenizer
+from pocketbert.export.text_in.session import text_session
 
 SENTENCES = 872
 PAIRS = 300
@@ -32,8 +32,12 @@ PASSES = 3
 
 
 def module_at(revision: str):
-    source = subprocess.run(["git", "show", f"{revision}:pocketbert/export/text_tokenizer.py"], check=True,
-                            capture_output=True, text=True).stdout
+    for where in ("pocketbert/export/text_in/text_tokenizer.py", "pocketbert/export/text_tokenizer.py"):  # moved
+        shown = subprocess.run(["git", "show", f"{revision}:{where}"], capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     path = Path(tempfile.mkdtemp()) / "text_tokenizer_then.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("text_tokenizer_then", path)

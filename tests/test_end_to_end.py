@@ -87,8 +87,8 @@ def test_every_export_passed_parity(sentiment_run):
 
 def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
     """The text-in graph was checked on every Unicode scalar value in each context, and agreed on all."""
-    from pocketbert.export.tokenizer_check import CONTEXTS
-    from pocketbert.export.text_normalization import FLAG_SEQUENCES
+    from pocketbert.export.text_in.tokenizer_check import CONTEXTS
+    from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES
 
     check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
     assert check["mode"] == mode and check["mismatch_count"] == 0
@@ -224,7 +224,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     # the app's model, fed a raw sentence as the Kotlin feeds it, answers as the export's gate saw
     from pocketbert.core.data import TextExample
     from pocketbert.core.tasks import make_task
-    from pocketbert.export.text_in import text_in_forward
+    from pocketbert.export.text_in.model import text_in_forward
 
     task = make_task("sentiment", json.loads((android / "labels.json").read_text()))
     _, shipped = text_in_forward(android / "model.text.ort", task)([TextExample("a gripping, well-acted film", 1)])
@@ -310,7 +310,7 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
 
     from pocketbert.core.data import TextExample
     from pocketbert.core.tasks import make_task
-    from pocketbert.export.text_in import text_in_forward
+    from pocketbert.export.text_in.model import text_in_forward
 
     task = make_task("sentiment", json.loads((export / "labels.json").read_text()))
     _, from_text = text_in_forward(tmp_path / "android" / "model.text.ort", task)(
@@ -508,7 +508,7 @@ def test_qa_pipeline(qa_run, capsys, tmp_path):
 
 def test_qa_android_folder_answers_in_one_call(qa_run, capsys, tmp_path):
     from pocketbert.core.data import QAExample
-    from pocketbert.export import qa_graph
+    from pocketbert.export.text_in import qa_graph
 
     export = qa_run / "export"
     assert run_cli(capsys, "export", "android", "--run", qa_run, "--out", tmp_path / "android").exit_code == 0

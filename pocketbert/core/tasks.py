@@ -382,7 +382,7 @@ class QATask:
     # context.
     text_in_inputs = ("question", "context")
     text_in_extra_outputs = ("input_ids", "token_type_ids", "offset_mapping")
-    # The QA model in one call (export/qa_graph.py): question and context in, the answer out.
+    # The QA model in one call (export/text_in/qa_graph.py): question and context in, the answer out.
     answers_in_graph = True
 
     def text_in_feeds(self, example) -> dict[str, np.ndarray]:

@@ -66,7 +66,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 def ios(run, target, variant, executorch, out, overwrite):
     """The .mlpackage (or with --target ios27 the .aimodel), swift-transformers tokenizer files, labels and a Swift
     README; writes <run>/ios/."""
-    from pocketbert.export.app_folders import ios_bundle
+    from pocketbert.export.app.app_folders import ios_bundle
 
     click.echo(f"wrote {ios_bundle(resolve_run_dir(run), variant, out, overwrite, executorch, target)}")
 
@@ -79,6 +79,6 @@ def ios(run, target, variant, executorch, out, overwrite):
 @locks("run", "out")
 def android(run, executorch, out, overwrite):
     """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
-    from pocketbert.export.app_folders import android_bundle
+    from pocketbert.export.app.app_folders import android_bundle
 
     click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite, executorch)}")

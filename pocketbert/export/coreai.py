@@ -7,14 +7,13 @@ input to the smallest length that fits and calls that entry point.
 
 Core AI's optimized runtime exists only on Apple platforms (the coreai-core wheel's local reference runtime runs
 elsewhere, at about 3 s a sentence for the default student: too slow for a gate on a whole eval split). So the
-saved .aimodel is read back (export/coreai_ir.py) and evaluated operation by operation with numpy
-(export/coreai_eval.py): the program that ships, not the PyTorch model it came from.
+saved .aimodel is read back (evaluators/coreai_ir.py) and evaluated operation by operation with numpy
+(evaluators/coreai_eval.py): the program that ships, not the PyTorch model it came from.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import re
 import shutil
 from pathlib import Path
@@ -26,8 +25,8 @@ from pocketbert import __version__
 from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.errors import ExportError, require
-from pocketbert.export import coreai_eval, coreai_ir
-from pocketbert.export.threads import one_thread
+from pocketbert.export.evaluators import coreai_eval, coreai_ir
+from pocketbert.export.evaluators.forward import grouped_forward, kept_while_unchanged
 
 MINIMUM_OS = "iOS27"  # Core AI ships with iOS 27, iPadOS 27 and macOS 27
 ENTRY = "main"
@@ -179,18 +178,10 @@ class SavedProgram:
         return min(fitting)
 
 
-def saved_program(path: Path) -> SavedProgram:
-    """The read-back program with its compiled entry points, kept while the same files are asked for again: the
-    gate reads a program's lengths, opens it, then opens it once for each length (reading the default student's
-    program back takes about 1.3 s, and each entry point is compiled again for a new reader)."""
-    files = sorted(p for p in Path(path).rglob("*") if p.is_file())
-    fingerprint = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-    return _saved_program(str(Path(path).resolve()), fingerprint)
-
-
-@functools.lru_cache(maxsize=1)
-def _saved_program(path: str, fingerprint: tuple) -> SavedProgram:
-    return SavedProgram(Path(path))
+# The read-back program with its compiled entry points, kept while the same files are asked for again: the gate reads
+# a program's lengths, opens it, then opens it once for each length (reading the default student's program back
+# takes about 1.3 s, and each entry point is compiled again for a new reader).
+saved_program = kept_while_unchanged(SavedProgram)
 
 
 def program_lengths(path: Path) -> tuple[int, ...]:
@@ -204,27 +195,10 @@ def coreai_forward(path: Path, task, pad_to: int | None = None):
     if pad_to is not None and pad_to not in saved.lengths:
         raise ExportError(f"{Path(path).name} takes lengths {saved.lengths}, not {pad_to}")
 
-    def forward(batch):
-        counts = batch["attention_mask"].sum(axis=1).astype(int)
-        width = batch["input_ids"].shape[1]
-        rows: list = [None] * len(counts)
-        groups: dict[int, list[int]] = {}
-        for i, n in enumerate(counts):
-            groups.setdefault(pad_to or saved.fitting(int(n)), []).append(i)
-        for length, members in groups.items():
-            inputs = {}
-            for name in task.input_names:
-                values = np.zeros((len(members), 1, length), dtype=np.int32)
-                for j, i in enumerate(members):
-                    n = int(counts[i])
-                    values[j, 0, :n] = batch[name][i, :n]
-                inputs[name] = values
-            with one_thread():  # export/threads.py: BLAS's and torch's pools otherwise spin against each other
-                out = saved.evaluator(length).predict(inputs)
-            for j, i in enumerate(members):
-                stacked = task.stack_outputs([out[name][j] for name in task.output_names])[0]
-                rows[i] = task.fit_row(stacked, int(counts[i]), width)
-        return np.stack(rows)
+    def logits(found: dict) -> np.ndarray:
+        return task.stack_outputs([found[name][:, 0] for name in task.output_names])
 
+    forward = grouped_forward(lambda inputs, length: saved.evaluator(length).predict(inputs),
+                              lambda n: pad_to or saved.fitting(n), logits, task)
     forward.runtime = RUNTIME_NAME
     return forward

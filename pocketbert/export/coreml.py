@@ -1,12 +1,11 @@
 """Core ML ML Program export (fp16 or compressed weights, flexible or fixed length, iOS 16+) and its check off macOS.
 
 MLModel.predict exists only on macOS. Elsewhere the saved .mlpackage is checked by rebuilding its MIL program from
-the spec and evaluating it with numpy, compiled once per input shape into batched kernels (mil_eval.py).
+the spec and evaluating it with numpy, compiled once per input shape into batched kernels (evaluators/mil_eval.py).
 """
 
 from __future__ import annotations
 
-import functools
 import platform
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
-from pocketbert.export.mil_eval import MILEvaluator
-from pocketbert.export.mil_reference import ValueInferenceInterpreter
+from pocketbert.export.evaluators.mil_eval import MILEvaluator
+from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
+from pocketbert.export.evaluators.forward import grouped_forward, kept_while_unchanged, one_row_at_a_time
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.core.architectures import BERT_FAMILY
 from pocketbert.core.export_wrapper import ClassifierWrapper
@@ -173,17 +173,9 @@ def load_mlpackage(path: Path):
         return ct.models.MLModel(str(path), skip_model_load=platform.system() != "Darwin")
 
 
-def mil_evaluator(mlpackage: Path) -> MILEvaluator:
-    """The compiled evaluator of a saved program, kept (with its plans) while the same files are asked for again:
-    the gate opens an enumerated program once, then once for each of its lengths."""
-    files = sorted(p for p in Path(mlpackage).rglob("*") if p.is_file())
-    fingerprint = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-    return _evaluator(str(Path(mlpackage).resolve()), fingerprint)
-
-
-@functools.lru_cache(maxsize=1)
-def _evaluator(path: str, fingerprint: tuple) -> MILEvaluator:
-    return MILEvaluator(Path(path))
+# The compiled evaluator of a saved program, kept (with its plans) while the same files are asked for again: the gate
+# opens an enumerated program once, then once for each of its lengths.
+mil_evaluator = kept_while_unchanged(MILEvaluator)
 
 
 def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: bool = False):
@@ -225,38 +217,10 @@ def program_forward(predict, metadata: dict, task, output_names: list[str] | Non
     def width(n: int) -> int:
         return int(fixed) if fixed else (pad_to or smallest_fitting(lengths, n)) if lengths else n
 
-    def outputs(found: dict) -> np.ndarray:
+    def logits(found: dict) -> np.ndarray:
         if CLASSIFIER_PROBABILITIES in found:  # log-probabilities: the same answers as logits
             return np.log(np.maximum([[row[label] for label in task.label_names]
                                       for row in found[CLASSIFIER_PROBABILITIES]], 1e-12))
         return task.stack_outputs([found[name][:, 0] for name in names])  # without the program's own batch axis
 
-    def forward(batch):
-        counts = np.maximum(batch["attention_mask"].sum(axis=1).astype(int), min_length)
-        groups: dict[int, list[int]] = {}
-        for i, n in enumerate(counts):
-            groups.setdefault(width(int(n)), []).append(i)
-        rows: list = [None] * len(counts)
-        for padded, members in groups.items():
-            inputs = {}
-            for name in task.input_names:
-                values = np.zeros((len(members), 1, padded), dtype=np.int32)
-                for j, i in enumerate(members):
-                    values[j, 0, :counts[i]] = batch[name][i, :counts[i]]
-                inputs[name] = values
-            logits = outputs(predict(inputs))
-            for j, i in enumerate(members):
-                rows[i] = task.fit_row(logits[j], int(counts[i]), batch["input_ids"].shape[1])
-        return np.stack(rows)
-    return forward
-
-
-def one_row_at_a_time(predict):
-    """A predict that takes one row ([1, width] inputs: Core ML's, value inference's) over rows of one width, its
-    results stacked rows first."""
-    def run(inputs: dict) -> dict:
-        found = [predict({name: values[j] for name, values in inputs.items()})
-                 for j in range(next(iter(inputs.values())).shape[0])]
-        return {name: [f[name] for f in found] if isinstance(found[0][name], (str, dict)) else
-                np.stack([np.asarray(f[name]) for f in found]) for name in found[0]}
-    return run
+    return grouped_forward(lambda inputs, _width: predict(inputs), width, logits, task, min_length)

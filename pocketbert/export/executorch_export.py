@@ -136,7 +136,7 @@ def coreml_delegate_forward(path: Path, task):
     import tempfile
 
     from pocketbert.export.coreml import MIL_EVALUATOR, program_forward
-    from pocketbert.export.mil_eval import MILEvaluator
+    from pocketbert.export.evaluators.mil_eval import MILEvaluator
 
     folder = tempfile.TemporaryDirectory(prefix="pocketbert-pte-coreml-")
     evaluator = MILEvaluator(coreml_delegate_package(path, Path(folder.name)))

@@ -57,7 +57,7 @@ COMPRESSED_GATE = Gate(None, max_points_lost=COMPRESSED_MAX_POINTS_LOST)
 # differs anywhere shows as a lost answer, not as a |diff| (different token counts have none).
 TEXT_IN_MIN_AGREEMENT = 0.99
 TEXT_IN_GATE = Gate(None, TEXT_IN_MIN_AGREEMENT, agree_for_every_task=True)
-# QA in one call (export/qa_graph.py) in fp32: its answers (windows, span search and text in the graph) must equal
+# QA in one call (export/text_in/qa_graph.py) in fp32: its answers (windows, span search and text in the graph) must equal
 # the Python pipeline's (core/qa.py on the student's logits) on this share of questions, and its exact match and F1
 # lie within this many points of the pipeline's.
 QA_IN_GRAPH_MIN_AGREEMENT = 0.99

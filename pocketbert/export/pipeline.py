@@ -16,9 +16,10 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import (artifacts, hub_layout, mobile_usability, onnx_export, parity, qa_graph, qa_postprocess,
-                               variants)
-from pocketbert.export.app_files import write_app_files
+from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export.app import qa_postprocess
+from pocketbert.export.app.app_files import write_app_files
+from pocketbert.export.text_in import qa_graph
 from pocketbert.export.evaluators import placement
 from pocketbert.manifest import path_size, read_manifest, write_manifest
 from pocketbert.rundir import (
@@ -87,43 +88,6 @@ def check_coreai_choice(names: list[str], task, architecture) -> None:
     if names and any(importlib.util.find_spec(m) is None for m in ("coreai_torch", "coreai")):
         raise ExportError("the Core AI variants need coreai-torch and coreai-core: run `pip install "
                           "'pocketbert[coreai]'` (or `make install`), or set export.coreai_variants to []")
-
-
-def _gate(variant, path: Path, task, examples, features, student_logits, n_features: dict, pad_id: int,
-          batch_size: int, eval_cfg: dict) -> parity.ParityResult:
-    """One exported model on its own runtime against the student: fed token ids as the student was, or, for a
-    text-in model, the raw text (QA: the questions whose context fits one window, as such a model reads one)."""
-    started = time.perf_counter()
-    if variant.runtime.gives_answers:
-        run = variant.runtime.open(path, task)
-        answers = run(examples)
-        result = parity.compare_answers(task, examples, features, student_logits, answers,
-                                        qa_graph.span_mismatches(examples, answers), eval_cfg, path.name,
-                                        run.runtime, variant.precision, variant.gate)
-        result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
-        return result
-    if variant.runtime.takes_text:
-        examples, features, student_logits = task.within_one_window(examples, features, student_logits)
-        run = variant.runtime.open(path, task)
-        own, logits = run(examples)
-        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, eval_cfg, path.name,
-                                        run.runtime, variant.precision, variant.gate)
-        result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(examples))
-        return result
-    forward = variant.runtime.open(path, task)
-    run_features = features[:n_features[variant.runtime.parity_share]]
-    logits = batched_logits(task, run_features, pad_id, variant.runtime.batch_size or batch_size, forward, path.name)
-    result = parity.compare(task, examples, features, student_logits, logits, eval_cfg, path.name,
-                            getattr(forward, "runtime", variant.runtime.name), variant.precision, variant.gate)
-    result.seconds_per_sequence = (time.perf_counter() - started) / max(1, len(run_features))
-    lengths = variant.runtime.lengths(path)
-    if lengths:
-        result.by_length = parity.check_lengths(
-            task, run_features, student_logits, lengths,
-            lambda n: variant.runtime.open_at_length(path, task, n), pad_id, variant.gate,
-            variant.runtime.batch_size or batch_size)
-        result.passed = result.passed and all(r["passed"] for r in result.by_length.values())
-    return result
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
@@ -196,11 +160,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         steps.set_postfix_str("parity")
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
+        given = variants.GateInputs(task, examples, features, student_logits, n_features, pad_id, batch_size, eval_cfg)
         results = []
         for variant in plan:
             phase = time.perf_counter()
-            results.append(_gate(variant, out / variant.file_name(task), task, examples, features, student_logits,
-                                 n_features, pad_id, batch_size, eval_cfg))
+            results.append(variant.runtime.gate(variant, out / variant.file_name(task), given))
             timings["gate_s"][variant.name] = round(time.perf_counter() - phase, 2)
         steps.update()
         steps.close()

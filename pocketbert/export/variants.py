@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -19,8 +20,10 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import (coreai, coreml, executorch_export, int8_budget, onnx_export, parity, qa_graph,
-                               text_in, tokenizer_check)
+from pocketbert.export import coreai, coreml, executorch_export, int8_budget, onnx_export, parity
+from pocketbert.export.text_in import qa_graph, tokenizer_check
+from pocketbert.export.text_in import model as text_in_model
+from pocketbert.export.text_in.session import extensions_library
 from pocketbert.rundir import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
@@ -51,9 +54,28 @@ ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY, COREAI_FAMILY = "onnx", "coreml",
 ALWAYS_BUILT = (ONNX_FAMILY, EXECUTORCH_FAMILY)  # Core ML variants are chosen by export.coreml_variants
 
 
+@dataclass
+class GateInputs:
+    """What every runtime's gate compares against: the eval examples, their features, the student's logits."""
+
+    task: Any
+    examples: list
+    features: list
+    student_logits: list
+    n_features: dict    # per parity share ("parity", "coreml"): how many features the gate runs
+    pad_id: int
+    batch_size: int
+    eval_cfg: dict
+
+
+def _timed(result: parity.ParityResult, started: float, inputs: int) -> parity.ParityResult:
+    result.seconds_per_sequence = (time.perf_counter() - started) / max(1, inputs)
+    return result
+
+
 @dataclass(frozen=True)
 class Runtime:
-    """How an exported file is run for the parity gate."""
+    """How an exported file is run for the parity gate: fed token ids as the student was, its logits compared."""
 
     name: str
     open: Callable[[Path, Any], Callable]  # (path, task) -> numpy-in, numpy-out forward
@@ -63,10 +85,60 @@ class Runtime:
     # input to one of them: each length is checked on its own.
     lengths: Callable[[Path], tuple[int, ...]] = lambda path: ()
     open_at_length: Callable[[Path, Any, int], Callable] | None = None
-    # A text-in model (tokenizer in the graph): open gives examples -> (its own features, logits), fed raw text.
-    takes_text: bool = False
-    # A QA model in one call: open gives examples -> one answer (a dict of qa_graph.OUTPUTS) per example.
-    gives_answers: bool = False
+    takes_text = False     # a text-in model (tokenizer in the graph): the manifest's text_in record
+    gives_answers = False  # a QA model in one call: the manifest's qa_in_graph record
+
+    def gate(self, variant: Variant, path: Path, given: GateInputs) -> parity.ParityResult:
+        """The file on this runtime against the student (and each of its lengths on its own)."""
+        started, task = time.perf_counter(), given.task
+        forward = self.open(path, task)
+        run_features = given.features[:given.n_features[self.parity_share]]
+        logits = batched_logits(task, run_features, given.pad_id, self.batch_size or given.batch_size, forward,
+                                path.name)
+        result = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval_cfg,
+                                path.name, getattr(forward, "runtime", self.name), variant.precision, variant.gate)
+        _timed(result, started, len(run_features))  # the lengths' checks aside
+        lengths = self.lengths(path)
+        if lengths:
+            result.by_length = parity.check_lengths(
+                task, run_features, given.student_logits, lengths, lambda n: self.open_at_length(path, task, n),
+                given.pad_id, variant.gate, self.batch_size or given.batch_size)
+            result.passed = result.passed and all(r["passed"] for r in result.by_length.values())
+        return result
+
+
+@dataclass(frozen=True)
+class TextRuntime(Runtime):
+    """A text-in model (tokenizer in the graph): open gives examples -> (its own features, logits), fed raw text
+    (QA: the questions whose context fits one window, as such a model reads one)."""
+
+    takes_text = True
+
+    def gate(self, variant: Variant, path: Path, given: GateInputs) -> parity.ParityResult:
+        started, task = time.perf_counter(), given.task
+        examples, features, student_logits = task.within_one_window(given.examples, given.features,
+                                                                    given.student_logits)
+        run = self.open(path, task)
+        own, logits = run(examples)
+        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, given.eval_cfg,
+                                        path.name, run.runtime, variant.precision, variant.gate)
+        return _timed(result, started, len(examples))
+
+
+@dataclass(frozen=True)
+class AnswerRuntime(Runtime):
+    """A QA model in one call: open gives examples -> one answer (a dict of qa_graph.OUTPUTS) per example."""
+
+    gives_answers = True
+
+    def gate(self, variant: Variant, path: Path, given: GateInputs) -> parity.ParityResult:
+        started, task = time.perf_counter(), given.task
+        run = self.open(path, task)
+        answers = run(given.examples)
+        result = parity.compare_answers(task, given.examples, given.features, given.student_logits, answers,
+                                        qa_graph.span_mismatches(given.examples, answers), given.eval_cfg,
+                                        path.name, run.runtime, variant.precision, variant.gate)
+        return _timed(result, started, len(given.examples))
 
 
 def _open_onnxruntime(path: Path, task):
@@ -82,9 +154,9 @@ COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, None, "coreml",
 # ExecuTorch's Python runtime, one sequence at a time at its own length, as an app runs it.
 EXECUTORCH_RUNTIME = Runtime("executorch", executorch_export.executorch_forward, 1, "parity")
 # The text-in models: fed raw text, run by onnxruntime with onnxruntime-extensions' custom ops.
-TEXT_RUNTIME = Runtime("onnxruntime + extensions", text_in.text_in_forward, None, "parity", takes_text=True)
+TEXT_RUNTIME = TextRuntime("onnxruntime + extensions", text_in_model.text_in_forward, None, "parity")
 # QA in one call: fed a question and a context, gives the answer; run by onnxruntime with the extensions' ops.
-QA_RUNTIME = Runtime("onnxruntime + extensions", qa_graph.answer_forward, None, "parity", gives_answers=True)
+QA_RUNTIME = AnswerRuntime("onnxruntime + extensions", qa_graph.answer_forward, None, "parity")
 # A Core ML-delegated program: ExecuTorch's Core ML backend runs only on Apple hardware, so the Core ML program it
 # carries is taken out of the saved .pte and evaluated op by op (the ExecuTorch wrapper around it needs a device).
 EXECUTORCH_COREML_RUNTIME = Runtime("executorch (Core ML delegate)", executorch_export.coreml_delegate_forward,
@@ -248,7 +320,7 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
         ctx.notes["text_in_exhaustive"] = result
     if "text_in_golden" not in ctx.notes:
         golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
-        wrong = text_in.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
+        wrong = text_in_model.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
         if wrong:
             raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
                               f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
@@ -259,7 +331,7 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
 def _text_in_builder(source: str):
     """The tokenizer graph in front of the graph of variant `source`."""
     def build(ctx: BuildContext, path: Path) -> None:
-        text_in.build_text_in(_checked_tokenizer(ctx), ctx.path(source), path, ctx.task, ctx.max_length)
+        text_in_model.build_text_in(_checked_tokenizer(ctx), ctx.path(source), path, ctx.task, ctx.max_length)
     return build
 
 
@@ -281,12 +353,12 @@ def _qa_builder(source: str):
 
 def _build_qa_ort(ctx: BuildContext, path: Path) -> None:
     onnx_export.convert_to_ort(ctx.path("onnx-qa-int8"), path, ctx.out / ORT_QA_REQUIRED_OPERATORS,
-                               text_in.extensions_library())
+                               extensions_library())
 
 
 def _build_text_ort(ctx: BuildContext, path: Path) -> None:
     onnx_export.convert_to_ort(ctx.path("onnx-text-int8"), path, ctx.out / ORT_TEXT_REQUIRED_OPERATORS,
-                               text_in.extensions_library())
+                               extensions_library())
 
 
 def _pte_builder(int8: bool, coreml: bool = False):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pocketbert.core.tasks import TASKS
-from pocketbert.export import app_readme
+from pocketbert.export.app import app_readme
 
 ROOT = Path(__file__).resolve().parents[2]
 # What app_tasks.QAApp.code_values gives a QA export (its windows, span search, bound and special tokens).
@@ -20,7 +20,7 @@ QA_VALUES = {"stride": 24, "n_best": 10, "max_answer_length": 30, "max_context_t
 
 def test_every_template_is_package_data():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    patterns = data["pocketbert.export"]
+    patterns = data["pocketbert.export.app"]
     templates = sorted(p.relative_to(app_readme.TEMPLATES.parent).as_posix() for p in app_readme.TEMPLATES.rglob("*")
                        if p.is_file())
     assert templates
@@ -61,7 +61,7 @@ def test_a_built_wheel_holds_every_template(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
     names = set(zipfile.ZipFile(next(tmp_path.glob("pocketbert-*.whl"))).namelist())
-    templates = {f"pocketbert/export/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
+    templates = {f"pocketbert/export/app/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
                  for p in app_readme.TEMPLATES.rglob("*.txt")}
     assert templates and templates <= names
 
@@ -78,13 +78,13 @@ def test_core_ai_swift_is_filled_and_says_what_is_unverified(task):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_each_task_has_its_app_folder_contents(task):
-    from pocketbert.export import app_tasks
+    from pocketbert.export.app import app_tasks
 
     assert task in app_tasks.APPS
 
 
 def test_qa_kotlin_reads_the_one_call_models_answer_outputs():
-    from pocketbert.export import qa_graph
+    from pocketbert.export.text_in import qa_graph
 
     kotlin = app_readme.android_readme("qa", {}, [], 96, "model.qa.ort", "CPU", [], {}, 1, values=QA_VALUES)
     assert not app_readme.PLACEHOLDER.findall(kotlin)
@@ -101,7 +101,7 @@ def call_labels(code: str, function: str) -> list[list[str]]:
 def test_qa_swift_calls_the_answer_routine_as_it_is_declared():
     """Core ML, Core AI and ExecuTorch Swift window the context and call QaAnswer.swift's functions with the labels
     its declarations have (rendered from the same specification the Kotlin and JavaScript tests run)."""
-    from pocketbert.export import qa_postprocess
+    from pocketbert.export.app import qa_postprocess
 
     routine = qa_postprocess.render("swift")
     declared = {f: call_labels(routine, f"func {f}")[0] for f in ("windowStarts", "qaAnswer")}

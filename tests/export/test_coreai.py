@@ -13,7 +13,9 @@ pytest.importorskip("coreai_torch")
 from pocketbert.core.inference import torch_forward  # noqa: E402
 from pocketbert.core.tasks import QATask, SentimentTask  # noqa: E402
 from pocketbert.errors import ExportError  # noqa: E402
-from pocketbert.export import coreai, coreai_eval, coreai_ir, parity  # noqa: E402
+from pocketbert.export import coreai, parity  # noqa: E402
+from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402
+from pocketbert.export.evaluators.numeric import computing_form  # noqa: E402
 
 LENGTHS = (16, 32, 64)
 FP16_TOLERANCE = parity.FP16_MAX_ABS_DIFF  # fp16 program against the fp32 PyTorch model: the gate's own bound
@@ -142,14 +144,14 @@ def _transposed_matmul(op, operands, out):
 
 def _softmax_wrong_axis(op, operands, out):
     def run(x, _axis):
-        x = coreai_eval._compute(x)
+        x = computing_form(x)
         e = np.exp(x - x.max(axis=-2, keepdims=True))
         return (e / e.sum(axis=-2, keepdims=True)).astype(out.dtype)
     return run
 
 
 def _gelu_as_tanh(op, operands, out):
-    return lambda x: np.tanh(coreai_eval._compute(x)).astype(out.dtype)
+    return lambda x: np.tanh(computing_form(x)).astype(out.dtype)
 
 
 def _slice_last_token(op, operands, out):
@@ -163,7 +165,7 @@ def _slice_last_token(op, operands, out):
 
 def _mean_over_everything(op, operands, out):
     def run(x, _axes):
-        x = coreai_eval._compute(x)
+        x = computing_form(x)
         return np.broadcast_to(x.mean(axis=tuple(range(1, x.ndim)), keepdims=True),
                                x.shape[:-1] + (1,)).astype(out.dtype)
     return run

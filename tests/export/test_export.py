@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.export import coreml, onnx_export, parity
-from pocketbert.export.mil_eval import MILEvaluator
+from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.variants import VARIANTS
 from pocketbert.core.export_wrapper import ExportWrapper
 from pocketbert.core.data import TextExample

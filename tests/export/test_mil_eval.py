@@ -10,9 +10,10 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 
 from pocketbert.core.tasks import QATask, SentimentTask
 from pocketbert.errors import ExportError
-from pocketbert.export import coreml, mil_kernels
-from pocketbert.export.mil_eval import MILEvaluator
-from pocketbert.export.mil_kernels import NotCovered
+from pocketbert.export import coreml
+from pocketbert.export.evaluators import mil_kernels
+from pocketbert.export.evaluators.mil_eval import MILEvaluator
+from pocketbert.export.evaluators.mil_kernels import NotCovered
 
 MAX_LENGTH = 64
 LENGTHS = (16, 32, 64)
@@ -297,7 +298,7 @@ FP32_TOLERANCE = 1e-5  # both evaluators compute this fp32 program in float32 (n
 
 
 def test_every_kernel_gives_value_inference_answers_on_rows_together(tmp_path):
-    from pocketbert.export.mil_reference import ValueInferenceInterpreter
+    from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 
     _program_of_every_kernel(tmp_path / "kernels.mlpackage")
     rng = np.random.default_rng(4)

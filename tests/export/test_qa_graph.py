@@ -1,4 +1,4 @@
-"""QA in one call (export/qa_graph.py): the graph's windows, span search, offsets and answer text against the Python
+"""QA in one call (export/text_in/qa_graph.py): the graph's windows, span search, offsets and answer text against the Python
 pipeline (core/qa.py) on the same encoder, on crafted questions whose answer is known and on real SQuAD ones."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pocketbert.core.data import QAExample, read_squad_file
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session
 from pocketbert.core.models import load_tokenizer
 from pocketbert.core.tasks import QATask
-from pocketbert.export import onnx_export, qa_graph, tokenizer_files
+from pocketbert.export import onnx_export
+from pocketbert.export.app import tokenizer_files
+from pocketbert.export.text_in import qa_graph
 
 pytestmark = pytest.mark.slow  # the tokenizer graph's code-point table is derived once a session (~30 s)
 

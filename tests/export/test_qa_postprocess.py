@@ -1,4 +1,4 @@
-"""The QA post-processing routines (export/qa_postprocess.py) for apps whose model cannot hold it: each language's
+"""The QA post-processing routines (export/app/qa_postprocess.py) for apps whose model cannot hold it: each language's
 routine, rendered from the one specification, gives the golden file's windows and answers (JavaScript under
 Node.js, Kotlin with kotlinc; Swift is rendered from the same specification but cannot run here)."""
 
@@ -16,7 +16,8 @@ from transformers import BertConfig, BertForQuestionAnswering
 from pocketbert.core.data import read_squad_file
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.tasks import QATask
-from pocketbert.export import qa_graph, qa_postprocess
+from pocketbert.export.app import qa_postprocess
+from pocketbert.export.text_in import qa_graph
 
 pytestmark = pytest.mark.slow  # runs Node.js and the Kotlin compiler
 

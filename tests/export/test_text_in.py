@@ -13,8 +13,11 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 from pocketbert.core.data import TextExample
 from pocketbert.core.tasks import QATask, SentimentTask, text_in_string
 from pocketbert.errors import DataError
-from pocketbert.export import onnx_export, parity, text_in, tokenizer_files
-from pocketbert.export.text_tokenizer import PREFIX, tokenizer_graph
+from pocketbert.export import onnx_export, parity
+from pocketbert.export.app import tokenizer_files
+from pocketbert.export.text_in import model as text_in_model
+from pocketbert.export.text_in import session
+from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
 MAX_LENGTH = 48
 SST2_SENTENCES = 300
@@ -46,7 +49,7 @@ def sst2_texts(shared_data, n):
 
 
 def tokenizer_session(folder, inputs):
-    return text_in.text_session(tokenizer_graph(folder / "tokenizer.json", inputs, MAX_LENGTH, 17, 8)
+    return session.text_session(tokenizer_graph(folder / "tokenizer.json", inputs, MAX_LENGTH, 17, 8)
                                 .SerializeToString())
 
 
@@ -69,11 +72,11 @@ def test_the_graph_gives_tokenizer_json_ids_on_probes_and_real_sentences(folder,
 @pytest.mark.slow  # derives the code-point table of a second tokenizer (about half a minute)
 def test_golden_check_catches_a_tokenizer_that_keeps_case(folder, tmp_path, wordpiece_tokenizer):
     golden = tokenizer_files.golden(wordpiece_tokenizer, MAX_LENGTH)
-    assert text_in.golden_mismatches(folder / "tokenizer.json", golden, SentimentTask(["a", "b"]), MAX_LENGTH) == []
+    assert text_in_model.golden_mismatches(folder / "tokenizer.json", golden, SentimentTask(["a", "b"]), MAX_LENGTH) == []
     cased = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
     cased["normalizer"]["lowercase"] = False
     (tmp_path / "tokenizer.json").write_text(json.dumps(cased), encoding="utf-8")
-    wrong = text_in.golden_mismatches(tmp_path / "tokenizer.json", golden, SentimentTask(["a", "b"]), MAX_LENGTH)
+    wrong = text_in_model.golden_mismatches(tmp_path / "tokenizer.json", golden, SentimentTask(["a", "b"]), MAX_LENGTH)
     assert "ascii" in wrong and "accents" in wrong
 
 
@@ -82,15 +85,15 @@ def test_text_in_model_gives_the_student_logits_and_its_ort_the_same(folder, sha
                                                                      tmp_path):
     model, task = tiny(BertForSequenceClassification, wordpiece_tokenizer.vocab_size), SentimentTask(["n", "p"])
     onnx_export.export_onnx(model, task, tmp_path / "model.onnx")
-    text_in.build_text_in(folder / "tokenizer.json", tmp_path / "model.onnx", tmp_path / "model.text.onnx", task,
+    text_in_model.build_text_in(folder / "tokenizer.json", tmp_path / "model.onnx", tmp_path / "model.text.onnx", task,
                           MAX_LENGTH)
     onnx_export.convert_to_ort(tmp_path / "model.text.onnx", tmp_path / "model.text.ort", tmp_path / "ops.config",
-                               text_in.extensions_library())
+                               session.extensions_library())
     assert "BertTokenizer" in (tmp_path / "ops.config").read_text()
     texts = sst2_texts(shared_data, 40) + ["", "tab\tnew\nline\r\x00end\x07", " ".join(["great"] * 100)]
     examples = [TextExample(t, 0) for t in texts]
-    features, logits = text_in.text_in_forward(tmp_path / "model.text.onnx", task)(examples)
-    _, ort_logits = text_in.text_in_forward(tmp_path / "model.text.ort", task)(examples)
+    features, logits = text_in_model.text_in_forward(tmp_path / "model.text.onnx", task)(examples)
+    _, ort_logits = text_in_model.text_in_forward(tmp_path / "model.text.ort", task)(examples)
     assert features == [None] * len(texts)  # a sentence classifier returns logits only
     for text, row, ort_row in zip(texts, logits, ort_logits):
         encoded = wordpiece_tokenizer(text, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
@@ -114,7 +117,7 @@ def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, s
 
     model, task = tiny(BertForQuestionAnswering, wordpiece_tokenizer.vocab_size), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")
-    text_in.build_text_in(folder / "tokenizer.json", tmp_path / "qa.onnx", tmp_path / "qa.text.onnx", task,
+    text_in_model.build_text_in(folder / "tokenizer.json", tmp_path / "qa.onnx", tmp_path / "qa.text.onnx", task,
                           MAX_LENGTH * 2)
     examples = subsample(load_task_data("squad", "qa", shared_data).eval, SQUAD_PAIRS, 3)
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH * 2, MAX_LENGTH // 2)
@@ -123,7 +126,7 @@ def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, s
     student = batched_logits(task, features, 0, 8, torch_forward(model, task))
     one_window, one_window_features, one_window_logits = task.within_one_window(examples, features, student)
     assert 0 < len(one_window) < len(examples)  # some contexts need several windows: those are left to the app
-    own, logits = text_in.text_in_forward(tmp_path / "qa.text.onnx", task)(one_window)
+    own, logits = text_in_model.text_in_forward(tmp_path / "qa.text.onnx", task)(one_window)
     # the graph normalizes as tokenizer.json does (these SQuAD contexts spell Serbian names: ć, š, ž) and places
     # every context token where the Python pipeline does
     for f, g in zip(own, one_window_features):
@@ -143,7 +146,7 @@ def test_qa_golden_pairs_hold_for_the_graph(folder, wordpiece_tokenizer):
     assert {row["probe"] for row in golden["pairs"]} >= {"context longer than max_length",
                                                          "question longer than max_length"}
     assert all(len(row["ids"]) <= MAX_LENGTH for row in golden["pairs"])
-    assert text_in.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == []
+    assert text_in_model.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == []
     # the Python pipeline cuts a pair that fits, and places its tokens, as the golden file says
     for row in (golden["pairs"][0], next(r for r in golden["pairs"] if r["probe"].startswith("cjk"))):
         encoded = wordpiece_tokenizer(row["question"], row["context"], truncation="only_second",
@@ -153,7 +156,7 @@ def test_qa_golden_pairs_hold_for_the_graph(folder, wordpiece_tokenizer):
     # an offset one character off is caught
     row = next(r for r in golden["pairs"] if r["probe"].startswith("cjk"))
     row["offsets"][-2][1] += 1
-    assert text_in.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == [row["probe"]]
+    assert text_in_model.golden_mismatches(folder / "tokenizer.json", golden, QATask(), MAX_LENGTH) == [row["probe"]]
 
 
 @pytest.mark.slow
@@ -168,14 +171,14 @@ def test_the_text_in_gate_fails_a_model_that_answers_otherwise(folder, shared_da
         other.classifier.weight.neg_()
         other.classifier.bias.neg_()
     onnx_export.export_onnx(other, task, tmp_path / "other.onnx")
-    text_in.build_text_in(folder / "tokenizer.json", tmp_path / "other.onnx", tmp_path / "other.text.onnx", task,
+    text_in_model.build_text_in(folder / "tokenizer.json", tmp_path / "other.onnx", tmp_path / "other.text.onnx", task,
                           MAX_LENGTH)
     examples = [TextExample(t, i % 2) for i, t in enumerate(sst2_texts(shared_data, 60))]
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH)
     from pocketbert.core.inference import batched_logits, torch_forward
 
     reference = batched_logits(task, features, 0, 8, torch_forward(student, task))
-    own, logits = text_in.text_in_forward(tmp_path / "other.text.onnx", task)(examples)
+    own, logits = text_in_model.text_in_forward(tmp_path / "other.text.onnx", task)(examples)
     result = parity.compare_text_in(task, examples, features, reference, own, logits, {}, "other.text.onnx",
                                     "onnxruntime + extensions", "fp32", parity.TEXT_IN_GATE)
     assert not result.passed and result.agreement < parity.TEXT_IN_MIN_AGREEMENT

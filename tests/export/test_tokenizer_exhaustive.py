@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from pocketbert.core.tasks import text_in_string
 from pocketbert.errors import ExportError
-from pocketbert.export import text_normalization, tokenizer_check
-from pocketbert.export.text_in import text_session
-from pocketbert.export.text_tokenizer import PREFIX, mapping_for, probe_graph
+from pocketbert.export.text_in import text_normalization, tokenizer_check
+from pocketbert.export.text_in.session import text_session
+from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph
 
 FULLWIDTH_COMMA, ZERO_WIDTH_SPACE, PRIVATE_USE, PRIVATE_USE_PLANE_15 = 0xFF0C, 0x200B, 0xE000, 0xF0000
 PROPERTY_EXAMPLES = 120

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pocketbert.errors import ExportError
-from pocketbert.export import tokenizer_files
+from pocketbert.export.app import tokenizer_files
 
 TRAINING_LENGTH, EXPORT_LENGTH = 16, 32
 

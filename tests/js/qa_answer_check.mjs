@@ -1,4 +1,4 @@
-// Runs a generated QA post-processing routine (export/qa_postprocess.py) on a golden file the export wrote.
+// Runs a generated QA post-processing routine (export/app/qa_postprocess.py) on a golden file the export wrote.
 // Usage: node qa_answer_check.mjs <qa_answer.mjs> <qa_golden.json>
 // Prints one line per question: <window starts, comma-separated> <window> <start> <end> (-1 -1 -1: no answer).
 import { readFileSync } from "node:fs";

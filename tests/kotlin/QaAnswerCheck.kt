@@ -1,5 +1,5 @@
 // Runs the generated QA post-processing routine (QaAnswer.kt) on a golden file the export wrote, in the plain
-// form export/qa_postprocess.plain_golden gives it (Kotlin's standard library reads no JSON).
+// form export/app/qa_postprocess.plain_golden gives it (Kotlin's standard library reads no JSON).
 // Prints one line per question: <window starts, comma-separated> <window> <start> <end> (-1 -1 -1: no answer).
 import java.io.File
 

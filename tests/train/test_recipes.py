@@ -144,7 +144,7 @@ def test_mil_lstm_kernel_matches_torch():
     """The numpy lstm kernel against torch.nn.LSTM, with the gate order MIL uses (input, forget, output, cell)."""
     from types import SimpleNamespace
 
-    from pocketbert.export.mil_reference import REFERENCE_KERNELS as KERNELS
+    from pocketbert.export.evaluators.mil_reference import REFERENCE_KERNELS as KERNELS
 
     torch.manual_seed(3)
     lstm = torch.nn.LSTM(5, 4)

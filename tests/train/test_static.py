@@ -203,7 +203,8 @@ def test_core_ai_evaluates_the_static_graph_and_misses_it_with_a_wrong_compariso
     """The Core AI evaluator runs the static graph's comparisons (special tokens left out) and ReLU as Core AI
     does: exactly; with either operation wrong it misses."""
     pytest.importorskip("coreai_torch")
-    from pocketbert.export import coreai, coreai_eval, coreai_ir
+    from pocketbert.export import coreai
+    from pocketbert.export.evaluators import coreai_eval, coreai_ir
 
     model, _ = trained
     task, _, _, dev = sst2

@@ -1,2 +1,3 @@
-"""Readers of the Apple programs pocketbert writes (Core ML .mlpackage, Core AI .aimodel), on Linux: the placement
-check (placement.py) predicts where each operation of a saved program will run."""
+"""How pocketbert reads and runs Apple programs (Core ML's ML Programs, Core AI's programs) on Linux with numpy: one
+plan runtime and one numeric layer under the MIL and Core AI front ends, and the placement check (placement.py)
+that reads the same programs to predict where each operation will run."""

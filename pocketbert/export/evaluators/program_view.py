@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pocketbert.export.evaluators.mil_reference import input_vars
+
 FP16, FP32 = "fp16", "fp32"
 # Operations that multiply matrices, in either format: where FLOPs are spent, and what layout rules look around.
 MATRIX_PRODUCTS = frozenset({"linear", "matmul", "conv", "einsum", "batch_matmul",
@@ -115,13 +117,6 @@ def _mil_tensor(var) -> Tensor:
     return Tensor(shape, dtype)
 
 
-def _mil_inputs(op) -> list:
-    found = []
-    for value in op.inputs.values():
-        found.extend(value if isinstance(value, (list, tuple)) else [value])
-    return found
-
-
 def _input_shapes(description) -> dict[str, str]:
     kinds = {"shapeRange": "range", "enumeratedShapes": "enumerated"}
     return {i.name: kinds.get(i.type.multiArrayType.WhichOneof("ShapeFlexibility"), "fixed")
@@ -147,7 +142,7 @@ def read_mlpackage(path: Path) -> list[Function]:
         constant: set[str] = set()
         ops = []
         for op in function.operations:
-            reads = [Operand(v.name, _mil_tensor(v), v.name in constant) for v in _mil_inputs(op)]
+            reads = [Operand(v.name, _mil_tensor(v), v.name in constant) for v in input_vars(op)]
             if op.op_type == "const" or op.op_type.startswith("constexpr_") or (reads and all(
                     r.constant for r in reads)):
                 constant.update(v.name for v in op.outputs)
@@ -172,7 +167,7 @@ def _coreai_tensor(kind) -> Tensor:
 
 def read_aimodel(path: Path) -> list[Function]:
     """Every entry point of a saved .aimodel, its composites inlined."""
-    from pocketbert.export import coreai_ir
+    from pocketbert.export.evaluators import coreai_ir
 
     program = coreai_ir.load_program(Path(path))
     functions = []

@@ -13,49 +13,23 @@ plan is one pass of its steps over the rows' arrays: no types, shapes or attribu
 Batching: rows of one shape are evaluated together, every value computed from the inputs carrying one more leading
 axis; each row is computed as it would be alone. Precision: each result is rounded to the type the program gives
 it (mil_kernels.storer), so an fp16 program computes in fp16 at every op boundary.
-A plan runs with BLAS and torch on one thread (export/threads.py says why).
+A plan runs with BLAS and torch on one thread (evaluators/threads.py says why).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from pocketbert.errors import ExportError
-from pocketbert.export import mil_kernels
-from pocketbert.export.mil_kernels import NotCovered, Operands, computing_form, storer
-from pocketbert.export.mil_reference import SavedProgram, bound, infer, input_vars
-from pocketbert.export.threads import one_thread
-
-
-@dataclass
-class _Step:
-    run: Callable
-    reads: list[int]    # slots of computed values (>= 0) or of constants (-1 - index in the plan's table)
-    writes: list[int]
-    stores: list        # per result: how the program's type holds it (None: as it is)
-    several: bool       # the run returns a tuple, one item per result
-    frees: list[int] = field(default_factory=list)  # slots no later step reads
-
-
-@dataclass
-class _Plan:
-    inputs: dict[str, tuple[int, Callable]]   # name -> (slot, storer)
-    steps: list[_Step]
-    table: list                                 # constants the steps read
-    outputs: dict[str, tuple[int | None, object]]  # name -> (slot, None) or (None, constant value)
-    slots: int
-
-
-def _execute(step: _Step, env: list, table: list) -> None:
-    result = step.run(*[env[i] if i >= 0 else table[-1 - i] for i in step.reads])
-    for slot, store, value in zip(step.writes, step.stores, result if step.several else (result,)):
-        env[slot] = value if store is None else store(value)
-    for slot in step.frees:
-        env[slot] = None
+from pocketbert.export.evaluators import mil_kernels
+from pocketbert.export.evaluators.mil_kernels import NotCovered, Operands, storer
+from pocketbert.export.evaluators.mil_reference import SavedProgram, bound, infer, input_vars
+from pocketbert.export.evaluators.numeric import computing_form
+from pocketbert.export.evaluators.plan import Plan, PlanBuilder
+from pocketbert.export.evaluators.threads import one_thread
 
 
 def _declared(value, var):
@@ -86,7 +60,7 @@ class MILEvaluator:
                 raise ExportError(f"op {op.name} of the Core ML program is a {op.op_type} with nested blocks, which "
                                   "pocketbert's MIL evaluator does not run: leave the Core ML variants out of "
                                   "export.coreml_variants, or report the op")
-        self._plans: dict[tuple, _Plan] = {}
+        self._plans: dict[tuple, Plan] = {}
         self.row_by_row: set[str] = set()  # op types a compiled plan evaluates by value inference, one row at a time
 
     @property
@@ -110,46 +84,29 @@ class MILEvaluator:
             if plan is None:
                 plan, env = self._compile(arrays)
                 self._plans[key] = plan
-            else:
-                env = [None] * plan.slots
-                for name, (slot, store) in plan.inputs.items():
-                    env[slot] = store(arrays[name])
-                for step in plan.steps:
-                    _execute(step, env, plan.table)
-        rows = next(iter(arrays.values())).shape[0]
-        results = {}
-        for name, (slot, constant) in plan.outputs.items():
-            value = env[slot] if slot is not None else np.broadcast_to(constant, (rows,) + np.shape(constant))
-            results[name] = value if isinstance(value, list) else np.asarray(value, dtype=np.float32)
-        return results
+                return plan.results(env, next(iter(arrays.values())).shape[0])
+            return plan.run(arrays)
 
     # ------------------------------------------------------------ compiling
 
-    def _compile(self, arrays: dict[str, np.ndarray]) -> tuple[_Plan, list]:
+    def _compile(self, arrays: dict[str, np.ndarray]) -> tuple[Plan, list]:
         """The plan for these rows' shape, made by evaluating them op by op; also the values it computed."""
         constants = dict(self.constants)  # this shape's folded values join the program's own
         traced: dict[str, np.ndarray] = {}  # computed values of the rows being compiled, by variable name
         slots: dict[str, int] = {}
         env: list = []
-        table: list = []
-        table_index: dict[str, int] = {}
-        steps: list[_Step] = []
+        builder = PlanBuilder()
         operands = Operands(constants, traced)
 
         plan_inputs = {}
         for name, var in self.function.inputs.items():
             store = storer(var)
-            slots[name], traced[name] = len(env), store(arrays[name])
+            slots[name], traced[name] = builder.slot(), store(arrays[name])
             env.append(traced[name])
             plan_inputs[name] = (slots[name], store)
 
         def reference(var) -> int:
-            if var.name in slots:
-                return slots[var.name]
-            if var.name not in table_index:
-                table_index[var.name] = len(table)
-                table.append(constants[var.name])
-            return -1 - table_index[var.name]
+            return slots[var.name] if var.name in slots else builder.constant(constants[var.name], var.name)
 
         for op in self.function.operations:
             if op.op_type == "const" or op.outputs[0].name in self.constants:
@@ -161,19 +118,16 @@ class MILEvaluator:
                 constants[op.outputs[0].name] = np.array(operands.shape(op.x), dtype=np.int32)
                 continue
             run, reads, stores = self._kernel(op, operands)
-            step = _Step(run, [reference(v) for v in reads], [], stores, len(op.outputs) > 1)
-            step.writes = [len(env) + k for k in range(len(op.outputs))]
+            step = builder.step(run, [reference(v) for v in reads], stores, len(op.outputs) > 1)
             env.extend([None] * len(op.outputs))
-            _execute(step, env, table)
+            step.execute(env, builder.table)
             for var, slot in zip(op.outputs, step.writes):
                 slots[var.name] = slot
                 traced[var.name] = env[slot]
-            steps.append(step)
 
         outputs = {v.name: (slots[v.name], None) if v.name in slots else (None, constants[v.name])
                    for v in self.function.outputs}
-        _free_after_last_read(steps, {slot for slot, _ in outputs.values() if slot is not None})
-        return _Plan(plan_inputs, steps, table, outputs, len(env)), env
+        return builder.plan(plan_inputs, outputs), env
 
     def _fold(self, op, constants: dict) -> list:
         """An op of constant inputs, evaluated once by value inference."""
@@ -219,11 +173,3 @@ def _row_by_row(op, operands: Operands) -> tuple[Callable, list]:
         return stacked if len(op.outputs) > 1 else stacked[0]
     return run, reads
 
-
-def _free_after_last_read(steps: list[_Step], kept: set[int]) -> None:
-    """Each step drops the computed values no later step reads (the outputs are kept)."""
-    seen = set(kept)
-    for step in reversed(steps):
-        read = {slot for slot in step.reads if slot >= 0}
-        step.frees = sorted(read - seen)
-        seen |= read

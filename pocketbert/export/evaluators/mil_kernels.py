@@ -21,6 +21,9 @@ from typing import Callable
 
 import numpy as np
 
+from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, convert_to, round_to_fp16,
+                                                  softmax, take_along_axis)
+
 
 class NotCovered(Exception):
     """This op, as the program has it, is outside the kernel: evaluate it row by row by value inference."""
@@ -57,23 +60,6 @@ class Operands:
 
 # ---------------------------------------------------------------- precision
 
-def round_to_fp16(x) -> np.ndarray:
-    """float32 values rounded to the nearest fp16 number, held as float32 (torch converts vectorized; numpy one
-    element at a time)."""
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).half().float().numpy()
-
-
-def computing_form(value):
-    """A constant as kernels read it: fp16 widened (exactly) to float32, other values as they are."""
-    if isinstance(value, np.ndarray) and value.dtype == np.float16:
-        return value.astype(np.float32)
-    if isinstance(value, np.float16):
-        return np.float32(value)
-    return value
-
-
 def storer(var) -> Callable | None:
     """How a result is held as the program types `var`: fp16 rounded (held in float32), other numbers converted
     (float to integer truncates toward zero, as MIL's cast does); None for a string or a dictionary (classify)."""
@@ -84,8 +70,7 @@ def storer(var) -> Callable | None:
         return None
     if dtype == types.fp16:
         return round_to_fp16
-    numpy_type = np.float32 if types.is_float(dtype) else types.nptype_from_builtin(dtype)
-    return lambda x: np.asarray(x).astype(numpy_type, copy=False)
+    return convert_to(np.float32 if types.is_float(dtype) else types.nptype_from_builtin(dtype))
 
 
 # ---------------------------------------------------------------- helpers
@@ -99,12 +84,7 @@ def _negative(axis: int, rank: int) -> int:
 
 
 def _aligned(operands: Operands, var, rank: int) -> Callable:
-    """A batched value of lower rank than the result given ones after its batch axis, so that numpy's
-    right-aligned broadcasting is the program's and the batch axis stays first."""
-    if operands.batched(var) and operands.rank(var) < rank:
-        ones = (1,) * (rank - operands.rank(var))
-        return lambda x: x.reshape((x.shape[0],) + ones + x.shape[1:])
-    return lambda x: x
+    return aligner(operands.batched(var), operands.rank(var), rank)
 
 
 def _reshaper(program_shape: tuple[int, ...]) -> Callable:
@@ -128,18 +108,6 @@ def _binary(op, operands: Operands):
     return (lambda a, b: function(x(a), y(b))), [op.x, op.y]
 
 
-def _erf(x):
-    import torch
-
-    return torch.erf(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))).numpy()
-
-
-_UNARY = {
-    "tanh": np.tanh, "exp": np.exp, "exp2": np.exp2, "sqrt": np.sqrt, "abs": np.abs, "square": np.square,
-    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "sign": np.sign, "erf": _erf,
-    "relu": lambda x: np.maximum(x, 0), "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "silu": lambda x: x / (1.0 + np.exp(-x)),  # coremltools has no value inference for it
-}
 _UNARY_WITH_EPSILON = {  # the op adds its epsilon input before the function
     "rsqrt": lambda x, e: 1.0 / np.sqrt(x + e), "log": lambda x, e: np.log(x + e),
     "inverse": lambda x, e: 1.0 / (x + e),
@@ -150,22 +118,17 @@ def _unary(op, operands: Operands):
     if op.op_type in _UNARY_WITH_EPSILON:
         function, epsilon = _UNARY_WITH_EPSILON[op.op_type], np.float32(operands.value(op.epsilon))
         return (lambda x: function(x, epsilon)), [op.x]
-    return _UNARY[op.op_type], [op.x]
+    return ACTIVATIONS[op.op_type], [op.x]
 
 
-_GELU = {
-    "EXACT": lambda x: 0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0)))),
-    "TANH_APPROXIMATION": lambda x: 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi))
-                                                            * (x + np.float32(0.044715) * x ** 3))),
-    "SIGMOID_APPROXIMATION": lambda x: x / (1.0 + np.exp(np.float32(-1.702) * x)),
-}
+_GELU_MODES = {"EXACT": "exact", "TANH_APPROXIMATION": "tanh", "SIGMOID_APPROXIMATION": "sigmoid"}
 
 
 def _gelu(op, operands: Operands):
     mode = operands.value(op.mode, "EXACT")
-    if mode not in _GELU:
+    if mode not in _GELU_MODES:
         raise NotCovered(f"gelu mode {mode}")
-    return _GELU[mode], [op.x]
+    return GELU[_GELU_MODES[mode]], [op.x]
 
 
 def _cast(op, operands: Operands):
@@ -183,11 +146,7 @@ def _select(op, operands: Operands):
 
 def _softmax(op, operands: Operands):
     axis = _negative(operands.value(op.axis, -1), operands.rank(op.x))
-
-    def run(x):
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        return e / np.sum(e, axis=axis, keepdims=True)
-    return run, [op.x]
+    return (lambda x: softmax(x, axis)), [op.x]
 
 
 def _layer_norm(op, operands: Operands):
@@ -238,12 +197,8 @@ def _matmul(op, operands: Operands):
     return run, [op.x, op.y]
 
 
-_REDUCTIONS = {"reduce_sum": np.sum, "reduce_mean": np.mean, "reduce_max": np.max, "reduce_min": np.min,
-               "reduce_prod": np.prod}
-
-
 def _reduce(op, operands: Operands):
-    function, rank = _REDUCTIONS[op.op_type], operands.rank(op.x)
+    function, rank = REDUCTIONS[op.op_type], operands.rank(op.x)
     axes_value = operands.value(op.axes, None)
     axes = tuple(_negative(a, rank) for a in (range(rank) if axes_value is None else np.atleast_1d(axes_value)))
     keep = bool(operands.value(op.keep_dims, False))
@@ -324,16 +279,8 @@ def _gather_along_axis(op, operands: Operands):
     axis = _negative(operands.value(op.axis, 0), rank)
     data_batched, index_batched = operands.batched(op.x), operands.batched(op.indices)
     size = operands.shape(op.x)[axis]
-
-    def run(x, indices):
-        indices = indices.astype(np.int64)
-        indices = np.where(indices < 0, indices + size, indices)
-        if not data_batched:
-            x = np.broadcast_to(x, (indices.shape[0],) + x.shape)
-        if not index_batched:
-            indices = np.broadcast_to(indices, (x.shape[0],) + indices.shape)
-        return np.take_along_axis(x, indices, axis=axis)
-    return run, [op.x, op.indices]
+    return (lambda x, indices: take_along_axis(x, indices, axis, size, data_batched, index_batched)
+            ), [op.x, op.indices]
 
 
 def _concat(op, operands: Operands):
@@ -383,11 +330,11 @@ def _classify(op, operands: Operands):
 
 
 KERNELS: dict[str, Callable] = {
-    **{name: _unary for name in (*_UNARY, *_UNARY_WITH_EPSILON)},
+    **{name: _unary for name in (*ACTIVATIONS, *_UNARY_WITH_EPSILON)},
     **{name: _binary for name in ("add", "sub", "mul", "real_div", "floor_div", "mod", "pow", "maximum", "minimum",
                                   "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
                                   "logical_and", "logical_or", "logical_xor")},
-    **{name: _reduce for name in _REDUCTIONS},
+    **{name: _reduce for name in REDUCTIONS},
     "gelu": _gelu, "cast": _cast, "select": _select,
     "softmax": _softmax, "layer_norm": _layer_norm, "linear": _linear, "matmul": _matmul,
     "reshape": _reshape, "expand_dims": _expand_dims, "squeeze": _squeeze, "transpose": _transpose,

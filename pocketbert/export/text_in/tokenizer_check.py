@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.export import text_normalization, text_tokenizer
-from pocketbert.export.text_normalization import FLAG_SEQUENCES, code_points
+from pocketbert.export.text_in import text_normalization, text_tokenizer
+from pocketbert.export.text_in.session import text_session
+from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES, code_points
 
 CONTEXTS = {"alone": "{0}", "between words": "a {0} b", "inside a word": "a{0}b", "repeated": "{0}{0}{0}"}
 # Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
@@ -55,7 +56,6 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
     from tokenizers import Tokenizer
 
     from pocketbert.core.tasks import text_in_string
-    from pocketbert.export.text_in import text_session
 
     started = time.perf_counter()
     reference = Tokenizer.from_str(json.dumps(data))

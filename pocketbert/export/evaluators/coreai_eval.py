@@ -1,4 +1,4 @@
-"""Evaluates a Core AI program (export/coreai_ir.py) with numpy, for the parity gate on platforms without Core AI.
+"""Evaluates a Core AI program (coreai_ir.py) with numpy, for the parity gate on platforms without Core AI.
 
 Each operation follows its definition in coreai-core's dialect (coreai/_compiler/dialects/_coreai_ops_gen.py).
 The program is compiled once into a list of numpy steps: constants and everything computed from constants
@@ -9,10 +9,8 @@ Batching: a program is specialized to shape (1, n). Sequences of one length are 
 every value computed from the inputs one more leading axis, the batch; an operation's axes move by one on those
 values and constants broadcast against them unchanged. Each row is computed as it would be alone.
 
-Precision: an f16 value is held as an f32 array whose every element is an f16 number: each operation computes in
-f32 and rounds its result to f16 where the program's type says f16, as fp16 hardware with fp32 accumulation does.
-numpy converts to and from f16 and computes erf one element at a time; those two run through torch's vectorized
-kernels on the same memory (torch.from_numpy), the only use of torch here.
+Precision (evaluators/numeric.py): an f16 value is held as an f32 array whose every element is an f16 number: each
+operation computes in f32 and rounds its result to f16 where the program's type says f16.
 """
 
 from __future__ import annotations
@@ -23,15 +21,11 @@ from typing import Callable
 import numpy as np
 
 from pocketbert.errors import ExportError
-from pocketbert.export.coreai_ir import Graph, Operation, Program, TensorType
-
-
-@dataclass
-class Step:
-    run: Callable
-    inputs: list[int]
-    outputs: list[int]  # one slot per result; a kernel of several results returns a tuple
-    several: bool = False
+from pocketbert.export.evaluators.coreai_ir import Graph, Operation, Program, TensorType
+from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, computing_form,
+                                                  round_to_fp16, softmax, take_along_axis)
+from pocketbert.export.evaluators.plan import Plan, PlanBuilder
+from pocketbert.export.evaluators.threads import one_thread
 
 
 @dataclass
@@ -47,21 +41,10 @@ class Operand:
         return self.slot is None
 
 
-def _compute(x: np.ndarray) -> np.ndarray:
-    """A value as arithmetic takes it: f16 constants widened (exactly) to f32; run-time values already are."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
-
-
-def _round_to_f16(x: np.ndarray) -> np.ndarray:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).half().float().numpy()
-
-
 def _store(x, kind: TensorType) -> np.ndarray:
     """A result as the program's type holds it: f16 rounded (held in f32), other types converted."""
     if kind.element == "f16":
-        return _round_to_f16(np.asarray(x))
+        return round_to_fp16(np.asarray(x))
     return np.asarray(x).astype(kind.dtype, copy=False)
 
 
@@ -72,14 +55,6 @@ def _axis(value: np.ndarray, rank: int, batched: bool) -> int:
 
 def _axes(value: np.ndarray, rank: int, batched: bool) -> tuple[int, ...]:
     return tuple((int(a) + rank if int(a) < 0 else int(a)) + batched for a in np.asarray(value).reshape(-1))
-
-
-def _aligned(x: np.ndarray, rank: int, out_rank: int, batched: bool) -> np.ndarray:
-    """A batched value of rank `rank` given the rank of the result, so that numpy's right-aligned broadcasting
-    matches the program's (the batch axis stays first)."""
-    if batched and rank < out_rank:
-        return x.reshape((x.shape[0],) + (1,) * (out_rank - rank) + x.shape[1:])
-    return x
 
 
 # ---------------------------------------------------------------- kernels
@@ -101,54 +76,32 @@ def _binary(name):
     def kernel(op, operands, out):
         rank = len(out.shape)
         a_rank, b_rank = (len(o.kind.shape) for o in operands)
-        a_batched, b_batched = (not o.constant for o in operands)
-
-        def run(a, b):
-            a = _aligned(_compute(a), a_rank, rank, a_batched)
-            b = _aligned(_compute(b), b_rank, rank, b_batched)
-            return _store(ufunc(a, b), out)
-        return run
+        align_a, align_b = (aligner(not o.constant, r, rank) for o, r in zip(operands, (a_rank, b_rank)))
+        return lambda a, b: _store(ufunc(align_a(computing_form(a)), align_b(computing_form(b))), out)
     return kernel
 
 
 def _matmul(op, operands, out):
     rank = len(out.shape)
-    ranks = [len(o.kind.shape) for o in operands]
-    batched = [not o.constant for o in operands]
-
-    def run(a, b):
-        a = _compute(a)
-        b = _compute(b)
-        # a batched operand of rank 2 under a rank-3 result still needs its batch axis apart from the matrix axes
-        a = _aligned(a, ranks[0], rank, batched[0]) if ranks[0] > 1 else a
-        b = _aligned(b, ranks[1], rank, batched[1]) if ranks[1] > 1 else b
-        return _store(np.matmul(a, b), out)
-    return run
+    # a batched operand of rank 2 under a rank-3 result still needs its batch axis apart from the matrix axes
+    align_a, align_b = (aligner(not o.constant and len(o.kind.shape) > 1, len(o.kind.shape), rank) for o in operands)
+    return lambda a, b: _store(np.matmul(align_a(computing_form(a)), align_b(computing_form(b))), out)
 
 
 def _unary(function):
     def kernel(op, operands, out):
-        return lambda x: _store(function(_compute(x)), out)
+        return lambda x: _store(function(computing_form(x)), out)
     return kernel
 
 
-def _erf(x):
-    import torch
-
-    return torch.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+_GELU_APPROXIMATIONS = {"none": "exact", "tanh": "tanh", "sigmoid": "sigmoid"}
 
 
 def _gelu(op, operands, out):
     approximate = op.attributes.get("approximate", "none")
-    if approximate == "none":
-        function = lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)).astype(x.dtype))  # noqa: E731
-    elif approximate == "tanh":
-        function = lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
-    elif approximate == "sigmoid":
-        function = lambda x: x / (1.0 + np.exp(-1.702 * x))  # noqa: E731
-    else:
+    if approximate not in _GELU_APPROXIMATIONS:
         raise ExportError(f"line {op.line} of the Core AI program: gelu approximation '{approximate}' is unknown")
-    return lambda x: _store(function(_compute(x)), out)
+    return _unary(GELU[_GELU_APPROXIMATIONS[approximate]])(op, operands, out)
 
 
 def _cast(op, operands, out):
@@ -189,7 +142,7 @@ def _reduce(function):
     def kernel(op, operands, out):
         rank = len(operands[0].kind.shape)
         axes = _axes(_constant_operand(op, operands, 1, "axes"), rank, not operands[0].constant)
-        return lambda x, _axes_value: _store(function(_compute(x), axis=axes, keepdims=True), out)
+        return lambda x, _axes_value: _store(function(computing_form(x), axis=axes, keepdims=True), out)
     return kernel
 
 
@@ -197,11 +150,7 @@ def _softmax(op, operands, out):
     rank = len(operands[0].kind.shape)
     axis = _axis(_constant_operand(op, operands, 1, "axis"), rank, not operands[0].constant)
 
-    def run(x, _axis_value):
-        x = _compute(x)
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        return _store(e / np.sum(e, axis=axis, keepdims=True), out)
-    return run
+    return lambda x, _axis_value: _store(softmax(computing_form(x), axis), out)
 
 
 def _gather_nd(op, operands, out):
@@ -230,15 +179,7 @@ def _gather_along_axis(op, operands, out):
     axis = _axis(_constant_operand(op, operands, 2, "axis"), rank, batched)
     size = operands[0].kind.shape[axis - batched]
 
-    def run(data, indices, _axis_value):
-        indices = indices.astype(np.int64)
-        indices = np.where(indices < 0, indices + size, indices)
-        if batched and not data_batched:
-            data = np.broadcast_to(data, (indices.shape[0],) + data.shape)
-        if batched and not index_batched:
-            indices = np.broadcast_to(indices, (data.shape[0],) + indices.shape)
-        return np.take_along_axis(data, indices, axis=axis)
-    return run
+    return lambda data, indices, _axis_value: take_along_axis(data, indices, axis, size, data_batched, index_batched)
 
 
 def _slice(op, operands, out):
@@ -295,7 +236,7 @@ def _blockwise_shift_scale(op, operands, out):
 
     def run(data, scale, offset1, offset2):
         shape = data.shape[batched:]
-        scale, offset1, offset2 = (_blocks(_compute(np.asarray(v)).astype(np.float32), shape)
+        scale, offset1, offset2 = (_blocks(computing_form(np.asarray(v)).astype(np.float32), shape)
                                    for v in (scale, offset1, offset2))
         return _store(scale * (data.astype(np.float32) - offset1) + offset2, out)
     return run
@@ -310,7 +251,7 @@ def _lut_to_dense(op, operands, out):
 
     def run(indices, lut, axis_value):
         indices = np.asarray(indices).astype(np.int64)
-        lut = _compute(np.asarray(lut))
+        lut = computing_form(np.asarray(lut))
         rank = indices.ndim
         if lut.ndim != rank + 2 or lut.shape[-2] <= int(indices.max(initial=0)):
             raise ExportError(f"line {op.line} of the Core AI program: a palette of shape {lut.shape} for indices "
@@ -342,16 +283,10 @@ KERNELS: dict[str, Callable] = {
     "transpose": _transpose,
     "cast": _cast,
     "softmax": _softmax,
-    "reduce_mean": _reduce(np.mean),
-    "reduce_sum": _reduce(np.sum),
-    "reduce_max": _reduce(np.max),
+    **{name: _reduce(REDUCTIONS[name]) for name in ("reduce_mean", "reduce_sum", "reduce_max")},
     "gelu": _gelu,
-    "tanh": _unary(np.tanh),
-    "relu": _unary(lambda x: np.maximum(x, np.zeros((), x.dtype))),
+    **{name: _unary(ACTIVATIONS[name]) for name in ("tanh", "relu", "sqrt", "exp", "erf")},
     "rsqrt": _unary(lambda x: 1.0 / np.sqrt(x)),
-    "sqrt": _unary(np.sqrt),
-    "exp": _unary(np.exp),
-    "erf": _unary(_erf),
     "gather_nd": _gather_nd,
     "gather_along_axis": _gather_along_axis,
     "slice": _slice,
@@ -373,24 +308,19 @@ class CoreAIEvaluator:
         self.program = program
         self.kernels = KERNELS if kernels is None else kernels
         self.graph = program.graphs[entry]
-        self.steps: list[Step] = []
-        self.constants: list[np.ndarray] = []
-        self.slots = 0
-        self.input_slots: dict[str, int] = {}
+        self._builder = PlanBuilder()
         scope: dict[str, Operand] = {}
+        inputs = {}
         for ssa, name, kind in zip(self.graph.arguments, self.graph.input_names, self.graph.input_types):
-            scope[ssa] = Operand(self._slot(), None, kind)
-            self.input_slots[name] = scope[ssa].slot
+            scope[ssa] = Operand(self._builder.slot(), None, kind)
+            inputs[name] = (scope[ssa].slot, lambda value, kind=kind: _store(value, kind))
         outputs = self._compile(self.graph, scope)
-        self.outputs = dict(zip(self.graph.output_names, outputs))
+        self.plan: Plan = self._builder.plan(inputs, {name: (o.slot, o.value) for name, o in
+                                                      zip(self.graph.output_names, outputs)})
 
     @property
     def input_types(self) -> dict[str, TensorType]:
         return dict(zip(self.graph.input_names, self.graph.input_types))
-
-    def _slot(self) -> int:
-        self.slots += 1
-        return self.slots - 1
 
     def _compile(self, graph: Graph, scope: dict[str, Operand]) -> list[Operand]:
         for op in graph.operations:
@@ -404,7 +334,7 @@ class CoreAIEvaluator:
 
     def _compile_op(self, op: Operation, scope: dict[str, Operand]) -> list[Operand]:
         if op.kind == "constant":  # f16 weights widened once, exactly: arithmetic reads f32
-            return [Operand(None, _compute(op.value), op.result_types[0])]
+            return [Operand(None, computing_form(op.value), op.result_types[0])]
         try:
             operands = [scope[name] for name in op.operands]
         except KeyError as missing:
@@ -426,40 +356,18 @@ class CoreAIEvaluator:
             values = run(*[o.value for o in operands])
             values = values if several else (values,)
             return [Operand(None, _store(v, t), t) for v, t in zip(values, op.result_types)]
-        step = Step(run, [-1 - self._constant(o) if o.constant else o.slot for o in operands],
-                    [self._slot() for _ in op.result_types], several)
-        self.steps.append(step)
-        return [Operand(slot, None, t) for slot, t in zip(step.outputs, op.result_types)]
-
-    def _constant(self, operand: Operand) -> int:
-        """Constants a step reads live in their own table, indexed -1, -2, ..."""
-        self.constants.append(operand.value)
-        return len(self.constants) - 1
+        # the kernels round their own results (_store): the step stores them as they are
+        step = self._builder.step(run, [self._builder.constant(o.value) if o.constant else o.slot for o in operands],
+                                  [None] * len(op.result_types), several)
+        return [Operand(slot, None, t) for slot, t in zip(step.writes, op.result_types)]
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs for a batch: each input of shape (B,) + the entry point's input shape."""
-        env: list = [None] * self.slots
-        constants = self.constants
-        batch = None
         for name, kind in self.input_types.items():
             if name not in inputs:
                 raise ExportError(f"the Core AI program needs input '{name}'")
-            value = np.asarray(inputs[name])
-            if value.shape[1:] != kind.shape:
-                raise ExportError(f"input '{name}' has shape {value.shape[1:]} per row; the program takes {kind.shape}")
-            batch = value.shape[0] if batch is None else batch
-            env[self.input_slots[name]] = _store(value, kind)
-        for step in self.steps:
-            result = step.run(*[env[i] if i >= 0 else constants[-1 - i] for i in step.inputs])
-            if step.several:
-                for slot, value in zip(step.outputs, result):
-                    env[slot] = value
-            else:
-                env[step.outputs[0]] = result
-        results = {}
-        for name, operand in self.outputs.items():
-            value = operand.value if operand.constant else env[operand.slot]
-            if operand.constant:
-                value = np.broadcast_to(value, (batch,) + value.shape)
-            results[name] = np.asarray(value, dtype=np.float32)
-        return results
+            shape = np.shape(inputs[name])[1:]
+            if shape != kind.shape:
+                raise ExportError(f"input '{name}' has shape {shape} per row; the program takes {kind.shape}")
+        with one_thread():  # evaluators/threads.py: BLAS's and torch's pools otherwise spin against each other
+            return self.plan.run({name: np.asarray(inputs[name]) for name in self.input_types})

@@ -17,6 +17,7 @@ import numpy as np
 from pocketbert.core.inference import import_coremltools
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.errors import ExportError
+from pocketbert.export.evaluators.numeric import ACTIVATIONS, REDUCTIONS
 
 
 class SavedProgram:
@@ -139,15 +140,6 @@ class ValueInferenceInterpreter:
 
 # ---------------------------------------------------------------- kernels value inference lacks
 
-_ACTIVATIONS = {
-    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-    "tanh": np.tanh,
-    "relu": lambda v: np.maximum(v, 0.0),
-}
-_REDUCTIONS = {"reduce_sum": np.sum, "reduce_mean": np.mean, "reduce_max": np.max, "reduce_min": np.min,
-               "reduce_prod": np.prod}
-
-
 def _value(op, name: str, default=None):
     var = getattr(op, name, None)
     return default if var is None or var.val is None else var.val
@@ -156,7 +148,7 @@ def _value(op, name: str, default=None):
 def _reduce(op):
     axes = _value(op, "axes")
     axis = None if axes is None else tuple(int(a) for a in np.atleast_1d(axes))
-    return _REDUCTIONS[op.op_type](op.x.val, axis=axis, keepdims=bool(_value(op, "keep_dims", False)))
+    return REDUCTIONS[op.op_type](op.x.val, axis=axis, keepdims=bool(_value(op, "keep_dims", False)))
 
 
 def _lstm_direction(x, h, c, w_ih, w_hh, bias, reverse: bool, activations):
@@ -182,7 +174,7 @@ def _lstm(op):
     x = op.x.val.astype(np.float32)
     hidden = op.weight_hh.val.shape[1]
     h0, c0 = op.initial_h.val.astype(np.float32), op.initial_c.val.astype(np.float32)
-    activations = tuple(_ACTIVATIONS[_value(op, name, default)] for name, default in
+    activations = tuple(ACTIVATIONS[_value(op, name, default)] for name, default in
                         (("recurrent_activation", "sigmoid"), ("cell_activation", "tanh"), ("activation", "tanh")))
     direction = _value(op, "direction", "forward")
     bias = _value(op, "bias", np.zeros(4 * hidden, np.float32)).astype(np.float32)
@@ -207,4 +199,4 @@ def _classify(op):
     return classes[int(np.argmax(probabilities))], {c: float(p) for c, p in zip(classes, probabilities)}
 
 
-REFERENCE_KERNELS = {"lstm": _lstm, "classify": _classify, **{name: _reduce for name in _REDUCTIONS}}
+REFERENCE_KERNELS = {"lstm": _lstm, "classify": _classify, **{name: _reduce for name in REDUCTIONS}}

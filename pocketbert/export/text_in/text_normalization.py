@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketbert.errors import ExportError
+from pocketbert.export.text_in.session import text_session
 
 CODE_SPACE = 0x110000
 SURROGATES = range(0xD800, 0xE000)
@@ -196,7 +197,6 @@ def _basic_tokenizer_words() -> Callable[[str], list[str]]:
     """The extensions' BasicTokenizer with the settings the graph runs it with."""
     from onnx import TensorProto, helper
 
-    from pocketbert.export.text_in import text_session
 
     node = helper.make_node("BasicTokenizer", ["text"], ["words"], domain="ai.onnx.contrib", **OPS_SETTINGS)
     graph = helper.make_graph([node], "basic_tokenizer", [helper.make_tensor_value_info("text", TensorProto.STRING, [])],

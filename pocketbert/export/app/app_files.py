@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.export import tokenizer_files
+from pocketbert.export.app import tokenizer_files
 from pocketbert.rundir import (LABELS, MODEL_CONFIG, TOKENIZER_CONFIG, TOKENIZER_FILES, TOKENIZER_GOLDEN, TOKENIZER_JSON,
                                VOCAB)
 

@@ -86,6 +86,16 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
     return ["", f"This folder holds the `{variant}` program. The shapes a Core ML program can take:", ""] + lines
 
 
+def _resources_steps(resources: str) -> list[str]:
+    """The set-up steps of an iOS folder's resources, Core ML or Core AI alike: the folder the code reads the
+    tokenizer from, and the package that reads it."""
+    return [f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
+            f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
+            "takes.",
+            "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
+            "tokenizer_config.json and config.json from the folder."]
+
+
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
                proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
@@ -102,12 +112,7 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
         f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "
         f"and generates the `{model_class}` class the code uses. (Inside a folder reference it would only be "
         "copied, and the class would not exist.)",
-        f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
-        f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
-        "takes.",
-        "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
-        "tokenizer_config.json and config.json from the folder.",
-        shape_step, *extra_steps,
+        *_resources_steps(resources), shape_step, *extra_steps,
     ], shape_tradeoffs(max_length, lengths, variant) + list(placement), proven, needs_device, alternative)
 
 
@@ -179,11 +184,7 @@ def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights
         "Without it the app specializes the `.aimodel` itself the first time (slower, once: Core AI caches the "
         "result). The tool's flags and the Xcode build step that runs it are in that article; pocketbert did not "
         "run them (no Apple SDK here). The code takes either form.",
-        f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
-        f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
-        "takes.",
-        "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
-        "tokenizer_config.json and config.json from the folder.",
+        *_resources_steps(resources),
         f"The program has one function per length, `main_len<n>` for n in {', '.join(map(str, lengths))}: the "
         "code pads (mask 0) to the smallest that fits, a static shape each, which the Neural Engine runs. It "
         "needs iOS 27 / macOS 27; for earlier systems take the Core ML folder (`export ios` without `--target`).",

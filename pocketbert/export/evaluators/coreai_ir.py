@@ -4,7 +4,7 @@ Core AI runs only on Apple platforms. Elsewhere its program is printed as textua
 loader, and this module parses the part of that text the exported students use: `coreai.graph` bodies of
 `%result = coreai.<op> operands : types` lines, inline `dense<...>` constants and the `dense_resource` blobs of
 the `dialect_resources` section. What it does not understand it refuses by line, so the evaluator
-(export/coreai_eval.py) never runs a program it misread.
+(coreai_eval.py) never runs a program it misread.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ a string (QA: a question and a context) and gets logits (QA: start and end logit
 token's code-point offsets in its text, with which it cuts the answer out of the context), and ships no tokenizer
 of its own.
 
-The tokenizer graph (export/text_tokenizer.py) is built from the exported tokenizer.json and gives its ids; it runs
+The tokenizer graph (text_in/text_tokenizer.py) is built from the exported tokenizer.json and gives its ids; it runs
 in front of an exported graph (fp32 or int8), whose inputs gain a batch axis of one. The model needs the
 extensions' custom op library: `SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())`
 in Python, `registerCustomOpLibrary(OrtxPackage.getLibraryPath())` on Android.
@@ -17,26 +17,11 @@ import numpy as np
 
 from pocketbert.core.tasks import text_in_string
 from pocketbert.errors import ExportError, require
-from pocketbert.export.text_tokenizer import CONTRIB, GOLDEN_OPSET, PREFIX, tokenizer_graph
+from pocketbert.export.text_in.session import text_session
+from pocketbert.export.text_in.text_tokenizer import CONTRIB, GOLDEN_OPSET, PREFIX, tokenizer_graph
 
 EXTRA_TRAILING_DIMS = {"offset_mapping": [2]}
 GOLDEN_KEYS = {"input_ids": "ids", "token_type_ids": "token_type_ids", "offset_mapping": "offsets"}
-
-
-def extensions_library() -> str:
-    return require("onnxruntime_extensions", "export").get_library_path()
-
-
-def text_session(path: Path | bytes, threads: int = 0):
-    """An onnxruntime session with the extensions' custom ops registered, of a file or a serialized model."""
-    ort = require("onnxruntime", "export")
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(extensions_library())
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    model = path if isinstance(path, bytes) else str(path)
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def build_text_in(tokenizer_json: Path, model_path: Path, target: Path, task, max_length: int) -> Path:

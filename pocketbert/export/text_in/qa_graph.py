@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.errors import ExportError, require
-from pocketbert.export.text_tokenizer import CONTRIB, PREFIX, _Builder, _byte_vocabulary, _vocabulary
+from pocketbert.export.text_in.session import text_session
+from pocketbert.export.text_in.text_tokenizer import CONTRIB, PREFIX, _Builder, _byte_vocabulary, _vocabulary
 
 QA = "qa/"
 OUTPUTS = ("answer", "score", "answer_start", "answer_end", "answer_start_utf16", "answer_end_utf16",
@@ -224,7 +225,6 @@ def answer_forward(path: Path, task=None):
     import numpy as np
 
     from pocketbert.core.tasks import text_in_string
-    from pocketbert.export.text_in import text_session
 
     session = text_session(path)
     names = [o.name for o in session.get_outputs()]

@@ -4,7 +4,7 @@ each token's code-point offsets in its text.
 Only ops of the extensions' groups the published Android package carries (onnxruntime-extensions-android: the
 BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
 - normalizing: GPT2Tokenizer with one token per byte and no merges turns the text into its UTF-8 bytes; standard
-  ops decode them into code points, map each through a table of all 1,114,112 code points (export/
+  ops decode them into code points, map each through a table of all 1,114,112 code points (text_in/
   text_normalization.py: tokenizer.json's own normalizer, and what makes the ops below split and piece words as
   tokenizer.json does) and encode the result; BpeDecoder turns those bytes back into a string;
 - BasicTokenizer splits the normalized string into words (at spaces; punctuation apart);
@@ -27,7 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from pocketbert.errors import ExportError, require
-from pocketbert.export.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
+from pocketbert.export.text_in.session import text_session
+from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
                                                   derive)
 
 CONTRIB = "ai.onnx.contrib"
@@ -62,7 +63,7 @@ def cache_entry(folder: str, *parts: bytes) -> Path:
     from importlib.metadata import version
 
     from pocketbert.cache_dir import cache_root
-    from pocketbert.export import text_normalization
+    from pocketbert.export.text_in import text_normalization
 
     code = Path(__file__).read_bytes() + Path(text_normalization.__file__).read_bytes()
     key = hashlib.sha256(b"\0".join([*parts, code, version("onnxruntime-extensions").encode(),
@@ -123,8 +124,6 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
     (the texts are checked whole, and halved down to the code points where they differ)."""
     import numpy as np
     from tokenizers import Tokenizer
-
-    from pocketbert.export.text_in import text_session
 
     reference = Tokenizer.from_str(json.dumps(data))
     reference.no_truncation()

@@ -77,8 +77,8 @@ def clean_tokenizer_config(path: Path, tokenizer_json: Path, max_length: int) ->
 def hard_texts(tokenizer_json: Path) -> list[tuple[str, str]]:
     """(what it probes, text): one text per class of code point the exhaustive check of the text-in graph found
     tokenizing specially for this tokenizer (none when the graph cannot express it: no text-in model ships then)."""
-    from pocketbert.export.text_normalization import hard_cases
-    from pocketbert.export.text_tokenizer import mapping_for
+    from pocketbert.export.text_in.text_normalization import hard_cases
+    from pocketbert.export.text_in.text_tokenizer import mapping_for
 
     try:
         return hard_cases(mapping_for(json.loads(tokenizer_json.read_text(encoding="utf-8"))))

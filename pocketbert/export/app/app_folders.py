@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.errors import ExportError
-from pocketbert.export import app_readme, app_tasks, artifacts, mobile_usability
+from pocketbert.export import artifacts, mobile_usability
+from pocketbert.export.app import app_readme, app_tasks
 from pocketbert.export.evaluators.placement import readme_table
-from pocketbert.export.text_tokenizer import CONTRIB
-from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS
+from pocketbert.export.text_in.text_tokenizer import CONTRIB
+from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS, Variant
 from pocketbert.manifest import read_manifest
 from pocketbert.rundir import (
     ANDROID_APP_DIR,
@@ -68,11 +70,6 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
     return [EXECUTORCH_INT8]
 
 
-# `export ios --target`: a Core ML package (iOS 16, or 18 for the enumerated and int4-block programs), or the Core
-# AI program (iOS 27).
-IOS_TARGETS = ("coreml", "ios27")
-
-
 def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_name: str, pte: list[str],
                        app) -> tuple[tuple[str, ...], dict[str, str], dict]:
     """The iOS folder's resources and the task's files beside them (Core ML or Core AI alike), verified against the
@@ -97,64 +94,155 @@ def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, exp
         shutil.copyfile(export_dir / name, tmp / name)
 
 
+@dataclass(frozen=True)
+class _IOSModel:
+    """The program an iOS folder carries, chosen from the export: its file there, the name the Swift loads it by,
+    its variant's definition, its parity record and the lengths it takes (none: each input at its own)."""
+
+    path: Path
+    base_name: str
+    variant: str
+    definition: Variant
+    parity: dict
+    lengths: tuple[int, ...]
+
+
+class CoreMLTarget:
+    """`export ios`: a Core ML package (iOS 16, or 18 for the enumerated and int4-block programs)."""
+
+    runtime = "Core ML"
+    tokenizer_settings = "tokenizer settings (lower case, Chinese characters, special tokens)"
+    by_length = "each enumerated length"
+
+    def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+        made = manifest["config"].get("coreml_variants", ["fp16"])
+        variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
+        if variant not in COREML_VARIANTS:
+            raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
+        package = export_dir / coreml_package_name(task, variant)
+        if not package.exists():
+            raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
+                              f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
+        parity = manifest["metrics"]["parity"][package.name]
+        lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
+        # one class name, whatever the compression
+        return _IOSModel(package, coreml_package_name(task), variant, VARIANTS[variant], parity, lengths)
+
+    def model_row(self, model: _IOSModel) -> str:
+        return (f"Core ML ML Program (`{model.variant}`), {model.definition.precision} weights, minimum "
+                f"{model.definition.minimum_ios.replace('iOS', 'iOS ')}")
+
+    def how_run(self, parity: dict) -> str:
+        return f"run by {parity['runtime']} on Linux"
+
+    def length_name(self, n: str) -> str:
+        return n
+
+    def not_run(self) -> str:
+        return ("the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs only on "
+                "Apple hardware")
+
+    def readme(self, model: _IOSModel, **common) -> str:
+        return app_readme.ios_readme(model_class=model.base_name.removesuffix(".mlpackage"), variant=model.variant,
+                                     weights=model.definition.precision, lengths=model.lengths, **common)
+
+
+class CoreAITarget:
+    """`export ios --target ios27`: the Core AI program (iOS 27), one function per enumerated length."""
+
+    runtime = "Core AI"
+    tokenizer_settings = "tokenizer settings (lower case, special tokens)"
+    by_length = "each function"
+
+    def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+        made = manifest["config"].get("coreai_variants") or []
+        if not made:
+            raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
+                              "(with the coreai extra installed), or leave out --target ios27")
+        variant = variant or made[0]
+        if variant not in COREAI_VARIANTS:
+            raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI_VARIANTS)}")
+        asset = export_dir / coreai_asset_name(task, variant)
+        if variant not in made or not asset.exists():
+            raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
+                              f"those, or re-run `pocketbert export --coreai-variants {variant}`")
+        parity = manifest["metrics"]["parity"][asset.name]
+        lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
+            manifest["metrics"].get("coreai_entry_points") or ())
+        return _IOSModel(asset, coreai_asset_name(task), variant, VARIANTS[COREAI_PREFIX + variant], parity, lengths)
+
+    def model_row(self, model: _IOSModel) -> str:
+        return (f"Core AI program (`{model.variant}`), {model.definition.precision} weights, one function per "
+                f"length ({', '.join(map(str, model.lengths))}), minimum "
+                f"{model.definition.minimum_ios.replace('iOS', 'iOS ')}")
+
+    def how_run(self, parity: dict) -> str:
+        return f"its saved program run op by op by {parity['runtime']} on Linux"
+
+    def length_name(self, n: str) -> str:
+        return f"main_len{n}"
+
+    def not_run(self) -> str:
+        return ("the Swift code is not compiled here, and Core AI's runtime (which runs only on Apple platforms) did "
+                "not run the program; `coreai-build` did not compile it")
+
+    def readme(self, model: _IOSModel, **common) -> str:
+        return app_readme.ios_coreai_readme(asset_stem=model.base_name.removesuffix(".aimodel"),
+                                            weights=model.definition.precision, lengths=model.lengths, **common)
+
+
+# `export ios --target`: what the folder's program is and how its README speaks of it.
+IOS_TARGETS = {"coreml": CoreMLTarget(), "ios27": CoreAITarget()}
+
+
 def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = None, overwrite: bool = False,
                executorch: bool = False, target: str = "coreml") -> Path:
-    """The chosen .mlpackage (under the name Xcode turns into the model class), tokenizer files, labels, README;
-    with executorch, the int8 ExecuTorch program too, and Swift for it. target ios27: the Core AI .aimodel instead."""
+    """The chosen program (under the name Xcode turns into the model class: a .mlpackage, or with target ios27 the
+    Core AI .aimodel), tokenizer files, labels, README; with executorch, the int8 ExecuTorch program too, and Swift
+    for it."""
     if target not in IOS_TARGETS:
         raise ExportError(f"unknown iOS target '{target}': choose from {', '.join(IOS_TARGETS)}")
-    if target == "ios27":
-        return _ios_coreai_bundle(run_dir, variant, out, overwrite, executorch)
+    kind = IOS_TARGETS[target]
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     app = app_tasks.app_of(task)
-    target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
+    folder = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
-    made = manifest["config"].get("coreml_variants", ["fp16"])
-    variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
-    if variant not in COREML_VARIANTS:
-        raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
-    package = export_dir / coreml_package_name(task, variant)
-    if not package.exists():
-        raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
-                          f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
-    parity = manifest["metrics"]["parity"][package.name]
-    lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
-    base_name = coreml_package_name(task)  # one class name, whatever the compression
-    shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, package.name, pte, app)
-    with atomic_folder(target) as tmp:
-        _fill_ios_folder(tmp, run_dir, package, base_name, export_dir, shipped, tuple(beside))
+    model = kind.model(export_dir, manifest, task, variant)
+    parity = model.parity
+    shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, model.path.name, pte, app)
+    max_length = int(manifest["config"]["max_length"])
+    with atomic_folder(folder) as tmp:
+        _fill_ios_folder(tmp, run_dir, model.path, model.base_name, export_dir, shipped, tuple(beside))
         described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
-                     TOKENIZER_CONFIG: "tokenizer settings (lower case, Chinese characters, special tokens)",
+                     TOKENIZER_CONFIG: kind.tokenizer_settings,
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
                      LABELS: "label names in the order of the logits",
                      TOKENIZER_GOLDEN: "texts and the token ids they must give: run them through the app's "
-                                       "tokenizer in a unit test"}
-        weights = VARIANTS[variant].precision
-        described.update({name: "ExecuTorch program, int8 Linear layers (the alternative to Core ML below)"
-                          for name in pte})
-        files = {base_name: f"Core ML ML Program (`{variant}`), {weights} weights, minimum "
-                            f"{VARIANTS[variant].minimum_ios.replace('iOS', 'iOS ')}",
+                                       "tokenizer in a unit test",
+                     **{name: f"ExecuTorch program, int8 Linear layers (the alternative to {kind.runtime} below)"
+                        for name in pte}}
+        files = {model.base_name: kind.model_row(model),
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}, **beside}
-        proven = [f"`{package.name}` gave the student's answers on {parity['n_examples']} eval examples, run by "
-                  f"{parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max |diff| "
+        proven = [f"`{model.path.name}` gave the student's answers on {parity['n_examples']} eval examples, "
+                  f"{kind.how_run(parity)} (agreement {parity['agreement']:.4f}, max |diff| "
                   f"{parity['max_abs_diff']:.3g})",
                   "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
-        if lengths:
-            proven.append("each enumerated length (" + ", ".join(
-                f"{n}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
+        if parity.get("by_length"):
+            proven.append(f"{kind.by_length} (" + ", ".join(
+                f"{kind.length_name(n)}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
                 for n, r in parity["by_length"].items()) + ")")
-        needs_device = ["the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs "
-                        "only on Apple hardware", "swift-transformers' tokenizer against tokenizer_golden.json: run "
-                        "the golden texts through `tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
-        (tmp / APP_README).write_text(app_readme.ios_readme(
-            task, files, base_name.removesuffix(".mlpackage"), variant, weights, int(manifest["config"]["max_length"]),
-            parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths, proven, needs_device,
-            [line for name in pte for line in app_readme.executorch_section(
-                app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
-                json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
-            app.ios_steps(), values, _placement(manifest, package.name)))
-    return target
+        needs_device = [kind.not_run(), "swift-transformers' tokenizer against tokenizer_golden.json: run the golden "
+                        "texts through `tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
+        alternative = [line for name in pte for line in app_readme.executorch_section(
+            app_readme.SWIFT_EXECUTORCH, kind.runtime, task, name, max_length,
+            json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))]
+        (tmp / APP_README).write_text(kind.readme(
+            model, task=task, files=files, max_length=max_length, metrics=parity["metrics"],
+            n_examples=parity["n_examples"], resources=IOS_RESOURCES, proven=proven, needs_device=needs_device,
+            alternative=alternative, extra_steps=app.ios_steps(), values=values,
+            placement=_placement(manifest, model.path.name)))
+    return folder
 
 
 def _placement(manifest: dict, shipped: str) -> list[str]:
@@ -162,68 +250,6 @@ def _placement(manifest: dict, shipped: str) -> list[str]:
     check have none)."""
     placed = manifest["metrics"].get("placement")
     return readme_table(placed, shipped) if placed else []
-
-
-def _ios_coreai_bundle(run_dir: Path, variant: str | None, out: Path | None, overwrite: bool,
-                       executorch: bool) -> Path:
-    """The chosen Core AI program as <Class>.aimodel, the tokenizer files, labels and a README with Swift for Core
-    AI's API (not compiled here)."""
-    export_dir, manifest = _export_facts(run_dir)
-    task = manifest["config"]["task"]
-    app = app_tasks.app_of(task)
-    target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
-    pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
-    made = manifest["config"].get("coreai_variants") or []
-    if not made:
-        raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
-                          "(with the coreai extra installed), or leave out --target ios27")
-    variant = variant or made[0]
-    if variant not in COREAI_VARIANTS:
-        raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI_VARIANTS)}")
-    asset = export_dir / coreai_asset_name(task, variant)
-    if variant not in made or not asset.exists():
-        raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
-                          f"those, or re-run `pocketbert export --coreai-variants {variant}`")
-    parity = manifest["metrics"]["parity"][asset.name]
-    lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
-        manifest["metrics"].get("coreai_entry_points") or ())
-    base_name = coreai_asset_name(task)
-    shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, asset.name, pte, app)
-    with atomic_folder(target) as tmp:
-        _fill_ios_folder(tmp, run_dir, asset, base_name, export_dir, shipped, tuple(beside))
-        definition = VARIANTS[COREAI_PREFIX + variant]
-        files = {base_name: f"Core AI program (`{variant}`), {definition.precision} weights, one function per "
-                            f"length ({', '.join(map(str, lengths))}), minimum "
-                            f"{definition.minimum_ios.replace('iOS', 'iOS ')}",
-                 f"{IOS_RESOURCES}/{TOKENIZER_JSON}": "the WordPiece tokenizer (swift-transformers reads it)",
-                 f"{IOS_RESOURCES}/{TOKENIZER_CONFIG}": "tokenizer settings (lower case, special tokens)",
-                 f"{IOS_RESOURCES}/{MODEL_CONFIG}": "model config; swift-transformers reads its model type",
-                 f"{IOS_RESOURCES}/{LABELS}": "label names in the order of the logits",
-                 f"{IOS_RESOURCES}/{TOKENIZER_GOLDEN}": "texts and the token ids they must give: run them through "
-                                                        "the app's tokenizer in a unit test",
-                 **{f"{IOS_RESOURCES}/{name}": "ExecuTorch program, int8 Linear layers (the alternative to Core AI "
-                                               "below)" for name in pte}, **beside}
-        proven = [f"`{asset.name}` gave the student's answers on {parity['n_examples']} eval examples, its saved "
-                  f"program run op by op by {parity['runtime']} on Linux (agreement {parity['agreement']:.4f}, max "
-                  f"|diff| {parity['max_abs_diff']:.3g})",
-                  "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
-        if parity.get("by_length"):
-            proven.append("each function (" + ", ".join(
-                f"main_len{n}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
-                for n, r in parity["by_length"].items()) + ")")
-        needs_device = ["the Swift code is not compiled here, and Core AI's runtime (which runs only on Apple "
-                        "platforms) did not run the program; `coreai-build` did not compile it",
-                        "swift-transformers' tokenizer against tokenizer_golden.json: run the golden texts through "
-                        "`tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
-        (tmp / APP_README).write_text(app_readme.ios_coreai_readme(
-            task, files, base_name.removesuffix(".aimodel"), definition.precision,
-            int(manifest["config"]["max_length"]), parity["metrics"], parity["n_examples"], IOS_RESOURCES, lengths,
-            proven, needs_device,
-            [line for name in pte for line in app_readme.executorch_section(
-                app_readme.SWIFT_EXECUTORCH, "Core AI", task, name, int(manifest["config"]["max_length"]),
-                json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
-            app.ios_steps(), values, _placement(manifest, asset.name)))
-    return target
 
 
 def _extension_ops(required_operators: Path) -> list[str]:
