@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketbert.core.files import dumps_strict
+from pocketbert.errors import PocketbertError, RunDirError
 from pocketbert.rundir import MANIFEST
 
 # The config key under which a training stage records the name of the recipe it ran (train/registry.py);
@@ -76,6 +78,33 @@ def command_line() -> str:
     return shlex.join([program, *sys.argv[1:]])
 
 
+# The manifest key under which a stage records every file and folder it wrote (the manifest itself aside):
+# {name: {"sha256": ..., "bytes": ...}}. The next stage checks them before it reads any (verify_artifacts).
+ARTIFACTS = "artifacts"
+
+
+def symbolic_links(path: Path) -> list[Path]:
+    """Symbolic links at or under `path`, never followed: a stage folder holds its own files."""
+    path = Path(path)
+    if path.is_symlink():
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):  # os.walk does not descend into linked folders
+        found += [Path(root) / name for name in (*dirs, *files) if os.path.islink(Path(root) / name)]
+    return found
+
+
+def record_artifacts(stage_dir: Path, error: type[PocketbertError] = RunDirError) -> dict[str, dict]:
+    """sha256 and size of every file and folder in a stage folder (the manifest itself aside)."""
+    stage_dir = Path(stage_dir)
+    linked = symbolic_links(stage_dir)
+    if linked:
+        raise error(f"{linked[0]} is a symbolic link: a stage folder holds its own files; remove it and run the "
+                    "stage again")
+    return {p.name: {"sha256": sha256_of(p), "bytes": path_size(p)}
+            for p in sorted(stage_dir.iterdir()) if p.name != MANIFEST}
+
+
 def write_manifest(
     stage_dir: Path,
     *,
@@ -100,6 +129,8 @@ def write_manifest(
     }
     if extra:
         manifest.update(extra)
+    # the last thing a stage writes: every file beside it is final
+    manifest.setdefault(ARTIFACTS, record_artifacts(stage_dir))
     path = Path(stage_dir) / MANIFEST
     path.write_text(dumps_strict(manifest, indent=2, default=str) + "\n")
     return path
@@ -133,3 +164,71 @@ def read_manifest(stage_dir: Path) -> dict[str, Any]:
             what = "object" if dotted in OBJECT_KEYS else "entry"
             raise RunDirError(f"{path}: no '{dotted}' {what} in the manifest; {advice}")
     return manifest
+
+
+# The command that writes each stage's folder (`import` and `train prune` write students too, rarely again).
+STAGE_COMMANDS = {"teacher": "pocketbert train teacher", "student": "pocketbert train distill",
+                  "export": "pocketbert export"}
+
+
+def rerun_advice(stage_dir: Path, manifest: dict) -> str:
+    """What makes a stage folder again: its stage's command on its run, with --overwrite."""
+    command = STAGE_COMMANDS.get(str(manifest.get("stage")))
+    if command is None:
+        return f"re-run the stage that wrote {Path(stage_dir).name}/ (with --overwrite)"
+    return f"re-run `{command} --run {Path(stage_dir).parent} --overwrite`"
+
+
+def verify_artifacts(stage_dir: Path, manifest: dict, names: list[str] | None = None,
+                     error: type[PocketbertError] = RunDirError, again: str | None = None) -> list[Path]:
+    """The paths of `names` (None: every file the manifest records) in a stage folder, each checked against the
+    sha256 its manifest recorded when the stage wrote it, before a later stage reads any. A file edited, damaged,
+    removed or replaced by a link since is `error`, one line naming it and the command that writes it again."""
+    stage_dir = Path(stage_dir)
+    again = again or rerun_advice(stage_dir, manifest)
+    recorded = manifest.get(ARTIFACTS)
+    if not isinstance(recorded, dict):
+        raise error(f"{stage_dir / MANIFEST} records no file hashes (a stage folder written by an older version, or "
+                    f"an edited manifest), so its files cannot be checked: {again}")
+    if stage_dir.is_symlink():
+        raise error(f"{stage_dir} is a symbolic link: a stage folder holds its own files; {again}")
+    paths = []
+    for name in sorted(recorded) if names is None else names:
+        path = stage_dir / name
+        linked = symbolic_links(path)
+        if linked:
+            raise error(f"{linked[0]} is a symbolic link, not a file the stage wrote: {again}")
+        entry = recorded.get(name)
+        if not isinstance(entry, dict) or "sha256" not in entry:
+            raise error(f"{name} is not among the files {stage_dir / MANIFEST} records: {again}")
+        if not path.exists():
+            raise error(f"{path} is missing from the stage folder that wrote it: {again}")
+        if sha256_of(path) != entry["sha256"]:
+            raise error(f"{path} changed after the {manifest.get('stage') or 'stage'} was written (edited or "
+                        f"damaged: its sha256 is not the one {MANIFEST} records): {again}")
+        paths.append(path)
+    return paths
+
+
+def read_verified_stage(stage_dir: Path) -> dict[str, Any]:
+    """A finished stage folder's manifest, with every file it records checked against its hash: what a later stage
+    calls before it reads the folder. A folder written before stages recorded their files (no hashes in its
+    manifest) is read as it is, with one line saying its files could not be checked."""
+    manifest = read_manifest(stage_dir)
+    if ARTIFACTS not in manifest:
+        import sys
+
+        print(f"note: {Path(stage_dir) / MANIFEST} records no file hashes (written by an older pocketbert): its "
+              f"files are read unchecked; {rerun_advice(stage_dir, manifest)} to record them", file=sys.stderr)
+        return manifest
+    verify_artifacts(stage_dir, manifest)
+    return manifest
+
+
+def verified_stage(run_dir: Path, stage: str, made_by: str) -> tuple[Path, dict[str, Any]]:
+    """(folder, manifest) of a run's finished stage, its files checked against their hashes (read_verified_stage),
+    or an error naming the command that makes it."""
+    from pocketbert.rundir import require_stage
+
+    folder = require_stage(run_dir, stage, made_by)
+    return folder, read_verified_stage(folder)

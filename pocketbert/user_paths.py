@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from pocketbert.errors import ConfigError, DataError, RunDirError
 from pocketbert.rundir import DEFAULT_RUNS_ROOT, MANIFEST
@@ -24,6 +25,8 @@ from pocketbert.rundir import DEFAULT_RUNS_ROOT, MANIFEST
 # (Android assets, an Xcode folder reference) leaves it out.
 OUTPUT_MARKER = ".pocketbert_output.json"
 MADE_BY = "made_by"
+WRITTEN = "files"  # in the marker of an output that records them: {path in the folder: sha256} of what it wrote
+SHOWN_FOREIGN = 5  # foreign files named in a refusal; the rest are counted
 
 
 def run_dir(run: str) -> Path:
@@ -44,16 +47,60 @@ def _relation(target: Path, other: Path) -> str | None:
     return None
 
 
-def _made_by(folder: Path) -> str | None:
-    """The command an earlier output says made it, or None when it carries no readable marker."""
+def _marker(folder: Path) -> dict:
+    """An earlier output's marker, or {} when it carries no readable one."""
     marker = folder / OUTPUT_MARKER
     if marker.is_symlink() or not marker.is_file():
-        return None
+        return {}
     try:
-        made_by = json.loads(marker.read_text(encoding="utf-8")).get(MADE_BY)
-    except (OSError, ValueError, AttributeError):
-        return None
+        recorded = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def _made_by(folder: Path) -> str | None:
+    """The command an earlier output says made it, or None when it carries no readable marker."""
+    made_by = _marker(folder).get(MADE_BY)
     return made_by if isinstance(made_by, str) else None
+
+
+def _files_in(folder: Path) -> list[Path]:
+    """Every file and link under `folder` (links not followed), the marker aside."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        found += [Path(root) / name for name in (*files, *(d for d in dirs if os.path.islink(Path(root) / d)))]
+    return sorted(p for p in found if p != folder / OUTPUT_MARKER)
+
+
+def _written_by_us(folder: Path) -> dict[str, str]:
+    from pocketbert.manifest import sha256_of
+
+    return {p.relative_to(folder).as_posix(): sha256_of(p) for p in _files_in(folder)}
+
+
+def _foreign_files(folder: Path, made_by: str) -> None:
+    """Refuse to replace an output that holds files its command did not write (added, or changed since): they
+    would be deleted with it."""
+    from pocketbert.manifest import sha256_of
+
+    recorded = _marker(folder).get(WRITTEN)
+    if not isinstance(recorded, dict):
+        raise RunDirError(f"{folder} was written by an older pocketbert, which did not record its files, so "
+                          f"--overwrite cannot tell them from files added since: empty it yourself, or choose "
+                          "another --out")
+    foreign = []
+    for path in _files_in(folder):
+        name = path.relative_to(folder).as_posix()
+        if name not in recorded:
+            foreign.append(name)
+        elif path.is_symlink() or sha256_of(path) != recorded[name]:
+            foreign.append(f"{name} (changed since)")
+    if foreign:
+        more = f" and {len(foreign) - SHOWN_FOREIGN} more" if len(foreign) > SHOWN_FOREIGN else ""
+        raise RunDirError(f"{folder} holds files `pocketbert {made_by}` did not write, which --overwrite would "
+                          f"delete: {', '.join(foreign[:SHOWN_FOREIGN])}{more}; move them out of it, or choose "
+                          "another --out")
 
 
 def _stage_inside(folder: Path) -> Path | None:
@@ -74,9 +121,11 @@ def refuse_inputs(target: Path, made_by: str, inputs: Iterable[Path], option: st
                               f"choose another {option}")
 
 
-def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[Path] = ()) -> Path:
+def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[Path] = (),
+                  own_files: bool = False) -> Path:
     """`target` checked as the folder `pocketbert <made_by>` may write: absent, empty, or, with --overwrite, an
-    earlier output of the same command; never an input of the command, nor a folder that holds or lies in one."""
+    earlier output of the same command; never an input of the command, nor a folder that holds or lies in one.
+    own_files: the command records what it wrote (written_output), and --overwrite replaces nothing else."""
     target = Path(target)
     refuse_inputs(target, made_by, inputs)
     if not target.exists():
@@ -94,6 +143,8 @@ def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[
     if nested is not None:
         raise RunDirError(f"{target} holds {nested}, which is not part of an output of `pocketbert {made_by}`: "
                           "choose another --out")
+    if own_files:
+        _foreign_files(target, made_by)
     return target
 
 
@@ -103,6 +154,21 @@ def mark_output(folder: Path, made_by: str, **facts) -> Path:
     path.write_text(json.dumps({MADE_BY: made_by, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 **{k: str(v) for k, v in facts.items()}}, indent=2) + "\n")
     return path
+
+
+@contextmanager
+def written_output(target: Path, made_by: str, **facts) -> Iterator[Path]:
+    """A staged folder that replaces `target` when the block ends without error (rundir.atomic_folder), marked as
+    `made_by`'s output with every file written in it recorded: a later --overwrite (own_files) then knows which
+    files are the command's own."""
+    from pocketbert.rundir import atomic_folder
+
+    with atomic_folder(target) as tmp:
+        mark_output(tmp, made_by, **facts)
+        yield tmp
+        path = Path(tmp) / OUTPUT_MARKER
+        path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), WRITTEN: _written_by_us(tmp)},
+                                   indent=2) + "\n")
 
 
 def record_path(run: Path, path: Path) -> str:

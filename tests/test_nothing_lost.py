@@ -154,10 +154,28 @@ def test_overwrite_replaces_the_same_commands_earlier_output(capsys, exported, t
     run, out = exported[0], tmp_path / platform
     assert run_cli(capsys, "export", platform, "--run", run, "--out", out).exit_code == 0
     assert json.loads((out / MARKER).read_text())["made_by"] == f"export {platform}"
-    (out / "stale.txt").write_text("left by an earlier version")
     again = run_cli(capsys, "export", platform, "--run", run, "--out", out, "--overwrite")
     assert again.exit_code == 0, again.err
-    assert not (out / "stale.txt").exists() and (out / "README.md").is_file()
+    assert (out / "README.md").is_file()
+
+
+@pytest.mark.parametrize("platform", ["ios", "android"])
+def test_overwrite_refuses_an_app_folder_holding_files_the_command_did_not_write(capsys, exported, tmp_path,
+                                                                                platform):
+    """Issue 37: --overwrite deleted files the user had added to an app folder. It now names them and keeps them;
+    a file of the command's that the user changed counts as the user's."""
+    run, out = exported[0], tmp_path / platform
+    assert run_cli(capsys, "export", platform, "--run", run, "--out", out).exit_code == 0
+    (out / "MyNotes.txt").write_text("the user's own file")
+    (out / "README.md").write_text((out / "README.md").read_text() + "\nthe user's own paragraph\n")
+    before = tree(tmp_path)
+    refused(run_cli(capsys, "export", platform, "--run", run, "--out", out, "--overwrite"),
+            "did not write", "MyNotes.txt", "README.md (changed since)")
+    assert tree(tmp_path) == before
+    (out / "MyNotes.txt").unlink()
+    (out / "README.md").unlink()
+    assert run_cli(capsys, "export", platform, "--run", run, "--out", out, "--overwrite").exit_code == 0
+    assert (out / "README.md").is_file()
 
 
 def test_compare_never_overwrites_a_run_or_its_inputs(capsys, sst2_runs, run_copy, tmp_path):

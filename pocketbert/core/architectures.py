@@ -58,7 +58,7 @@ class BertFamily(Architecture):
     def load(self, folder: Path, task):
         from pocketbert.core.models import load_for_task
 
-        return load_for_task(str(folder), task, num_labels_from_source=True)
+        return load_for_task(str(folder), task, num_labels_from_source=True, whole=True)
 
     def describe(self, model) -> str:
         from pocketbert.core.models import layer_count

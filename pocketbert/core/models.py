@@ -64,15 +64,44 @@ def _load_error(source: str, what: str, exc: Exception, advice: str) -> ModelErr
     return ModelError(f"cannot load {what} from '{source}': {str(exc).splitlines()[0]}; {advice}")
 
 
-def load_for_task(source: str, task, num_labels_from_source: bool = False, trust_remote_code: bool = False):
+def load_for_task(source: str, task, num_labels_from_source: bool = False, trust_remote_code: bool = False,
+                  whole: bool = False):
     """A model with the task's head. Fresh heads are initialised; existing ones must match the label set.
+    whole: the checkpoint is a complete model of this shape (a stage folder), so every weight its config asks for
+    must be there, of its shape, and none more (strict_load).
 
     Weights load only through safetensors or torch.load(weights_only=True): a checkpoint from a stranger
     cannot run code, and neither can a model's own Python unless trust_remote_code is asked for.
     """
     quiet_transformers()  # the "newly initialized head" report is expected when fine-tuning
     kwargs = {} if num_labels_from_source else task.model_kwargs()
+    if whole:
+        return strict_load(task.auto_model_class(), source, task, trust_remote_code=trust_remote_code, **kwargs)
     return from_pretrained(task.auto_model_class(), source, task, trust_remote_code=trust_remote_code, **kwargs)
+
+
+def strict_load(model_class, source: str, task, trust_remote_code: bool = False, **kwargs):
+    """A complete checkpoint loaded as it was saved, or a ModelError: transformers builds the model its config.json
+    describes and fills it with what the weights hold, silently dropping weights the config has no place for (a
+    config edited to fewer layers), initialising those it lacks, and, asked to, re-initialising those of another
+    shape. Each would load a different model from the one trained and evaluated."""
+    model, info = from_pretrained(model_class, source, task, trust_remote_code=trust_remote_code,
+                                  output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    head = [key for key, *_ in mismatched if not key.startswith(model.base_model_prefix + ".")]
+    if head:
+        raise _head_error(source, task)
+    problems = [(what, sorted(info.get(kind) or ())) for what, kind in
+                (("weights it has no place for", "unexpected_keys"), ("weights missing", "missing_keys"))]
+    problems.append(("weights of another shape", [f"{key} {tuple(saved)} where the config asks {tuple(wanted)}"
+                                                 for key, saved, wanted in mismatched]))
+    for what, keys in problems:
+        if keys:
+            more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+            raise ModelError(f"{source}: its config.json and its weights disagree ({what}: {keys[0]}{more}), so it "
+                             "would load as another model than the one saved: restore the config.json saved with "
+                             "these weights, or re-run the stage that wrote the folder (with --overwrite)")
+    return model
 
 
 def from_pretrained(model_class, source: str, task, trust_remote_code: bool = False, **kwargs):
@@ -102,10 +131,14 @@ def from_pretrained(model_class, source: str, task, trust_remote_code: bool = Fa
         raise _load_error(source, "a model", exc, "pass a Hugging Face folder or hub name") from exc
     except RuntimeError as exc:
         if "size mismatch" in str(exc) or "ignore_mismatched_sizes" in str(exc):  # a head for other labels
-            raise ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels "
-                             "(config.json's id2label and the weights must agree); fine-tune a teacher for this "
-                             "label set with `pocketbert train teacher`") from exc
+            raise _head_error(source, task) from exc
         raise _damaged(source, exc) from exc
+
+
+def _head_error(source: str, task) -> ModelError:
+    return ModelError(f"'{source}' has a head that does not fit this task's {len(task.label_names)} labels "
+                      "(config.json's id2label and the weights must agree); fine-tune a teacher for this "
+                      "label set with `pocketbert train teacher`")
 
 
 def _damaged(source: str, exc: Exception) -> ModelError:

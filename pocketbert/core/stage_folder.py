@@ -16,7 +16,7 @@ from pocketbert.core.files import read_json, read_json_object
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.tasks import TASKS, make_task
 from pocketbert.errors import ModelError
-from pocketbert.rundir import LABELS, TASK_INFO
+from pocketbert.rundir import LABELS, MODEL_CONFIG, TASK_INFO
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None,
@@ -38,6 +38,7 @@ def load_stage_model(folder: Path):
     if not (folder / TASK_INFO).is_file():
         raise ModelError(f"{folder} was not written by pocketbert (no {TASK_INFO}); train it with `pocketbert train`")
     info = read_task_info(folder)
+    check_labels_agree(folder, info["label_names"], TASK_INFO)
     task = make_task(info["task"], info["label_names"])
     model = architecture_of(info).load(folder, task)
     model.eval()
@@ -72,10 +73,39 @@ def read_task_info(folder: Path) -> dict:
 
 
 def read_labels(folder: Path) -> list[str]:
-    """An export's labels.json: the class names in logit order (none for spans)."""
-    path = Path(folder) / LABELS
-    advice = f"re-run the stage that wrote {Path(folder).name}/ (with --overwrite)"
+    """An export's labels.json: the class names in logit order (none for spans), which its config.json's id2label
+    must give too."""
+    names = _labels_file(Path(folder) / LABELS)
+    check_labels_agree(folder, names, LABELS)
+    return names
+
+
+def _labels_file(path: Path) -> list[str]:
+    advice = f"re-run the stage that wrote {path.parent.name}/ (with --overwrite)"
     names = read_json(path, ModelError, advice, "labels file")
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
         raise ModelError(f"{path}: must be a JSON list of class names, each once; {advice}")
     return names
+
+
+def check_labels_agree(folder: Path, names: list[str], read_from: str) -> None:
+    """The class names a folder's labels are read from (`read_from`) against the other files that state them:
+    labels.json (an app reads it) and, for a classifier, config.json's id2label (transformers and hub tools read
+    it). Two files naming the classes differently leave no way to tell which logit is which: one ModelError."""
+    folder = Path(folder)
+    advice = f"re-run the stage that wrote {folder.name}/ (with --overwrite)"
+    stated = {}
+    if read_from != LABELS and (folder / LABELS).is_file():
+        stated[LABELS] = _labels_file(folder / LABELS)
+    config = folder / MODEL_CONFIG
+    if names and read_from != MODEL_CONFIG and config.is_file():
+        id2label = read_json_object(config, ModelError, advice, "model config").get("id2label")
+        if isinstance(id2label, dict):
+            try:
+                stated[f"{MODEL_CONFIG}'s id2label"] = [id2label[k] for k in sorted(id2label, key=int)]
+            except (TypeError, ValueError):
+                raise ModelError(f"{config}: id2label's keys must be class numbers; {advice}") from None
+    for where, other in stated.items():
+        if other != names:
+            raise ModelError(f"{folder}: {where} names the classes {other}, {read_from} {names}; the labels of a "
+                             f"model must agree wherever they are written: {advice}")

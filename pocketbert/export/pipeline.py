@@ -16,12 +16,12 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
 from pocketbert.errors import ExportError
-from pocketbert.export import artifacts, hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
-from pocketbert.export.text_in import qa_graph
 from pocketbert.export.evaluators import placement
-from pocketbert.manifest import path_size, read_manifest, write_manifest
+from pocketbert.export.text_in import qa_graph
+from pocketbert.manifest import path_size, verified_stage, write_manifest
 from pocketbert.rundir import (
     EXPORT_DIR,
     PARITY,
@@ -29,7 +29,6 @@ from pocketbert.rundir import (
     STUDENT_DIR,
     TOKENIZER_GOLDEN,
     check_writable,
-    require_stage,
     staged_output,
 )
 from pocketbert.user_paths import recorded_dataset
@@ -95,10 +94,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                coreai_variants: list[str] | None = None) -> tuple[Path, list[parity.ParityResult]]:
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
-    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     model, tokenizer, task, info = load_stage_model(student_dir)
     architecture = architecture_of(info)
-    recipe = complete_recipe(read_manifest(student_dir)["config"]["recipe"])
+    recipe = complete_recipe(student_manifest["config"]["recipe"])
     export_cfg, eval_cfg = recipe["export"], recipe["eval"]
     max_length = int(export_cfg["max_length"] or info["max_length"])
     n_parity = parity_examples if parity_examples is not None else export_cfg["parity_examples"]
@@ -220,7 +219,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                                               ["the text-in models' tokenizer graph (onnxruntime-extensions), "
                                                f"{context.notes['text_in_golden']} probes"]
                                               if "text_in_golden" in context.notes else [])}},
-            # every artifact's hash: app folders and bench check these before they copy or time a file
-            extra={"app_files": [p.name for p in app_files], artifacts.ARTIFACTS: artifacts.record(out)},
+            # write_manifest records every artifact's hash: app folders and bench check them before they copy or
+            # time a file
+            extra={"app_files": [p.name for p in app_files]},
         )
     return Path(run_dir) / EXPORT_DIR, results

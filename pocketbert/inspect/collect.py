@@ -21,7 +21,7 @@ from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
 from pocketbert.errors import ConfigError, ModelError, require
 from pocketbert.inspect import measures
-from pocketbert.manifest import command_line, read_manifest
+from pocketbert.manifest import command_line, read_verified_stage, verified_stage
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import recorded_dataset, recorded_path
 
@@ -203,11 +203,12 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
         raise ConfigError(f"--examples {n_examples} is too few for {k} clusters: use at least {2 * k}")
     started = time.time()
     run_dir = Path(run_dir)
-    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    teacher_dir = recorded_path(run_dir, read_manifest(student_dir)["config"].get("teacher") or TEACHER_DIR)
+    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    teacher_dir = recorded_path(run_dir, student_manifest["config"].get("teacher") or TEACHER_DIR)
     if not (teacher_dir / MANIFEST).is_file():
         teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
-    recipe = read_manifest(student_dir)["config"]["recipe"]
+    read_verified_stage(teacher_dir)
+    recipe = student_manifest["config"]["recipe"]
     seed = int(recipe["seed"])
     loaded = {"teacher": load_stage_model(teacher_dir), "student": load_stage_model(student_dir)}
     task, tokenizer = loaded["student"][2], loaded["student"][1]

@@ -30,14 +30,13 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     from pocketbert.errors import ConfigError
     from pocketbert.ladder import flow, table
     from pocketbert.ladder.spec import check_ladder, read_ladder
-    from pocketbert.rundir import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR, require_stage, \
-        write_text_atomically
-    from pocketbert.manifest import command_line, read_manifest
+    from pocketbert.rundir import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR, write_text_atomically
+    from pocketbert.manifest import command_line, verified_stage
     from pocketbert.run_lock import folder_lock
 
     run_dir = resolve_run_dir(run)
-    teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
-    task = read_manifest(teacher_dir)["config"]["recipe"]["task"]
+    _, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before the first rung trains
+    task = teacher["config"]["recipe"]["task"]
     spec = read_ladder(ladder_name)
     check_ladder(spec, task)
     out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"

@@ -19,6 +19,7 @@ from pocketbert.manifest import (
     path_size,
     read_manifest,
     sha256_of,
+    verified_stage,
 )
 from pocketbert.mobile_bench import (
     derive,
@@ -239,8 +240,9 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     started = time.time()
     check_writable(run_dir, BENCH_DIR, overwrite)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
-    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    student_manifest, export_manifest = read_manifest(student_dir), read_manifest(export_dir)
+    # the student's folder is timed as the PyTorch model: checked like the export's files
+    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    export_manifest = read_manifest(export_dir)
     _verify_export(run_dir, export_dir, export_manifest)
     cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s, overrides)
     seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketbert.errors import ConfigError
-from pocketbert.manifest import read_manifest, sha256_of
+from pocketbert.manifest import read_manifest, read_verified_stage, sha256_of
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage, stage_path
 from pocketbert.user_paths import record_path, refuse_inputs
 from pocketbert.core import losses, stage_folder
@@ -53,6 +53,8 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     # the student folder this stage writes must not be, hold or lie in the teacher it reads (--teacher R/student)
     refuse_inputs(stage_path(run_dir, STUDENT_DIR), "train distill", [teacher_dir], "--run")
+    if (teacher_dir / MANIFEST).is_file():  # a teacher's folder given by --teacher may be a bare stage model
+        read_verified_stage(teacher_dir)
     teacher, tokenizer, task, info = stage_folder.load_stage_model(teacher_dir)
     if info["task"] != recipe["task"]:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from pocketbert.errors import ConfigError, ModelError, require
-from pocketbert.manifest import read_manifest
+from pocketbert.manifest import verified_stage
 from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import recorded_path, refuse_inputs
 from pocketbert.core import stage_folder
@@ -74,9 +74,9 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
 
     cfg = dict(recipe["prune"])  # complete: the recipe was validated (core/recipe.py)
     run_dir = Path(run_dir)
-    student_dir = require_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives
-        recorded = read_manifest(student_dir)["config"].get("teacher")
+        recorded = student_manifest["config"].get("teacher")
         recorded = recorded_path(run_dir, recorded) if recorded else None  # absolute, or relative to the run
         teacher_dir = recorded if recorded and (recorded / MANIFEST).is_file() else None
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")

@@ -27,12 +27,11 @@ from pocketbert.rundir import (
     TOKENIZER_CONFIG,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
-    atomic_folder,
     coreai_asset_name,
     coreml_package_name,
     require_stage,
 )
-from pocketbert.user_paths import mark_output, output_folder
+from pocketbert.user_paths import output_folder, written_output
 
 TOKENIZER_FOR_SWIFT = (TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)  # what swift-transformers reads
 # The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
@@ -49,7 +48,7 @@ def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None,
     """Where the app folder goes, checked first: --overwrite replaces only an earlier app folder of this kind,
     never the export it reads or a folder that holds it."""
     target = Path(out) if out else Path(run_dir) / default
-    return output_folder(target, f"export {default}", overwrite, inputs=[export_dir])
+    return output_folder(target, f"export {default}", overwrite, inputs=[export_dir], own_files=True)
 
 
 # The iOS folder's default program: enumerated lengths, which the Neural Engine runs, where the export made them.
@@ -80,12 +79,11 @@ def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_na
     return shipped, beside, app.code_values(export_dir, manifest)
 
 
-def _fill_ios_folder(tmp: Path, run_dir: Path, model: Path, model_name: str, export_dir: Path,
-                     resources: tuple[str, ...], beside: tuple[str, ...] = ()) -> None:
-    """The iOS folder's contents, Core ML or Core AI alike: marked as this command's, the model folder under the
-    name the Swift loads, the resources the app bundles, and the task's files beside them (sources the app target
-    compiles, files for its tests)."""
-    mark_output(tmp, f"export {IOS_APP_DIR}", run=run_dir)
+def _fill_ios_folder(tmp: Path, model: Path, model_name: str, export_dir: Path, resources: tuple[str, ...],
+                     beside: tuple[str, ...] = ()) -> None:
+    """The iOS folder's contents, Core ML or Core AI alike: the model folder under the name the Swift loads, the
+    resources the app bundles, and the task's files beside them (sources the app target compiles, files for its
+    tests)."""
     shutil.copytree(model, tmp / model_name)
     (tmp / IOS_RESOURCES).mkdir()
     for name in resources:
@@ -212,8 +210,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     parity = model.parity
     shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, model.path.name, pte, app)
     max_length = int(manifest["config"]["max_length"])
-    with atomic_folder(folder) as tmp:
-        _fill_ios_folder(tmp, run_dir, model.path, model.base_name, export_dir, shipped, tuple(beside))
+    with written_output(folder, f"export {IOS_APP_DIR}", run=run_dir) as tmp:
+        _fill_ios_folder(tmp, model.path, model.base_name, export_dir, shipped, tuple(beside))
         described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
                      TOKENIZER_CONFIG: kind.tokenizer_settings,
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
@@ -286,8 +284,7 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     values = app.code_values(export_dir, manifest)
     contrib_ops = _extension_ops(export_dir / app.android_operators)
     max_length = int(manifest["config"]["max_length"])
-    with atomic_folder(target) as tmp:
-        mark_output(tmp, f"export {ANDROID_APP_DIR}", run=run_dir)
+    with written_output(target, f"export {ANDROID_APP_DIR}", run=run_dir) as tmp:
         for name in files:
             shutil.copyfile(export_dir / name, tmp / name)
         (tmp / APP_README).write_text(app_readme.android_readme(

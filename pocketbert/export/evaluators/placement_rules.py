@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from pocketbert.export.evaluators.program_view import (FP16, FP32, LAYOUT_CHANGES, MATRIX_PRODUCTS, Function, Op)
+from pocketbert.export.evaluators.program_view import (FP32, LAYOUT_CHANGES, MATRIX_PRODUCTS, Function, Op)
 
 NEURAL_ENGINE, GPU, CPU, CPU_OR_GPU = "neural_engine", "gpu", "cpu", "cpu_or_gpu"
 # What a rule does when it fires:
