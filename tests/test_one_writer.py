@@ -26,6 +26,7 @@ from pocketbert.run_lock import RunInUseError, folder_lock, lock_path
 pytestmark = pytest.mark.slow
 LOCK_TIMEOUT_S = 120     # for a command to start and take its lock, on a loaded 2-core machine
 EXIT_TIMEOUT_S = 60      # for a process whose parent was killed to end
+FINISH_TIMEOUT_S = 1800  # for a tiny stage to finish on a loaded 2-core machine
 POLL_S = 0.01
 TINY_EXPORT = ("--parity-examples", "8", "--coreml-examples", "1", "--coreml-variants", "fp16",
                "--coreai-variants", "none")
@@ -51,20 +52,21 @@ def wait_for_lock(folder: Path, process: subprocess.Popen, pid: int | None = Non
         holder = lock_holder(folder)
         if holder and holder.get("pid") == pid:
             return holder
-        assert process.poll() is None, f"the command ended (exit {process.returncode}) before it held {folder}"
+        if process.poll() is not None:
+            raise AssertionError(f"the command ended (exit {process.returncode}) before it held {folder}: "
+                                 f"{process.communicate()[1][-1500:]}")
         assert time.monotonic() < deadline, f"no process took {folder}'s lock"
         time.sleep(POLL_S)
 
 
-def refused_while_frozen(first: subprocess.Popen, folder: Path, *second_args) -> subprocess.CompletedProcess:
-    """Run the second command while the first, holding `folder`, is frozen; the first then goes on."""
+def run_while_frozen(first: subprocess.Popen, folder: Path, *commands) -> list[subprocess.CompletedProcess]:
+    """Run the other commands while the first, holding `folder`, is frozen; the first then goes on."""
     wait_for_lock(folder, first)
     first.send_signal(signal.SIGSTOP)
     try:
-        second = cli_process(*second_args)
+        return [cli_process(*command) for command in commands]
     finally:
         first.send_signal(signal.SIGCONT)
-    return second
 
 
 def assert_refused_naming(second: subprocess.CompletedProcess, first: subprocess.Popen) -> None:
@@ -75,7 +77,7 @@ def assert_refused_naming(second: subprocess.CompletedProcess, first: subprocess
 
 
 def finished(process: subprocess.Popen) -> str:
-    out, err = process.communicate(timeout=600)
+    out, err = process.communicate(timeout=FINISH_TIMEOUT_S)
     assert process.returncode == 0, err
     return out
 
@@ -91,7 +93,7 @@ def test_a_second_distillation_is_refused_and_the_first_prints_what_it_wrote(tea
     run = run_with_teacher(teacher_run, tmp_path / "run")
     args = ("train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data, "--device", "cpu")
     first = start(*args, "--seed", "1")
-    second = refused_while_frozen(first, run, *args, "--seed", "2")
+    [second] = run_while_frozen(first, run, (*args, "--seed", "2"))
     assert_refused_naming(second, first)
     printed = finished(first)
     manifest = json.loads((run / rundir.STUDENT_DIR / rundir.MANIFEST).read_text())
@@ -106,37 +108,27 @@ def test_a_second_teacher_is_refused_without_touching_the_first_ones_checkpoint(
     args = ("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data,
             "--device", "cpu")
     first = start(*args)
-    second = refused_while_frozen(first, run, *args)
+    [second] = run_while_frozen(first, run, args)
     assert_refused_naming(second, first)
     finished(first)
     assert (run / rundir.TEACHER_DIR / rundir.MANIFEST).is_file()
 
 
-def test_a_second_export_is_refused_and_the_first_export_is_whole(student_run, tmp_path, shared_data):
+def test_a_second_export_and_an_app_folder_are_refused_and_the_first_export_is_whole(student_run, tmp_path,
+                                                                                       shared_data):
+    """Both write the run: another export, and `export android` (whose folder lies inside the run)."""
     import shutil
 
     run = tmp_path / "run"
     shutil.copytree(student_run, run)
     args = ("export", "--run", run, "--data-dir", shared_data, *TINY_EXPORT)
     first = start(*args)
-    second = refused_while_frozen(first, run, *args, "--overwrite")
-    assert_refused_naming(second, first)
+    for second in run_while_frozen(first, run, (*args, "--overwrite"), ("export", "android", "--run", run)):
+        assert_refused_naming(second, first)
     printed = finished(first)
     parity = json.loads((run / rundir.EXPORT_DIR / rundir.PARITY).read_text())
     count = int(re.search(r"export: (\d+) models passed", printed).group(1))
     assert count == len(parity)
-
-
-def test_the_app_folder_and_the_run_share_one_writer(student_run, tmp_path, shared_data):
-    """`export android` writes into the run: it is refused while an export of that run holds it."""
-    import shutil
-
-    run = tmp_path / "run"
-    shutil.copytree(student_run, run)
-    first = start("export", "--run", run, "--data-dir", shared_data, *TINY_EXPORT)
-    second = refused_while_frozen(first, run, "export", "android", "--run", run)
-    assert_refused_naming(second, first)
-    finished(first)
 
 
 def test_a_lock_whose_holder_died_is_taken_again(tmp_path):
@@ -158,9 +150,11 @@ def test_a_lock_whose_holder_died_is_taken_again(tmp_path):
 
 
 TINY_RUNG = """
-description: one rung, to be killed
+description: killed in its first rung
 rungs:
-  - {name: default, label: the run's own student, preset: tiny, in_run: true, ship: false}
+  - {name: default, label: the run's own student, preset: tiny, in_run: true}
+  - {name: static, label: static table, preset: tiny,
+     set: {distill.recipe: static, distill.cos_weight: 0, static.pca_dims: 16}}
 train: {max_train_examples: 64}
 within_points: 1.0
 """
