@@ -121,17 +121,21 @@ class Check:
             started = time.monotonic()
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                                     env={**self.env, **(env or {})}, start_new_session=True)
+            capped = False
             try:
                 returncode = proc.wait(timeout=left)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)  # its own session: the process and whatever it started
-                returncode = proc.wait()
+                returncode, capped = proc.wait(), True
+            except BaseException:  # interrupted: the step's processes, in a session of their own, go too
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
             seconds = time.monotonic() - started
             out.seek(0)
             text = out.read()
         self.log.write(tail(text, lines=200) + f"\n----- exit {returncode} after {seconds:.1f} s\n")
         self.log.flush()
-        capped = time.monotonic() >= self.deadline and returncode != expect_rc
         self.steps.append({"step": label, "command": shown, "seconds": round(seconds, 2),
                            "exit": "stopped at the cap" if capped else returncode})
         if capped:
@@ -146,7 +150,7 @@ class Check:
             ["python", f"scripts/{Path(argv[1]).name}"] + argv[2:]
         text = " ".join(words)
         for path, name in ((self.base_model, "MODEL"), (self.data_dir, "DATA"), (self.work, "WORK")):
-            if path:
+            if isinstance(path, Path):  # a folder, not a model's name such as minilm
                 text = text.replace(str(path), name)
         return text
 
@@ -160,7 +164,7 @@ def run_part(check: Check, name: str, part, cap: float) -> dict:
         part(check, figures)
     except CapReached as exc:
         record["status"] = PARTIAL if figures else SKIPPED
-        record["reason"] = f"its cap of {cap:.0f} s was reached during step '{exc.step}'"
+        record["reason"] = f"its cap of {cap:g} s was reached during step '{exc.step}'"
     except StepFailed as exc:
         record.update(status=FAILED, reason=str(exc), log_tail=exc.tail)
     except gpu_check_parts.NeedsEarlierPart as exc:

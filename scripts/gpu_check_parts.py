@@ -214,25 +214,22 @@ def bench_train(check, fig: dict) -> None:
 
 
 def levers(check, fig: dict) -> None:
-    """scripts/training_levers.py for the student and the teacher at the plan's batch sizes: each lever alone,
-    the defaults, all on, examples/s with spread. Rows come cheapest first and are kept as they are measured."""
+    """scripts/training_levers.py for the student and the teacher at the plan's batch sizes: all off, each lever
+    alone, the defaults, all on; examples/s with spread. Rows are kept as they are measured, cheapest first."""
     from training_levers import LEVERS
 
     plan, run = check.plan, check.needs("sst2_run")
-    names = [name for name in LEVERS if name not in plan.levers_left_out]
-    fig["left_out"] = dict(plan.levers_left_out)
-    for model in ("student", "teacher"):
-        out = check.work / f"levers-{model}.json"
-        try:
-            check.script(model, "training_levers.py", "--run", run, "--model", model, "--preset",
-                         plan.sentiment_preset, "--examples", plan.lever_examples, "--device", plan.device,
-                         "--data-dir", check.data_dir, "--batch-sizes", ",".join(map(str, plan.lever_batch_sizes)),
-                         "--levers", ",".join(names), "--json", out)
-        finally:  # a model stopped by the cap keeps the rows it finished
-            if out.is_file():
-                result = json.loads(out.read_text())
-                fig[model] = {"examples": result["examples"], "rows": result["rows"], "pending": result["pending"],
-                              "left_out": result["levers_left_out"], "repeats": result["repeats"]}
+    out = check.work / "levers.json"
+    try:
+        check.script("levers", "training_levers.py", "--run", run, "--models", "student,teacher",
+                     "--preset", plan.sentiment_preset, "--examples", plan.lever_examples, "--device", plan.device,
+                     "--data-dir", check.data_dir, "--batch-sizes", ",".join(map(str, plan.lever_batch_sizes)),
+                     "--levers", ",".join(name for name in LEVERS if name not in plan.levers_left_out), "--json", out)
+    finally:  # stopped by the cap, it keeps the rows it finished
+        if out.is_file():
+            result = json.loads(out.read_text())
+            fig.update({key: result[key] for key in ("examples", "repeats", "rows", "pending")})
+            fig["left_out"] = {**plan.levers_left_out, **result["levers_left_out"]}
 
 
 PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "qa": qa, "bench_train": bench_train,

@@ -149,30 +149,24 @@ def bench_section(fig: dict) -> list[str]:
 
 
 def levers_section(fig: dict) -> list[str]:
-    columns = [(model, batch) for model in ("student", "teacher") if model in fig for batch in fig[model]["rows"]]
+    rows = fig.get("rows") or {}
+    columns = [(model, batch) for model in rows for batch in rows[model]]
     if not columns:
         return []
-    labels = []
-    for model, batch in columns:
-        labels += [label for label in fig[model]["rows"][batch] if label not in labels]
-    lines = ["examples/s, × the all-off row, spread of the three timed runs:", "",
-             "| setting | " + " | ".join(f"{model}, batch {batch}" for model, batch in columns) + " |",
+    labels = list(dict.fromkeys(label for model, batch in columns for label in rows[model][batch]))
+    lines = [f"{fig['examples']:,} examples; examples/s, × the all-off row, spread of the {fig['repeats']} timed runs:",
+             "", "| setting | " + " | ".join(f"{model}, batch {batch}" for model, batch in columns) + " |",
              "|---|" + "---:|" * len(columns)]
     for label in labels:
         cells = []
         for model, batch in columns:
-            row = fig[model]["rows"][batch].get(label)
+            row = rows[model][batch].get(label)
             cells.append(DASH if row is None else f"{number(row['examples_per_second'])} "
                          f"({number(row.get('speedup'), 2, '×')}, {number(100 * row['spread'], 0, ' %')})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    notes = []
-    for model in ("student", "teacher"):
-        if model in fig:
-            if fig[model]["pending"]:
-                notes.append(f"{model}, not measured (the cap came first): {', '.join(fig[model]['pending'])}")
-            notes += [f"{model}: {name} left out ({why})" for name, why in fig[model]["left_out"].items()]
-    notes += [f"{name} left out ({why})" for name, why in (fig.get("left_out") or {}).items()]
-    return lines + ([""] + [f"- {note}" for note in dict.fromkeys(notes)] if notes else [])
+    notes = [f"not measured (the cap came first): {'; '.join(fig['pending'])}"] if fig.get("pending") else []
+    notes += [f"{name} left out: {why}" for name, why in (fig.get("left_out") or {}).items()]
+    return lines + ([""] + [f"- {note}" for note in notes] if notes else [])
 
 
 SECTIONS = (("stages", "The default run's stages (teacher, then distillation; checkpoints written)", stages_section),

@@ -46,8 +46,9 @@ GZIPPED = ".gz"  # such a file travels decompressed (xz packs the text tighter t
 # has no pydantic, and transformers 5.17.0 against the 5.23.0 pyproject.toml pins.
 DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+# click too: a few kB, and the CLI is what every part runs.
 KIT_PACKAGES = ("transformers", "pydantic", "pydantic-core", "annotated-types", "typing-inspection",
-                "typing-extensions")
+                "typing-extensions", "click")
 DEVICE_CALL_LIMIT_MIB = 64  # a device call's working tree and carried paths together
 
 

@@ -2,14 +2,15 @@
 lever alone, the stages' defaults (every lever but torch.compile), and all of them on.
 
     python scripts/training_levers.py --run runs/sst2-default [--examples 2000] [--device cuda] [--out results]
-        [--model student|teacher] [--batch-sizes 32,256] [--preset default] [--json PATH]
+        [--models student,teacher] [--batch-sizes 32,256] [--preset default] [--json PATH]
 
-`--model student` times pocketbert's distillation loop, teacher outputs from a filled cache; `--model teacher`
-times the fine-tuning loop on a trainable copy of the run's teacher (hard labels, no cache). Both run on the
-recipe's first `--examples` training examples, at each of `--batch-sizes` (default: the recipe's). Each setting
-runs WARMUP_STEPS untimed steps, then is timed REPEATS times; the median is kept, with the spread. Rows are
-measured cheapest first (torch.compile, which compiles for tens of seconds, last) and the JSON is rewritten after
-each row, so a run stopped part-way keeps the rows it finished and lists the others under `pending`.
+The student's loop is pocketbert's distillation, teacher outputs from a filled cache; the teacher's is the
+fine-tuning loop on a trainable copy of the run's teacher (hard labels, no cache). Both run on the recipe's
+first `--examples` training examples, at each of `--batch-sizes` (default: the recipe's). Each setting runs
+WARMUP_STEPS untimed steps, then is timed REPEATS times; the median is kept, with the spread. Every model's and
+batch size's cheap rows are measured before any torch.compile row (which compiles for tens of seconds), and the
+JSON is rewritten after each row, so a run stopped part-way keeps the rows it finished and lists the others
+under `pending`.
 Writes <out>/training_levers_<device>.json (or --json) and prints the table.
 """
 
@@ -130,39 +131,42 @@ class Loop:
                 "final_loss": runs[0][1].get("final_loss"), "cuda_graphs": runs[0][1].get("cuda_graphs")}
 
 
-def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: list[str],
-            model: str = "student", batch_sizes: list[int] | None = None, preset: str = "default",
-            left_out: dict | None = None, written=None) -> dict:
-    """Every row at every batch size; `written(result)` is called after each row with what is measured so far."""
+def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: dict[str, list[str]],
+            batch_sizes: list[int] | None = None, preset: str = "default", left_out: dict | None = None,
+            written=None) -> dict:
+    """Every row of every model (levers: model -> its levers) at every batch size; `written(result)` is called
+    after each row with what is measured so far."""
     from pocketbert.core.recipe import load_recipe
     from pocketbert.train.train_bench import distillation_bench
 
     recipe = load_recipe("sentiment", preset)
     bench = distillation_bench(run_dir, recipe, examples, None, data_dir, device)
     batch_sizes = batch_sizes or [int(bench.cfg["batch_size"])]
-    settings = settings_for(levers)
-    slow = [name for name in levers if name in SLOW_TO_START]
-    slow_labels = ({f"+ {name}" for name in slow} | {ALL_ON}) if slow else set()
-    # cheap rows at every batch size before any slow one: a run cut short still has every cheap row
-    order = [(b, label) for b in batch_sizes for label in settings if label not in slow_labels]
-    order += [(b, label) for b in batch_sizes for label in settings if label in slow_labels]
-    result = {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"), "model": model,
+    settings = {model: settings_for(names) for model, names in levers.items()}
+    slow_labels = {f"+ {name}" for name in SLOW_TO_START} | {ALL_ON}
+
+    def is_slow(model, label):
+        return label in slow_labels and any(name in SLOW_TO_START for name in levers[model])
+
+    # every cheap row of every model and batch before any slow one: a run cut short still has all the cheap rows
+    order = [(m, b, label) for m in settings for b in batch_sizes for label in settings[m] if not is_slow(m, label)]
+    order += [(m, b, label) for m in settings for b in batch_sizes for label in settings[m] if is_slow(m, label)]
+    result = {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"),
               "device": str(bench.dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
               "examples": len(bench.features), "batch_sizes": batch_sizes, "repeats": REPEATS,
               "warmup_steps": WARMUP_STEPS, "levers_left_out": left_out or {},
-              "rows": {str(b): {} for b in batch_sizes}, "pending": [f"batch {b}: {label}" for b, label in order]}
+              "rows": {m: {str(b): {} for b in batch_sizes} for m in settings},
+              "pending": [f"{m}, batch {b}: {label}" for m, b, label in order]}
     with tempfile.TemporaryDirectory(prefix="pocketbert-levers-") as root:
-        cached = None
-        if model == "student":
-            cached, _ = bench.cached_outputs(Path(root), "levers")
-        loop = Loop(bench, recipe, model, cached)
-        for batch_size, label in order:
-            result["rows"][str(batch_size)][label] = loop.time(label, settings[label], batch_size)
-            result["pending"].remove(f"batch {batch_size}: {label}")
-            for rows in result["rows"].values():
-                base = rows.get("all off", {}).get("examples_per_second")
-                for row in rows.values():
-                    row["speedup"] = row["examples_per_second"] / base if base else None
+        cached = bench.cached_outputs(Path(root), "levers")[0] if "student" in settings else None
+        loops = {model: Loop(bench, recipe, model, cached) for model in settings}
+        for model, batch_size, label in order:
+            rows = result["rows"][model][str(batch_size)]
+            rows[label] = loops[model].time(label, settings[model][label], batch_size)
+            result["pending"].remove(f"{model}, batch {batch_size}: {label}")
+            base = rows.get("all off", {}).get("examples_per_second")
+            for row in rows.values():
+                row["speedup"] = row["examples_per_second"] / base if base else None
             if written:
                 written(result)
     return result
@@ -182,7 +186,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--levers", default=",".join(LEVERS), help="comma-separated, of: " + ", ".join(LEVERS))
-    parser.add_argument("--model", choices=["student", "teacher"], default="student")
+    parser.add_argument("--models", default="student", help="comma-separated, of: student, teacher")
     parser.add_argument("--batch-sizes", default=None, help="comma-separated (default: the recipe's batch size)")
     parser.add_argument("--preset", default="default", help="sentiment recipe preset")
     parser.add_argument("--out", type=Path, default=Path("results"))
@@ -192,19 +196,25 @@ def main() -> None:
     unknown = [name for name in wanted if name not in LEVERS]
     if unknown:
         parser.error(f"unknown lever(s) {', '.join(unknown)}; choose from: {', '.join(LEVERS)}")
-    levers, left_out = levers_for(args.model, args.device, wanted)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models or set(models) - {"student", "teacher"}:
+        parser.error(f"--models {args.models}: choose from student, teacher")
+    levers, left_out = {}, {}
+    for model in models:
+        levers[model], left = levers_for(model, args.device, wanted)
+        left_out.update({f"{model}: {name}": why for name, why in left.items()})
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else None
     device_name = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
     path = args.json or args.out / f"training_levers_{device_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    result = measure(args.run, args.examples, args.device, args.data_dir, levers, args.model, batch_sizes,
-                     args.preset, left_out, written=lambda r: write_json(path, r))
-    print(f"{args.model}: {result['examples']} examples, {result['device']}, {result['threads']} threads, "
-          f"median of {REPEATS}")
-    for batch_size, rows in result["rows"].items():
-        for label, row in rows.items():
-            print(f"  batch {batch_size:>4} {label:40s} {row['examples_per_second']:8.1f} examples/s  "
-                  f"{row['speedup']:5.2f}x  (spread {100 * row['spread']:.1f} %)")
+    result = measure(args.run, args.examples, args.device, args.data_dir, levers, batch_sizes, args.preset, left_out,
+                     written=lambda r: write_json(path, r))
+    print(f"{result['examples']} examples, {result['device']}, {result['threads']} threads, median of {REPEATS}")
+    for model, by_batch in result["rows"].items():
+        for batch_size, rows in by_batch.items():
+            for label, row in rows.items():
+                print(f"  {model} batch {batch_size:>4} {label:40s} {row['examples_per_second']:8.1f} examples/s  "
+                      f"{row['speedup']:5.2f}x  (spread {100 * row['spread']:.1f} %)")
     for name, why in left_out.items():
         print(f"  left out: {name} ({why})")
     print(f"-> {path}")
