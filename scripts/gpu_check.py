@@ -18,6 +18,7 @@ for the parts' processes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -46,9 +47,9 @@ BUDGET_S = {
     "stages": 90,
     "large_batch": 35,
     "resume": 60,
-    "qa": 100,
-    "bench_train": 40,
-    "levers": 100,
+    "qa": 115,
+    "bench_train": 45,
+    "levers": 80,
 }
 WRAP_UP_S = 5  # kept from the total for writing the JSON and the table
 LOG_TAIL_LINES = 15
@@ -60,6 +61,10 @@ class CapReached(Exception):
     def __init__(self, step: str):
         super().__init__(step)
         self.step = step
+
+
+class SetUpFailed(Exception):
+    """The environment the parts need could not be made: every part is skipped."""
 
 
 class StepFailed(Exception):
@@ -167,6 +172,8 @@ def run_part(check: Check, name: str, part, cap: float) -> dict:
         record["reason"] = f"its cap of {cap:g} s was reached during step '{exc.step}'"
     except StepFailed as exc:
         record.update(status=FAILED, reason=str(exc), log_tail=exc.tail)
+    except SetUpFailed as exc:
+        record.update(status=FAILED, reason=str(exc))
     except gpu_check_parts.NeedsEarlierPart as exc:
         record.update(status=SKIPPED, reason=str(exc))
     except Exception as exc:  # a bug in reading one part's figures must not cost the others theirs
@@ -188,7 +195,7 @@ def set_up(check: Check, kit: Path | None, dry: bool, data_dir: Path | None, mod
         check.base_model, data_dir = unpacked["model"], data_dir or unpacked["data"]
         fig["kit"] = json.loads((kit / gpu_kit.MANIFEST).read_text()).get("weights")
     if data_dir is None:
-        raise gpu_check_parts.NeedsEarlierPart("no data folder: pass --data-dir (or DATA_DIR= to make), or --kit")
+        raise SetUpFailed("no data folder: pass --data-dir (or DATA_DIR= to make), or --kit")
     check.data_dir = Path(data_dir).resolve()
     tiny = ["--tiny-base", check.work / "tiny-base"] if dry else []
     if dry:
@@ -198,13 +205,21 @@ def set_up(check: Check, kit: Path | None, dry: bool, data_dir: Path | None, mod
     probe = check.script("probe", "gpu_check_setup.py", *tiny)
     fig.update(json.loads(probe.log.strip().splitlines()[-1]))
     if check.plan.device == "cuda" and not fig.get("gpu"):
-        raise StepFailed("probe", 0, "no CUDA GPU is visible to torch: make gpu-check DRY=1 runs the toy sizes on "
-                                     "the CPU")
+        raise SetUpFailed("no CUDA GPU is visible to torch: make gpu-check DRY=1 runs the toy sizes on the CPU")
 
 
-def git_commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+def git_state() -> dict:
+    """The commit measured, and whether the tree had changes beside it (a device call carries uncommitted files)."""
+    def git(*args):
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+        except OSError:  # no git on the machine
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": git("rev-parse", "--short", "HEAD"), "git_changed_files": None if status is None
+            else len(status.splitlines())}
 
 
 def write_outputs(result: dict, out: Path) -> None:
@@ -252,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     result = {"what": "make gpu-check (scripts/gpu_check.py): issue 40's GPU figures", "mode": "dry" if args.dry
-              else "gpu", "date": time.strftime("%Y-%m-%d"), "git_commit": git_commit(),
-              "budget_s": {"total": TOTAL_BUDGET_S, "parts": caps}, "plan": plan.__dict__, "parts": {}}
+              else "gpu", "date": time.strftime("%Y-%m-%d"), **git_state(),
+              "budget_s": {"total": TOTAL_BUDGET_S, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
     with open(out / LOG_NAME, "w") as log:
         check = Check(plan, work, sys.executable, env, log)
         try:

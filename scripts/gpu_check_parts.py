@@ -45,7 +45,7 @@ class Plan:
 
 GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256,
                 resume_kill_step=600,  # of 1,250 steps, at a checkpoint (every 200), as results/gpu/resume_check.json
-                bench_examples=8000, lever_examples=4096, lever_batch_sizes=(32, 256))
+                bench_examples=4000, lever_examples=4096, lever_batch_sizes=(32, 256))
 DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64,
                 resume_kill_step=2,  # of 4 steps, at a checkpoint (every 2)
                 bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64),

@@ -50,7 +50,8 @@ def heading(result: dict) -> list[str]:
     setup = result["parts"].get("setup", {}).get("figures", {})
     gpu = setup.get("gpu") or {}
     device = gpu.get("name") or f"CPU ({setup.get('cpu_cores', '?')} cores)"
-    lines = [f"`make gpu-check` of {result['date']}, commit {result.get('git_commit') or '?'}: {device}, "
+    changed = f" with {result['git_changed_files']} files changed" if result.get("git_changed_files") else ""
+    lines = [f"`make gpu-check` of {result['date']}, commit {result.get('git_commit') or '?'}{changed}: {device}, "
              f"torch {setup.get('torch', '?')}, transformers {(setup.get('versions') or {}).get('transformers', '?')}; "
              f"set-up {number(result.get('setup_s'), 1)} s, the whole check {number(result.get('wall_time_s'), 1)} s "
              f"of {result['budget_s']['total']} s."]

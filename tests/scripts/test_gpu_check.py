@@ -134,3 +134,9 @@ def test_the_readme_gpu_block_is_the_one_the_json_renders():
     result = json.loads(path.read_text()) if path.is_file() else None
     assert gpu_check_render.readme_block(result) in gpu_check_render.DEFAULT_README.read_text(), \
         "results/README.md's gpu-check block is stale: run python scripts/gpu_check_render.py"
+
+
+def test_docs_give_each_part_the_cap_the_script_has():
+    rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[-1].strip()
+            for line in (REPO_ROOT / "docs" / "gpu.md").read_text().splitlines() if line.startswith("| ")}
+    assert {name: rows.get(name) for name in PARTS} == {name: f"{cap:g}" for name, cap in gpu_check.BUDGET_S.items()}
