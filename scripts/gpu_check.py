@@ -119,7 +119,7 @@ class Check:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise CapReached(label)
-        shown = self.shown(argv)
+        shown = " ".join([f"{k}={v}" for k, v in (env or {}).items()] + [self.shown(argv)])
         self.log.write(f"\n===== {self.part}/{label}: {shown}\n")
         self.log.flush()
         with tempfile.TemporaryFile("w+") as out:

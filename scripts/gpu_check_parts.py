@@ -49,7 +49,7 @@ GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", 
 DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64,
                 resume_kill_step=2,  # of 4 steps, at a checkpoint (every 2)
                 bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64),
-                levers_left_out={"torch.compile": "left out of the dry run: it compiles for a minute on a CPU"},
+                levers_left_out={"torch.compile": "it compiles for a minute on a CPU, too long for the dry run"},
                 distill_options=("--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=32"),
                 compare_with_cpu=False)
 
