@@ -99,3 +99,26 @@ test-fast: $(STAMP)
 
 clean-run:
 	rm -rf $(RUN_DIR)
+
+# make gpu-check: issue 40's GPU figures in at most 8 minutes, set-up included -> results/gpu/gpu_check.json, .md
+# (docs/gpu.md). DRY=1: every part at toy sizes on the CPU (the tests run it too). PARTS=stages,levers: only those;
+# CAPS="levers=300": other caps in seconds. With a kit in $(GPU_KIT) (make gpu-kit, where PyPI answers) it runs on
+# the machine's own python3 and CUDA torch and reaches no registry; without one it installs as make install does.
+GPU_KIT    ?= .gpu-kit
+GPU_PYTHON ?= python3
+GPU_KIT_USED := $(if $(DRY),,$(wildcard $(GPU_KIT)/kit.json))
+GPU_CHECK_STARTED := $(if $(filter gpu-check,$(MAKECMDGOALS)),$(shell date +%s),)
+
+.PHONY: gpu-check gpu-kit gpu-report
+gpu-check: $(if $(GPU_KIT_USED),,$(STAMP))
+	$(if $(GPU_KIT_USED),$(GPU_PYTHON),$(BIN)/python) scripts/gpu_check.py $(if $(DRY),--dry,) \
+	  $(if $(GPU_KIT_USED),--kit $(GPU_KIT),) $(DATA_OPT) $(if $(PARTS),--parts $(PARTS),) \
+	  $(foreach cap,$(CAPS),--cap $(cap)) $(if $(GPU_CHECK_STARTED),--started $(GPU_CHECK_STARTED),)
+
+# The kit a machine without a registry needs (packages, the teacher's base weights, the data), about 55 MiB.
+gpu-kit: | $(STAMP)
+	$(BIN)/python scripts/gpu_kit.py build --out $(GPU_KIT) $(DATA_OPT)
+
+# results/README.md's GPU block and results/gpu/gpu_check.md again from results/gpu/gpu_check.json.
+gpu-report:
+	$(PYTHON) scripts/gpu_check_render.py

@@ -1,0 +1,307 @@
+"""`make gpu-check`: the GPU figures of issue 40 in one command that fits in 8 minutes, set-up included.
+
+    python scripts/gpu_check.py [--kit .gpu-kit] [--data-dir DATA] [--parts a,b] [--cap part=SECONDS]
+    python scripts/gpu_check.py --dry [--data-dir DATA]     every part at toy sizes on the CPU, in about a minute
+
+Runs the parts of scripts/gpu_check_parts.py in the order of BUDGET_S, each under its own cap (and all of them
+under TOTAL_BUDGET_S, counted from --started, when make began): a part that reaches its cap is stopped, keeps
+the figures it had and is recorded as partial or skipped, with the reason. The JSON is rewritten after every
+part, so a check stopped from outside keeps what it finished. Writes <out>/gpu_check.json and, rendered from it,
+<out>/gpu_check.md (scripts/gpu_check_render.py), and every step's output in <out>/gpu_check.log.
+
+With --kit (a folder from scripts/gpu_kit.py) the set-up unpacks the packages, weights and data the check needs
+on a machine that reaches no registry; without it the environment running this script must hold them. This
+process needs only what the GPU machine's own python3 holds (torch, numpy, safetensors); the kit's packages are
+for the parts' processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+REPO_ROOT = SCRIPTS.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import gpu_check_parts  # noqa: E402  (beside this file)
+import gpu_check_render  # noqa: E402
+
+TOTAL_BUDGET_S = 480  # issue 40: at most 8 minutes on one GPU, set-up included
+# Each part's cap in seconds, in the order the parts run: the figures the issue asks first come first, the lever
+# table (whose torch.compile rows alone could take minutes) last. Set-up, caps and the rest fit in the total.
+BUDGET_S = {
+    "setup": 45,
+    "stages": 90,
+    "large_batch": 35,
+    "resume": 60,
+    "qa": 115,
+    "bench_train": 45,
+    "levers": 80,
+}
+WRAP_UP_S = 5  # kept from the total for writing the JSON and the table
+LOG_TAIL_LINES = 15
+DONE, PARTIAL, SKIPPED, FAILED = "done", "partial", "skipped", "failed"
+JSON_NAME, TABLE_NAME, LOG_NAME = "gpu_check.json", "gpu_check.md", "gpu_check.log"
+
+
+class CapReached(Exception):
+    def __init__(self, step: str):
+        super().__init__(step)
+        self.step = step
+
+
+class SetUpFailed(Exception):
+    """The environment the parts need could not be made: every part is skipped."""
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, returncode: int, tail: str):
+        super().__init__(f"step '{step}' exited {returncode}")
+        self.step, self.returncode, self.tail = step, returncode, tail
+
+
+@dataclass
+class StepResult:
+    seconds: float
+    log: str
+
+
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines a user would read: progress bars' carriage-return redraws dropped."""
+    kept = [line for line in text.replace("\r", "\n").splitlines()
+            if line.strip() and "it/s]" not in line and "s/it]" not in line and "batch/s]" not in line]
+    return "\n".join(kept[-lines:])
+
+
+class Check:
+    """What the parts share: the plan, the folders, the environment of their processes, and the running part's
+    deadline and steps."""
+
+    SIGKILLED = -signal.SIGKILL  # how subprocess reports a process killed by SIGKILL
+
+    def __init__(self, plan, work: Path, python: str, env: dict, log):
+        self.plan, self.work, self.python, self.env, self.log = plan, work, python, env, log
+        self.repo = REPO_ROOT
+        self.data_dir = self.base_model = None
+        self.made: dict = {}
+        self.part, self.deadline, self.steps = "", float("inf"), []
+
+    def begin(self, part: str, cap: float) -> None:
+        self.part, self.deadline, self.steps = part, time.monotonic() + cap, []
+
+    def needs(self, what: str):
+        if what not in self.made:
+            raise gpu_check_parts.NeedsEarlierPart(
+                f"needs the {what.replace('_', ' ')} that part 'stages' makes, which it did not make in this check")
+        return self.made[what]
+
+    def cli(self, label: str, *args, env: dict | None = None, expect_rc: int = 0) -> StepResult:
+        """The real CLI, `pocketbert ARGS`, in a process of its own."""
+        return self.run(label, [self.python, "-m", "pocketbert.cli", *map(str, args)], env, expect_rc)
+
+    def script(self, label: str, name: str, *args) -> StepResult:
+        return self.run(label, [self.python, str(SCRIPTS / name), *map(str, args)], None, 0)
+
+    def run(self, label: str, argv: list[str], env: dict | None, expect_rc: int) -> StepResult:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CapReached(label)
+        shown = " ".join([f"{k}={v}" for k, v in (env or {}).items()] + [self.shown(argv)])
+        self.log.write(f"\n===== {self.part}/{label}: {shown}\n")
+        self.log.flush()
+        with tempfile.TemporaryFile("w+") as out:
+            started = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                    env={**self.env, **(env or {})}, start_new_session=True)
+            capped = False
+            try:
+                returncode = proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the process and whatever it started
+                returncode, capped = proc.wait(), True
+            except BaseException:  # interrupted: the step's processes, in a session of their own, go too
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            seconds = time.monotonic() - started
+            out.seek(0)
+            text = out.read()
+        self.log.write(tail(text, lines=200) + f"\n----- exit {returncode} after {seconds:.1f} s\n")
+        self.log.flush()
+        self.steps.append({"step": label, "command": shown, "seconds": round(seconds, 2),
+                           "exit": "stopped at the cap" if capped else returncode})
+        if capped:
+            raise CapReached(label)
+        if returncode != expect_rc:
+            raise StepFailed(label, returncode, tail(text))
+        return StepResult(seconds, text)
+
+    def shown(self, argv: list[str]) -> str:
+        """The command as a user types it: `pocketbert ...`, folders named WORK, DATA and MODEL."""
+        words = ["pocketbert"] + argv[3:] if argv[1:3] == ["-m", "pocketbert.cli"] else \
+            ["python", f"scripts/{Path(argv[1]).name}"] + argv[2:]
+        text = " ".join(words)
+        for path, name in ((self.base_model, "MODEL"), (self.data_dir, "DATA"), (self.work, "WORK")):
+            if isinstance(path, Path):  # a folder, not a model's name such as minilm
+                text = text.replace(str(path), name)
+        return text
+
+
+def run_part(check: Check, name: str, part, cap: float) -> dict:
+    figures: dict = {}
+    record = {"status": DONE, "cap_s": round(cap, 1), "figures": figures}
+    started = time.monotonic()
+    check.begin(name, cap)
+    try:
+        part(check, figures)
+    except CapReached as exc:
+        record["status"] = PARTIAL if figures else SKIPPED
+        record["reason"] = f"its cap of {cap:g} s was reached during step '{exc.step}'"
+    except StepFailed as exc:
+        record.update(status=FAILED, reason=str(exc), log_tail=exc.tail)
+    except SetUpFailed as exc:
+        record.update(status=FAILED, reason=str(exc))
+    except gpu_check_parts.NeedsEarlierPart as exc:
+        record.update(status=SKIPPED, reason=str(exc))
+    except Exception as exc:  # a bug in reading one part's figures must not cost the others theirs
+        record.update(status=FAILED, reason=f"{type(exc).__name__}: {exc}", log_tail=tail(traceback.format_exc()))
+    record["seconds"] = round(time.monotonic() - started, 2)
+    record["steps"] = check.steps
+    return record
+
+
+def set_up(check: Check, kit: Path | None, dry: bool, data_dir: Path | None, model: str, fig: dict) -> None:
+    """The environment the parts run in: the kit unpacked (packages, weights, data), or the dry run's tiny base;
+    then a probe that everything imports, and of the device."""
+    import gpu_kit
+
+    if kit:
+        unpacked = gpu_kit.unpack(kit, check.work / "kit")
+        if unpacked["site"]:
+            check.env["PYTHONPATH"] = os.pathsep.join([str(unpacked["site"]), check.env["PYTHONPATH"]])
+        check.base_model, data_dir = unpacked["model"], data_dir or unpacked["data"]
+        fig["kit"] = json.loads((kit / gpu_kit.MANIFEST).read_text()).get("weights")
+    if data_dir is None:
+        raise SetUpFailed("no data folder: pass --data-dir (or DATA_DIR= to make), or --kit")
+    check.data_dir = Path(data_dir).resolve()
+    tiny = ["--tiny-base", check.work / "tiny-base"] if dry else []
+    if dry:
+        check.base_model = check.work / "tiny-base"
+    elif not kit:
+        check.base_model = model
+    probe = check.script("probe", "gpu_check_setup.py", *tiny)
+    fig.update(json.loads(probe.log.strip().splitlines()[-1]))
+    if check.plan.device == "cuda" and not fig.get("gpu"):
+        raise SetUpFailed("no CUDA GPU is visible to torch: make gpu-check DRY=1 runs the toy sizes on the CPU")
+
+
+def git_state() -> dict:
+    """The commit measured, and whether the tree had changes beside it (a device call carries uncommitted files)."""
+    def git(*args):
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+        except OSError:  # no git on the machine
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": git("rev-parse", "--short", "HEAD"), "git_changed_files": None if status is None
+            else len(status.splitlines())}
+
+
+def write_outputs(result: dict, out: Path) -> None:
+    for name, text in ((JSON_NAME, json.dumps(result, indent=2) + "\n"),
+                       (TABLE_NAME, gpu_check_render.render_table(result))):
+        partial = out / (name + ".partial")
+        partial.write_text(text)
+        os.replace(partial, out / name)
+
+
+def parse_caps(items: list[str]) -> dict[str, float]:
+    caps = {}
+    for item in items:
+        name, _, seconds = item.partition("=")
+        if name not in BUDGET_S or not seconds:
+            raise SystemExit(f"--cap {item}: give PART=SECONDS, PART one of {', '.join(BUDGET_S)}")
+        caps[name] = float(seconds)
+    return caps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry", action="store_true", help="every part at toy sizes on the CPU")
+    parser.add_argument("--kit", type=Path, default=None, help="a folder from scripts/gpu_kit.py build")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--model", default="minilm", help="the teacher's base model without a kit")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the JSON, table and log go (default results/gpu, runs/gpu-check-dry with --dry)")
+    parser.add_argument("--parts", default=None, help=f"comma-separated, of: {', '.join(list(BUDGET_S)[1:])}")
+    parser.add_argument("--cap", action="append", default=[], metavar="PART=SECONDS", help="another cap for a part")
+    parser.add_argument("--started", type=float, default=None, help="epoch seconds when the set-up began (make's)")
+    parser.add_argument("--keep-work", action="store_true", help="keep the runs, logs and unpacked kit")
+    args = parser.parse_args(argv)
+    started_wall = args.started or time.time()
+    deadline = time.monotonic() + TOTAL_BUDGET_S - (time.time() - started_wall)
+    caps = {**BUDGET_S, **parse_caps(args.cap)}
+    asked = list(BUDGET_S)[1:] if args.parts is None else [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in asked if p not in gpu_check_parts.PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from: {', '.join(gpu_check_parts.PARTS)}")
+    plan = gpu_check_parts.DRY_PLAN if args.dry else gpu_check_parts.GPU_PLAN
+    out = args.out or (REPO_ROOT / ("runs/gpu-check-dry" if args.dry else "results/gpu"))
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="pocketbert-gpu-check-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+           "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    result = {"what": "make gpu-check (scripts/gpu_check.py): issue 40's GPU figures", "mode": "dry" if args.dry
+              else "gpu", "date": time.strftime("%Y-%m-%d"), **git_state(),
+              "budget_s": {"total": TOTAL_BUDGET_S, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
+    with open(out / LOG_NAME, "w") as log:
+        check = Check(plan, work, sys.executable, env, log)
+        try:
+            result["parts"]["setup"] = run_part(
+                check, "setup", lambda c, fig: set_up(c, args.kit, args.dry, args.data_dir, args.model, fig),
+                min(caps["setup"], deadline - time.monotonic()))
+            result["setup_s"] = round(time.time() - started_wall, 1)
+            write_outputs(result, out)
+            for name in list(BUDGET_S)[1:]:
+                cap = min(caps[name], deadline - time.monotonic() - WRAP_UP_S)
+                if name not in asked:
+                    record = {"status": SKIPPED, "reason": "not asked for (--parts)"}
+                elif result["parts"]["setup"]["status"] != DONE:
+                    record = {"status": SKIPPED, "reason": "the set-up did not finish"}
+                elif cap <= 0:
+                    record = {"status": SKIPPED, "reason": f"the {TOTAL_BUDGET_S} s of the whole check were spent"}
+                else:
+                    record = run_part(check, name, gpu_check_parts.PARTS[name], cap)
+                result["parts"][name] = record
+                result["wall_time_s"] = round(time.time() - started_wall, 1)
+                write_outputs(result, out)
+        finally:
+            result["wall_time_s"] = round(time.time() - started_wall, 1)
+            result["skipped"] = [f"{name}: {r['status']}, {r['reason']}" for name, r in result["parts"].items()
+                                 if r["status"] != DONE]
+            write_outputs(result, out)
+            if not args.keep_work:
+                shutil.rmtree(work, ignore_errors=True)
+    print(gpu_check_render.render_table(result))
+    print(f"-> {out / JSON_NAME}, {out / TABLE_NAME}, {out / LOG_NAME}" + (f" (work kept in {work})"
+                                                                           if args.keep_work else ""))
+    return 1 if any(r["status"] == FAILED for r in result["parts"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The parts of `make gpu-check` (scripts/gpu_check.py runs them in turn, each under its time cap).
+
+Each part runs the real CLI (or a measuring script where the CLI has no command for it) in processes of their own,
+reads what they wrote, and puts its figures into the dict it is given as they come, so a part stopped by its cap
+keeps what it had. What one part made for a later one (the teacher run) goes into `check.made`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS, WEIGHTS
+
+# The CPU run the GPU's accuracy is held against: the default recipe on the 2-core CPU (results/README.md, Training).
+CPU_REFERENCE_FILE = "results/training.json"
+CPU_REFERENCE_RUN = "runs/sst2-xdomain"
+NOISE_STANDARD_ERRORS = 2  # "within noise": |GPU - CPU| at most this many binomial standard errors of the CPU's
+LARGE_BATCH_TARGET_POINTS = 0.3  # issue 40: batch 256 within 0.3 points of batch 32 on SST-2 dev
+# Resume under CUDA graphs: a resumed run replays graphs from other steps than the uninterrupted one, and an eager
+# step rounds differently from a replayed one (results/README.md, On a GPU), so bitwise equality is not promised
+# there. Accepted: every weight within this of the uninterrupted run's (about a bf16 rounding of a weight near 0.1).
+RESUME_WEIGHT_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The sizes a check runs at: on the GPU the recipes as users run them, in the dry run toys on the CPU."""
+
+    device: str
+    sentiment_preset: str
+    qa_preset: str
+    large_batch: int
+    resume_kill_step: int
+    bench_examples: int
+    lever_examples: int
+    lever_batch_sizes: tuple[int, ...]
+    levers_left_out: dict = field(default_factory=dict)  # lever name -> why this plan leaves it out
+    distill_options: tuple[str, ...] = ()  # added to every sentiment distillation (the same for all: resume compares)
+    compare_with_cpu: bool = True
+
+
+GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256,
+                resume_kill_step=600,  # of 1,250 steps, at a checkpoint (every 200), as results/gpu/resume_check.json
+                bench_examples=4000, lever_examples=4096, lever_batch_sizes=(32, 256))
+DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64,
+                resume_kill_step=2,  # of 4 steps, at a checkpoint (every 2)
+                bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64),
+                levers_left_out={"torch.compile": "it compiles for a minute on a CPU, too long for the dry run"},
+                distill_options=("--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=32"),
+                compare_with_cpu=False)
+
+
+class NeedsEarlierPart(Exception):
+    """A part that needs what an earlier one makes, which that part did not make."""
+
+
+# ------------------------------------------------------------------------------------------------ reading runs
+
+def manifest(stage_dir: Path) -> dict:
+    return json.loads((Path(stage_dir) / MANIFEST).read_text())
+
+
+def metrics(stage_dir: Path) -> dict:
+    """A stage's manifest metrics (eval, train, cross-domain, teacher cache), wherever the manifest nests them."""
+    m = manifest(stage_dir)
+    return m.get("metrics", m)
+
+
+def stage_figures(stage_dir: Path, process_seconds: float) -> dict:
+    """What a training stage's manifest says of its speed and accuracy, with the process's own wall time."""
+    m = metrics(stage_dir)
+    train = m.get("train", {})
+    wall = manifest(stage_dir).get("wall_time_s")
+    return {"process_seconds": round(process_seconds, 2), "wall_time_s": wall, "eval": m.get("eval"),
+            "cross_domain": m.get("cross_domain") or None,
+            "train": {k: train.get(k) for k in ("examples_per_second", "loop_seconds", "steps", "train_examples",
+                                                "global_batch_size", "learning_rate", "precision", "cuda_graphs",
+                                                "attention", "fused_adamw", "pad_to_multiple")},
+            "teacher_cache": m.get("teacher_cache")}
+
+
+def accuracy(figures: dict) -> float | None:
+    return (figures.get("eval") or {}).get("accuracy")
+
+
+def imdb_student_accuracy(figures: dict) -> float | None:
+    return ((figures.get("cross_domain") or {}).get("imdb") or {}).get("student", {}).get("accuracy")
+
+
+def against_cpu(repo: Path, gpu: dict, role: str) -> dict | None:
+    """The GPU stage's SST-2 accuracy against the CPU run's, and whether the difference is within noise."""
+    path = repo / CPU_REFERENCE_FILE
+    runs = [r for r in json.loads(path.read_text()) if r.get("run") == CPU_REFERENCE_RUN] if path.is_file() else []
+    if not runs or accuracy(gpu) is None:
+        return None
+    student = runs[0]["student"]
+    cpu = (student["eval"] if role == "student" else student["teacher_eval"])
+    n, p = cpu["n_examples"], cpu["accuracy"]
+    standard_error = math.sqrt(p * (1 - p) / n)
+    difference = accuracy(gpu) - p
+    return {"source": f"{CPU_REFERENCE_FILE}, {CPU_REFERENCE_RUN}", "cpu_accuracy": p, "n_examples": n,
+            "difference_points": round(100 * difference, 2), "standard_error_points": round(100 * standard_error, 2),
+            "within_noise": abs(difference) <= NOISE_STANDARD_ERRORS * standard_error}
+
+
+# ------------------------------------------------------------------------------------------------ the parts
+
+def stages(check, fig: dict) -> None:
+    """The default run's teacher and distillation stages, end to end, checkpoints written as users' are."""
+    plan, run = check.plan, check.work / "runs" / "sst2"
+    done = check.cli("teacher", "train", "teacher", "--run", run, "--model", check.base_model,
+                     "--preset", plan.sentiment_preset, "--device", plan.device, "--data-dir", check.data_dir)
+    fig["teacher"] = stage_figures(run / TEACHER_DIR, done.seconds)
+    check.made["sst2_run"] = run
+    done = check.cli("distill", "train", "distill", "--run", run, "--preset", plan.sentiment_preset,
+                     "--device", plan.device, "--data-dir", check.data_dir, *plan.distill_options)
+    fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds)
+    check.made["student"] = run / STUDENT_DIR
+    if plan.compare_with_cpu:
+        fig["against_cpu"] = {role: against_cpu(check.repo, fig[role], role) for role in ("teacher", "student")}
+
+
+def large_batch(check, fig: dict) -> None:
+    """`--batch-size N` against the recipe's batch on the same teacher: SST-2 dev and IMDb accuracy."""
+    plan, base, student = check.plan, check.needs("sst2_run"), check.needs("student")
+    small = stage_figures(student, 0.0)
+    run = check.work / "runs" / f"sst2-batch{plan.large_batch}"
+    done = check.cli("distill", "train", "distill", "--run", run, "--teacher", base / TEACHER_DIR,
+                     "--preset", plan.sentiment_preset, "--device", plan.device, "--data-dir", check.data_dir,
+                     "--batch-size", plan.large_batch, *plan.distill_options)
+    large = stage_figures(run / STUDENT_DIR, done.seconds)
+    rows = {}
+    for figures in (small, large):
+        train = figures["train"]
+        rows[str(train["global_batch_size"])] = {
+            "sst2_accuracy": accuracy(figures), "imdb_accuracy": imdb_student_accuracy(figures),
+            "examples_per_second": train["examples_per_second"], "learning_rate": train["learning_rate"],
+            "steps": train["steps"], "wall_time_s": figures["wall_time_s"]}
+    fig["rows"] = rows
+    drop = 100 * (accuracy(small) - accuracy(large))
+    fig["sst2_drop_points"] = round(drop, 2)
+    imdb = (imdb_student_accuracy(small), imdb_student_accuracy(large))
+    fig["imdb_drop_points"] = round(100 * (imdb[0] - imdb[1]), 2) if None not in imdb else None
+    fig["target_points"] = LARGE_BATCH_TARGET_POINTS
+    fig["within_target"] = drop <= LARGE_BATCH_TARGET_POINTS
+
+
+def weight_difference(a: Path, b: Path) -> dict:
+    """Largest absolute difference between two students' weights, and whether every tensor is bitwise equal."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    left, right = load_file(str(a / WEIGHTS)), load_file(str(b / WEIGHTS))
+    if left.keys() != right.keys():
+        return {"same_tensors": False, "bitwise_equal": False, "max_abs_weight_diff": None}
+    diff = max(float(np.max(np.abs(left[k].astype(np.float64) - right[k].astype(np.float64))))
+               for k in left if left[k].size)
+    return {"same_tensors": True, "bitwise_equal": all(np.array_equal(left[k], right[k]) for k in left),
+            "max_abs_weight_diff": diff}
+
+
+def resume(check, fig: dict) -> None:
+    """A distillation SIGKILLed after a checkpoint and continued with --resume, against the uninterrupted one."""
+    from pocketbert.train.checkpoint import FAULT_ENV
+
+    plan, base, uninterrupted = check.plan, check.needs("sst2_run"), check.needs("student")
+    run = check.work / "runs" / "sst2-resumed"
+    options = ("train", "distill", "--run", run, "--teacher", base / TEACHER_DIR, "--preset", plan.sentiment_preset,
+               "--device", plan.device, "--data-dir", check.data_dir, *plan.distill_options)
+    killed = check.cli("killed", *options, env={FAULT_ENV: f"kill_after_step:{plan.resume_kill_step}"},
+                       expect_rc=check.SIGKILLED)
+    fig["killed_after_step"] = plan.resume_kill_step
+    fig["killed_seconds"] = round(killed.seconds, 2)
+    done = check.cli("resumed", *options, "--resume")
+    found = re.search(r"resumed at step (\d+)", done.log)
+    fig["resumed_at_step"] = int(found.group(1)) if found else None
+    resumed = stage_figures(run / STUDENT_DIR, done.seconds)
+    fig["cuda_graphs"] = resumed["train"]["cuda_graphs"]
+    fig.update(weight_difference(uninterrupted, run / STUDENT_DIR))
+    fig["tolerance"] = RESUME_WEIGHT_TOLERANCE
+    diff = fig["max_abs_weight_diff"]
+    fig["verdict"] = ("bitwise equal" if fig["bitwise_equal"] else
+                      "within tolerance" if diff is not None and diff <= RESUME_WEIGHT_TOLERANCE else "differs")
+    fig["uninterrupted_accuracy"] = accuracy(stage_figures(uninterrupted, 0.0))
+    fig["resumed_accuracy"] = accuracy(resumed)
+
+
+def qa(check, fig: dict) -> None:
+    """A QA teacher and its student on the QA preset (SQuAD), timed, with exact match and F1."""
+    plan, run = check.plan, check.work / "runs" / "squad"
+    done = check.cli("teacher", "train", "teacher", "--task", "qa", "--run", run, "--model", check.base_model,
+                     "--preset", plan.qa_preset, "--device", plan.device, "--data-dir", check.data_dir)
+    fig["teacher"] = stage_figures(run / TEACHER_DIR, done.seconds)
+    done = check.cli("distill", "train", "distill", "--task", "qa", "--run", run, "--preset", plan.qa_preset,
+                     "--device", plan.device, "--data-dir", check.data_dir)
+    fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds)
+
+
+def bench_train(check, fig: dict) -> None:
+    """`pocketbert bench train`: the student's distillation epoch against the reference loop."""
+    plan, run = check.plan, check.needs("sst2_run")
+    check.cli("bench", "bench", "train", "--run", run, "--preset", plan.sentiment_preset, "--examples",
+              plan.bench_examples, "--device", plan.device, "--data-dir", check.data_dir)
+    result = json.loads((run / TRAIN_BENCH_RESULTS).read_text())
+    fig["examples"], fig["batch_size"], fig["mean_length"] = result["examples"], result["batch_size"], \
+        result["mean_length"]
+    fig["timings"] = {name: {k: t.get(k) for k in ("examples_per_second", "seconds", "spread", "seconds_each")}
+                      for name, t in result["timings"].items()}
+    fig["speedup_warm_cache"], fig["speedup_cold_cache"] = result["speedup_warm_cache"], result["speedup_cold_cache"]
+
+
+def levers(check, fig: dict) -> None:
+    """scripts/training_levers.py for the student and the teacher at the plan's batch sizes: all off, each lever
+    alone, the defaults, all on; examples/s with spread. Rows are kept as they are measured, cheapest first."""
+    from training_levers import LEVERS
+
+    plan, run = check.plan, check.needs("sst2_run")
+    out = check.work / "levers.json"
+    try:
+        check.script("levers", "training_levers.py", "--run", run, "--models", "student,teacher",
+                     "--preset", plan.sentiment_preset, "--examples", plan.lever_examples, "--device", plan.device,
+                     "--data-dir", check.data_dir, "--batch-sizes", ",".join(map(str, plan.lever_batch_sizes)),
+                     "--levers", ",".join(name for name in LEVERS if name not in plan.levers_left_out), "--json", out)
+    finally:  # stopped by the cap, it keeps the rows it finished
+        if out.is_file():
+            result = json.loads(out.read_text())
+            fig.update({key: result[key] for key in ("examples", "repeats", "rows", "pending")})
+            fig["left_out"] = {**plan.levers_left_out, **result["levers_left_out"]}
+
+
+PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "qa": qa, "bench_train": bench_train,
+         "levers": levers}

@@ -1,0 +1,142 @@
+"""`make gpu-check`'s script, on the CPU: its dry run measures every part, a part past its cap is recorded as
+such, the kit survives its round trip, and the GPU block of results/README.md is the one its JSON renders."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO_ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import gpu_check  # noqa: E402
+import gpu_check_parts  # noqa: E402
+import gpu_check_render  # noqa: E402
+import gpu_kit  # noqa: E402
+
+PARTS = list(gpu_check.BUDGET_S)
+TINY_CAP_S = 0.5  # far below any step: the part's first step is stopped at once
+
+
+def run_check(out: Path, data_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check.py"), "--dry", "--data-dir", str(data_dir),
+                           "--out", str(out), *extra], capture_output=True, text=True, cwd=REPO_ROOT)
+    result = json.loads((out / gpu_check.JSON_NAME).read_text())
+    return done, result
+
+
+@pytest.fixture(scope="module")
+def dry_run(shared_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu-check-dry")
+    done, result = run_check(out, shared_data)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, result
+
+
+def positive(value) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+@pytest.mark.slow
+def test_the_dry_run_gives_every_part_its_figures(dry_run):
+    out, result = dry_run
+    plan = gpu_check_parts.DRY_PLAN
+    assert list(result["parts"]) == PARTS
+    assert {name: r["status"] for name, r in result["parts"].items()} == dict.fromkeys(PARTS, gpu_check.DONE)
+    assert result["skipped"] == []
+    parts = {name: r["figures"] for name, r in result["parts"].items()}
+
+    assert parts["setup"]["torch"] and parts["setup"]["versions"]["transformers"]
+    for role in ("teacher", "student"):
+        stage = parts["stages"][role]
+        assert positive(stage["wall_time_s"]) and positive(stage["train"]["examples_per_second"])
+        assert 0 <= stage["eval"]["accuracy"] <= 1
+    assert set(parts["stages"]["student"]["cross_domain"]["imdb"]) == {"student", "teacher"}
+
+    rows = parts["large_batch"]["rows"]
+    assert set(rows) == {str(parts["stages"]["student"]["train"]["global_batch_size"]), str(plan.large_batch)}
+    assert all(0 <= row["sst2_accuracy"] <= 1 and 0 <= row["imdb_accuracy"] <= 1 for row in rows.values())
+    assert isinstance(parts["large_batch"]["within_target"], bool)
+
+    resume = parts["resume"]
+    assert resume["resumed_at_step"] == plan.resume_kill_step
+    assert resume["verdict"] == "bitwise equal"  # on the CPU resuming is bitwise (tests/test_resume.py)
+
+    for role in ("teacher", "student"):
+        assert set(parts["qa"][role]["eval"]) >= {"exact_match", "f1"}
+        assert positive(parts["qa"][role]["wall_time_s"])
+
+    timings = parts["bench_train"]["timings"]
+    assert set(timings) == {"reference", "pocketbert_cold_cache", "pocketbert_warm_cache"}
+    assert all(positive(t["examples_per_second"]) and t["spread"] >= 0 for t in timings.values())
+
+    levers = parts["levers"]
+    assert levers["pending"] == []
+    cpu_levers = ["+ SDPA attention", "+ fused AdamW", "+ widths rounded to multiples of 8"]
+    for model in ("student", "teacher"):
+        assert set(levers["rows"][model]) == {str(b) for b in plan.lever_batch_sizes}
+        for by_label in levers["rows"][model].values():
+            assert set(by_label) == {"all off", *cpu_levers, "all on"}
+            assert all(positive(row["examples_per_second"]) and row["spread"] >= 0 for row in by_label.values())
+    assert "torch.compile" in levers["left_out"] and "student: CUDA graphs" in levers["left_out"]
+
+    assert (out / gpu_check.TABLE_NAME).read_text() == gpu_check_render.render_table(result)
+
+
+@pytest.mark.slow
+def test_a_part_past_its_cap_is_recorded_as_skipped_with_why(shared_data, tmp_path):
+    done, result = run_check(tmp_path, shared_data, "--parts", "stages", "--cap", f"stages={TINY_CAP_S}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    stages = result["parts"]["stages"]
+    assert stages["status"] == gpu_check.SKIPPED
+    assert stages["reason"] == f"its cap of {TINY_CAP_S:g} s was reached during step 'teacher'"
+    assert stages["steps"][0]["exit"] == "stopped at the cap"
+    for name in PARTS[2:]:
+        assert result["parts"][name] == {"status": gpu_check.SKIPPED, "reason": "not asked for (--parts)"}
+    assert len(result["skipped"]) == len(PARTS) - 1  # all but the set-up
+
+
+def test_the_kit_gives_back_the_weights_in_fp16_and_the_data_unchanged(tiny_base, shared_data, tmp_path):
+    from safetensors.numpy import load_file
+
+    data = tmp_path / "data"
+    for name in gpu_kit.DATA_FILES:  # the first rows of each real file
+        source, target = shared_data / name, data / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        raw = gzip.decompress(source.read_bytes()) if name.endswith(".gz") else source.read_bytes()
+        head = raw[:4096]
+        target.write_bytes(gzip.compress(head) if name.endswith(".gz") else head)
+    manifest = gpu_kit.build(tmp_path / "kit", tiny_base, data, wheels=[])
+    assert json.loads((tmp_path / "kit" / gpu_kit.MANIFEST).read_text()) == manifest
+    unpacked = gpu_kit.unpack(tmp_path / "kit", tmp_path / "there")
+
+    original = load_file(str(tiny_base / "model.safetensors"))
+    rebuilt = load_file(str(unpacked["model"] / "model.safetensors"))
+    assert rebuilt.keys() == original.keys()
+    for name, tensor in original.items():
+        assert rebuilt[name].dtype == tensor.dtype and rebuilt[name].shape == tensor.shape
+        assert (rebuilt[name] == tensor.astype("float16").astype("float32")).all(), name
+    for name in gpu_kit.DATA_FILES:
+        read = (lambda p: gzip.decompress(p.read_bytes())) if name.endswith(".gz") else (lambda p: p.read_bytes())
+        assert read(unpacked["data"] / name) == read(data / name), name
+    assert (unpacked["model"] / "tokenizer.json").read_bytes() == (tiny_base / "tokenizer.json").read_bytes()
+    assert unpacked["site"] is None
+
+
+def test_the_readme_gpu_block_is_the_one_the_json_renders():
+    path = gpu_check_render.DEFAULT_JSON
+    result = json.loads(path.read_text()) if path.is_file() else None
+    assert gpu_check_render.readme_block(result) in gpu_check_render.DEFAULT_README.read_text(), \
+        "results/README.md's gpu-check block is stale: run python scripts/gpu_check_render.py"
+
+
+def test_docs_give_each_part_the_cap_the_script_has():
+    rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[-1].strip()
+            for line in (REPO_ROOT / "docs" / "gpu.md").read_text().splitlines() if line.startswith("| ")}
+    assert {name: rows.get(name) for name in PARTS} == {name: f"{cap:g}" for name, cap in gpu_check.BUDGET_S.items()}
