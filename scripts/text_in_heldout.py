@@ -71,7 +71,6 @@ def _pairs(export: Path, max_length: int, data_dir: Path) -> dict:
     from pocketbert.core.models import load_tokenizer
     from pocketbert.core.tasks import QATask, text_in_string
     from pocketbert.export.app import tokenizer_files
-    from pocketbert.export.text_in import model as text_in_model
     from pocketbert.export.text_in import session
     from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
