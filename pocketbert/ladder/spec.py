@@ -32,7 +32,7 @@ class ExportSetting(_Strict):
     """`pocketbert export`'s options; null leaves each to the recipe (in a rung: to the ladder's)."""
 
     parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
-    coreml_examples: Optional[int] = Field(None, ge=0)
+    coreml_examples: Optional[int] = Field(None, gt=0)      # 0 would gate nothing: export refuses it too
     coreml_variants: Optional[list[str]] = Field(None, min_length=1)
     coreai_variants: Optional[list[str]] = None             # []: no Core AI program
 
