@@ -15,6 +15,7 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
+from pocketbert.export import multifunction
 from pocketbert.export.mil_eval import MILEvaluator
 from pocketbert.export.mil_reference import ValueInferenceInterpreter
 from pocketbert.core.quiet import quiet_tools
@@ -162,9 +163,10 @@ def smallest_fitting(lengths: tuple[int, ...], n: int) -> int:
 
 
 def enumerated_lengths(metadata: dict) -> tuple[int, ...]:
-    """The enumerated lengths a program's metadata lists (none for flexible and fixed programs)."""
+    """The lengths a program takes, as its metadata lists them: an enumerated-shape program's, or a multifunction
+    package's, one function per length (none for flexible and fixed programs)."""
     value = metadata.get(LENGTHS_KEY)
-    return tuple(int(v) for v in value.split(",")) if value else ()
+    return tuple(int(v) for v in value.split(",")) if value else multifunction.function_lengths(metadata)
 
 
 def load_mlpackage(path: Path):
@@ -182,7 +184,12 @@ def mil_evaluator(mlpackage: Path) -> MILEvaluator:
 
 
 @functools.lru_cache(maxsize=1)
-def _evaluator(path: str, fingerprint: tuple) -> MILEvaluator:
+def _evaluator(path: str, fingerprint: tuple):
+    """The MIL evaluator of the program's main function, or, for a multifunction package, of the function each
+    input width names."""
+    metadata = dict(load_mlpackage(Path(path)).user_defined_metadata)
+    if multifunction.function_lengths(metadata):
+        return multifunction.MultiFunctionProgram(Path(path), metadata)
     return MILEvaluator(Path(path))
 
 
@@ -198,6 +205,8 @@ def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: 
         model = load_mlpackage(mlpackage)
         metadata = model.user_defined_metadata
         predict, runtime = one_row_at_a_time(model.predict), "Core ML"
+        if multifunction.function_lengths(metadata):  # the function of each input's padded length
+            predict = multifunction.MultiFunctionProgram(mlpackage, dict(metadata)).predict
     else:
         evaluator = mil_evaluator(mlpackage)
         predict, metadata, runtime = evaluator.predict, evaluator.metadata, MIL_EVALUATOR
