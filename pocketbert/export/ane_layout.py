@@ -130,11 +130,11 @@ class Embeddings(nn.Module):
     def forward(self, input_ids, token_type_ids=None):
         length = input_ids.shape[1]
         # gathered as (batch, sequence, 1, channels): rank 4 from the start, one transpose into the layout
-        summed = nn.functional.embedding(input_ids[:, :, None].long(), self.word) + self.position[:length, None, :]
+        summed = nn.functional.embedding(input_ids[:, :, None], self.word) + self.position[:length, None, :]
         if token_type_ids is None:
             summed = summed + self.token_type[0]
         else:
-            summed = summed + nn.functional.embedding(token_type_ids[:, :, None].long(), self.token_type)
+            summed = summed + nn.functional.embedding(token_type_ids[:, :, None], self.token_type)
         return self.norm(summed.permute(0, 3, 2, 1))
 
 

@@ -50,8 +50,9 @@ def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None,
     return output_folder(target, f"export {default}", overwrite, inputs=[export_dir])
 
 
-# The iOS folder's default program: enumerated lengths, which the Neural Engine runs, where the export made them.
-IOS_DEFAULT_VARIANTS = ("enumerated", "fp16")
+# The iOS folder's default program, the first the export made and gated: the Neural Engine's layout, one
+# fixed-length function per length; else enumerated lengths (apple/coremltools#2730 warns of them); else fp16.
+IOS_DEFAULT_VARIANTS = ("ane", "enumerated", "fp16")
 
 
 def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, wanted: bool) -> list[str]:
@@ -111,7 +112,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     target = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     made = manifest["config"].get("coreml_variants", ["fp16"])
-    variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
+    gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(task, v), {}).get("passed")}
+    variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in gated or v == made[0])
     if variant not in COREML_VARIANTS:
         raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
     package = export_dir / coreml_package_name(task, variant)
@@ -141,7 +143,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                   f"{parity['max_abs_diff']:.3g})",
                   "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
         if lengths:
-            proven.append("each enumerated length (" + ", ".join(
+            proven.append(("each function, main_len<n> (" if VARIANTS[variant].multifunction else
+                           "each enumerated length (") + ", ".join(
                 f"{n}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
                 for n, r in parity["by_length"].items()) + ")")
         needs_device = ["the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs "
@@ -153,7 +156,7 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.SWIFT_EXECUTORCH, "Core ML", task, name, int(manifest["config"]["max_length"]),
                 json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))],
-            app.ios_steps(), values, _placement(manifest, package.name)))
+            app.ios_steps(), values, _placement(manifest, package.name), VARIANTS[variant].multifunction))
     return target
 
 

@@ -99,11 +99,11 @@ def test_students_without_attention_are_refused_in_one_line(architecture):
 @pytest.fixture(scope="module")
 def ane_package(tmp_path_factory):
     from pocketbert.core.tasks import SentimentTask
-    from pocketbert.export.ane_program import save_ane_package
+    from pocketbert.export.ane_program import convert_lengths, save_ane_package
 
     model, task = _student("classifier"), SentimentTask(["negative", "positive"])
     path = tmp_path_factory.mktemp("ane") / "Tiny.ane.mlpackage"
-    save_ane_package(model, task, BERT_FAMILY, LENGTHS, path, "tiny", max(LENGTHS))
+    save_ane_package(convert_lengths(model, task, BERT_FAMILY, LENGTHS), task, path, "tiny", max(LENGTHS))
     return model, task, path
 
 
@@ -159,3 +159,45 @@ def test_the_package_stores_each_weight_once(ane_package):
     fp16_bytes = 2 * sum(p.numel() for p in model.parameters())
     stored = sum(f.stat().st_size for f in path.rglob("weight.bin"))
     assert stored < 1.5 * fp16_bytes
+
+
+@pytest.mark.slow
+def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_package, tmp_path):
+    """Both fixed-shape programs are predicted on the Neural Engine; the plain one reshapes and transposes around
+    every attention product (transpose-near-matmul, several a layer), the ANE layout only its keys (one a layer)."""
+    from pocketbert.export import coreml
+    from pocketbert.export.evaluators import placement
+
+    model, task, path = ane_package
+    plain = tmp_path / "Tiny.fixed.mlpackage"
+    coreml.convert_to_coreml(model, task, max(LENGTHS), task.label_names, "tiny", fixed=True).save(str(plain))
+    ane, fixed = placement.check(path).summary(), placement.check(plain).summary()
+    layers = model.config.num_hidden_layers
+    assert ane["verdict"] == "neural_engine" and ane["handoffs"] == 0 and ane["functions"] == len(LENGTHS)
+    assert ane["rules_fired"].get("transpose-near-matmul") == layers * len(LENGTHS)
+    assert fixed["rules_fired"]["transpose-near-matmul"] >= 4 * layers
+
+
+@pytest.mark.parametrize("architecture", [BILSTM, STATIC])
+def test_the_ane_variants_are_refused_to_students_without_attention(architecture):
+    from pocketbert.core.tasks import SentimentTask
+    from pocketbert.export import variants
+    from pocketbert.export.pipeline import check_coreml_choice
+
+    task = SentimentTask(["negative", "positive"])
+    assert not [v for v in variants.selected(["fp16", "ane", "ane-6bit"], task, architecture) if v.needs_attention]
+    with pytest.raises(ExportError) as info:
+        check_coreml_choice(["fp16", "ane"], task, architecture)
+    assert "\n" not in str(info.value) and "ane" in str(info.value)
+
+
+@pytest.mark.parametrize("task", ["sentiment", "qa"])
+def test_the_swift_runs_the_function_of_the_padded_length(task):
+    from pocketbert.export import app_readme
+
+    values = {"stride": 32, "n_best": 20, "max_answer_length": 30}
+    swift = app_readme.swift_code(task, "PocketBertX", 64, "ane", (16, 64), values, functions=True)
+    assert 'configuration.functionName = "main_len\\(n)"' in swift and "for n in [16, 64] {" in swift
+    assert "models[length]!.prediction(" in swift and "private let lengths = [16, 64]" in swift
+    plain = app_readme.swift_code(task, "PocketBertX", 64, "enumerated", (16, 64), values)
+    assert "functionName" not in plain and "try model.prediction(" in plain and "{model_" not in plain
