@@ -60,7 +60,7 @@ def test_every_export_passed_parity(sentiment_run):
         "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "model.pte", "model.int8.pte",
         "model.coreml.pte", "PocketBertSentiment.mlpackage",
         "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage",
-        "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel"}
+        "PocketBertSentiment.ane.mlpackage", "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
     # the Apple programs' evaluators run export.coreml_parity_examples
@@ -82,6 +82,11 @@ def test_every_export_passed_parity(sentiment_run):
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
     assert all(r["passed"] and r["inputs"] > 0 for r in enumerated["by_length"].values())
+    assert manifest["metrics"]["coreml_warnings"] and "coremltools#2730" in manifest["metrics"]["coreml_warnings"][0]
+    # the Neural Engine layout: every function (one per length bucket) gated on its own
+    ane = {r["artifact"]: r for r in results}["PocketBertSentiment.ane.mlpackage"]
+    assert list(ane["by_length"]) == [str(n) for n in lengths] and ane["agreement"] >= 0.99
+    assert all(r["passed"] and r["inputs"] > 0 for r in ane["by_length"].values())
     assert_exhaustive_tokenizer_check(manifest, "single")
 
 
@@ -109,6 +114,7 @@ def test_every_apple_program_has_a_placement_verdict(sentiment_run, capsys, tmp_
     assert set(placed) == apple and all(rows[name]["placement"] == placed[name] for name in apple)
     assert placed["PocketBertSentiment.mlpackage"]["verdict"] == "off_neural_engine"  # flexible: default shape only
     assert placed["PocketBertSentiment.enumerated.mlpackage"]["verdict"] == "may_fail"  # coremltools#2730
+    assert placed["PocketBertSentiment.ane.mlpackage"]["verdict"] == "neural_engine"  # fixed shapes, ANE layout
     detail = json.loads((export / rundir.PLACEMENT).read_text())
     assert {p["program"] for p in detail} == apple and all(f["operations"] for p in detail for f in p["functions"])
     assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
@@ -330,10 +336,12 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
     swift = (tmp_path / "ios" / "README.md").read_text()
     kotlin = (tmp_path / "android" / "README.md").read_text()
     assert "encoded.last!" in swift  # long inputs keep their [SEP]
-    # the iOS folder's default program has enumerated lengths: the Swift pads to the smallest that fits
+    # the iOS folder's default program is the Neural Engine layout, one function per length: the Swift pads to the
+    # smallest length that fits and runs that length's function
     lengths = json.loads((export / "manifest.json").read_text())["metrics"]["coreml_enumerated_lengths"]["lengths"]
     assert f"private let lengths = [{', '.join(map(str, lengths))}]" in swift and "lengths.first {" in swift
-    assert "| enumerated (`enumerated`) | iOS 18" in swift
+    assert 'configuration.functionName = "main_len\\(n)"' in swift and "models[length]!.prediction(" in swift
+    assert "(`ane`)" in swift and "| enumerated (`enumerated`) | iOS 18" in swift
     assert "keeping [SEP]" in kotlin  # the model's tokenizer cuts long inputs, [SEP] kept (golden-checked)
 
 

@@ -14,6 +14,7 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.errors import ExportError, require
+from pocketbert.export import multifunction
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 from pocketbert.export.evaluators.forward import grouped_forward, kept_while_unchanged, one_row_at_a_time
@@ -162,9 +163,10 @@ def smallest_fitting(lengths: tuple[int, ...], n: int) -> int:
 
 
 def enumerated_lengths(metadata: dict) -> tuple[int, ...]:
-    """The enumerated lengths a program's metadata lists (none for flexible and fixed programs)."""
+    """The lengths a program takes, as its metadata lists them: an enumerated-shape program's, or a multifunction
+    package's, one function per length (none for flexible and fixed programs)."""
     value = metadata.get(LENGTHS_KEY)
-    return tuple(int(v) for v in value.split(",")) if value else ()
+    return tuple(int(v) for v in value.split(",")) if value else multifunction.function_lengths(metadata)
 
 
 def load_mlpackage(path: Path):
@@ -173,9 +175,18 @@ def load_mlpackage(path: Path):
         return ct.models.MLModel(str(path), skip_model_load=platform.system() != "Darwin")
 
 
+def _evaluator(path: Path):
+    """The MIL evaluator of the program's main function, or, for a multifunction package, of the function each
+    input width names."""
+    metadata = dict(load_mlpackage(path).user_defined_metadata)
+    if multifunction.function_lengths(metadata):
+        return multifunction.MultiFunctionProgram(path, metadata)
+    return MILEvaluator(path)
+
+
 # The compiled evaluator of a saved program, kept (with its plans) while the same files are asked for again: the gate
 # opens an enumerated program once, then once for each of its lengths.
-mil_evaluator = kept_while_unchanged(MILEvaluator)
+mil_evaluator = kept_while_unchanged(_evaluator)
 
 
 def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: bool = False):
@@ -190,6 +201,8 @@ def coreml_forward(mlpackage: Path, task, pad_to: int | None = None, reference: 
         model = load_mlpackage(mlpackage)
         metadata = model.user_defined_metadata
         predict, runtime = one_row_at_a_time(model.predict), "Core ML"
+        if multifunction.function_lengths(metadata):  # the function of each input's padded length
+            predict = multifunction.MultiFunctionProgram(mlpackage, dict(metadata)).predict
     else:
         evaluator = mil_evaluator(mlpackage)
         predict, metadata, runtime = evaluator.predict, evaluator.metadata, MIL_EVALUATOR

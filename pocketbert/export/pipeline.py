@@ -195,6 +195,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      "student_eval_on_parity_set": results[0].student_metrics,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
+                     "coreml_warnings": context.notes.get("coreml_warnings", []),
                      "coreai_entry_points": context.notes.get("coreai_lengths"),
                      "ort_mobile_usability": ort_usability,
                      "timings": timings,

@@ -20,7 +20,7 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.errors import ExportError
-from pocketbert.export import coreai, coreml, executorch_export, int8_budget, onnx_export, parity
+from pocketbert.export import ane_program, coreai, coreml, executorch_export, int8_budget, onnx_export, parity
 from pocketbert.export.text_in import qa_graph, tokenizer_check
 from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in.session import extensions_library
@@ -221,6 +221,12 @@ class BuildContext:
         """The fp16 Core AI program at a dynamic length, converted once: each Core AI variant specializes a copy."""
         return coreai.convert_dynamic(self.model, self.task, self.length_buckets, self.architecture)
 
+    @functools.cached_property
+    def ane_programs(self) -> dict:
+        """The student in the Neural Engine's layout as one fp16 program per length bucket, converted once and
+        shared by the ane variants' compressions."""
+        return ane_program.convert_lengths(self.model, self.task, self.architecture, self.length_buckets)
+
     def coreml_program(self, target: str, fixed: bool, classifier: bool, enumerated: bool = False):
         """The fp16 program for one deployment target and input and output form, converted once and shared by
         compressions."""
@@ -244,9 +250,12 @@ class Variant:
     minimum_ios: str | None = None
     extra_files: tuple[str, ...] = ()        # written beside the model by its build
     needs: Callable[[Any], bool] = lambda task: True  # whether the task can take this variant
+    needs_attention: bool = False  # a transformer's program (the ANE layout): not for the BiLSTM or static students
+    multifunction: bool = False    # one fixed-length function per length, main_len<n> (export/multifunction.py)
 
     def applies_to(self, task, architecture) -> bool:
-        return self.needs(task) and architecture.supports_variant(self.name)
+        return (self.needs(task) and architecture.supports_variant(self.name)
+                and (architecture.attends or not self.needs_attention))
 
 
 # ---------------------------------------------------------------- builders
@@ -367,9 +376,26 @@ def _pte_builder(int8: bool, coreml: bool = False):
     return build
 
 
+# Enumerated shapes are built only when export.coreml_variants names them, and then with this warning.
+ENUMERATED_WARNING = ("the enumerated Core ML program may fail at prediction on the device with an E5RT \"unknown "
+                      "strides\" error (apple/coremltools#2730, open): ship the ane program (one function per length) "
+                      "instead")
+
+
 def _coreml_builder(compression: str | None, target: str, fixed: bool, classifier: bool, enumerated: bool):
     def build(ctx: BuildContext, path: Path) -> None:
+        if enumerated:
+            import warnings
+
+            warnings.warn(ENUMERATED_WARNING, stacklevel=2)
+            ctx.notes.setdefault("coreml_warnings", []).append(ENUMERATED_WARNING)
         coreml.compress(ctx.coreml_program(target, fixed, classifier, enumerated), compression).save(str(path))
+    return build
+
+
+def _ane_builder(compression: str | None):
+    def build(ctx: BuildContext, path: Path) -> None:
+        ane_program.save_ane_package(ctx.ane_programs, ctx.task, path, ctx.description, ctx.max_length, compression)
     return build
 
 
@@ -392,6 +418,14 @@ def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIM
     return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
                    _coreml_builder(compression, target, fixed, classifier, enumerated), gate, minimum_ios=target,
                    needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
+
+
+def _ane_variant(name, precision, gate, compression=None) -> Variant:
+    """The student in the Neural Engine's layout (export/ane_layout.py), one fixed-length function per length
+    bucket in one package, <Class>.<name>.mlpackage."""
+    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
+                   _ane_builder(compression), gate, minimum_ios=ane_program.MINIMUM_IOS, needs_attention=True,
+                   multifunction=True)
 
 
 def _coreai_variant(name, precision, gate, compression=None) -> Variant:
@@ -447,6 +481,12 @@ _DEFINITIONS = [
     # A few enumerated lengths (length_buckets), each a shape the Neural Engine runs; the app pads to the
     # smallest that fits, so short inputs pay for little padding. Two enumerated inputs need iOS 18.
     _coreml_variant("enumerated", "fp16", parity.FP16_GATE, target=coreml.ENUMERATED_IOS, enumerated=True),
+    # The Neural Engine's layout (channels-first, 1x1 convolutions, attention per head), one fixed-length function
+    # per length bucket: the iOS folder's default where the export made it; its weights compressed as above.
+    _ane_variant("ane", "fp16", parity.FP16_GATE),
+    _ane_variant("ane-int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
+    _ane_variant("ane-6bit", "6bit", parity.COMPRESSED_GATE, "6bit"),
+    _ane_variant("ane-4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
     # Core ML classifier outputs: the label and a probability per label (sentence classification).
     _coreml_variant("classifier", "probabilities", parity.PROBABILITY_GATE, classifier=True),
     # Core AI (iOS 27): fp16, one entry point per enumerated length, the weights stored once.

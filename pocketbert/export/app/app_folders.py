@@ -51,8 +51,9 @@ def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None,
     return output_folder(target, f"export {default}", overwrite, inputs=[export_dir], own_files=True)
 
 
-# The iOS folder's default program: enumerated lengths, which the Neural Engine runs, where the export made them.
-IOS_DEFAULT_VARIANTS = ("enumerated", "fp16")
+# The iOS folder's default program, the first the export made and gated: the Neural Engine's layout, one
+# fixed-length function per length; else enumerated lengths (apple/coremltools#2730 warns of them); else fp16.
+IOS_DEFAULT_VARIANTS = ("ane", "enumerated", "fp16")
 
 
 def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, wanted: bool) -> list[str]:
@@ -110,11 +111,11 @@ class CoreMLTarget:
 
     runtime = "Core ML"
     tokenizer_settings = "tokenizer settings (lower case, Chinese characters, special tokens)"
-    by_length = "each enumerated length"
 
     def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
         made = manifest["config"].get("coreml_variants", ["fp16"])
-        variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in made)
+        gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(task, v), {}).get("passed")}
+        variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in gated or v == made[0])
         if variant not in COREML_VARIANTS:
             raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
         package = export_dir / coreml_package_name(task, variant)
@@ -133,8 +134,11 @@ class CoreMLTarget:
     def how_run(self, parity: dict) -> str:
         return f"run by {parity['runtime']} on Linux"
 
-    def length_name(self, n: str) -> str:
-        return n
+    def by_length(self, model: _IOSModel) -> str:
+        return "each function" if model.definition.multifunction else "each enumerated length"
+
+    def length_name(self, model: _IOSModel, n: str) -> str:
+        return f"main_len{n}" if model.definition.multifunction else n
 
     def not_run(self) -> str:
         return ("the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs only on "
@@ -142,7 +146,8 @@ class CoreMLTarget:
 
     def readme(self, model: _IOSModel, **common) -> str:
         return app_readme.ios_readme(model_class=model.base_name.removesuffix(".mlpackage"), variant=model.variant,
-                                     weights=model.definition.precision, lengths=model.lengths, **common)
+                                     weights=model.definition.precision, lengths=model.lengths,
+                                     functions=model.definition.multifunction, **common)
 
 
 class CoreAITarget:
@@ -150,7 +155,6 @@ class CoreAITarget:
 
     runtime = "Core AI"
     tokenizer_settings = "tokenizer settings (lower case, special tokens)"
-    by_length = "each function"
 
     def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
         made = manifest["config"].get("coreai_variants") or []
@@ -177,7 +181,10 @@ class CoreAITarget:
     def how_run(self, parity: dict) -> str:
         return f"its saved program run op by op by {parity['runtime']} on Linux"
 
-    def length_name(self, n: str) -> str:
+    def by_length(self, model: _IOSModel) -> str:
+        return "each function"
+
+    def length_name(self, model: _IOSModel, n: str) -> str:
         return f"main_len{n}"
 
     def not_run(self) -> str:
@@ -227,8 +234,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                   f"{parity['max_abs_diff']:.3g})",
                   "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
         if parity.get("by_length"):
-            proven.append(f"{kind.by_length} (" + ", ".join(
-                f"{kind.length_name(n)}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
+            proven.append(f"{kind.by_length(model)} (" + ", ".join(
+                f"{kind.length_name(model, n)}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
                 for n, r in parity["by_length"].items()) + ")")
         needs_device = [kind.not_run(), "swift-transformers' tokenizer against tokenizer_golden.json: run the golden "
                         "texts through `tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]

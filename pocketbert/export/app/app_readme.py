@@ -46,28 +46,60 @@ def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str,
             code]
 
 
-def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...]) -> dict[str, str]:
-    """How the Swift sizes its input arrays: each input at its own length, max_length, or an enumerated length."""
+def _one_model(model_class: str) -> dict[str, str]:
+    return {"model_decl": f"    private let model: {model_class}",
+            "model_init": f"        model = try {model_class}(configuration: MLModelConfiguration())",
+            "model_for": "model"}
+
+
+def _function_per_length(model_class: str, lengths: tuple[int, ...]) -> dict[str, str]:
+    """A multifunction package: one model object per function main_len<n>, chosen by the padded length (the Core
+    AI Swift's scheme). The lengths are written out in init: Swift reads no stored property before all are set."""
+    return {"model_decl": f"    private let models: [Int: {model_class}]  // one per function, main_len<n>",
+            "model_init": "\n".join([
+                f"        var loaded: [Int: {model_class}] = [:]",
+                "        for n in [" + ", ".join(map(str, lengths)) + "] {",
+                "            let configuration = MLModelConfiguration()",
+                "            configuration.functionName = \"main_len\\(n)\"  // iOS 18: the function of that length",
+                f"            loaded[n] = try {model_class}(configuration: configuration)",
+                "        }",
+                "        models = loaded"]),
+            "model_for": "models[length]!"}
+
+
+def _shape_code(max_length: int, variant: str, lengths: tuple[int, ...], model_class: str = "",
+                functions: bool = False) -> dict[str, str]:
+    """How the Swift sizes its input arrays (each input at its own length, max_length, or one of the program's
+    lengths) and which model object it runs (one, or a multifunction package's function of that length)."""
     if variant == "fixed":
-        return {"array_length": "maxLength", "lengths_decl": "",
+        return {"array_length": "maxLength", "lengths_decl": "", **_one_model(model_class),
                 "length_note": "The fixed-shape model takes exactly maxLength tokens: the rest is padding, masked."}
+    if lengths and functions:
+        return {"array_length": "lengths.first { $0 >= ids.count }!",
+                "lengths_decl": "\n    private let lengths = [" + ", ".join(map(str, lengths)) + "]  // the "
+                                "program's functions, main_len<n>",
+                **_function_per_length(model_class, lengths),
+                "length_note": "Padded (masked) to the smallest of the program's lengths that fits, and run by "
+                               "that length's function."}
     if lengths:
         return {"array_length": "lengths.first { $0 >= ids.count }!",
                 "lengths_decl": "\n    private let lengths = [" + ", ".join(map(str, lengths)) + "]  // the model's "
-                                "enumerated lengths",
+                                "enumerated lengths", **_one_model(model_class),
                 "length_note": "Padded (masked) to the smallest of the model's enumerated lengths that fits."}
-    return {"array_length": "ids.count", "lengths_decl": "",
+    return {"array_length": "ids.count", "lengths_decl": "", **_one_model(model_class),
             "length_note": "Core ML takes each sentence at its own length: no padding."}
 
 
 def swift_code(task: str, model_class: str, max_length: int, variant: str, lengths: tuple[int, ...],
-               values: dict | None = None) -> str:
+               values: dict | None = None, functions: bool = False) -> str:
     """The task's Swift (templates/<task>/ios.swift.txt); a classifier program decodes with Core ML's own label
     outputs where the task has that decoding (ios_decode_classifier.swift.txt), else from the logits."""
     decode = "ios_decode_classifier.swift.txt" if variant == "classifier" else "ios_decode_logits.swift.txt"
-    extra = {"decode": template(decode, task)} if (TEMPLATES / task / decode).is_file() else {}
+    shape = _shape_code(max_length, variant, lengths, model_class, functions)
+    extra = {"decode": fill(template(decode, task), model_for=shape["model_for"])} \
+        if (TEMPLATES / task / decode).is_file() else {}
     return fill(template("ios.swift.txt", task), model_class=model_class, max_length=max_length, **extra,
-                **_shape_code(max_length, variant, lengths), **(values or {}))
+                **shape, **(values or {}))
 
 
 def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> list[str]:
@@ -80,10 +112,16 @@ def shape_tradeoffs(max_length: int, lengths: tuple[int, ...], variant: str) -> 
              f"the smallest of {enumerated} that fits: a little padding", "Neural Engine, CPU and GPU; Core ML "
              "prepares each length"),
             ("fixed (`fixed`)", "iOS 16", f"always {max_length}: short inputs pay for the padding",
-             "Neural Engine, CPU and GPU")]
+             "Neural Engine, CPU and GPU"),
+            ("one function per length, Neural Engine layout (`ane`, `ane-int8`, `ane-6bit`, `ane-4bit`)", "iOS 18",
+             f"the smallest of {enumerated} that fits, each a fixed-shape function: a little padding",
+             "Neural Engine first (Apple's transformer layout), CPU and GPU")]
     lines = ["| shape | minimum | each input runs at | compute units |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return ["", f"This folder holds the `{variant}` program. The shapes a Core ML program can take:", ""] + lines
+    return ["", f"This folder holds the `{variant}` program. The shapes a Core ML program can take:", ""] + lines + [
+        "", "Which to pick: on iOS 18 or later (every such iPhone and iPad has a Neural Engine) the `ane` program, "
+        "built for the Neural Engine and free of enumerated shapes (apple/coremltools#2730); for iOS 16 and 17, "
+        "`fixed` on the Neural Engine or the flexible `fp16` on CPU and GPU; `enumerated` only if asked for."]
 
 
 def _resources_steps(resources: str) -> list[str]:
@@ -99,14 +137,21 @@ def _resources_steps(resources: str) -> list[str]:
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
                metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
                proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
-               extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = ()) -> str:
-    code = swift_code(task, model_class, max_length, variant, lengths, values)
+               extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = (),
+               functions: bool = False) -> str:
+    """functions: the program is a multifunction package, one fixed-length function per length."""
+    code = swift_code(task, model_class, max_length, variant, lengths, values, functions)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
                  "Neural Engine runs; short inputs pay for the padding.",
         "enumerated": f"The model takes {', '.join(map(str, lengths))} tokens: the code pads (mask 0) to the "
-                      "smallest that fits, so the Neural Engine can run it. It needs iOS 18.",
-    }.get(variant, f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; "
+                      "smallest that fits, so the Neural Engine can run it. It needs iOS 18. Enumerated shapes "
+                      "convert and save, then may fail at prediction on the device with an E5RT \"unknown "
+                      "strides\" error (apple/coremltools#2730): prefer the `ane` program, one function per length.",
+    }.get(variant, f"The program has one fixed-length function per length, `main_len<n>` for n in "
+                   f"{', '.join(map(str, lengths))}: the code pads (mask 0) to the smallest that fits and loads that "
+                   "function (`MLModelConfiguration.functionName`, iOS 18). Its layout is the Neural Engine's "
+                   "(channels-first, 1x1 convolutions, attention per head)." if functions else f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; "
                    "for the Neural Engine export the `enumerated` or `fixed` variant).")
     return _readme("iOS", files, code, weights, metrics, n_examples, [
         f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "

@@ -47,10 +47,11 @@ def _is_program_constant(var) -> bool:
 
 
 class MILEvaluator:
-    """The main function of a saved .mlpackage, compiled per input shape; predict takes rows of one shape."""
+    """One function of a saved .mlpackage (`main`, or a multifunction package's named one), compiled per input
+    shape; predict takes rows of one shape."""
 
-    def __init__(self, mlpackage: Path, kernels: dict[str, Callable] | None = None):
-        self.saved = SavedProgram(mlpackage)
+    def __init__(self, mlpackage: Path, kernels: dict[str, Callable] | None = None, function: str = "main"):
+        self.saved = SavedProgram(mlpackage, function)
         self.metadata = self.saved.metadata
         self.function = self.saved.function
         self.kernels = mil_kernels.KERNELS if kernels is None else kernels

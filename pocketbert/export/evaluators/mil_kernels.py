@@ -170,6 +170,19 @@ def _layer_norm(op, operands: Operands):
     return run, [op.x]
 
 
+def _batch_norm(op, operands: Operands):
+    """Per-channel (axis 1 of (N, C, *D)) normalisation by constant statistics: what coremltools makes of a constant
+    scale and shift of a channels-first value (its fuse_elementwise_to_batchnorm pass)."""
+    rank = operands.rank(op.x)
+    channels = (-1,) + (1,) * (rank - 2)
+    mean, variance = (np.reshape(operands.value(v), channels) for v in (op.mean, op.variance))
+    gamma = np.reshape(operands.value(op.gamma, np.float32(1.0)), (-1,) * (op.gamma is not None) + channels[1:])
+    beta = np.reshape(operands.value(op.beta, np.float32(0.0)), (-1,) * (op.beta is not None) + channels[1:])
+    scale = (gamma / np.sqrt(variance + np.float32(operands.value(op.epsilon, 1e-5)))).astype(np.float32)
+    shift = (beta - mean * scale).astype(np.float32)
+    return (lambda x: x * scale + shift), [op.x]
+
+
 def _linear(op, operands: Operands):
     weight = operands.value(op.weight)
     bias = operands.value(op.bias, None)
@@ -195,6 +208,49 @@ def _matmul(op, operands: Operands):
         a, b = x(a), y(b)
         return np.matmul(np.swapaxes(a, -1, -2) if swap_x else a, np.swapaxes(b, -1, -2) if swap_y else b)
     return run, [op.x, op.y]
+
+
+def _conv(op, operands: Operands):
+    """A pointwise (1x1) convolution, the Linear of the Neural Engine layout ((N, C, H, W): C mixed at every H, W
+    alone); any other convolution is left to value inference."""
+    weight, bias = operands.value(op.weight), operands.value(op.bias, None)
+    pointwise = (weight.ndim == 4 and weight.shape[2:] == (1, 1) and int(operands.value(op.groups, 1)) == 1
+                 and all(int(v) == 1 for v in np.atleast_1d(operands.value(op.strides, 1)))
+                 and all(int(v) == 1 for v in np.atleast_1d(operands.value(op.dilations, 1)))
+                 and not np.any(operands.value(op.pad, 0)) and operands.rank(op.x) == 4)
+    if not pointwise:
+        raise NotCovered("a convolution other than 1x1")
+    matrix = weight[:, :, 0, 0]
+    shift = None if bias is None else np.reshape(bias, (-1, 1))
+
+    def run(x):
+        rows = x.reshape((-1,) + x.shape[-3:-2] + (x.shape[-2] * x.shape[-1],))  # (N rows, C, H*W)
+        y = np.matmul(matrix, rows)
+        if shift is not None:
+            y = y + shift
+        return y.reshape(x.shape[:-3] + (matrix.shape[0],) + x.shape[-2:])
+    return run, [op.x]
+
+
+# einsum's one form (coremltools' einsum op): [*D, C, H, W1] x [*D, W1, H, W2] -> [*D, C, H, W2], the matrices on
+# axes -3 and -1, every other axis a batch axis (H and D broadcast).
+_EINSUM_FORMS = {4: ([0, 1, 2, 3], [0, 3, 2, 4], [0, 1, 2, 4]), 3: ([0, 1, 2], [2, 1, 3], [0, 1, 3])}
+
+
+def _einsum(op, operands: Operands):
+    from coremltools.converters.mil.frontend._utils import parse_einsum_equation
+
+    a_var, b_var = op.values
+    rank = max(operands.rank(a_var), operands.rank(b_var))
+    if tuple(parse_einsum_equation(operands.value(op.equation))) != _EINSUM_FORMS.get(rank):
+        raise NotCovered(f"einsum {operands.value(op.equation)}")
+    a_aligned, b_aligned = _aligned(operands, a_var, rank), _aligned(operands, b_var, rank)
+
+    def run(a, b):
+        # H next to the batch axes, each (C, W1) @ (W1, W2) one matrix product
+        product = np.matmul(np.moveaxis(a_aligned(a), -2, -3), np.moveaxis(b_aligned(b), -2, -3))
+        return np.moveaxis(product, -3, -2)
+    return run, [a_var, b_var]
 
 
 def _reduce(op, operands: Operands):
@@ -336,7 +392,8 @@ KERNELS: dict[str, Callable] = {
                                   "logical_and", "logical_or", "logical_xor")},
     **{name: _reduce for name in REDUCTIONS},
     "gelu": _gelu, "cast": _cast, "select": _select,
-    "softmax": _softmax, "layer_norm": _layer_norm, "linear": _linear, "matmul": _matmul,
+    "softmax": _softmax, "layer_norm": _layer_norm, "batch_norm": _batch_norm, "linear": _linear, "matmul": _matmul,
+    "conv": _conv, "einsum": _einsum,
     "reshape": _reshape, "expand_dims": _expand_dims, "squeeze": _squeeze, "transpose": _transpose,
     "slice_by_index": _slice_by_index, "gather": _gather, "gather_along_axis": _gather_along_axis,
     "concat": _concat, "split": _split, "tile": _tile, "classify": _classify,

@@ -21,10 +21,10 @@ from pocketbert.export.evaluators.numeric import ACTIVATIONS, REDUCTIONS
 
 
 class SavedProgram:
-    """The main function of a saved .mlpackage, its metadata, and its constant values (compressed weights
-    decompressed once, as coremltools' constexpr ops define them)."""
+    """One function of a saved .mlpackage (`main`, or a multifunction package's named one), its metadata, and its
+    constant values (compressed weights decompressed once, as coremltools' constexpr ops define them)."""
 
-    def __init__(self, mlpackage: Path):
+    def __init__(self, mlpackage: Path, function: str = "main"):
         ct = import_coremltools()
         from coremltools.converters.mil.frontend.milproto.load import load as load_mil
 
@@ -33,7 +33,10 @@ class SavedProgram:
             spec = mlmodel.get_spec()
             self.metadata = dict(mlmodel.user_defined_metadata)
             program = load_mil(spec, spec.specificationVersion, file_weights_dir=mlmodel.weights_dir)
-        self.function = program.functions["main"]
+        if function not in program.functions:
+            raise ExportError(f"{Path(mlpackage).name} has no function {function} (it has "
+                              f"{', '.join(program.functions)}): export it again")
+        self.function = program.functions[function]
         self.constants = {}
         for op in self.function.operations:
             if op.op_type == "const":
