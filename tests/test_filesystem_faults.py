@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import error_line, run_cli, run_cli_steps, run_with_teacher
+from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.cache_dir import CACHE_ENV
 from pocketbert.exit_codes import USAGE
@@ -26,7 +26,6 @@ from pocketbert.train.teacher_cache import CACHE_SUBDIR
 pytestmark = pytest.mark.slow
 LEFT_FREE = 128 * 1024  # bytes left on a "full" disk: room for folders and a manifest, none for weights
 CHUNK = 1024 * 1024
-QUICK_EXPORT = ("--coreml-variants", "fp16", "--parity-examples", "8", "--coreml-examples", "1")  # app folders need no more
 
 
 @pytest.fixture
@@ -183,14 +182,6 @@ def test_full_disk_under_the_cache_says_so(tmp_path, capsys, mounts, cache_at, t
 
 
 # --- app folders (--out) -------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def exported_run(tmp_path_factory, teacher_run, shared_data):
-    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("exported") / "run")
-    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data],
-                  ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
-    return run
-
 
 @pytest.mark.parametrize("app", ["ios", "android"])
 def test_full_disk_while_writing_an_app_folder(app, tmp_path, capsys, mounts, exported_run):

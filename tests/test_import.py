@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import error_line, run_cli, run_cli_steps
+from helpers import QUICK_EXPORT, error_line, run_cli, run_cli_steps
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def imported_run(tmp_path_factory, wordpiece_tokenizer, shared_data):
     run = tmp_path_factory.mktemp("runs") / "imported"
     run_cli_steps(["import", "--model", folder, "--task", "sentiment", "--run", run, "--dataset", "sst2",
                    "--preset", "tiny", "--data-dir", shared_data],
-                  ["export", "--run", run, "--data-dir", shared_data])
+                  ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
     return run
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from helpers import cli_process
+from helpers import QUICK_EXPORT, cli_process, linked_copy
 
 from pocketbert import rundir
 from pocketbert.train.checkpoint import FAULT_ENV
@@ -32,13 +32,10 @@ def is_complete_export(folder) -> bool:
 
 
 @pytest.fixture(scope="module")
-def student_run(tmp_path_factory, tiny_base, shared_data):
-    run = tmp_path_factory.mktemp("interrupt") / "run"
-    for args in (["train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data],
-                 ["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data]):
-        done = cli_process(*args)
-        assert done.returncode == 0, done.stderr
-    return run
+def student_run(tmp_path_factory, exported_run):
+    """The session's tiny teacher and student, in a run of this module's own that has no export yet."""
+    return linked_copy(exported_run, tmp_path_factory.mktemp("interrupt") / "run", [rundir.TEACHER_DIR,
+                                                                                 rundir.STUDENT_DIR])
 
 
 def kill_while_writing(process, run, stage, delay):
@@ -67,7 +64,8 @@ def test_export_killed_at_random_moments(student_run, shared_data):
     export = student_run / rundir.EXPORT_DIR
     previous = None
     for attempt in range(3):
-        args = ["export", "--run", student_run, "--data-dir", shared_data] + (["--overwrite"] if previous else [])
+        args = ["export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT] + \
+            (["--overwrite"] if previous else [])
         kill_while_writing(start(*args), student_run, rundir.EXPORT_DIR, rng.uniform(*KILL_DELAYS_S))
         before_rename = bool(list(student_run.glob(f".{rundir.EXPORT_DIR}.tmp-*")))  # killed before its rename
         if export.exists():
@@ -79,10 +77,10 @@ def test_export_killed_at_random_moments(student_run, shared_data):
         if previous is not None and before_rename:  # the interrupted run replaced nothing: the earlier one stays
             assert (export / rundir.MANIFEST).read_text() == previous
         if not export.exists():
-            done = cli_process("export", "--run", student_run, "--data-dir", shared_data)
+            done = cli_process("export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT)
             assert done.returncode == 0, done.stderr
         previous = (export / rundir.MANIFEST).read_text()
-    done = cli_process("export", "--run", student_run, "--data-dir", shared_data, "--overwrite")
+    done = cli_process("export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert is_complete_export(export)
     assert not [p.name for p in student_run.iterdir() if p.name.startswith(".")], "temporary folders were not cleaned"

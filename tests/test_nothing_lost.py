@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import error_line, run_cli, run_cli_steps, run_with_teacher
+from helpers import QUICK_EXPORT, error_line, run_cli, run_cli_steps, run_with_teacher
 
 pytestmark = pytest.mark.slow
 
@@ -74,10 +74,10 @@ def exported(teacher_run, tmp_path_factory):
     with contextlib.chdir(trained_in):
         run_cli_steps(["import", "--run", run, "--model", teacher_run / "teacher", *TINY, "--dataset", "reviews.tsv"])
     with contextlib.chdir(elsewhere):
-        relocated = exit_code_of("export", "--run", run)
+        relocated = exit_code_of("export", "--run", run, *QUICK_EXPORT)
     if relocated != 0:
         with contextlib.chdir(trained_in):
-            run_cli_steps(["export", "--run", run])
+            run_cli_steps(["export", "--run", run, *QUICK_EXPORT])
     return run, relocated
 
 

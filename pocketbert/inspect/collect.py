@@ -196,7 +196,7 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
                 perplexity: float = DEFAULT_PERPLEXITY) -> dict:
     from tqdm.auto import tqdm
 
-    require("sklearn", "export")  # t-SNE, the mixture, the probe
+    require("sklearn", "inspect")  # t-SNE, the mixture, the probe
     if pooling not in POOLINGS:
         raise ConfigError(f"--pooling must be one of {', '.join(POOLINGS)} (got '{pooling}')")
     if n_examples < 2 * k:

@@ -47,7 +47,7 @@ class AugmentConfig:
 def pos_tagger(name: str) -> Callable[[list[str]], list[str]]:
     """A function from a sentence's words to one tag per word."""
     if name == "pattern":
-        require("textblob", "augment")
+        require("textblob", "train")
         from textblob.en.taggers import PatternTagger
 
         tagger = PatternTagger()
@@ -58,7 +58,7 @@ def pos_tagger(name: str) -> Callable[[list[str]], list[str]]:
 
         return tag_pattern
     if name.startswith("spacy:"):
-        spacy = require("spacy", "augment")
+        spacy = require("spacy", "spacy")
         from spacy.tokens import Doc
 
         try:

@@ -125,7 +125,7 @@ def _dropped(kept: list[int], size: int) -> list[int]:
 
 def cut_student(teacher, plan: CutPlan):
     """A new model of the plan's shape holding the teacher's kept weights; the teacher is left as it was."""
-    tp = require("torch_pruning", "export")
+    tp = require("torch_pruning", "train")
     student, _ = build_student(teacher, plan.layer_map)  # depth: a copy with the chosen layers
     student.eval()
     config = student.config

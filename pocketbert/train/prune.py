@@ -39,7 +39,7 @@ def ffn_layers(model) -> list[tuple[torch.nn.Linear, torch.nn.Linear]]:
 
 def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
     """Remove `ratio` of every FFN's channels in place; returns what changed. The config follows."""
-    tp = require("torch_pruning", "export")
+    tp = require("torch_pruning", "train")
     if not 0.0 < ratio < 1.0:
         raise ConfigError(f"prune.ffn_ratio must be between 0 and 1 (got {ratio}); 0.5 halves every FFN")
     pairs = ffn_layers(model)

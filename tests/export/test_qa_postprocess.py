@@ -91,7 +91,7 @@ def test_the_javascript_routine_reproduces_the_golden_answers(golden, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("kotlinc") is None,
-                    reason="kotlinc not installed (make test installs Debian's kotlin)")
+                    reason="kotlinc not installed: apt-get install kotlin (Debian; .ci/run does, as root)")
 def test_the_kotlin_routine_reproduces_the_golden_answers(golden, tmp_path):
     routine = qa_postprocess.write_routines(tmp_path)[1]
     plain = tmp_path / "qa_golden.txt"

@@ -53,6 +53,7 @@ def tokenizer_session(folder, inputs):
                                 .SerializeToString())
 
 
+@pytest.mark.slow  # the tokenizer graph's code-point table is derived once a session (~30 s)
 def test_the_graph_gives_tokenizer_json_ids_on_probes_and_real_sentences(folder, shared_data):
     from tokenizers import Tokenizer
 
@@ -141,6 +142,7 @@ def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, s
     assert all(a in ex.context for a, ex in zip(answers, one_window))
 
 
+@pytest.mark.slow  # the tokenizer graph's code-point table is derived once a session (~30 s)
 def test_qa_golden_pairs_hold_for_the_graph(folder, wordpiece_tokenizer):
     golden = tokenizer_files.golden(wordpiece_tokenizer, MAX_LENGTH, with_pairs=True)
     assert {row["probe"] for row in golden["pairs"]} >= {"context longer than max_length",

@@ -17,6 +17,7 @@ from pocketbert.export.text_in import text_normalization, tokenizer_check
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph
 
+pytestmark = pytest.mark.slow  # the tokenizer graph's code-point table is derived once a session (~30 s)
 FULLWIDTH_COMMA, ZERO_WIDTH_SPACE, PRIVATE_USE, PRIVATE_USE_PLANE_15 = 0xFF0C, 0x200B, 0xE000, 0xF0000
 PROPERTY_EXAMPLES = 120
 
@@ -82,7 +83,6 @@ def test_the_check_fails_when_one_table_entry_changes(tokenizer_data, mapping, c
         tokenizer_check.require_equal(result)
 
 
-@pytest.mark.slow
 def test_the_exhaustive_check_finds_one_changed_entry_among_every_code_point(tokenizer_data, mapping):
     broken = replace(mapping, rows={**mapping.rows, PRIVATE_USE_PLANE_15 + 7: (0x61,)})
     probes = tokenizer_check.probes({"inside a word": tokenizer_check.CONTEXTS["inside a word"]})

@@ -22,6 +22,11 @@ from pocketbert.train.teacher_cache import TeacherOutputs
 META = torch.device("meta")
 BATCH, LENGTH, HIDDEN, CLASSES = 4, 9, 16, 3
 TARGETS = [1, 2]
+# The loss parts each recipe's step computes, one per non-zero weight: a part dropped or left out of the loss fails.
+DISTILBERT_WEIGHTS = {"kl": 1.0, "ce": 0.5, "cos": 0.5}
+DISTILBERT_PARTS = {"kl", "ce", "cos"}
+LAYERWISE_WEIGHTS = {**DISTILBERT_WEIGHTS, "hidden": 1.0, "embedding": 1.0, "attention": 1.0, "relation": 1.0}
+LAYERWISE_PARTS = {"kl", "ce", "cos", "hidden", "embedding", "attention", "relation"}
 
 
 def tiny_bert(cls, layers: int, **extra):
@@ -52,20 +57,26 @@ def meta_cache(per_token: bool, classes: int) -> TeacherOutputs:
 
 
 def test_the_losses_read_nothing_back():
-    s, t = torch.empty(BATCH, LENGTH, HIDDEN, device=META), torch.empty(BATCH, LENGTH, HIDDEN, device=META)
+    s = torch.empty(BATCH, LENGTH, HIDDEN, device=META, requires_grad=True)
+    t = torch.empty(BATCH, LENGTH, HIDDEN, device=META)
     mask = torch.ones(BATCH, LENGTH, dtype=torch.long, device=META)
     logits = torch.empty(BATCH, CLASSES, device=META, requires_grad=True)
+    token_logits = torch.empty(BATCH, LENGTH, 64, device=META, requires_grad=True)
     target = torch.zeros(BATCH, dtype=torch.long, device=META)
-    parts = [
-        losses.hidden_cosine_loss([s, s], [t, t], mask),
-        losses.cross_entropy(logits, target),
-        losses.focal_loss(logits, target, alpha=[0.2, 0.3, 0.5]),
-        losses.focal_loss(logits, target, alpha=0.25),
-        losses.soft_target_kl(logits, logits.detach(), 2.0),
-        losses.soft_target_kl_per_row(torch.empty(BATCH, LENGTH, 64, device=META),
-                                      torch.empty(BATCH, LENGTH, 64, device=META), 2.0, mask),
-    ]
-    torch.stack(parts).sum().backward()
+    parts = {
+        "cos": losses.hidden_cosine_loss([s, s], [t, t], mask),
+        "ce": losses.cross_entropy(logits, target),
+        "focal per class": losses.focal_loss(logits, target, alpha=[0.2, 0.3, 0.5]),
+        "focal": losses.focal_loss(logits, target, alpha=0.25),
+        "kl": losses.soft_target_kl(logits, logits.detach(), 2.0),
+        "kl per row": losses.soft_target_kl_per_row(token_logits, torch.empty(BATCH, LENGTH, 64, device=META), 2.0,
+                                                    mask),
+    }
+    # each loss is one number that the student's outputs reach (not a constant)
+    assert {name: (v.shape, v.requires_grad) for name, v in parts.items()} == \
+        {name: (torch.Size([]), True) for name in parts}
+    torch.stack(list(parts.values())).sum().backward()
+    assert all(x.grad is not None and x.grad.shape == x.shape for x in (s, logits, token_logits))
 
 
 @pytest.mark.parametrize("task", [SentimentTask(["a", "b", "c"]), QATask()], ids=["sentiment", "qa"])
@@ -75,10 +86,10 @@ def test_a_distillation_step_reads_nothing_back(task, cached):
     extra = {} if isinstance(task, QATask) else {"num_labels": CLASSES}
     student, teacher = tiny_bert(cls, 2, **extra), tiny_bert(cls, 3, **extra)
     teacher.to(META).eval()
-    weights = {"kl": 1.0, "ce": 0.5, "cos": 0.5}
     outputs = meta_cache(task.per_token_outputs, CLASSES) if cached else None
-    step_loss, extras = distillation_loss(task, teacher, outputs, weights, 2.0, TARGETS, losses.cross_entropy, META)
-    run_one_step(student, task, step_loss, extras=extras)
+    step_loss, extras = distillation_loss(task, teacher, outputs, DISTILBERT_WEIGHTS, 2.0, TARGETS,
+                                          losses.cross_entropy, META)
+    run_one_step(student, task, step_loss, DISTILBERT_PARTS, extras=extras)
 
 
 def narrow_student(teacher, task, random_start: bool):
@@ -109,7 +120,7 @@ def test_a_layerwise_step_reads_nothing_back(task, cached, random_start):
     teacher = tiny_bert(cls, 3, **extra).eval()
     student, plan = narrow_student(teacher, task, random_start)
     teacher.to(META)
-    weights = {"kl": 1.0, "ce": 0.5, "cos": 0.5, "hidden": 1.0, "embedding": 1.0, "attention": 1.0, "relation": 1.0}
+    weights = LAYERWISE_WEIGHTS
     outputs = None
     if cached:
         n, tokens = 10, 10 * LENGTH
@@ -122,7 +133,7 @@ def test_a_layerwise_step_reads_nothing_back(task, cached, random_start):
                                  task.per_token_outputs)
     step_loss, extras = layerwise_loss(task, teacher, student, outputs, plan, weights, 2.0, 4, losses.cross_entropy,
                                        not random_start, META)
-    run_one_step(student, task, step_loss, extras=extras)
+    run_one_step(student, task, step_loss, LAYERWISE_PARTS, extras=extras)
 
 
 def test_unlabelled_rows_and_focal_loss_read_nothing_back():
@@ -132,10 +143,26 @@ def test_unlabelled_rows_and_focal_loss_read_nothing_back():
     focal = losses.hard_label_loss({"hard_loss": "focal", "focal_gamma": 2.0, "focal_alpha": [0.2, 0.3, 0.5]})
     step_loss, extras = distillation_loss(task, None, meta_cache(False, CLASSES), {"kl": 1.0, "ce": 0.5, "cos": 0.0},
                                           2.0, TARGETS, focal, META)
-    run_one_step(student, task, step_loss, labels, extras)
+    run_one_step(student, task, step_loss, {"kl", "ce"}, labels, extras)
 
 
-def run_one_step(student, task, step_loss, labels=None, extras=None):
+def every_part_in_the_loss(step_loss, expected: set[str]):
+    """step_loss, checking on each call that it computed the `expected` parts, each from the student's outputs
+    and each reaching the loss it returns."""
+
+    def checked(forward_model, batch):
+        loss, parts = step_loss(forward_model, batch)
+        assert set(parts) == expected
+        assert [name for name, part in parts.items() if not part.requires_grad] == [], "not from the student"
+        reached = torch.autograd.grad(loss, list(parts.values()), retain_graph=True, allow_unused=True)
+        assert [name for name, grad in zip(parts, reached) if grad is None] == [], "computed, left out of the loss"
+        return loss, parts
+
+    return checked
+
+
+def run_one_step(student, task, step_loss, parts: set[str], labels=None, extras=None):
+    step_loss = every_part_in_the_loss(step_loss, parts)
     with trainer.training_attention(student, "sdpa"):
         student.to(META).train()
         optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3)
@@ -146,7 +173,7 @@ def run_one_step(student, task, step_loss, labels=None, extras=None):
             if extras is not None:
                 batch.update(extras([0, 3, 5, 7], LENGTH))
             trainer.train_step(student, student, batch, step_loss, optimizer, scaler, averages, META, precision.FP32)
-    assert set(averages) >= {"loss", "kl"} and all(v.device == META for v in averages.values())
+    assert set(averages) == {"loss", *parts} and all(v.device == META for v in averages.values())
 
 
 def test_a_sync_in_a_loss_is_caught():
@@ -170,8 +197,9 @@ def test_a_step_on_the_gpu_makes_no_sync():
     mode = precision.precision_for(device)
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3, fused=True)
     scaler = precision.grad_scaler(device, mode)
-    step_loss, _ = distillation_loss(task, teacher, None, {"kl": 1.0, "ce": 0.5, "cos": 0.5}, 2.0, TARGETS,
-                                     losses.cross_entropy, device)
+    step_loss, _ = distillation_loss(task, teacher, None, DISTILBERT_WEIGHTS, 2.0, TARGETS, losses.cross_entropy,
+                                     device)
+    step_loss = every_part_in_the_loss(step_loss, DISTILBERT_PARTS)
     averages: dict[str, torch.Tensor] = {}
     with trainer.training_attention(student, "sdpa"):
         batch = trainer.to_device(batch_np, device)  # warm-up: first-use allocations may synchronize
@@ -183,3 +211,5 @@ def test_a_step_on_the_gpu_makes_no_sync():
             trainer.train_step(student, student, batch, step_loss, optimizer, scaler, averages, device, mode)
         finally:
             torch.cuda.set_sync_debug_mode("default")
+    assert set(averages) == {"loss", *DISTILBERT_PARTS}
+    assert all(torch.isfinite(v) and v > 0 for v in averages.values()), averages  # random nets disagree
