@@ -2,8 +2,9 @@
 
 Each operation follows its definition in coreai-core's dialect (coreai/_compiler/dialects/_coreai_ops_gen.py).
 The program is compiled once into a list of numpy steps: constants and everything computed from constants
-alone (weight transposes, position ids) are folded at load, composite graphs (invoke) are inlined, and each step
-holds its operands' slots and resolved attributes, so a prediction is one pass of plain numpy calls.
+alone (weight transposes, position ids) are folded at load, composite graphs (invoke) are inlined (but fused
+attention, one step from coreai-torch's definition of the composite), and each step holds its operands' slots
+and resolved attributes, so a prediction is one pass of plain numpy calls.
 
 Batching: a program is specialized to shape (1, n). Sequences of one length are evaluated together by giving
 every value computed from the inputs one more leading axis, the batch; an operation's axes move by one on those
