@@ -5,6 +5,7 @@ which builds on this module and on core/architectures.py."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -20,6 +21,23 @@ def quiet_transformers() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+
+
+@contextlib.contextmanager
+def attention_kernel(model, kernel: str):
+    """The model runs with `kernel` attention ("sdpa", "eager") inside the block and leaves with the one it came
+    with (eager, as models load); a model without a choice of kernels (the BiLSTM, the static student) runs as it
+    is. Training uses sdpa for speed; the Core AI trace uses it so that attention reaches coreai-torch as one op."""
+    setter = getattr(model, "set_attn_implementation", None)
+    before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if setter is None or before is None or before == kernel:
+        yield
+        return
+    setter(kernel)
+    try:
+        yield
+    finally:
+        setter(before)
 
 
 def master_dtype():

@@ -13,6 +13,7 @@ saved .aimodel is read back (evaluators/coreai_ir.py) and evaluated operation by
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import shutil
@@ -23,6 +24,7 @@ import torch
 
 from pocketbert import __version__
 from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.models import attention_kernel
 from pocketbert.core.quiet import quiet_tools
 from pocketbert.errors import ExportError, require
 from pocketbert.export.evaluators import coreai_eval, coreai_ir
@@ -64,14 +66,14 @@ def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAM
     coreai_torch, _ = import_coreai()
     if not lengths:
         raise ExportError("a Core AI program needs at least one sequence length")
-    wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
-    if fp16:
-        wrapper = _Half(wrapper).eval()
     names = list(task.input_names)
     longest = max(lengths)
     example = tuple(torch.ones(1, min(16, longest), dtype=torch.int32) for _ in names)
     sequence = torch.export.Dim("sequence", min=2, max=max(longest, 3))
-    with quiet_tools(), torch.no_grad():
+    with quiet_tools(), torch.no_grad(), _fused_attention(model):
+        wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
+        if fp16:
+            wrapper = _Half(wrapper).eval()
         try:
             exported = torch.export.export(wrapper, example, dynamic_shapes=tuple({1: sequence} for _ in names))
         except Exception as exc:  # torch.export names the construct it cannot trace
@@ -81,6 +83,19 @@ def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAM
         exported = exported.run_decompositions(coreai_torch.get_decomp_table())
         return coreai_torch.TorchConverter().add_exported_program(
             exported, input_names=names, output_names=list(task.output_names)).to_coreai()
+
+
+# transformers' attention kernel that calls torch's scaled_dot_product_attention (with the additive mask): coreai-torch
+# keeps that op whole (its get_decomp_table) and converts it to its attention composite, which a device runs as one
+# fused kernel; eager attention would reach it as matmul -> softmax -> matmul (issue 38).
+FUSED_ATTENTION = "sdpa"
+
+
+def _fused_attention(model):
+    """The student traced with FUSED_ATTENTION where transformers offers it for its encoder (`_supports_sdpa`), and
+    left as it came; otherwise (a remote-code encoder without it, the BiLSTM) traced as it is."""
+    return attention_kernel(model, FUSED_ATTENTION) if getattr(model, "_supports_sdpa", False) \
+        else contextlib.nullcontext()
 
 
 def specialize(program, task, lengths: tuple[int, ...], compression: str | None = None):

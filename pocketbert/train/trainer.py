@@ -15,6 +15,7 @@ import torch
 from pocketbert.errors import ConfigError, PocketbertError
 from pocketbert.train import checkpoint, cuda_graphs, distributed, precision
 from pocketbert.core.inference import batched_logits, torch_forward
+from pocketbert.core.models import attention_kernel as training_attention  # the model trains with sdpa, leaves eager
 
 MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
 SYNC_EVERY = 50  # steps between reading the running losses back from the device (each read waits for the GPU)
@@ -168,22 +169,6 @@ def effective_learning_rate(cfg: dict, global_batch: int) -> float:
         return float(cfg["learning_rate"])
     ratio = global_batch / int(base)
     return float(cfg["learning_rate"]) * (math.sqrt(ratio) if cfg.get("lr_scaling", "sqrt") == "sqrt" else ratio)
-
-
-@contextlib.contextmanager
-def training_attention(model: torch.nn.Module, kernel: str):
-    """The model trains with `kernel` attention and leaves with the one it came with (eager, which the
-    exporters need); a model without a choice of kernels (the BiLSTM) trains as it is."""
-    setter = getattr(model, "set_attn_implementation", None)
-    before = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if setter is None or before is None or before == kernel:
-        yield
-        return
-    setter(kernel)
-    try:
-        yield
-    finally:
-        setter(before)
 
 
 def optimizer_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, scaler) -> None:

@@ -3,6 +3,8 @@ operation's semantics are changed."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -130,6 +132,149 @@ def test_qa_program_gives_both_logits(tmp_path):
     assert np.abs(out - expected)[np.broadcast_to(real[..., None], out.shape)].max() < FP16_TOLERANCE
 
 
+# ---------------------------------------------------------------- fused attention (coreai-torch's composite)
+
+ATTENTION_TOLERANCE = 1e-5       # the attention kernel in f32 against torch's scaled_dot_product_attention
+ATTENTION_FP16_TOLERANCE = 2e-3  # its result rounded to f16 (outputs below 2 in magnitude: an f16 step is <= 2e-3)
+ATTENTION_BROKEN_MIN_DIFF = 0.05  # a kernel with one property wrong must miss torch by at least this
+
+
+def _attention_chains(graph) -> int:
+    """softmax operations fed by a matrix product (through the scale's mul and the mask's add) and feeding one:
+    attention spelled out as matmul -> softmax -> matmul in the graph itself."""
+    producer = {r: op for op in graph.operations for r in op.results}
+    readers = {}
+    for op in graph.operations:
+        for name in op.operands:
+            readers.setdefault(name, []).append(op)
+
+    def fed_by_matmul(name, hops=3):
+        op = producer.get(name)
+        return op is not None and (op.kind.endswith("batch_matmul") or (
+            hops > 0 and op.kind.endswith(("add", "mul", "divide", "cast"))
+            and any(fed_by_matmul(o, hops - 1) for o in op.operands)))
+    return sum(1 for op in graph.operations if op.kind == "softmax" and fed_by_matmul(op.operands[0])
+               and any(r.kind.endswith("batch_matmul") for r in readers.get(op.results[0], [])))
+
+
+def test_attention_is_one_fused_composite_per_layer(sentiment_program, tmp_path, monkeypatch):
+    model, task, folder = sentiment_program
+    layers = model.config.num_hidden_layers
+    program = coreai_ir.load_program(folder / "fp16.aimodel")
+    for graph in program.entry_points:
+        calls = [program.graphs[op.callee] for op in graph.operations if op.kind == "invoke"]
+        attention = [g for g in calls if g.composite == coreai_eval.SDPA]
+        assert len(attention) == layers and _attention_chains(graph) == 0
+        assert attention[0].composite_attributes["scale"] == pytest.approx(
+            (model.config.hidden_size // model.config.num_attention_heads) ** -0.5)
+    assert model.config._attn_implementation == "eager"  # the student is left with the attention it came with
+    # traced with eager attention, the same student spells attention out: the chain check sees it
+    monkeypatch.setattr(coreai, "FUSED_ATTENTION", "eager")
+    coreai.save(coreai.convert_to_coreai(model, task, (16,)), tmp_path / "eager.aimodel", "test")
+    eager = coreai_ir.load_program(tmp_path / "eager.aimodel")
+    assert _attention_chains(eager.graphs[coreai.entry_name(16)]) == layers
+    assert not any(g.composite == coreai_eval.SDPA for g in eager.graphs.values())
+
+
+def _attention_mask_ignored(op, operands, out):
+    right = coreai_eval._scaled_dot_product_attention(op, operands[:3], out)
+    return lambda q, k, v, *_mask: right(q, k, v)
+
+
+def _attention_unscaled(op, operands, out):
+    return coreai_eval._scaled_dot_product_attention(dataclasses.replace(op, attributes={**op.attributes, "scale": 1.0}),
+                                                     operands, out)
+
+
+def _attention_softmax_over_queries(op, operands, out):
+    scale = op.attributes.get("scale", operands[0].kind.shape[-1] ** -0.5)
+
+    def run(q, k, v, m=None):
+        scores = scale * computing_form(q) @ np.swapaxes(computing_form(k), -1, -2)
+        scores = scores if m is None else scores + computing_form(m)
+        e = np.exp(scores - scores.max(axis=-2, keepdims=True))
+        return ((e / e.sum(axis=-2, keepdims=True)) @ computing_form(v)).astype(out.dtype)
+    return run
+
+
+ATTENTION_BROKEN = {
+    "attention ignores the mask": _attention_mask_ignored,
+    "attention unscaled": _attention_unscaled,
+    "attention softmax over the queries": _attention_softmax_over_queries,
+}
+
+
+def _attention_inputs(case: str, seed: int = 0):
+    """query, key, value[, mask] of one attention (batch 1, 2 query heads, 5 queries, 7 keys, head size 8), the
+    declared attributes, and torch's answer for them."""
+    rng = np.random.default_rng(seed)
+    kv_heads = 1 if case == "grouped queries" else 2
+    q, k, v = (rng.normal(size=shape).astype(np.float32)
+               for shape in ((1, 2, 5, 8), (1, kv_heads, 7, 8), (1, kv_heads, 7, 8)))
+    keep = rng.random((5, 7)) > 0.4
+    keep[:, 0] = True  # every query attends somewhere
+    attributes = {"is_causal": False, "window_size": 0, "version": 1}
+    torch_kwargs = {"enable_gqa": kv_heads != 2}
+    mask = None
+    if case == "declared scale":
+        attributes["scale"] = torch_kwargs["scale"] = 0.3
+    elif case == "boolean mask":
+        mask = keep
+        torch_kwargs["attn_mask"] = torch.from_numpy(keep)
+    else:  # an additive mask over the keys, as the student's wrapper builds it
+        mask = np.where(keep[:1], 0.0, -1e4).astype(np.float32)[None, None]
+        torch_kwargs["attn_mask"] = torch.from_numpy(mask)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(x) for x in (q, k, v)), **torch_kwargs).numpy()
+    return [x for x in (q, k, v, mask) if x is not None], attributes, expected
+
+
+def _attention(kernel, values, attributes, element="f32", batched=False):
+    """kernel run on the values as one composite call of an f32 or f16 program; batched: each value a run-time
+    value with a leading batch axis of 3 copies, as the evaluator batches rows."""
+    kinds = [coreai_ir.TensorType(x.shape, "i1" if x.dtype == np.bool_ else element) for x in values]
+    out = coreai_ir.TensorType(values[0].shape, element)
+    operands = [coreai_eval.Operand(0 if batched else None, None if batched else x, kind)
+                for x, kind in zip(values, kinds)]
+    op = coreai_ir.Operation(coreai_eval.SDPA, ["%0"], [f"%{i + 1}" for i in range(len(values))], [out],
+                             attributes=attributes)
+    run = kernel(op, operands, out)
+    if batched:
+        return run(*(np.stack([x] * 3) for x in values))
+    return run(*(coreai_eval._store(x, kind) if kind.element == "f16" else x for x, kind in zip(values, kinds)))
+
+
+@pytest.mark.parametrize("case", ["additive mask", "declared scale", "boolean mask", "grouped queries"])
+def test_attention_kernel_answers_like_torch(case):
+    values, attributes, expected = _attention_inputs(case)
+    got = _attention(coreai_eval._scaled_dot_product_attention, values, attributes)
+    assert np.abs(got - expected).max() < ATTENTION_TOLERANCE
+    rows = _attention(coreai_eval._scaled_dot_product_attention, values, attributes, batched=True)
+    assert rows.shape == (3,) + expected.shape and np.abs(rows - expected).max() < ATTENTION_TOLERANCE
+
+
+def test_attention_kernel_rounds_its_result_in_an_f16_program():
+    values, attributes, _ = _attention_inputs("additive mask")
+    values = [x.astype(np.float16).astype(np.float32) for x in values]  # as an f16 program holds them
+    expected = torch.nn.functional.scaled_dot_product_attention(*(torch.from_numpy(x) for x in values[:3]),
+                                                                attn_mask=torch.from_numpy(values[3])).numpy()
+    got = _attention(coreai_eval._scaled_dot_product_attention, values, attributes, element="f16")
+    assert np.array_equal(got, got.astype(np.float16).astype(np.float32))
+    assert np.abs(got - expected).max() < ATTENTION_FP16_TOLERANCE
+
+
+@pytest.mark.parametrize("broken", list(ATTENTION_BROKEN))
+def test_attention_kernel_with_one_property_wrong_misses_torch(broken):
+    values, attributes, expected = _attention_inputs("additive mask")
+    assert np.abs(_attention(ATTENTION_BROKEN[broken], values, attributes) - expected).max() > ATTENTION_BROKEN_MIN_DIFF
+
+
+def test_attention_with_a_mask_of_its_own_is_refused():
+    values, attributes, _ = _attention_inputs("additive mask")
+    with pytest.raises(ExportError, match="causal or sliding window"):
+        _attention(coreai_eval._scaled_dot_product_attention, values[:3], {**attributes, "is_causal": True})
+
+
 # ---------------------------------------------------------------- the evaluator catches wrong semantics
 
 def _transposed_matmul(op, operands, out):
@@ -139,14 +284,6 @@ def _transposed_matmul(op, operands, out):
         if b.shape[-1] == b.shape[-2]:
             b = np.swapaxes(b, -1, -2)
         return right(a, b)
-    return run
-
-
-def _softmax_wrong_axis(op, operands, out):
-    def run(x, _axis):
-        x = computing_form(x)
-        e = np.exp(x - x.max(axis=-2, keepdims=True))
-        return (e / e.sum(axis=-2, keepdims=True)).astype(out.dtype)
     return run
 
 
@@ -182,7 +319,7 @@ def _batch_leak(op, operands, out):
 
 BROKEN = {
     "transposed matmul": ("decomposable.broadcasting_batch_matmul", _transposed_matmul),
-    "softmax on the wrong axis": ("softmax", _softmax_wrong_axis),
+    **{name: (coreai_eval.SDPA, kernel) for name, kernel in ATTENTION_BROKEN.items()},
     "gelu as tanh": ("gelu", _gelu_as_tanh),
     "pooler reads the last token": ("slice", _slice_last_token),
     "layer norm mean over every axis": ("reduce_mean", _mean_over_everything),

@@ -14,7 +14,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core.tasks import SentimentTask
 from pocketbert.export import coreml
-from pocketbert.export.evaluators import placement, placement_rules
+from pocketbert.export.evaluators import placement, placement_rules, program_view
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
@@ -25,6 +25,9 @@ SMALL_TABLE, LARGE_TABLE = 100, placement_rules.MAX_EXTENT + 1
 WIDE = placement_rules.MAX_EXTENT + 2 * SEQUENCE * HIDDEN  # a flattened tensor longer than the Neural Engine takes
 VOCABULARY = 30522  # the uncased WordPiece vocabulary: the real students' embedding table
 MAX_LENGTH = 32
+# The fused attention scales the queries, the eager trace the scores: FLOPs apart by sequence x heads x
+# (sequence - head size) per layer, under 0.5 % of the tiny student's
+ATTENTION_FLOPS_REL = 0.005
 
 
 def _weight(rows: int, columns: int, seed: int = 0) -> np.ndarray:
@@ -206,7 +209,7 @@ def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_prog
 
 
 @pytest.mark.slow
-def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path):
+def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path, monkeypatch):
     pytest.importorskip("coreai_torch")
     from pocketbert.export import coreai
 
@@ -224,3 +227,15 @@ def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path
     assert all(op.unit == placement_rules.CPU_OR_GPU for f in result.functions for op in f.operations
                if op.name.split("/")[0] != op.name and "fp32-in-fp16" in op.rules)
     assert placement.check(tmp_path / "s.aimodel", without("fp32-in-fp16")).passes
+    # attention is coreai-torch's fused composite, read as one operation on the Neural Engine with the FLOPs its
+    # decomposition spends: the eager trace of the same student (matmul -> softmax -> matmul) costs as much
+    for function in result.functions:
+        attention = [op for op in function.operations if op.op_type in program_view.ATTENTION]
+        assert len(attention) == config.num_hidden_layers and not any(
+            op.op_type == "softmax" for op in function.operations)
+        assert all(op.unit == placement_rules.NEURAL_ENGINE and op.flops > 0 for op in attention)
+    monkeypatch.setattr(coreai, "FUSED_ATTENTION", "eager")
+    coreai.save(coreai.convert_to_coreai(model, task, (16, 32)), tmp_path / "eager.aimodel", "test")
+    eager = placement.check(tmp_path / "eager.aimodel")
+    for fused, spelled in zip(result.functions, eager.functions):
+        assert fused.flops == pytest.approx(spelled.flops, rel=ATTENTION_FLOPS_REL)

@@ -2,8 +2,9 @@
 
 Each operation follows its definition in coreai-core's dialect (coreai/_compiler/dialects/_coreai_ops_gen.py).
 The program is compiled once into a list of numpy steps: constants and everything computed from constants
-alone (weight transposes, position ids) are folded at load, composite graphs (invoke) are inlined, and each step
-holds its operands' slots and resolved attributes, so a prediction is one pass of plain numpy calls.
+alone (weight transposes, position ids) are folded at load, composite graphs (invoke) are inlined (but fused
+attention, one step from coreai-torch's definition of the composite), and each step holds its operands' slots
+and resolved attributes, so a prediction is one pass of plain numpy calls.
 
 Batching: a program is specialized to shape (1, n). Sequences of one length are evaluated together by giving
 every value computed from the inputs one more leading axis, the batch; an operation's axes move by one on those
@@ -271,6 +272,43 @@ def _lut_to_dense(op, operands, out):
     return run
 
 
+# Composites with a kernel of their own (coreai-torch's composite ops): a call runs as one operation, as the
+# device's fused kernel runs it, not through the decomposition in the composite's body. Any other composite
+# (layer_norm) is inlined and its body evaluated.
+SDPA = "scaled_dot_product_attention"
+SDPA_BOOLEAN_MASK_VALUE = -1e4  # what a false entry of a boolean mask adds (coreai-torch's _vanilla_sdpa)
+
+
+def _scaled_dot_product_attention(op, operands, out):
+    """coreai-torch's attention composite (coreai_torch/composite_ops/_sdpa.py, _vanilla_sdpa, which its converter's
+    _sdpa_decompose spells out): softmax(scale * q @ k^T + mask) @ v over rank-4 (batch, heads, length, head size)
+    values, scale the declaration's or 1/sqrt(head size), the mask added as it is or, boolean, -1e4 where false,
+    the softmax over the keys (the last axis), key and value heads repeated for grouped queries. One operation:
+    computed in f32, rounded once to the result's type (a fused kernel holds its scores inside)."""
+    if op.attributes.get("is_causal") or op.attributes.get("window_size"):
+        raise ExportError(f"line {op.line} of the Core AI program: an attention composite with a causal or sliding "
+                          "window mask of its own, which pocketbert evaluates only as an explicit mask")
+    query = operands[0].kind.shape
+    scale = op.attributes.get("scale")
+    scale = np.float32(1.0 / np.sqrt(query[-1]) if scale is None else scale)
+    heads = query[-3]
+    mask = operands[3] if len(operands) > 3 else None
+    rank = len(query)
+
+    def grouped(x):  # grouped-query attention: each key/value head serves heads / its heads query heads
+        return x if x.shape[-3] == heads else np.repeat(x, heads // x.shape[-3], axis=-3)
+
+    def run(q, k, v, m=None):
+        scores = (scale * computing_form(q)) @ np.swapaxes(grouped(computing_form(k)), -1, -2)
+        if m is not None:
+            m = aligner(not mask.constant, len(mask.kind.shape), rank)(m)
+            scores = scores + (np.where(m, 0.0, SDPA_BOOLEAN_MASK_VALUE).astype(np.float32) if m.dtype == np.bool_
+                               else computing_form(m))
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return _store((e / e.sum(axis=-1, keepdims=True)) @ grouped(computing_form(v)), out)
+    return run
+
+
 # Operations of several results: their kernels get every result type and return a tuple.
 MULTI_RESULT = {"split"}
 
@@ -293,6 +331,7 @@ KERNELS: dict[str, Callable] = {
     "split": _split,
     "blockwise_shift_scale": _blockwise_shift_scale,
     "lut_to_dense": _lut_to_dense,
+    SDPA: _scaled_dot_product_attention,  # a composite's declared name never spells a coreai operation
 }
 
 
@@ -343,7 +382,9 @@ class CoreAIEvaluator:
             callee = self.program.graphs.get(op.callee)
             if callee is None:
                 raise ExportError(f"line {op.line} of the Core AI program calls an unknown graph @{op.callee}")
-            return self._compile(callee, dict(zip(callee.arguments, operands)))
+            if callee.composite not in self.kernels:
+                return self._compile(callee, dict(zip(callee.arguments, operands)))
+            op = callee.called_as_one(op)
         kernel = self.kernels.get(op.kind)
         if kernel is None:
             raise ExportError(f"line {op.line} of the Core AI program uses coreai.{op.kind}, an operation pocketbert's "

@@ -66,6 +66,16 @@ class Graph:
     operations: list[Operation]
     outputs: list[str] = field(default_factory=list)  # SSA names the graph returns
     private: bool = False           # called by invoke (a composite such as layer_norm), not an entry point
+    # A composite's declaration (coreai-torch's composite_decl): the operation the graph's body decomposes, by
+    # name ("scaled_dot_product_attention"), and its attributes (op_attrs: scale, is_causal, ...). None: a plain graph.
+    composite: str | None = None
+    composite_attributes: dict = field(default_factory=dict)
+
+    def called_as_one(self, call: Operation) -> Operation:
+        """An invoke of this composite as one operation of the composite's kind, its attributes the
+        declaration's: what a runtime with a fused kernel for it runs, instead of the body."""
+        return Operation(self.composite, call.results, call.operands, call.result_types,
+                         attributes=dict(self.composite_attributes), line=call.line)
 
 
 @dataclass
@@ -100,6 +110,9 @@ _TENSOR = re.compile(r"tensor<([^<>]*)>")
 _GRAPH = re.compile(r"^\s*coreai\.graph\s+(private\s+)?(?:noinline\s+)?@([\w.$-]+)\((.*)\)\s*->\s*(.*)\{\s*$")
 _ARGUMENT = re.compile(r"(%[\w#]+):\s*tensor<([^<>]*)>\s*(?:\{[^{}]*coreai\.name\s*=\s*\"([^\"]*)\"[^{}]*\})?")
 _OUTPUT_NAME = re.compile(r"coreai\.name\s*=\s*\"([^\"]*)\"")
+# `composite_declaration<"scaled_dot_product_attention" = {input_names = [...], op_attrs = {scale = 2.5e-01 : f32,
+# ...}, output_names = [...]}>`: its name and op_attrs
+_COMPOSITE = re.compile(r"composite_declaration<\"([\w.]+)\"\s*=\s*\{.*?op_attrs\s*=\s*\{([^{}]*)\}")
 _RESULTS = re.compile(r"^\s*((?:%[\w]+(?::\d+)?)(?:\s*,\s*%[\w]+)*)\s*=\s*coreai\.([\w.]+)\s*(.*)$")
 _SSA = re.compile(r"%[\w#]+")
 _RESOURCE = re.compile(r"^\s*([\w.$-]+):\s*\"0x([0-9A-Fa-f]*)\",?\s*$")
@@ -267,7 +280,43 @@ def _graph_header(match, number: int) -> Graph:
         names.append(name or ssa)
         types.append(tensor_type(kind))
     outputs = _OUTPUT_NAME.findall(match[4])
-    return Graph(match[2], arguments, names, types, outputs, [], private=bool(match[1]))
+    graph = Graph(match[2], arguments, names, types, outputs, [], private=bool(match[1]))
+    composite = _COMPOSITE.search(match[4])
+    if composite:
+        graph.composite = composite[1]
+        graph.composite_attributes = _declared_attributes(composite[2])
+    return graph
+
+
+def _attribute_value(text: str):
+    """A typed attribute as Python: `2.500000e-01 : f32` -> 0.25, `0 : si64` -> 0, `false` -> False,
+    `[2 : si64]` -> [2]."""
+    value = text.strip()
+    if value.startswith("[") and value.endswith("]"):
+        return [_attribute_value(v) for v in _top_level_parts(value[1:-1], ",")]
+    value = value.partition(" : ")[0].strip().strip('"')
+    if value in ("true", "false"):
+        return value == "true"
+    for number in (int, float):
+        try:
+            return number(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _top_level_parts(text: str, separator: str) -> list[str]:
+    parts = []
+    while (split := _top_level_split(text, separator)) is not None:
+        parts.append(split[0])
+        text = split[1]
+    return [p for p in (*parts, text) if p.strip()]
+
+
+def _declared_attributes(text: str) -> dict:
+    """`key = value, ...` of a composite declaration's op_attrs, values typed (_attribute_value)."""
+    return {key.strip(): _attribute_value(value) for key, _, value in
+            (part.partition("=") for part in _top_level_parts(text, ","))}
 
 
 def _operation(line: str, number: int) -> Operation:

@@ -3,8 +3,9 @@ each with the types and shapes it reads and writes, its FLOPs, and who feeds who
 
 Both formats come down to the same view. A Core ML package is read with coremltools' own MIL loader (as the MIL
 evaluator reads it); a Core AI asset through coreai-core's bytecode reader (coreai_ir), its composite graphs
-(`invoke` of layer_norm and the like) inlined, so that what a composite computes is checked too. Operations whose
-inputs are all constants (weight transposes, position ids) are left out: a compiler folds them before anything runs.
+(`invoke` of layer_norm and the like) inlined, so that what a composite computes is checked too, except fused
+attention, one operation as the device runs it. Operations whose inputs are all constants (weight transposes,
+position ids) are left out: a compiler folds them before anything runs.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import numpy as np
 from pocketbert.export.evaluators.mil_reference import input_vars
 
 FP16, FP32 = "fp16", "fp32"
+# Fused attention, softmax(scale * q @ k^T + mask) @ v as one operation: Core ML's MIL op (iOS 18) and Core AI's
+# composite (coreai-torch's, read as one operation: a device runs it as one kernel) share the name.
+ATTENTION = frozenset({"scaled_dot_product_attention"})
 # Operations that multiply matrices, in either format: where FLOPs are spent, and what layout rules look around.
 MATRIX_PRODUCTS = frozenset({"linear", "matmul", "conv", "einsum", "batch_matmul",
-                             "decomposable.broadcasting_batch_matmul"})
+                             "decomposable.broadcasting_batch_matmul"}) | ATTENTION
 # Operations that move values without arithmetic: no FLOPs.
 DATA_MOVEMENT = frozenset({"reshape", "transpose", "expand_dims", "squeeze", "slice_by_index", "slice_by_size",
                            "slice", "concat", "split", "cast", "gather", "gather_nd", "gather_along_axis", "tile",
@@ -95,6 +99,8 @@ def flops(op_type: str, reads: list[Operand], writes: list[Operand], attributes:
     if op_type in ("conv",):
         weight = reads[1].tensor.shape
         return 2 * out.elements * int(np.prod([d or 1 for d in weight[1:]]))
+    if op_type in ATTENTION:
+        return _attention_flops(reads, out)
     if op_type in MATRIX_PRODUCTS:
         x = reads[0].tensor.shape
         inner = x[-2] if attributes.get("transpose_x") else x[-1] if x else 1
@@ -102,6 +108,15 @@ def flops(op_type: str, reads: list[Operand], writes: list[Operand], attributes:
     if op_type in DATA_MOVEMENT or op_type.startswith("constexpr_"):
         return 0
     return max([t.tensor.elements for t in (*reads, *writes) if not t.constant] or [0])
+
+
+def _attention_flops(reads: list[Operand], out: Tensor) -> int:
+    """As its decomposition counts them: the query scaled, scores q @ k^T, the mask added, the softmax, the
+    weighted sum of values. reads: query (..., length, head size), key (..., keys, head size), value[, mask]."""
+    query, key = reads[0].tensor, reads[1].tensor
+    keys, head = key.shape[-2] or 1, query.shape[-1] or 1
+    scores = query.elements // head * keys
+    return query.elements + 2 * scores * head + scores * (2 if len(reads) > 3 else 1) + 2 * out.elements * keys
 
 
 # ---------------------------------------------------------------- Core ML
@@ -194,10 +209,12 @@ def _inline(program, graph, bound: dict[str, str], prefix: str, types: dict[str,
         operands = [name(o) for o in op.operands]
         if op.kind == "invoke":
             callee = program.graphs[op.callee]
-            inner = dict(zip(callee.arguments, operands))
-            outputs = _inline(program, callee, inner, f"{prefix}{op.results[0]}/", types, constant, ops)
-            aliases.update(zip(op.results, outputs))
-            continue
+            if callee.composite not in ATTENTION:
+                inner = dict(zip(callee.arguments, operands))
+                outputs = _inline(program, callee, inner, f"{prefix}{op.results[0]}/", types, constant, ops)
+                aliases.update(zip(op.results, outputs))
+                continue
+            op = callee.called_as_one(op)
         results = [name(r) for r in op.results]
         for r, t in zip(results, op.result_types):
             types[r] = _coreai_tensor(t)
