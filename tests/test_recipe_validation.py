@@ -56,6 +56,8 @@ def test_defaults_live_in_the_schema():
     ("teacher.nosuchkey=1", ["unknown key teacher.nosuchkey", "learning_rate"]),
     ("distill.temprature=4", ["unknown key distill.temprature", "did you mean distill.temperature"]),
     ("distill.alpha=2", ["distill.alpha", "less than or equal to 1"]),
+    ("export.coreml_variants=[fp16,5bit]", ["export.coreml_variants", "'5bit'"]),
+    ("export.coreai_variants=[fp8]", ["export.coreai_variants", "'fp8'"]),
 ])
 def test_bad_set_values_end_in_one_line_and_write_nothing(tmp_path, setting, names):
     result = run_cli("train", "teacher", "--run", str(tmp_path / "run"), "--preset", "tiny", "--set", setting,

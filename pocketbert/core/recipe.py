@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
 from pocketbert.core.tasks import TASKS
 from pocketbert.errors import ConfigError
@@ -166,6 +167,11 @@ class ExportSection(Section):
     # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
     # context is cut there (the model's context_cut output says so, the manifest records the policy).
     qa_max_context_tokens: int = Field(4096, gt=0)
+
+    @model_validator(mode="after")
+    def _variant_names(self):
+        check_names(self.coreml_variants, self.coreai_variants, "export.")
+        return self
 
 
 class BenchSection(Section):

@@ -27,6 +27,8 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     import json
     import time
 
+    from transformers import AutoConfig
+
     from pocketbert.errors import ConfigError
     from pocketbert.ladder import flow, table
     from pocketbert.ladder.spec import check_ladder, read_ladder
@@ -35,10 +37,10 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     from pocketbert.run_lock import folder_lock
 
     run_dir = resolve_run_dir(run)
-    _, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before the first rung trains
+    teacher_dir, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before any rung trains
     task = teacher["config"]["recipe"]["task"]
     spec = read_ladder(ladder_name)
-    check_ladder(spec, task)
+    check_ladder(spec, task, AutoConfig.from_pretrained(str(teacher_dir)))
     out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
     clash = [r.name for r in spec.rungs if not r.in_run and r.name == run_dir.name]
     if clash:

@@ -15,7 +15,10 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pocketbert.core.export_variant_names import check_names
+from pocketbert.core.models import layer_count
 from pocketbert.core.recipe import Recipe, available_presets, read_recipe, section_dict, with_overrides
+from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.errors import ConfigError
 from pocketbert.rundir import LADDER_COMPARE_DIR
 
@@ -35,6 +38,11 @@ class ExportSetting(_Strict):
     coreml_examples: Optional[int] = Field(None, gt=0)      # 0 would gate nothing: export refuses it too
     coreml_variants: Optional[list[str]] = Field(None, min_length=1)
     coreai_variants: Optional[list[str]] = None             # []: no Core AI program
+
+    @model_validator(mode="after")
+    def _variant_names(self):
+        check_names(self.coreml_variants, self.coreai_variants, "export.")
+        return self
 
 
 class Rung(_Strict):
@@ -138,14 +146,32 @@ def rung_recipe(ladder: Ladder, rung: Rung, task: str) -> Recipe:
     return with_overrides(read_recipe(task, rung.preset), overrides, f"rung {rung.name}", keep_none=True)
 
 
-def check_ladder(ladder: Ladder, task: str) -> dict[str, Recipe]:
-    """Every rung's recipe and the bench keys checked before any work; the recipes by rung name."""
+def check_ladder(ladder: Ladder, task: str, teacher_config=None) -> dict[str, Recipe]:
+    """Every rung's recipe, its export settings (when read) and the bench keys checked before any work, and, given
+    the teacher's config, every cut's shape against the teacher: a later rung that cannot be built is found before
+    the first trains. The recipes by rung name."""
     recipes = {rung.name: rung_recipe(ladder, rung, task) for rung in ladder.rungs}
+    if teacher_config is not None:
+        for name, recipe in recipes.items():
+            check_cut(name, recipe, teacher_config)
     bench = section_dict("bench", ladder.bench.set, "the ladder's bench.set")
     if ladder.bench.set.get("threads") is not None and COMPARED_THREADS not in bench["threads"]:
         raise ConfigError(f"the ladder's bench.set.threads must include {COMPARED_THREADS}: the table compares int8 "
                           f"latency at {COMPARED_THREADS} thread")
     return recipes
+
+
+def check_cut(rung: str, recipe: Recipe, teacher_config) -> None:
+    """A rung whose student is cut from the teacher (a shape or teacher layers asked for): the teacher can give it."""
+    student = recipe.student
+    if student.model is not None or not (student.shape_given() or student.layer_map):
+        return
+    try:
+        resolve_shape(teacher_config, student)
+        if student.layer_map:
+            check_layer_map(student.layer_map, layer_count(teacher_config))
+    except ConfigError as exc:
+        raise ConfigError(f"rung {rung}: {exc}") from None
 
 
 def rung_export(ladder: Ladder, rung: Rung) -> ExportSetting:

@@ -48,7 +48,3 @@ def ffn_up(layer):
 def pooler(model):
     """The [CLS] pooler a classifier reads, or None (a span head reads token states)."""
     return getattr(model.base_model, "pooler", None)
-
-
-def head_width(config) -> int:
-    return config.hidden_size // config.num_attention_heads

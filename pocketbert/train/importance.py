@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pocketbert.core import student_shape
 from pocketbert.train import bert_layout
 
 
@@ -30,7 +31,7 @@ def measure(model, task, features: list, pad_id: int, batch_size: int) -> Import
     """The teacher's activation importance over `features` (a few hundred training examples suffice)."""
     layers = bert_layout.encoder_layers(model)
     config = model.config
-    width = bert_layout.head_width(config)
+    width = student_shape.head_width(config)
     n_layers, n_heads = len(layers), config.num_attention_heads
     heads = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     ffn = torch.zeros(n_layers, config.intermediate_size, dtype=torch.float64)

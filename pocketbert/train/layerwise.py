@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import torch
 
-from pocketbert.core import losses, stage_folder
+from pocketbert.core import losses, stage_folder, student_shape
 from pocketbert.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused
@@ -196,7 +196,7 @@ class LayerwiseRecipe(TeacherDistillation):
         if self.weights["relation"]:
             check_relation_heads(relation_heads, self.shape, teacher_config)
         self.importance = self._importance(run)
-        self.plan = narrow.plan_cut(self.importance, self.shape, layer_map, bert_layout.head_width(teacher_config))
+        self.plan = narrow.plan_cut(self.importance, self.shape, layer_map, student_shape.head_width(teacher_config))
         student = narrow.cut_student(self.teacher, self.plan)
         self.random_start = recipe.student.init == "random"
         projections = None

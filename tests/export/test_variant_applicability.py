@@ -23,3 +23,12 @@ def test_the_bert_family_is_offered_every_core_ai_variant():
     offered = variants.selected([], task, ARCHITECTURES["bert-family"], list(variants.COREAI_VARIANTS))
     assert {v.name for v in offered if v.family == variants.COREAI_FAMILY} == {
         variants.COREAI_PREFIX + name for name in variants.COREAI_VARIANTS}
+
+
+def test_the_core_names_every_apple_program_the_export_makes():
+    """A recipe and a ladder are checked against core's names when read: they must be the export table's own."""
+    from pocketbert.core import export_variant_names
+    from pocketbert.export.variants import COREAI_VARIANTS, COREML_VARIANTS
+
+    assert export_variant_names.COREML == COREML_VARIANTS
+    assert export_variant_names.COREAI == COREAI_VARIANTS

@@ -10,6 +10,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig, BertForQuestionAnswering, \
     BertForSequenceClassification
 
+from pocketbert.core import student_shape
 from pocketbert.core.data import TextExample
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.tasks import QATask, SentimentTask, TextFeature
@@ -62,7 +63,7 @@ def test_the_cut_student_has_the_asked_shape_and_reloads_with_equal_outputs(tmp_
     config = student.config
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size) == \
         (2, 32, 2, 48)
-    assert bert_layout.head_width(config) == WIDTH  # heads kept whole
+    assert student_shape.head_width(config) == WIDTH  # heads kept whole
     assert plan.layer_map == [1, 2]  # spread evenly, ending on the teacher's last layer
     student.save_pretrained(tmp_path)
     reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager").eval()
