@@ -36,11 +36,11 @@ GPU_ONLY = {"CUDA graphs"}
 
 
 def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: list[str]) -> dict:
-    from pocketbert.core.recipe import load_recipe
+    from pocketbert.core.recipe import read_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 
-    bench = distillation_bench(run_dir, load_recipe("sentiment", "default"), examples, None, data_dir, device)
+    bench = distillation_bench(run_dir, read_recipe("sentiment", "default"), examples, None, data_dir, device)
     settings = {"all off": dict(ALL_OFF)}
     settings.update({f"+ {name}": {**ALL_OFF, **LEVERS[name]} for name in levers})
     settings["all on"] = {k: v for name in levers for k, v in LEVERS[name].items()} | {
@@ -50,7 +50,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
         cached, _ = bench.cached_outputs(Path(root), "levers")
         step_loss, extras = bench.step_loss_for(cached)
         for label, keys in settings.items():
-            cfg = {**bench.cfg, **keys}
+            cfg = bench.cfg.model_copy(update=keys)
 
             def loop(sample):
                 trainer.set_seed(bench.seed)
@@ -59,7 +59,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
                                       step_loss, bench.seed, label, batch_extras=extras)
                 return synchronized_clock(bench.dev) - started, stats
 
-            loop(bench.features[:WARMUP_STEPS * int(cfg["batch_size"])])
+            loop(bench.features[:WARMUP_STEPS * cfg.batch_size])
             runs = [loop(bench.features) for _ in range(REPEATS)]
             seconds = [s for s, _ in runs]
             median = float(np.median(seconds))
@@ -72,7 +72,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
         row["speedup"] = row["examples_per_second"] / base
     return {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"),
             "device": str(bench.dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "examples": len(bench.features), "batch_size": int(bench.cfg["batch_size"]), "repeats": REPEATS,
+            "examples": len(bench.features), "batch_size": bench.cfg.batch_size, "repeats": REPEATS,
             "warmup_steps": WARMUP_STEPS, "rows": rows}
 
 

@@ -86,9 +86,10 @@ class BiLSTMClassifier(nn.Module):
                    if include_embeddings or not name.startswith("embeddings."))
 
 
-def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassifier:
-    """A BiLSTM student from the recipe's `bilstm` section; embeddings from the teacher's word embeddings or random."""
-    init = cfg["embeddings"]
+def build_bilstm(settings, teacher, tokenizer, num_labels: int) -> BiLSTMClassifier:
+    """A BiLSTM student from the BiLSTM recipe's settings (its `bilstm:` section, validated); embeddings from the
+    teacher's word embeddings or random."""
+    init = settings.embeddings
     if init not in EMBEDDING_INITS:
         raise ConfigError(f"bilstm.embeddings must be one of {', '.join(EMBEDDING_INITS)} (got '{init}')")
     teacher_embeddings = teacher.get_input_embeddings().weight.detach()
@@ -96,12 +97,12 @@ def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassi
     if teacher_embeddings.shape[0] < vocab_size:
         raise ModelError(f"the teacher's embedding table has {teacher_embeddings.shape[0]} rows but its tokenizer "
                          f"{vocab_size} tokens: re-save the teacher with its own tokenizer")
-    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(cfg["embedding_dim"])
+    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(settings.embedding_dim)
     config = BiLSTMConfig(
         vocab_size=vocab_size, num_labels=num_labels, embedding_dim=embedding_dim,
-        hidden_size=int(cfg["hidden_size"]), relu_size=int(cfg["relu_size"]),
-        dropout=float(cfg["dropout"]), pad_token_id=int(tokenizer.pad_token_id or 0),
-        freeze_embeddings=bool(cfg["freeze_embeddings"]),
+        hidden_size=int(settings.hidden_size), relu_size=int(settings.relu_size),
+        dropout=float(settings.dropout), pad_token_id=int(tokenizer.pad_token_id or 0),
+        freeze_embeddings=bool(settings.freeze_embeddings),
     )
     if config.hidden_size <= 0 or config.relu_size <= 0:
         raise ConfigError("bilstm.hidden_size and bilstm.relu_size must be positive")
