@@ -247,10 +247,9 @@ class Recipe(Section):
 
 
 # A training recipe owns its settings: it declares them (train/stage.py, TrainingRecipe.sections) and the training
-# registry hands every registered recipe's to this module (use_sections), which reads a recipe with them. A
-# recipe's section is a section of its own (bilstm:) or keys it adds to a shared one (distill.alpha). Where no
-# registry was handed over (a stage that reads a recorded recipe and trains nothing), a recipe's own sections are
-# carried as written: the stage that trains with them checks them.
+# registry hands every registered recipe's to this module when it loads (use_sections; the `pocketbert` command
+# loads it first), and recipes are read with them. A recipe's section is a section of its own (bilstm:) or keys it
+# adds to a shared one (distill.alpha).
 SectionsProvider = Callable[[], Iterable[tuple[str, type[BaseModel]]]]
 _sections_of_recipes: SectionsProvider | None = None
 
@@ -261,16 +260,10 @@ def use_sections(provider: SectionsProvider) -> None:
     _sections_of_recipes = provider
 
 
-class _RecipeCarryingSections(Recipe):
-    """A recipe whose training recipes' sections are not known here: they are kept as written."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 def recipe_model() -> type[Recipe]:
     """The recipe's model: the shared sections and every registered recipe's own."""
     if _sections_of_recipes is None:
-        return _RecipeCarryingSections
+        return Recipe
     return _model_with(tuple(_sections_of_recipes()))
 
 
@@ -293,6 +286,12 @@ def _model_with(own: tuple[tuple[str, type[BaseModel]], ...]) -> type[Recipe]:
             section = models[0]
         fields[name] = (section, Field(default_factory=section))
     return create_model("Recipe", __base__=Recipe, **fields)
+
+
+def with_recipe_sections(recipe: Recipe) -> Recipe:
+    """The recipe read again with every registered recipe's sections, when it was read before they were known."""
+    model = recipe_model()
+    return recipe if isinstance(recipe, model) else validate_recipe(recipe_dict(recipe))
 
 
 def _section_class(path: tuple) -> type[BaseModel] | None:
@@ -327,6 +326,8 @@ def _one_line(error: dict, source: str) -> str:
         close = difflib.get_close_matches(keys[-1], known, n=1)
         where = ".".join(keys[:-1]) or "the recipe"
         hint = f"did you mean {'.'.join([*keys[:-1], close[0]])}?" if close else f"{where} takes {', '.join(known)}"
+        if _sections_of_recipes is None:  # a library caller that has not loaded the training recipes
+            hint += "; a training recipe's own keys are known once pocketbert.train.registry is imported"
         return f"{source}: unknown key {dotted} ({hint})"
     parent = _section_class(tuple(p for p in location[:-1] if isinstance(p, str)))
     field = parent.model_fields.get(keys[-1]) if parent and location and isinstance(location[-1], str) else None
@@ -376,7 +377,7 @@ def known_keys(data: dict) -> dict:
     def known(cls: type[BaseModel], node: dict, top: bool) -> dict:
         out = {}
         for key, value in node.items():
-            if key not in cls.model_fields and not (top and cls.model_config.get("extra") == "allow"):
+            if key not in cls.model_fields:
                 continue
             sub = _section_class((key,)) if top else None
             out[key] = known(sub, value, False) if sub and isinstance(value, dict) else value

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from pocketbert.core.recipe import Recipe, Section, TrainingSection, recipe_dict
+from pocketbert.core.recipe import Recipe, Section, TrainingSection, recipe_dict, with_recipe_sections
 from pocketbert.manifest import RECIPE_NAME, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
 
@@ -138,7 +138,7 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
     from pocketbert.train import checkpoint, distributed, trainer
 
     started = time.time()
-    run.recipe = recipe.complete(run.recipe)
+    run.recipe = recipe.complete(with_recipe_sections(run.recipe))
     run.section_name = recipe.section
     check_writable(run.run_dir, recipe.stage_dir, run.overwrite)
     recipe.check(run)
