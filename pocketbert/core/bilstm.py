@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from pocketbert.core.own_student import load_own_student, save_own_student
 from pocketbert.errors import ConfigError, ModelError
-from pocketbert.rundir import BILSTM_CONFIG, WEIGHTS
+from pocketbert.rundir import BILSTM_CONFIG
 
 CONFIG_FILE = BILSTM_CONFIG
-WEIGHTS_FILE = WEIGHTS
 EMBEDDING_INITS = ("teacher", "random")
 
 
@@ -114,22 +114,8 @@ def build_bilstm(settings, teacher, tokenizer, num_labels: int) -> BiLSTMClassif
 
 
 def save_bilstm(model: BiLSTMClassifier, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    (folder / CONFIG_FILE).write_text(json.dumps(asdict(model.config), indent=2) + "\n")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / WEIGHTS_FILE))
+    save_own_student(model, folder, CONFIG_FILE)
 
 
 def load_bilstm(folder: Path) -> BiLSTMClassifier:
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    try:
-        config = BiLSTMConfig(**json.loads((folder / CONFIG_FILE).read_text()))
-        model = BiLSTMClassifier(config)
-        model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
-    except (OSError, TypeError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"cannot load the BiLSTM student in {folder}: {str(exc).splitlines()[0]}; "
-                         "train it again with `pocketbert train distill --recipe tang`") from exc
-    return model.eval()
+    return load_own_student(folder, BiLSTMClassifier, BiLSTMConfig, CONFIG_FILE, "BiLSTM", "tang")
