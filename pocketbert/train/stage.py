@@ -46,8 +46,8 @@ class StageRun:
         return int(self.recipe.seed)
 
     @property
-    def section(self) -> TrainingSection:
-        """The recipe section the recipe trains with (teacher, distill, mlm)."""
+    def section(self) -> Section:
+        """The recipe section the recipe trains with (teacher, distill: TrainingSection; mlm: its own)."""
         return getattr(self.recipe, self.section_name)
 
 
@@ -68,9 +68,9 @@ class TrainingRecipe:
     # The recipe's own settings: section name -> its model (core/recipe.py reads every recipe with them). A new
     # name is a section of the recipe's own (bilstm:); a shared section's name adds the model's keys to it.
     sections: ClassVar[dict[str, type[Section]]] = {}
-    # `train distill` options that set the recipe's own keys: option name -> dotted recipe key (train/cli.py
-    # makes each option from the key's field: its type, bounds and help)
-    flags: ClassVar[dict[str, str]] = {}
+    # `train distill` options that set the recipe's own keys: option name -> dotted recipe key, or a
+    # train/options.py Flag; each option is made from the key's field (its type, bounds and help)
+    flags: ClassVar[dict[str, Any]] = {}
 
     task: Any
     tokenizer: Any
