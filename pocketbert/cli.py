@@ -55,6 +55,9 @@ def cli():
       pocketbert export --run sst2          # ONNX, int8 ONNX, .ort, .mlpackage + parity check
       pocketbert bench --run sst2           # latency against BERT-base, report.md
     """
+    # Recipes are read with every training recipe's own settings, which the training registry hands to
+    # core/recipe.py when it loads: in every command, so that the ladder checks its rungs' whole recipes too.
+    importlib.import_module("pocketbert.train.registry")
 
 
 # Loggers of dependencies that transformers imports on its own when they are installed (torchao comes with

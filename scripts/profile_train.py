@@ -30,17 +30,17 @@ TOP_OPERATORS = 15
 
 def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str,
             eager: bool = False) -> dict:
-    from pocketbert.core.recipe import load_recipe
+    from pocketbert.core.recipe import read_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 
-    bench = distillation_bench(run_dir, load_recipe("sentiment", preset), examples, None, data_dir, device)
+    bench = distillation_bench(run_dir, read_recipe("sentiment", preset), examples, None, data_dir, device)
     if eager:
-        bench.cfg["cuda_graphs"] = False
+        bench.cfg = bench.cfg.model_copy(update={"cuda_graphs": False})
     with tempfile.TemporaryDirectory(prefix="pocketbert-profile-") as root:
         cached, _ = bench.cached_outputs(Path(root), "profile")
         step_loss, extras = bench.step_loss_for(cached)
-        warmup = bench.features[:WARMUP_STEPS * int(bench.cfg["batch_size"])]
+        warmup = bench.features[:WARMUP_STEPS * bench.cfg.batch_size]
         trainer.train(copy.deepcopy(bench.student), bench.task, warmup, bench.pad_id, bench.cfg, bench.dev, step_loss,
                       bench.seed, "warm-up", batch_extras=extras)
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -68,7 +68,7 @@ def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
             "host": platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
-            "examples": len(bench.features), "batch_size": int(bench.cfg["batch_size"]), "steps": steps,
+            "examples": len(bench.features), "batch_size": bench.cfg.batch_size, "steps": steps,
             "precision": stats["precision"], "attention": stats["attention"], "pad_to_multiple": stats["pad_to_multiple"],
             "cuda_graphs": stats["cuda_graphs"],
             "examples_per_second": len(bench.features) / seconds,

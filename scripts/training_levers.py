@@ -84,19 +84,19 @@ def settings_for(levers: list[str]) -> dict[str, dict]:
 class Loop:
     """One model's training loop, ready to time under any setting: its model, loss, features and cached outputs."""
 
-    def __init__(self, bench, recipe: dict, model: str, cached):
+    def __init__(self, bench, recipe, model: str, cached):
         from pocketbert.core import losses
         from pocketbert.train import trainer
 
         self.bench, self.model_kind = bench, model
         if model == "student":
-            self.model, self.cfg = bench.student, dict(bench.cfg)
+            self.model, self.cfg = bench.student, bench.cfg
             self.on_device = cached
             self.on_host = None if cached is None else cached.to("cpu")
             self.step_loss_for = bench.step_loss_for
         else:
             self.model = copy.deepcopy(bench.teacher).requires_grad_(True)
-            self.cfg = {**recipe["teacher"], "epochs": 1}
+            self.cfg = recipe.teacher.model_copy(update={"epochs": 1})
             task, hard_loss = bench.task, losses.hard_label_loss(self.cfg)
 
             def step_loss(forward_model, batch):
@@ -112,7 +112,7 @@ class Loop:
 
         bench = self.bench
         trainer_keys = {k: v for k, v in keys.items() if k != "teacher_outputs_on_device"}
-        cfg = {**self.cfg, **trainer_keys, "batch_size": batch_size}
+        cfg = self.cfg.model_copy(update={**trainer_keys, "batch_size": batch_size})
         step_loss, extras = self.step_loss_for(self.on_device if keys["teacher_outputs_on_device"] else self.on_host)
 
         def loop(sample):
@@ -136,12 +136,12 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
             written=None) -> dict:
     """Every row of every model (levers: model -> its levers) at every batch size; `written(result)` is called
     after each row with what is measured so far."""
-    from pocketbert.core.recipe import load_recipe
+    from pocketbert.core.recipe import read_recipe
     from pocketbert.train.train_bench import distillation_bench
 
-    recipe = load_recipe("sentiment", preset)
+    recipe = read_recipe("sentiment", preset)
     bench = distillation_bench(run_dir, recipe, examples, None, data_dir, device)
-    batch_sizes = batch_sizes or [int(bench.cfg["batch_size"])]
+    batch_sizes = batch_sizes or [bench.cfg.batch_size]
     settings = {model: settings_for(names) for model, names in levers.items()}
     slow_labels = {f"+ {name}" for name in SLOW_TO_START} | {ALL_ON}
 

@@ -105,13 +105,13 @@ def test_a_wheel_carries_the_presets(tmp_path):
 
 
 def test_set_null_sets_the_key_and_an_unset_option_keeps_the_preset():
-    from pocketbert.train.cli import _recipe
+    from pocketbert.train.cli import DISTILL_FLAGS, _recipe
+    from pocketbert.train.options import overrides
 
-    keys = {"max_train_examples": "distill.max_train_examples"}
     preset = load_recipe("sentiment", "narrow-192")["distill"]["max_train_examples"]
     assert preset is not None
-    unset = _recipe("sentiment", "narrow-192", None, {"max_train_examples": None}, keys, ())
+    given = overrides({"max_train_examples": None}, DISTILL_FLAGS)
+    unset = _recipe("sentiment", "narrow-192", None, given, ())
     assert unset.distill.max_train_examples == preset
-    every = _recipe("sentiment", "narrow-192", None, {"max_train_examples": None}, keys,
-                    ("distill.max_train_examples=null",))
+    every = _recipe("sentiment", "narrow-192", None, given, ("distill.max_train_examples=null",))
     assert every.distill.max_train_examples is None

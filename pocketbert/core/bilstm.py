@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from pocketbert.core.own_student import load_own_student, save_own_student
 from pocketbert.errors import ConfigError, ModelError
-from pocketbert.rundir import BILSTM_CONFIG, WEIGHTS
+from pocketbert.rundir import BILSTM_CONFIG
 
 CONFIG_FILE = BILSTM_CONFIG
-WEIGHTS_FILE = WEIGHTS
 EMBEDDING_INITS = ("teacher", "random")
 
 
@@ -86,9 +86,10 @@ class BiLSTMClassifier(nn.Module):
                    if include_embeddings or not name.startswith("embeddings."))
 
 
-def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassifier:
-    """A BiLSTM student from the recipe's `bilstm` section; embeddings from the teacher's word embeddings or random."""
-    init = cfg["embeddings"]
+def build_bilstm(settings, teacher, tokenizer, num_labels: int) -> BiLSTMClassifier:
+    """A BiLSTM student from the BiLSTM recipe's settings (its `bilstm:` section, validated); embeddings from the
+    teacher's word embeddings or random."""
+    init = settings.embeddings
     if init not in EMBEDDING_INITS:
         raise ConfigError(f"bilstm.embeddings must be one of {', '.join(EMBEDDING_INITS)} (got '{init}')")
     teacher_embeddings = teacher.get_input_embeddings().weight.detach()
@@ -96,12 +97,12 @@ def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassi
     if teacher_embeddings.shape[0] < vocab_size:
         raise ModelError(f"the teacher's embedding table has {teacher_embeddings.shape[0]} rows but its tokenizer "
                          f"{vocab_size} tokens: re-save the teacher with its own tokenizer")
-    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(cfg["embedding_dim"])
+    embedding_dim = teacher_embeddings.shape[1] if init == "teacher" else int(settings.embedding_dim)
     config = BiLSTMConfig(
         vocab_size=vocab_size, num_labels=num_labels, embedding_dim=embedding_dim,
-        hidden_size=int(cfg["hidden_size"]), relu_size=int(cfg["relu_size"]),
-        dropout=float(cfg["dropout"]), pad_token_id=int(tokenizer.pad_token_id or 0),
-        freeze_embeddings=bool(cfg["freeze_embeddings"]),
+        hidden_size=int(settings.hidden_size), relu_size=int(settings.relu_size),
+        dropout=float(settings.dropout), pad_token_id=int(tokenizer.pad_token_id or 0),
+        freeze_embeddings=bool(settings.freeze_embeddings),
     )
     if config.hidden_size <= 0 or config.relu_size <= 0:
         raise ConfigError("bilstm.hidden_size and bilstm.relu_size must be positive")
@@ -113,22 +114,8 @@ def build_bilstm(cfg: dict, teacher, tokenizer, num_labels: int) -> BiLSTMClassi
 
 
 def save_bilstm(model: BiLSTMClassifier, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    (folder / CONFIG_FILE).write_text(json.dumps(asdict(model.config), indent=2) + "\n")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / WEIGHTS_FILE))
+    save_own_student(model, folder, CONFIG_FILE)
 
 
 def load_bilstm(folder: Path) -> BiLSTMClassifier:
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    try:
-        config = BiLSTMConfig(**json.loads((folder / CONFIG_FILE).read_text()))
-        model = BiLSTMClassifier(config)
-        model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
-    except (OSError, TypeError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"cannot load the BiLSTM student in {folder}: {str(exc).splitlines()[0]}; "
-                         "train it again with `pocketbert train distill --recipe tang`") from exc
-    return model.eval()
+    return load_own_student(folder, BiLSTMClassifier, BiLSTMConfig, CONFIG_FILE, "BiLSTM", "tang")

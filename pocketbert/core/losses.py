@@ -91,14 +91,14 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), target, ignore_index=IGNORE_LABEL, reduction="sum") / count
 
 
-def hard_label_loss(cfg: dict):
+def hard_label_loss(section):
     """The recipe's hard-label loss: `hard_loss: ce` or `focal` with `focal_gamma` and `focal_alpha`, from a
-    validated section (core/recipe.py checks the kind and the gamma)."""
+    validated training section (core/recipe.py's TrainingSection checks the kind and the gamma)."""
     from functools import partial
 
-    if cfg["hard_loss"] == "ce":
+    if section.hard_loss == "ce":
         return cross_entropy
-    return partial(focal_loss, gamma=float(cfg["focal_gamma"]), alpha=cfg["focal_alpha"])
+    return partial(focal_loss, gamma=section.focal_gamma, alpha=section.focal_alpha)
 
 
 # Layer-wise losses (TinyBERT, Jiao et al. 2020; MiniLM v1 and v2, Wang et al. 2020 and 2021). Every tensor keeps

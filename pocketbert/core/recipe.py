@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
@@ -39,17 +41,19 @@ class TrainingSection(Section):
     max_length: int = Field(128, gt=0)
     doc_stride: Optional[int] = Field(None, gt=0)
     batch_size: int = Field(32, gt=0)
-    epochs: int = Field(1, gt=0)
-    max_train_examples: Optional[int] = Field(None, gt=0)
+    epochs: int = Field(1, gt=0, description="Override the recipe's epochs.")
+    max_train_examples: Optional[int] = Field(None, gt=0, description="Train on a seeded subset of this size.")
     learning_rate: float = Field(1.0e-4, gt=0)
     warmup_ratio: float = Field(0.0, ge=0.0, le=1.0)
     weight_decay: float = Field(0.0, ge=0)
     checkpoint_every: int = Field(200, gt=0)
-    hard_loss: Literal["ce", "focal"] = "ce"
-    focal_gamma: float = Field(2.0, ge=0)
+    hard_loss: Literal["ce", "focal"] = Field(
+        "ce", description="Hard-label loss: cross-entropy, or focal loss (Lin et al. 2017).")
+    focal_gamma: float = Field(2.0, ge=0, description="Focal loss gamma (default 2).")
     # One weight for every class, or one per class (their number is checked against the data's classes).
-    focal_alpha: Optional[Union[float, list[float]]] = None
-    compile: bool = False
+    focal_alpha: Optional[Union[float, list[float]]] = Field(
+        None, description="Focal loss alpha, one weight for every class.")
+    compile: bool = Field(False, description="Wrap the student in torch.compile.")
     # Large batches: with base_batch_size set, the learning rate is given for that global batch and scaled to
     # the one trained (sqrt: Malladi et al. 2022's rule for Adam; linear: Goyal et al. 2017's for SGD). Warm-up
     # stays warmup_ratio of the steps, so it covers the same share of the examples at any batch size.
@@ -86,13 +90,17 @@ class TeacherSection(TrainingSection):
 class DistillSection(TrainingSection):
     # A recipe registered in train/registry.py (`train distill --recipe`); None: the registry's default. The
     # distillation records the name it ran under.
-    recipe: Optional[str] = None
-    temperature: float = Field(2.0, gt=0)
-    kl_weight: float = Field(1.0, ge=0)
-    ce_weight: float = Field(0.5, ge=0)
-    cos_weight: float = Field(0.5, ge=0)
-    alpha: float = Field(0.0, ge=0.0, le=1.0)  # Tang et al.: weight of the hard-label loss against logit MSE
-    augment: Optional[bool] = None  # the augment: section's rewrites; None: the recipe's own choice (tang yes)
+    recipe: Optional[str] = Field(None, description="Distillation recipe, from train/registry.py (default: the "
+                                  "recipe file's distill.recipe, else the registry's first).")
+    temperature: float = Field(2.0, gt=0, description="Softmax temperature T of the soft targets.")
+    kl_weight: float = Field(1.0, ge=0, description="Weight of the soft-target KL loss (scaled by T²).")
+    ce_weight: float = Field(0.5, ge=0, description="Weight of the hard-label cross-entropy.")
+    cos_weight: float = Field(0.5, ge=0, description="Weight of the hidden-state cosine loss.")
+    # the augment: section's rewrites; None: the recipe's own choice (its augments_by_default)
+    augment: Optional[bool] = Field(None, description=(
+        "Add the augment: section's rewrites (mask, part of speech, n-gram) of labelled and transfer text "
+        "(default: the recipe's distill.augment; unset, the recipe's own choice: the BiLSTM recipe rewrites, the "
+        "DistilBERT recipe does not)."))
     teacher_cache_mb: float = Field(4096, ge=0)
 
     @model_validator(mode="after")
@@ -103,17 +111,24 @@ class DistillSection(TrainingSection):
 
 
 class StudentSection(Section):
-    layer_map: Optional[list[int]] = None
-    model: Optional[str] = None
-    init: Literal["teacher", "random"] = "teacher"
+    layer_map: Optional[list[int]] = Field(None, description=(
+        "Teacher layers that initialise the student's (default: every other; layerwise: spread evenly, ending on "
+        "the last)."))
+    model: Optional[str] = Field(None, description=(
+        "Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers."))
+    init: Literal["teacher", "random"] = Field("teacher", description=(
+        "Start the student from the teacher's weights (default) or from random ones of the same shape."))
     # The shape of a student cut from the teacher by the layerwise recipe; what is unset follows the teacher:
     # layers half of its own (or len(layer_map)), heads hidden_size / its head width (heads keep their width),
     # hidden_size heads × that width (else its own), intermediate_size its own scaled with the hidden size.
     # What the teacher cannot give is refused against it before any work (train/narrow.py).
-    layers: Optional[int] = Field(None, gt=0)
-    hidden_size: Optional[int] = Field(None, gt=0)
-    heads: Optional[int] = Field(None, gt=0)
-    intermediate_size: Optional[int] = Field(None, gt=0)
+    layers: Optional[int] = Field(None, gt=0, description="Layerwise recipe: the student's number of layers.")
+    hidden_size: Optional[int] = Field(None, gt=0, description=(
+        "Layerwise recipe: the student's width, a multiple of the teacher's head width."))
+    heads: Optional[int] = Field(None, gt=0, description=(
+        "Layerwise recipe: attention heads (each as wide as the teacher's; default hidden size / width)."))
+    intermediate_size: Optional[int] = Field(None, gt=0, description=(
+        "Layerwise recipe: FFN neurons a layer (default: the teacher's, scaled with the width)."))
 
     @model_validator(mode="after")
     def _layers(self):
@@ -129,27 +144,13 @@ class StudentSection(Section):
         return any(v is not None for v in (self.layers, self.hidden_size, self.heads, self.intermediate_size))
 
 
-class LayerwiseSection(Section):
-    """Layer-wise distillation (TinyBERT, MiniLM): the weight of each loss between mapped layers (0 turns it off),
-    beside distill:'s soft-target KL, hard-label loss and cosine. Student layer i learns from the teacher layer it
-    was cut from (student.layer_map)."""
-
-    hidden_weight: float = Field(1.0, ge=0)     # MSE of each layer's output: through the kept channels, or a
-                                                # learned projection when the student starts random
-    embedding_weight: float = Field(1.0, ge=0)  # MSE of the embedding layer's output, mapped the same way
-    attention_weight: float = Field(1.0, ge=0)  # KL of every student head's attention to its teacher head's
-    relation_weight: float = Field(1.0, ge=0)   # MiniLM v2: KL of the query-query, key-key and value-value relations
-    relation_heads: int = Field(16, gt=0)       # relation heads both sides' query/key/value widths are split into
-    importance_examples: int = Field(256, gt=0)  # training examples the teacher's channels, heads and neurons are
-                                                 # ranked on before the cut
-
-
 class EvalSection(Section):
     max_examples: Optional[int] = Field(None, gt=0)
     batch_size: int = Field(64, gt=0)
     max_answer_length: int = Field(30, gt=0)
     n_best: int = Field(20, gt=0)
-    cross_domain: Union[list[str], dict[str, list[str]]] = Field(default_factory=list)
+    cross_domain: Union[list[str], dict[str, list[str]]] = Field(default_factory=list, description=(
+        "Also evaluate student and teacher on these datasets, e.g. imdb (sets eval.cross_domain)."))
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
@@ -211,8 +212,10 @@ class AugmentSection(Section):
 class TransferSection(Section):
     """Unlabelled text the teacher labels with its soft targets, added to the distillation's training rows."""
 
-    data: list[str] = Field(default_factory=list)  # files (.txt one passage a line, .csv/.tsv/.jsonl) or datasets
-    text_column: str = "text"  # of a CSV/TSV/JSON Lines file
+    data: list[str] = Field(default_factory=list, description=(  # files or datasets
+        "Unlabelled text the teacher labels for the student (repeatable): a .txt file with one passage a line, a "
+        ".csv/.tsv/.jsonl with a text column, or a dataset name whose labels are ignored."))
+    text_column: str = Field("text", description="The text column of CSV/TSV/JSONL transfer data.")
     long_text: Literal["cut", "windows"] = "cut"  # a passage over max_length: its start, or every window of it
     max_examples: Optional[int] = Field(None, gt=0)  # transfer rows at most (a seeded subset)
     share: Optional[float] = Field(None, gt=0.0, lt=1.0)  # of all training rows; None: every transfer row
@@ -224,54 +227,20 @@ class TransferSection(Section):
         return self
 
 
-class BiLSTMSection(Section):
-    embeddings: Literal["teacher", "random"] = "teacher"
-    embedding_dim: int = Field(300, gt=0)
-    freeze_embeddings: bool = False
-    hidden_size: int = Field(150, gt=0)
-    relu_size: int = Field(400, gt=0)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-
-
-class StaticSection(Section):
-    """The static-embedding student (`distill.recipe: static`): a table distilled from the teacher's encoder
-    (train/static_table.py), averaged over the sentence, and a small classifier trained on the teacher's labels."""
-
-    pca_dims: int = Field(256, gt=0)  # the table's width, at most the teacher's hidden size
-    sif_coefficient: Optional[float] = Field(1.0e-4, gt=0.0, lt=1.0)  # SIF weighting's a; null: no weighting
-    hidden_size: int = Field(512, ge=0)  # the classifier's ReLU layer; 0: a linear classifier
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    normalize: bool = True  # the sentence vector scaled to unit length
-    freeze_embeddings: bool = False  # train the classifier alone, the table as distilled
-
-
 class PruneSection(Section):
-    ffn_ratio: float = Field(0.5, gt=0.0, lt=1.0)
+    ffn_ratio: float = Field(0.5, gt=0.0, lt=1.0, description="Share of every FFN's channels to remove (default 0.5).")
     round_to: int = Field(8, gt=0)
-    recovery_epochs: int = Field(1, gt=0)
-    recovery_max_train_examples: Optional[int] = Field(20000, gt=0)
-
-
-class MLMSection(Section):
-    max_length: int = Field(128, gt=0)
-    batch_size: int = Field(32, gt=0)
-    epochs: int = Field(1, gt=0)
-    learning_rate: float = Field(5.0e-4, gt=0)
-    warmup_ratio: float = Field(0.05, ge=0.0, le=1.0)
-    weight_decay: float = Field(0.01, ge=0)
-    temperature: float = Field(2.0, gt=0)
-    kl_weight: float = Field(5.0, ge=0)
-    ce_weight: float = Field(2.0, ge=0)
-    cos_weight: float = Field(1.0, ge=0)
-    mask_probability: float = Field(0.15, gt=0.0, lt=1.0)
-    max_train_examples: Optional[int] = Field(None, gt=0)
-    checkpoint_every: int = Field(200, gt=0)
+    recovery_epochs: int = Field(1, gt=0, description="Epochs of the recovery distillation.")
+    recovery_max_train_examples: Optional[int] = Field(20000, gt=0, description=(
+        "Recover on a seeded subset of this size."))
 
 
 class Recipe(Section):
+    """The shared sections; each training recipe's own are added by the registry (recipe_model)."""
+
     task: Literal[TASKS]  # type: ignore[valid-type]  (the task registry's names)
-    dataset: str
-    seed: int = Field(13, ge=0, le=SEED_MAX)
+    dataset: str = Field(description="sst2, imdb, emotion, squad, or a data file (default: the recipe's).")
+    seed: int = Field(13, ge=0, le=SEED_MAX, description="Override the recipe's seed.")
     teacher: TeacherSection = Field(default_factory=TeacherSection)
     student: StudentSection = Field(default_factory=StudentSection)
     distill: DistillSection = Field(default_factory=DistillSection)
@@ -279,16 +248,60 @@ class Recipe(Section):
     export: ExportSection = Field(default_factory=ExportSection)
     bench: BenchSection = Field(default_factory=BenchSection)
     augment: AugmentSection = Field(default_factory=AugmentSection)
-    bilstm: BiLSTMSection = Field(default_factory=BiLSTMSection)
-    static: StaticSection = Field(default_factory=StaticSection)
     transfer: TransferSection = Field(default_factory=TransferSection)
     prune: PruneSection = Field(default_factory=PruneSection)
-    mlm: MLMSection = Field(default_factory=MLMSection)
-    layerwise: LayerwiseSection = Field(default_factory=LayerwiseSection)
+
+
+# A training recipe owns its settings: it declares them (train/stage.py, TrainingRecipe.sections) and the training
+# registry hands every registered recipe's to this module when it loads (use_sections; the `pocketbert` command
+# loads it first), and recipes are read with them. A recipe's section is a section of its own (bilstm:) or keys it
+# adds to a shared one (distill.alpha).
+SectionsProvider = Callable[[], Iterable[tuple[str, type[BaseModel]]]]
+_sections_of_recipes: SectionsProvider | None = None
+
+
+def use_sections(provider: SectionsProvider) -> None:
+    """Read recipes with the sections `provider()` names: (section name, its settings model) of every recipe."""
+    global _sections_of_recipes
+    _sections_of_recipes = provider
+
+
+def recipe_model() -> type[Recipe]:
+    """The recipe's model: the shared sections and every registered recipe's own."""
+    if _sections_of_recipes is None:
+        return Recipe
+    return _model_with(tuple(_sections_of_recipes()))
+
+
+@lru_cache(maxsize=None)
+def _model_with(own: tuple[tuple[str, type[BaseModel]], ...]) -> type[Recipe]:
+    declared: dict[str, list[type[BaseModel]]] = {}
+    for name, settings in own:
+        declared.setdefault(name, []).append(settings)
+    fields = {}
+    for name, models in declared.items():
+        shared = Recipe.model_fields.get(name)
+        if shared is not None:  # keys a recipe adds to a shared section
+            base = shared.annotation
+            if not (isinstance(base, type) and issubclass(base, BaseModel)):
+                raise ValueError(f"a recipe declares the section {name}, which is a value of the recipe")
+            section = create_model(base.__name__, __base__=(base, *models))
+        elif len(models) > 1:
+            raise ValueError(f"two recipes declare the section {name}: a section belongs to one recipe")
+        else:
+            section = models[0]
+        fields[name] = (section, Field(default_factory=section))
+    return create_model("Recipe", __base__=Recipe, **fields)
+
+
+def with_recipe_sections(recipe: Recipe) -> Recipe:
+    """The recipe read again with every registered recipe's sections, when it was read before they were known."""
+    model = recipe_model()
+    return recipe if isinstance(recipe, model) else validate_recipe(recipe_dict(recipe))
 
 
 def _section_class(path: tuple) -> type[BaseModel] | None:
-    cls: type[BaseModel] = Recipe
+    cls: type[BaseModel] = recipe_model()
     for key in path:
         field = cls.model_fields.get(key) if isinstance(key, str) else None
         annotation = field.annotation if field else None
@@ -319,6 +332,8 @@ def _one_line(error: dict, source: str) -> str:
         close = difflib.get_close_matches(keys[-1], known, n=1)
         where = ".".join(keys[:-1]) or "the recipe"
         hint = f"did you mean {'.'.join([*keys[:-1], close[0]])}?" if close else f"{where} takes {', '.join(known)}"
+        if _sections_of_recipes is None:  # a library caller that has not loaded the training recipes
+            hint += "; a training recipe's own keys are known once pocketbert.train.registry is imported"
         return f"{source}: unknown key {dotted} ({hint})"
     parent = _section_class(tuple(p for p in location[:-1] if isinstance(p, str)))
     field = parent.model_fields.get(keys[-1]) if parent and location and isinstance(location[-1], str) else None
@@ -335,7 +350,7 @@ def validate_recipe(data: Any, source: str = "recipe") -> Recipe:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a recipe is a mapping of sections (task:, dataset:, distill: ...)")
     try:
-        return Recipe.model_validate(data)
+        return recipe_model().model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc.errors()[0], source)) from None
 
@@ -365,16 +380,16 @@ def with_overrides(recipe: Recipe | dict, overrides: dict[str, Any], source: str
 
 def known_keys(data: dict) -> dict:
     """The recipe's sections and keys that this version knows; the others are dropped."""
-    def known(cls: type[BaseModel], node: dict) -> dict:
+    def known(cls: type[BaseModel], node: dict, top: bool) -> dict:
         out = {}
         for key, value in node.items():
             if key not in cls.model_fields:
                 continue
-            sub = _section_class((key,)) if cls is Recipe else None
-            out[key] = known(sub, value) if sub and isinstance(value, dict) else value
+            sub = _section_class((key,)) if top else None
+            out[key] = known(sub, value, False) if sub and isinstance(value, dict) else value
         return out
 
-    return known(Recipe, data)
+    return known(recipe_model(), data, True)
 
 
 def complete_recipe(data: dict) -> dict:
@@ -384,7 +399,7 @@ def complete_recipe(data: dict) -> dict:
 
 def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
     """One section validated on its own, every default filled (for a stage that reads only its section)."""
-    cls = Recipe.model_fields[name].annotation
+    cls = recipe_model().model_fields[name].annotation
     try:
         return cls.model_validate(data or {}).model_dump(mode="json")
     except ValidationError as exc:
@@ -392,10 +407,10 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
 
 
-def check_class_weights(section: dict, label_names: list[str], where: str) -> None:
+def check_class_weights(section: TrainingSection, label_names: list[str], where: str) -> None:
     """A per-class focal_alpha has one weight per class of the data; checked as soon as the classes are known,
     before any training."""
-    alpha = section.get("focal_alpha")
+    alpha = section.focal_alpha
     if isinstance(alpha, list) and len(alpha) != len(label_names):
         raise ConfigError(f"{where}.focal_alpha lists {len(alpha)} weights for {len(label_names)} classes "
                           f"({', '.join(label_names) or 'a span task has none'}): give one weight per class, in "
@@ -446,11 +461,6 @@ def read_recipe(task: str, preset: str = "default", path: Path | None = None) ->
 def load_recipe(task: str, preset: str = "default", path: Path | None = None) -> dict[str, Any]:
     """read_recipe's recipe as plain data, every default filled."""
     return recipe_dict(read_recipe(task, preset, path))
-
-
-def apply_overrides(recipe: dict[str, Any] | Recipe, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted keys ('distill.temperature') to values (None values are left out) and validate the result."""
-    return recipe_dict(with_overrides(recipe, overrides))
 
 
 def parse_set_options(items: tuple[str, ...]) -> dict[str, Any]:

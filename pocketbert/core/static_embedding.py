@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pocketbert.errors import ModelError
-from pocketbert.rundir import STATIC_CONFIG, WEIGHTS
+from pocketbert.core.own_student import load_own_student, save_own_student
+from pocketbert.rundir import STATIC_CONFIG
 
 MODEL_TYPE = "pocketbert-static"  # config.json's model type: no Hugging Face library knows it, on purpose
 NORM_FLOOR = 1e-6  # the smallest norm a sentence vector is divided by (an all-special-token input has norm 0)
@@ -87,22 +87,9 @@ class StaticEmbeddingClassifier(nn.Module):
 
 
 def save_static(model: StaticEmbeddingClassifier, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    (folder / STATIC_CONFIG).write_text(json.dumps(asdict(model.config), indent=2) + "\n")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / WEIGHTS))
+    save_own_student(model, folder, STATIC_CONFIG)
 
 
 def load_static(folder: Path) -> StaticEmbeddingClassifier:
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    try:
-        config = StaticEmbeddingConfig(**json.loads((folder / STATIC_CONFIG).read_text()))
-        model = StaticEmbeddingClassifier(config)
-        model.load_state_dict(load_file(str(folder / WEIGHTS)))
-    except (OSError, TypeError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"cannot load the static-embedding student in {folder}: {str(exc).splitlines()[0]}; "
-                         "train it again with `pocketbert train distill --recipe static`") from exc
-    return model.eval()
+    return load_own_student(folder, StaticEmbeddingClassifier, StaticEmbeddingConfig, STATIC_CONFIG,
+                            "static-embedding", "static")

@@ -88,8 +88,8 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
         cross = {d: pair["student"][primary] for d, pair in (m.get("cross_domain") or {}).items()}
         cross_names += [d for d in cross if d not in cross_names]
         recipe = recipe_name(student["config"])
-        if "intermediate_size_after" in (student["config"].get("recipe", {}).get("prune") or {}):
-            recipe += ", pruned"  # `train prune` records what it cut in the recovery's recipe
+        if m.get("pruning") or "intermediate_size_after" in (student["config"].get("recipe", {}).get("prune") or {}):
+            recipe += ", pruned"  # `train prune` records what it cut (in the recovery's recipe before 0.1.x)
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])
         rows.append(_row(run.name, f"student ({recipe})", m["eval"], primary, cross, bench, "student", setting,
                          m.get("parameters"), student.get("wall_time_s"), sources))

@@ -102,14 +102,21 @@ def _done_with(manifest_path: Path, recipe: dict) -> bool:
     return json.loads(manifest_path.read_text()).get("config", {}).get("recipe") == recipe
 
 
-RECIPE_TITLES = {registry.DISTILBERT: "DistilBERT", registry.LAYERWISE: "layer-wise", None: "DistilBERT"}
+def recipe_title(name: str | None) -> str:
+    """What the table calls a recipe: its class's title (an ablation written before recipes were named: the
+    default's)."""
+    try:
+        cls = registry.recipe_class(name, "distill")
+        return cls.title or cls.name
+    except ConfigError:  # a recipe no longer registered: its name
+        return str(name)
 
 
 def render_table(result: dict) -> str:
     primary = result["primary_metric"]
     teacher = result["teacher_eval"][primary]
     lines = [
-        f"# Ablation of the {RECIPE_TITLES.get(result.get('recipe_name'), result.get('recipe_name'))} recipe "
+        f"# Ablation of the {recipe_title(result.get('recipe_name'))} recipe "
         f"({primary} on the dev set)",
         "",
         f"Teacher: {teacher:.4f}. Each row is a full distillation; Δ is against the first row.",

@@ -31,9 +31,9 @@ class AugmentConfig:
     max_transfer_examples: int | None = None
 
     @classmethod
-    def from_recipe(cls, cfg: dict) -> "AugmentConfig":
-        known = {k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg}
-        config = cls(**known)
+    def from_recipe(cls, section) -> "AugmentConfig":
+        """From the recipe's augment: section (core/recipe.py's AugmentSection)."""
+        config = cls(**{k: getattr(section, k) for k in cls.__dataclass_fields__ if hasattr(section, k)})
         for name in ("p_mask", "p_pos", "p_ng"):
             if not 0.0 <= float(getattr(config, name)) <= 1.0:
                 raise ConfigError(f"augment.{name} must be between 0 and 1 (got {getattr(config, name)})")

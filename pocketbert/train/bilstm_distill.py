@@ -8,14 +8,36 @@ alpha = 0, pure distillation, was the paper's best.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch.nn.functional as F
+from pydantic import Field
 
 from pocketbert.errors import ConfigError
 from pocketbert.core import bilstm, stage_folder
 from pocketbert.core.architectures import BILSTM
+from pocketbert.core.recipe import Section
 from pocketbert.train import registry, teacher_cache
 from pocketbert.train.distillation import TeacherDistillation, transfer_set_report
-from pocketbert.train.stage import StageRun
+from pocketbert.train.stage import StageRun, as_record
+
+
+class BiLSTMSection(Section):
+    """The BiLSTM student (the recipe's `bilstm:` section)."""
+
+    embeddings: Literal["teacher", "random"] = "teacher"
+    embedding_dim: int = Field(300, gt=0)
+    freeze_embeddings: bool = False
+    hidden_size: int = Field(150, gt=0)
+    relu_size: int = Field(400, gt=0)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+
+
+class BiLSTMDistillKeys(Section):
+    """What the BiLSTM recipe adds to the distill: section."""
+
+    alpha: float = Field(0.0, ge=0.0, le=1.0,
+                         description="BiLSTM recipe: weight of the hard-label loss against logit MSE.")
 
 
 class BiLSTMRecipe(TeacherDistillation):
@@ -24,6 +46,8 @@ class BiLSTMRecipe(TeacherDistillation):
     name = registry.BILSTM
     progress = "distill (BiLSTM)"
     augments_by_default = True
+    sections = {"bilstm": BiLSTMSection, "distill": BiLSTMDistillKeys}
+    flags = {"alpha": "distill.alpha"}
 
     def load_inputs(self, run: StageRun) -> None:
         super().load_inputs(run)
@@ -31,8 +55,7 @@ class BiLSTMRecipe(TeacherDistillation):
             raise ConfigError(f"the BiLSTM student classifies sentences: use --recipe {registry.DISTILBERT} for QA")
 
     def build_model(self, run: StageRun):
-        return bilstm.build_bilstm(run.config["bilstm"], self.teacher, self.tokenizer,
-                                   len(self.task.label_names))
+        return bilstm.build_bilstm(run.recipe.bilstm, self.teacher, self.tokenizer, len(self.task.label_names))
 
     def training_rows(self, run: StageRun, dev) -> list:
         features = super().training_rows(run, dev)
@@ -57,11 +80,11 @@ class BiLSTMRecipe(TeacherDistillation):
         return step_loss, self.batch_extras(dev)
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "recipe": self.name, "bilstm": run.config["bilstm"],
-                "teacher": self.teacher_sha}
+        return {"cfg": as_record(run.section), "seed": run.seed, "recipe": self.name,
+                "bilstm": as_record(run.recipe.bilstm), "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:
-        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, run.section.max_length,
                                 {"recipe": self.name}, architecture=BILSTM)
 
     def student_metrics(self, model) -> dict:

@@ -8,12 +8,7 @@ import click
 
 from pocketbert.cli_options import (
     COUNT,
-    FRACTION,
     NON_NEGATIVE,
-    POSITIVE,
-    SEED,
-    Number,
-    comma_list,
     data_dir_option,
     device_option,
     locks,
@@ -23,35 +18,20 @@ from pocketbert.cli_options import (
 )
 from pocketbert.config import TASKS
 from pocketbert.core import launch_env
+from pocketbert.train.options import Flag, Flags, WithRecipeFlags, overrides, with_flags
 
 
-def _recipe(task, preset, config, options: dict, keys: dict[str, str], set_items):
-    """The typed recipe: the preset or --config file, then the options named in `keys` (option -> recipe key;
-    an option left unset keeps the recipe's value), then --set, validated once with the same messages."""
+def _recipe(task, preset, config, given: dict, set_items):
+    """The typed recipe: the preset or --config file, then the recipe keys the options set (`given`), then --set,
+    validated once with the same messages."""
     from pocketbert.core.recipe import parse_set_options, read_recipe, with_overrides
     from pocketbert.user_paths import dataset_for_recipe
 
     recipe = read_recipe(task, preset, config)
-    # an option left unset (None) keeps the recipe's value; a --set key=null sets null (max_train_examples=null: all)
-    overrides = {key: value for option, key in keys.items()
-                 if (value := _as_recipe_value(options[option])) is not None}
-    recipe = with_overrides(recipe, {**overrides, **parse_set_options(set_items)}, keep_none=True)
+    # a --set key=null sets null (max_train_examples=null: all)
+    recipe = with_overrides(recipe, {**given, **parse_set_options(set_items)}, keep_none=True)
     # a local data file is recorded absolute: later stages read the recipe from the run, from any folder
     return recipe.model_copy(update={"dataset": dataset_for_recipe(recipe.dataset)})
-
-
-def _as_recipe_value(value):
-    """An option's value as the recipe holds it: repeated options as a list; unset (None, no repeats) as None."""
-    if isinstance(value, tuple):
-        return list(value) or None
-    return value
-
-
-def shared_keys(section: str) -> dict[str, str]:
-    """The recipe keys of the options every training command shares (recipe_options), for `section`."""
-    return {"dataset": "dataset", "seed": "seed", "epochs": f"{section}.epochs",
-            "max_train_examples": f"{section}.max_train_examples", "hard_loss": f"{section}.hard_loss",
-            "focal_gamma": f"{section}.focal_gamma", "focal_alpha": f"{section}.focal_alpha"}
 
 
 class RecipeChoice(click.Choice):
@@ -72,19 +52,40 @@ class RecipeChoice(click.Choice):
         pass
 
 
-recipe_options = [
+# The recipe keys each command offers as options (option name -> key); their types, bounds and help are the keys'
+# fields (train/options.py). A recipe's own options are its class's `flags`.
+def training_flags(section: str) -> Flags:
+    """What every training command offers, for `section`'s keys."""
+    return {"dataset": "dataset", "epochs": f"{section}.epochs", "max_train_examples": f"{section}.max_train_examples",
+            "seed": "seed", "hard_loss": f"{section}.hard_loss", "focal_gamma": f"{section}.focal_gamma",
+            # a single weight on the command line (a list of them: --set)
+            "focal_alpha": Flag(f"{section}.focal_alpha", kind=NON_NEGATIVE)}
+
+
+RECIPE_FLAG = Flag("distill.recipe", kind=RecipeChoice("distill"))
+LAYER_MAP_FLAG = Flag("student.layer_map", metavar="I,J,...", items="layer numbers", example="0,2,4")
+TEACHER_FLAGS = training_flags("teacher")
+DISTILL_FLAGS: Flags = {
+    **training_flags("distill"), "recipe": RECIPE_FLAG,
+    "cross_domain": Flag("eval.cross_domain", metavar="NAME,...", items="dataset names", example="imdb"),
+    "temperature": "distill.temperature", "kl_weight": "distill.kl_weight", "ce_weight": "distill.ce_weight",
+    "cos_weight": "distill.cos_weight", "compile": "distill.compile",
+    "student_model": Flag("student.model", metavar="NAME|PATH"), "layer_map": LAYER_MAP_FLAG,
+    "student_init": "student.init", "transfer_data": Flag("transfer.data", metavar="PATH|DATASET", repeat=True),
+    "transfer_column": Flag("transfer.text_column", metavar="NAME"), "augment": "distill.augment",
+}
+ABLATE_FLAGS: Flags = {**training_flags("distill"), "recipe": RECIPE_FLAG}
+PRUNE_FLAGS: Flags = {**training_flags("distill"), "epochs": "prune.recovery_epochs",
+                      "max_train_examples": "prune.recovery_max_train_examples", "ffn_ratio": "prune.ffn_ratio"}
+MLM_FLAGS: Flags = {"layer_map": LAYER_MAP_FLAG}
+IMPORT_FLAGS: Flags = {"dataset": "dataset"}
+
+# Where a training command reads its recipe from: a preset or file, and --set.
+recipe_source_options = [
     click.option("--task", default="sentiment", show_default=True, help=f"One of: {', '.join(TASKS)}."),
-    click.option("--dataset", default=None, help="sst2, imdb, emotion, squad, or a data file (default: the recipe's)."),
     click.option("--eval-file", type=click.Path(path_type=Path), default=None, help="Evaluation file for a local dataset."),
     click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml."),
     click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset."),
-    click.option("--epochs", type=COUNT, default=None, help="Override the recipe's epochs."),
-    click.option("--max-train-examples", type=COUNT, default=None, help="Train on a seeded subset of this size."),
-    click.option("--seed", type=SEED, default=None, help="Override the recipe's seed."),
-    click.option("--hard-loss", type=click.Choice(["ce", "focal"]), default=None,
-                 help="Hard-label loss: cross-entropy, or focal loss (Lin et al. 2017)."),
-    click.option("--focal-gamma", type=NON_NEGATIVE, default=None, help="Focal loss gamma (default 2)."),
-    click.option("--focal-alpha", type=NON_NEGATIVE, default=None, help="Focal loss alpha, one weight for every class."),
     click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override any recipe key, e.g. distill.temperature=4."),
 ]
 
@@ -123,7 +124,8 @@ def train():
 @run_option
 @click.option("--model", "model_name", default="minilm", show_default=True,
               help="Checkpoint to fine-tune: 'minilm' (packaged all-MiniLM-L6-v2), a hub name, or a local folder.")
-@with_options(recipe_options)
+@with_options(recipe_source_options)
+@with_flags(TEACHER_FLAGS)
 @click.option("--labels", default=None, help="Comma-separated label names for a local dataset (default: from the file).")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @click.option("--trust-remote-code", is_flag=True,
@@ -141,7 +143,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
-    recipe = with_large_batch(_recipe(task, preset, config, options, shared_keys("teacher"), set_items), "teacher",
+    recipe = with_large_batch(_recipe(task, preset, config, overrides(options, TEACHER_FLAGS), set_items), "teacher",
                               large_batch)
     label_names = parse_labels_option(labels, recipe.dataset)
     path, metrics = run_stage(registry.create(registry.TEACHER), StageRun(
@@ -150,45 +152,12 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
     _say(f"teacher: {_format_metrics(metrics)} -> wrote {path}")
 
 
-@train.command()
+@train.command(cls=WithRecipeFlags, recipes_of="distill")
 @run_option
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
-@with_options(recipe_options)
-@click.option("--recipe", type=RecipeChoice("distill"), default=None,
-              help="Distillation recipe, from train/registry.py (default: the recipe file's distill.recipe, else the "
-                   "registry's first).")
-@click.option("--alpha", type=FRACTION, default=None, help="BiLSTM recipe: weight of the hard-label loss against logit MSE.")
-@click.option("--cross-domain", default=None, metavar="NAME,...", callback=comma_list(str, "dataset names", "imdb"),
-              help="Also evaluate student and teacher on these datasets, e.g. imdb (sets eval.cross_domain).")
-@click.option("--temperature", type=POSITIVE, default=None, help="Softmax temperature T of the soft targets.")
-@click.option("--kl-weight", type=NON_NEGATIVE, default=None, help="Weight of the soft-target KL loss (scaled by T²).")
-@click.option("--ce-weight", type=NON_NEGATIVE, default=None, help="Weight of the hard-label cross-entropy.")
-@click.option("--cos-weight", type=NON_NEGATIVE, default=None, help="Weight of the hidden-state cosine loss.")
-@click.option("--compile", "compile_student", is_flag=True, callback=lambda ctx, param, value: value or None,
-              help="Wrap the student in torch.compile.")
-@click.option("--student-model", default=None, metavar="NAME|PATH",
-              help="Start the student from this checkpoint (same vocabulary as the teacher) instead of teacher layers.")
-@click.option("--layer-map", default=None, metavar="I,J,...", callback=comma_list(int, "layer numbers", "0,2,4"),
-              help="Teacher layers that initialise the student's (default: every other; layerwise: spread evenly, "
-                   "ending on the last).")
-@click.option("--layers", type=COUNT, default=None, help="Layerwise recipe: the student's number of layers.")
-@click.option("--hidden-size", type=COUNT, default=None,
-              help="Layerwise recipe: the student's width, a multiple of the teacher's head width.")
-@click.option("--heads", type=COUNT, default=None,
-              help="Layerwise recipe: attention heads (each as wide as the teacher's; default hidden size / width).")
-@click.option("--intermediate-size", type=COUNT, default=None,
-              help="Layerwise recipe: FFN neurons a layer (default: the teacher's, scaled with the width).")
-@click.option("--student-init", type=click.Choice(["teacher", "random"]), default=None,
-              help="Start the student from the teacher's weights (default) or from random ones of the same shape.")
-@click.option("--transfer-data", multiple=True, metavar="PATH|DATASET",
-              help="Unlabelled text the teacher labels for the student (repeatable): a .txt file with one passage a "
-                   "line, a .csv/.tsv/.jsonl with a text column, or a dataset name whose labels are ignored.")
-@click.option("--transfer-column", default=None, metavar="NAME", help="The text column of CSV/TSV/JSONL transfer data.")
-@click.option("--augment/--no-augment", default=None,
-              help="Add the augment: section's rewrites (mask, part of speech, n-gram) of labelled and transfer text "
-                   "(default: the recipe's distill.augment; unset, the recipe's own choice: the BiLSTM recipe "
-                   "rewrites, the DistilBERT recipe does not).")
+@with_options(recipe_source_options)
+@with_flags(DISTILL_FLAGS)
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @batch_size_option
 @data_dir_option
@@ -205,7 +174,9 @@ def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
-    recipe = with_large_batch(_recipe(task, preset, config, options, DISTILL_KEYS, set_items), "distill", large_batch)
+    flags = {**DISTILL_FLAGS, **click.get_current_context().command.recipe_flags()}
+    recipe = with_large_batch(_recipe(task, preset, config, overrides(options, flags), set_items), "distill",
+                              large_batch)
     check_cross_domain(cross_domain_datasets(recipe), recipe.task)
     path, result = run_stage(registry.create(recipe.distill.recipe, "distill"), StageRun(
         resolve_run_dir(run), recipe, data_dir, eval_file, teacher_dir=teacher_dir, device=device,
@@ -220,18 +191,6 @@ def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume
              + ", ".join(s["source"] for s in used["sources"]))
     for name, pair in result.get("cross_domain", {}).items():
         _say(f"  on {name}: student {_format_metrics(pair['student'])}; teacher {_format_metrics(pair['teacher'])}")
-
-
-# `train distill`'s options -> the recipe keys they set
-DISTILL_KEYS = {
-    **shared_keys("distill"), "recipe": "distill.recipe", "alpha": "distill.alpha",
-    "cross_domain": "eval.cross_domain", "temperature": "distill.temperature", "kl_weight": "distill.kl_weight",
-    "ce_weight": "distill.ce_weight", "cos_weight": "distill.cos_weight", "compile_student": "distill.compile",
-    "student_model": "student.model", "layer_map": "student.layer_map", "layers": "student.layers",
-    "hidden_size": "student.hidden_size", "heads": "student.heads", "intermediate_size": "student.intermediate_size",
-    "student_init": "student.init", "transfer_data": "transfer.data",
-    "transfer_column": "transfer.text_column", "augment": "distill.augment",
-}
 
 
 def _say(message: str) -> None:
@@ -250,9 +209,8 @@ def _format_metrics(metrics: dict) -> str:
 @run_option
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="A fine-tuned teacher folder (default: <run>/teacher).")
-@with_options(recipe_options)
-@click.option("--recipe", type=RecipeChoice("distill"), default=None,
-              help="Recipe to ablate (default: the recipe file's distill.recipe, else the registry's first).")
+@with_options(recipe_source_options)
+@with_flags(ABLATE_FLAGS)
 @click.option("--variants", default=None, metavar="NAME,...",
               help="Variants to run (default all of the recipe's): distilbert's full, no_kl, no_ce, no_cos, "
                    "random_init; layerwise's also no_hidden, no_embedding, no_attention, no_relation.")
@@ -265,7 +223,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
     from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
     from pocketbert.train.ablate import ablate as run_ablation
 
-    recipe = _recipe(task, preset, config, options, {**shared_keys("distill"), "recipe": "distill.recipe"}, set_items)
+    recipe = _recipe(task, preset, config, overrides(options, ABLATE_FLAGS), set_items)
     run_dir = resolve_run_dir(run)
     run_ablation(run_dir, recipe, teacher_dir, data_dir, device,
                  [v.strip() for v in variants.split(",")] if variants else None)
@@ -281,20 +239,19 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
 @click.option("--task", default="sentiment", show_default=True, help="Recipe file family to read the mlm: section from.")
 @click.option("--preset", default="default", show_default=True, help="Recipe pocketbert/configs/<task>-<preset>.yaml.")
 @click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
-@click.option("--layer-map", default=None, metavar="I,J,...", callback=comma_list(int, "layer numbers", "0,2,4"),
-              help="Teacher layers that initialise the student's.")
+@with_flags(MLM_FLAGS)
 @click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Override a recipe key, e.g. mlm.epochs=2.")
 @click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
 @device_option
 @overwrite_option
 @launch_env.checked
 @locks("run")
-def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, resume, device, overwrite):
+def mlm(run, teacher_model, corpus, task, preset, config, set_items, resume, device, overwrite, **options):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
-    recipe = _recipe(task, preset, config, {"layer_map": layer_map}, {"layer_map": "student.layer_map"}, set_items)
+    recipe = _recipe(task, preset, config, overrides(options, MLM_FLAGS), set_items)
     path, result = run_stage(registry.create(registry.MASKED_LM), StageRun(
         resolve_run_dir(run), recipe, source=teacher_model, corpus=corpus, device=device, overwrite=overwrite,
         resume=resume))
@@ -304,28 +261,24 @@ def mlm(run, teacher_model, corpus, task, preset, config, layer_map, set_items, 
 
 @train.command()
 @run_option
-@click.option("--ffn-ratio", type=Number(float, 0, 1, low_open=True, high_open=True), default=None, help="Share of every FFN's channels to remove (default 0.5).")
 @click.option("--out-run", type=click.Path(path_type=Path), default=None,
               help="Run directory for the pruned student (default: <run>-pruned beside the run).")
 @click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
               help="Teacher for the recovery (default: the one the student was distilled from).")
-@with_options(recipe_options)
+@with_options(recipe_source_options)
+@with_flags(PRUNE_FLAGS)
 @data_dir_option
 @device_option
 @overwrite_option
 @launch_env.checked
 @locks("run", "out_run")
-def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
+def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
     from pocketbert.train.prune import prune_student
 
-    from pocketbert.core.recipe import recipe_dict
-
-    keys = {**shared_keys("distill"), "epochs": "prune.recovery_epochs",
-            "max_train_examples": "prune.recovery_max_train_examples", "ffn_ratio": "prune.ffn_ratio"}
-    recipe = _recipe(task, preset, config, {**options, "ffn_ratio": ffn_ratio}, keys, set_items)
-    path, result = prune_student(resolve_run_dir(run), recipe_dict(recipe), out_run, data_dir, device, overwrite, teacher_dir)
+    recipe = _recipe(task, preset, config, overrides(options, PRUNE_FLAGS), set_items)
+    path, result = prune_student(resolve_run_dir(run), recipe, out_run, data_dir, device, overwrite, teacher_dir)
     p = result["pruning"]
     _say(f"pruned FFN {p['intermediate_size_before']} -> {p['intermediate_size_after']} channels, "
          f"{p['parameters_before']:,} -> {p['parameters_after']:,} parameters; after recovery "
@@ -346,12 +299,12 @@ def prune(run, ffn_ratio, out_run, teacher_dir, task, eval_file, preset, config,
 @locks("run")
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
-    from pocketbert.core.recipe import load_recipe
+    from pocketbert.core.recipe import read_recipe
     from pocketbert.rundir import TRAIN_BENCH_RESULTS
     from pocketbert.train.train_bench import bench_train
 
     run_dir = resolve_run_dir(run)
-    result = bench_train(run_dir, load_recipe(task, preset), examples, teacher_dir, data_dir, device)
+    result = bench_train(run_dir, read_recipe(task, preset), examples, teacher_dir, data_dir, device)
     t = result["timings"]
     click.echo(f"{result['examples']} examples, batch {result['batch_size']}, max length {result['max_length']} "
                f"(mean {result['mean_length']:.1f}), {result['device']}, {result['threads']} threads")
@@ -368,7 +321,7 @@ def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
 @click.option("--model", "model_name", required=True,
               help="A fine-tuned checkpoint: a Hugging Face folder (config.json, weights, tokenizer) or a hub name.")
 @click.option("--task", default="sentiment", show_default=True, help=f"One of: {', '.join(TASKS)}.")
-@click.option("--dataset", default=None, help="Dataset to evaluate it on (default: the recipe's).")
+@with_flags(IMPORT_FLAGS)
 @click.option("--preset", default="default", show_default=True,
               help="Recipe whose export and bench sections the run keeps.")
 @click.option("--config", type=click.Path(path_type=Path), default=None, help="A recipe YAML file instead of a preset.")
@@ -378,13 +331,11 @@ def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
 @data_dir_option
 @overwrite_option
 @locks("run")
-def import_model(run, model_name, task, dataset, preset, config, set_items, trust_remote_code, data_dir, overwrite):
+def import_model(run, model_name, task, preset, config, set_items, trust_remote_code, data_dir, overwrite, **options):
     """Make a run whose student is an existing fine-tuned checkpoint; writes <run>/student/ for export and bench."""
     from pocketbert.train.imported import import_student
 
-    from pocketbert.core.recipe import recipe_dict
-
-    recipe = recipe_dict(_recipe(task, preset, config, {"dataset": dataset}, {"dataset": "dataset"}, set_items))
+    recipe = _recipe(task, preset, config, overrides(options, IMPORT_FLAGS), set_items)
     path, metrics = import_student(model_name, task, resolve_run_dir(run), recipe, data_dir, trust_remote_code,
                                    overwrite)
     _say(f"imported: {_format_metrics(metrics)} -> wrote {path}")

@@ -19,12 +19,14 @@ from typing import Callable
 
 import torch
 
+from pocketbert.core.recipe import TrainingSection
+
 WARMUP_STEPS_PER_SHAPE = 2  # eager steps of a shape before its capture: lazy initialisation stays out of the graph
 
 
-def unavailable_reason(cfg: dict, device: torch.device, world_size: int, precision: str) -> str | None:
+def unavailable_reason(cfg: TrainingSection, device: torch.device, world_size: int, precision: str) -> str | None:
     """Why this training run cannot replay its steps as CUDA graphs, or None when it can."""
-    if not cfg.get("cuda_graphs", True):
+    if not cfg.cuda_graphs:
         return "turned off in the recipe (cuda_graphs: false)"
     if device.type != "cuda":
         return f"training on {device.type}, not a CUDA GPU"
@@ -32,7 +34,7 @@ def unavailable_reason(cfg: dict, device: torch.device, world_size: int, precisi
         return "several processes (DDP's gradient all-reduce runs outside a graph)"
     if precision == "fp16":
         return "fp16 loss scaling reads the gradients back to the host every step"
-    if cfg.get("compile"):
+    if cfg.compile:
         return "torch.compile captures graphs of its own"
     return None
 

@@ -16,7 +16,7 @@ from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
 from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers,
                                             loss_weights, prediction_losses)
-from pocketbert.train.stage import StageRun
+from pocketbert.train.stage import StageRun, as_record
 from pocketbert.train.student import build_student
 
 
@@ -73,6 +73,7 @@ class DistilBertRecipe(TeacherDistillation):
     """Half the teacher's layers (or a checkpoint), soft-target KL, hard-label loss and hidden-state cosine."""
 
     name = registry.DISTILBERT
+    title = "DistilBERT"
     progress = "distill"
     # variant -> (what the ablation table calls it, the recipe keys it changes): Table 4 of Sanh et al. 2019
     ablation_variants: ClassVar[dict] = {
@@ -113,8 +114,8 @@ class DistilBertRecipe(TeacherDistillation):
         return leaves_parameters_unused(self.task, self.weights)
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "layer_map": self.layer_map,
-                "student": run.config["student"], "teacher": self.teacher_sha}
+        return {"cfg": as_record(run.section), "seed": run.seed, "layer_map": self.layer_map,
+                "student": as_record(run.recipe.student), "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:
         cfg = run.recipe.distill

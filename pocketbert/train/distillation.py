@@ -13,7 +13,7 @@ from pocketbert.user_paths import record_path, refuse_inputs
 from pocketbert.core import losses, stage_folder
 from pocketbert.core.data import check_cross_domain, subsample
 from pocketbert.core.task_data import load_task_data
-from pocketbert.core.recipe import check_class_weights, cross_domain_datasets
+from pocketbert.core.recipe import EvalSection, Recipe, check_class_weights, cross_domain_datasets
 from pocketbert.train import teacher_cache, trainer, transfer
 from pocketbert.train.stage import StageRun, TrainingRecipe
 
@@ -47,7 +47,7 @@ def freeze(teacher, dev):
         p.requires_grad_(False)
 
 
-def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None, data_dir: Path | None,
+def load_teacher_and_data(run_dir: Path, recipe: Recipe, teacher_dir: Path | None, data_dir: Path | None,
                           eval_file: Path | None, seed: int):
     """The run's (or the given) teacher with its tokenizer and task, and the recipe's data in its label order."""
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
@@ -56,18 +56,18 @@ def load_teacher_and_data(run_dir: Path, recipe: dict, teacher_dir: Path | None,
     if (teacher_dir / MANIFEST).is_file():  # a teacher's folder given by --teacher may be a bare stage model
         read_verified_stage(teacher_dir)
     teacher, tokenizer, task, info = stage_folder.load_stage_model(teacher_dir)
-    if info["task"] != recipe["task"]:
+    if info["task"] != recipe.task:
         raise ConfigError(f"the teacher in {teacher_dir} is a {info['task']} model: pass --task {info['task']}")
-    data = load_task_data(recipe["dataset"], recipe["task"], data_dir, eval_file, task.label_names or None, seed)
+    data = load_task_data(recipe.dataset, recipe.task, data_dir, eval_file, task.label_names or None, seed)
     task.check_label_names(data.label_names, f"dataset '{data.name}'")
     # Checks that need the classes, made before the student trains rather than after.
-    check_class_weights(recipe["distill"], task.label_names, "distill")
+    check_class_weights(recipe.distill, task.label_names, "distill")
     check_cross_domain(cross_domain_datasets(recipe), task.name, task.label_names)
     return teacher, tokenizer, task, teacher_dir, data
 
 
 def evaluate_against_teacher(student, teacher, teacher_dir: Path, task, eval_examples, eval_features, pad_id: int,
-                             eval_cfg: dict, dev) -> tuple[dict, dict, float | None]:
+                             eval_cfg: EvalSection, dev) -> tuple[dict, dict, float | None]:
     """Student metrics, the teacher's on the same examples (from its manifest when it has them), and the kept fraction."""
     metrics = trainer.evaluate(student, task, eval_examples, eval_features, pad_id, eval_cfg, dev, "student eval")
     teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
@@ -80,24 +80,24 @@ def evaluate_against_teacher(student, teacher, teacher_dir: Path, task, eval_exa
     return metrics, teacher_metrics, kept
 
 
-def cross_domain_eval(student, teacher, task, tokenizer, recipe: dict, data_dir: Path | None, dev) -> dict:
+def cross_domain_eval(student, teacher, task, tokenizer, recipe: Recipe, data_dir: Path | None, dev) -> dict:
     """Student and teacher on the eval split of every dataset in `eval.cross_domain` (train on one, test on others).
 
     eval.cross_domain is a list of dataset names, or a mapping from the training dataset to such a list.
     """
-    eval_cfg = recipe["eval"]
+    eval_cfg = recipe.eval
     names = cross_domain_datasets(recipe)
     if not names:
         return {}
-    seed = int(recipe["seed"])
-    n = eval_cfg["cross_domain_max_examples"]
-    length = int(recipe["distill"]["max_length"])
+    seed = recipe.seed
+    n = eval_cfg.cross_domain_max_examples
+    length = recipe.distill.max_length
     results = {}
     for name in names:
         other = load_task_data(name, task.name, data_dir, None, task.label_names or None, seed)
         task.check_label_names(other.label_names, f"eval.cross_domain dataset '{name}'")
         examples = subsample(other.eval, n, seed)
-        features = task.features(tokenizer, examples, length, recipe["distill"]["doc_stride"])
+        features = task.features(tokenizer, examples, length, recipe.distill.doc_stride)
         results[name] = {
             "student": trainer.evaluate(student, task, examples, features, tokenizer.pad_token_id, eval_cfg, dev,
                                         f"student on {name}"),
@@ -139,11 +139,11 @@ class TeacherDistillation(TrainingRecipe):
                                                                                "augment": augment})})
 
     def check(self, run: StageRun) -> None:
-        transfer.check_recipe(run.config)
+        transfer.check_recipe(run.recipe)
 
     def load_inputs(self, run: StageRun) -> None:
         self.teacher, self.tokenizer, self.task, self.teacher_dir, self.data = load_teacher_and_data(
-            run.run_dir, run.config, run.teacher_dir, run.data_dir, run.eval_file, run.seed)
+            run.run_dir, run.recipe, run.teacher_dir, run.data_dir, run.eval_file, run.seed)
         self.hard_loss = losses.hard_label_loss(run.section)
 
     def place(self, run: StageRun, dev) -> None:
@@ -154,19 +154,19 @@ class TeacherDistillation(TrainingRecipe):
         return None
 
     def training_rows(self, run: StageRun, dev) -> list:
-        cfg, eval_cfg, tokenizer, task = run.section, run.config["eval"], self.tokenizer, self.task
+        cfg, eval_cfg, tokenizer, task = run.section, run.recipe.eval, self.tokenizer, self.task
         self.eval_examples, features, self.eval_features = trainer.prepare_features(task, tokenizer, self.data, cfg,
                                                                                     eval_cfg, run.seed)
         self.n_labelled = len(features)
-        extra, self.rows_report = transfer.unlabeled_rows(task, tokenizer, run.config, self.data,
+        extra, self.rows_report = transfer.unlabeled_rows(task, tokenizer, run.recipe, self.data,
                                                           trainer.labelled_examples(self.data, cfg, run.seed),
                                                           run.data_dir, run.seed)
         self.n_extra = len(extra)
-        extra_features = task.features(tokenizer, extra, int(cfg["max_length"]), cfg["doc_stride"]) if extra else []
+        extra_features = task.features(tokenizer, extra, cfg.max_length, cfg.doc_stride) if extra else []
         self.teacher_sha = sha256_of(self.teacher_dir)
         self.cached, self.cache_report, self.extra_cache_report = teacher_cache.labelled_and_unlabeled(
             self.teacher, task, features, extra_features, tokenizer.pad_token_id, self.hidden_targets(),
-            self.teacher_sha, dev, cfg["teacher_cache_mb"], int(eval_cfg["batch_size"]))
+            self.teacher_sha, dev, cfg.teacher_cache_mb, eval_cfg.batch_size)
         return features + extra_features
 
     def batch_extras(self, dev):
@@ -177,8 +177,8 @@ class TeacherDistillation(TrainingRecipe):
     def evaluate(self, run: StageRun, model, dev) -> dict:
         self.metrics, self.teacher_metrics, self.kept = evaluate_against_teacher(
             model, self.teacher, self.teacher_dir, self.task, self.eval_examples, self.eval_features,
-            self.tokenizer.pad_token_id, run.config["eval"], dev)
-        self.cross_domain = cross_domain_eval(model, self.teacher, self.task, self.tokenizer, run.config, run.data_dir,
+            self.tokenizer.pad_token_id, run.recipe.eval, dev)
+        self.cross_domain = cross_domain_eval(model, self.teacher, self.task, self.tokenizer, run.recipe, run.data_dir,
                                               dev)
         return self.metrics
 
@@ -191,10 +191,10 @@ class TeacherDistillation(TrainingRecipe):
         return {"parameters": sum(p.numel() for p in model.parameters())}
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
-        config = {"recipe": run.config, "seed": run.seed, "teacher": record_path(run.run_dir, self.teacher_dir),
+        config = {"seed": run.seed, "teacher": record_path(run.run_dir, self.teacher_dir),
                   **self.student_config(run), "device": str(dev), "dataset": self.data.name}
         inputs = {"teacher": self.teacher_dir, **{f"data_{k}": v for k, v in self.data.sources.items()},
-                  **transfer.file_inputs(run.config)}
+                  **transfer.file_inputs(run.recipe)}
         metrics = {
             "eval": self.metrics, "teacher_eval": self.teacher_metrics, "primary_metric": self.task.primary_metric,
             "fraction_of_teacher_kept": self.kept, "cross_domain": self.cross_domain, "train": stats,

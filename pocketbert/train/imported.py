@@ -15,7 +15,7 @@ from pocketbert.core import models, stage_folder
 from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.recipe import complete_recipe
+from pocketbert.core.recipe import Recipe, recipe_dict
 from pocketbert.core.tasks import make_task
 from pocketbert.errors import ModelError
 from pocketbert.manifest import write_manifest
@@ -31,12 +31,11 @@ def _check_head(loading_info: dict, task, source: str) -> None:
                          "`pocketbert train teacher`")
 
 
-def import_student(source: str, task_name: str, run_dir: Path, recipe: dict, data_dir: Path | None = None,
+def import_student(source: str, task_name: str, run_dir: Path, recipe: Recipe, data_dir: Path | None = None,
                    trust_remote_code: bool = False, overwrite: bool = False) -> tuple[Path, dict]:
     """Load, check and evaluate the checkpoint; write it as <run>/student with the manifest a distilled one has."""
     started = time.time()
     check_writable(run_dir, STUDENT_DIR, overwrite)
-    recipe = complete_recipe(recipe)
     source = models.resolve_model_source(source)
     models.quiet_transformers()
     config = _load_config(source, trust_remote_code)
@@ -46,21 +45,21 @@ def import_student(source: str, task_name: str, run_dir: Path, recipe: dict, dat
     model, loading_info = _load_with_info(source, task, trust_remote_code)
     _check_head(loading_info, task, source)
     model.eval()
-    data = load_task_data(recipe["dataset"], task.name, data_dir, None, task.label_names or None, int(recipe["seed"]))
+    data = load_task_data(recipe.dataset, task.name, data_dir, None, task.label_names or None, recipe.seed)
     task.check_label_names(data.label_names, f"dataset '{data.name}'")
-    distill_cfg, eval_cfg = recipe["distill"], recipe["eval"]
-    max_length = min(int(distill_cfg["max_length"]), int(getattr(config, "max_position_embeddings", 512)))
-    doc_stride = distill_cfg.get("doc_stride")
+    distill_cfg, eval_cfg = recipe.distill, recipe.eval
+    max_length = min(distill_cfg.max_length, int(getattr(config, "max_position_embeddings", 512)))
+    doc_stride = distill_cfg.doc_stride
     features = task.features(tokenizer, data.eval, max_length, doc_stride)
-    logits = batched_logits(task, features, tokenizer.pad_token_id, int(eval_cfg["batch_size"]),
+    logits = batched_logits(task, features, tokenizer.pad_token_id, eval_cfg.batch_size,
                             torch_forward(model, task), "eval")
-    metrics = task.score(data.eval, features, logits, eval_cfg)
+    metrics = task.score(data.eval, features, logits, eval_cfg.model_dump())  # the tasks (core) read plain data
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
         extra = {"doc_stride": doc_stride} if doc_stride else None
         stage_folder.save_stage_model(model, tokenizer, out, task, max_length, extra, BERT_FAMILY)
         write_manifest(
             out, stage="student", started=started,
-            config={"recipe": recipe, "dataset": data.name, "imported_from": source},
+            config={"recipe": recipe_dict(recipe), "dataset": data.name, "imported_from": source},
             inputs={**({"model": Path(source)} if Path(source).is_dir() else {}),
                     **{f"data_{k}": v for k, v in data.sources.items()}},
             metrics={"eval": metrics, "teacher_eval": None, "primary_metric": task.primary_metric,

@@ -20,16 +20,33 @@ from dataclasses import asdict
 from typing import ClassVar
 
 import torch
+from pydantic import Field
 
 from pocketbert.core import losses, stage_folder, student_shape
+from pocketbert.core.recipe import Section
 from pocketbert.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused
 from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, loss_weights,
                                             prediction_losses)
-from pocketbert.train.stage import StageRun
+from pocketbert.train.stage import StageRun, as_record
 
 LAYERWISE_PARTS = ("hidden", "embedding", "attention", "relation")
+
+
+class LayerwiseSection(Section):
+    """Layer-wise distillation (TinyBERT, MiniLM), the recipe's `layerwise:` section: the weight of each loss
+    between mapped layers (0 turns it off), beside distill:'s soft-target KL, hard-label loss and cosine. Student
+    layer i learns from the teacher layer it was cut from (student.layer_map)."""
+
+    hidden_weight: float = Field(1.0, ge=0)     # MSE of each layer's output: through the kept channels, or a
+                                                # learned projection when the student starts random
+    embedding_weight: float = Field(1.0, ge=0)  # MSE of the embedding layer's output, mapped the same way
+    attention_weight: float = Field(1.0, ge=0)  # KL of every student head's attention to its teacher head's
+    relation_weight: float = Field(1.0, ge=0)   # MiniLM v2: KL of the query-query, key-key and value-value relations
+    relation_heads: int = Field(16, gt=0)       # relation heads both sides' query/key/value widths are split into
+    importance_examples: int = Field(256, gt=0)  # training examples the teacher's channels, heads and neurons are
+                                                 # ranked on before the cut
 
 
 def layerwise_weights(recipe) -> dict[str, float]:
@@ -164,7 +181,12 @@ class LayerwiseRecipe(TeacherDistillation):
     shape), distilled layer by layer as well as on the teacher's predictions."""
 
     name = registry.LAYERWISE
+    title = "layer-wise"
     progress = "layer-wise distill"
+    sections = {"layerwise": LayerwiseSection}
+    # the student's shape (student: section, shared with every recipe that cuts a student)
+    flags = {"layers": "student.layers", "hidden_size": "student.hidden_size", "heads": "student.heads",
+             "intermediate_size": "student.intermediate_size"}
     # variant -> (what the ablation table calls it, the recipe keys it changes)
     ablation_variants: ClassVar[dict] = {
         "full": ("every loss, cut from the teacher", {}),
@@ -212,10 +234,10 @@ class LayerwiseRecipe(TeacherDistillation):
 
     def _importance(self, run: StageRun):
         cfg = run.section
-        examples = trainer.labelled_examples(self.data, cfg, run.seed)[:int(run.recipe.layerwise.importance_examples)]
-        features = self.task.features(self.tokenizer, examples, int(cfg["max_length"]), cfg["doc_stride"])
+        examples = trainer.labelled_examples(self.data, cfg, run.seed)[:run.recipe.layerwise.importance_examples]
+        features = self.task.features(self.tokenizer, examples, cfg.max_length, cfg.doc_stride)
         return importance.measure(self.teacher, self.task, features, self.tokenizer.pad_token_id,
-                                  int(run.config["eval"]["batch_size"]))
+                                  run.recipe.eval.batch_size)
 
     def hidden_targets(self) -> list[int] | None:
         return teacher_states(self.plan.layer_map, self.weights) or None
@@ -229,8 +251,9 @@ class LayerwiseRecipe(TeacherDistillation):
         return leaves_parameters_unused(self.task, self.weights)
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "plan": self.plan.to_json(), "student": run.config["student"],
-                "layerwise": run.config["layerwise"], "teacher": self.teacher_sha}
+        return {"cfg": as_record(run.section), "seed": run.seed, "plan": self.plan.to_json(),
+                "student": as_record(run.recipe.student), "layerwise": as_record(run.recipe.layerwise),
+                "teacher": self.teacher_sha}
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
         return super().evaluate(run, model.student, dev)

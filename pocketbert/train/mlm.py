@@ -12,22 +12,47 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
 from pocketbert.errors import ConfigError, DataError, ModelError
 from pocketbert.rundir import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
 from pocketbert.core import losses, models
+from pocketbert.core.recipe import Section, TrainingSection
 from pocketbert.train import registry, trainer
 from pocketbert.train.distillation import aligned_teacher_layers, freeze, loss_weights
-from pocketbert.train.stage import StageRun, TrainingRecipe
+from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 from pocketbert.train.student import build_student
 
 HELD_OUT_FRACTION = 20  # one text in 20, at most HELD_OUT_MAX, is kept out of training to measure perplexity
 HELD_OUT_MAX = 256
 MASKED_LM_HEAD_PREFIXES = ("cls.predictions", "lm_head", "vocab_projector", "vocab_transform", "generator_lm_head")
+
+
+class MLMSection(Section):
+    """Masked-LM distillation on plain text (the recipe's `mlm:` section)."""
+
+    max_length: int = Field(128, gt=0)
+    batch_size: int = Field(32, gt=0)
+    epochs: int = Field(1, gt=0)
+    learning_rate: float = Field(5.0e-4, gt=0)
+    warmup_ratio: float = Field(0.05, ge=0.0, le=1.0)
+    weight_decay: float = Field(0.01, ge=0)
+    temperature: float = Field(2.0, gt=0)
+    kl_weight: float = Field(5.0, ge=0)
+    ce_weight: float = Field(2.0, ge=0)
+    cos_weight: float = Field(1.0, ge=0)
+    mask_probability: float = Field(0.15, gt=0.0, lt=1.0)
+    max_train_examples: Optional[int] = Field(None, gt=0)
+    checkpoint_every: int = Field(200, gt=0)
+
+    def training(self) -> TrainingSection:
+        """The loop's settings: this section's, the loop's defaults for the rest (no focal loss, no compile)."""
+        return TrainingSection.model_validate(self.model_dump(include=set(TrainingSection.model_fields)))
 
 
 @dataclass
@@ -112,6 +137,7 @@ class MaskedLMRecipe(TrainingRecipe):
     manifest_stage = "student_mlm"
     section = "mlm"
     progress = "masked-LM distill"
+    sections = {"mlm": MLMSection}
 
     def load_inputs(self, run: StageRun) -> None:
         source = models.resolve_model_source(run.source)
@@ -165,8 +191,11 @@ class MaskedLMRecipe(TrainingRecipe):
 
         return step_loss, None
 
+    def loop_settings(self, run: StageRun) -> TrainingSection:
+        return run.recipe.mlm.training()
+
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "layer_map": self.layer_map, "teacher": run.source}
+        return {"cfg": as_record(run.section), "seed": run.seed, "layer_map": self.layer_map, "teacher": run.source}
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
         self.perplexities = {name: masked_lm_perplexity(m, self.held_out, self.tokenizer.pad_token_id, dev)
@@ -179,7 +208,7 @@ class MaskedLMRecipe(TrainingRecipe):
         (out / MLM_STUDENT_RECORD).write_text(json.dumps({"layer_map": self.layer_map, "teacher": run.source}) + "\n")
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
-        config = {"recipe": run.config, "mlm": run.section, "teacher": run.source, "layer_map": self.layer_map,
+        config = {"mlm": as_record(run.section), "teacher": run.source, "layer_map": self.layer_map,
                   "corpus": str(run.corpus), "device": str(dev)}
         metrics = {"train": stats, "masked_lm_perplexity_held_out": self.perplexities, "held_out_texts": self.n_held,
                    "texts": len(self.texts)}

@@ -12,7 +12,6 @@ run's, student/), so `pocketbert export --run <run>-pruned` exports it like any 
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
 from pocketbert.user_paths import recorded_path, refuse_inputs
 from pocketbert.core import stage_folder
 from pocketbert.core.architectures import architecture_of
+from pocketbert.core.recipe import Recipe, with_overrides
 
 
 def ffn_layers(model) -> list[tuple[torch.nn.Linear, torch.nn.Linear]]:
@@ -66,13 +66,15 @@ def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
             "layers": len(pairs)}
 
 
-def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data_dir: Path | None = None,
+def prune_student(run_dir: Path, recipe: Recipe, out_run: Path | None = None, data_dir: Path | None = None,
                   device: str | None = None, overwrite: bool = False,
                   teacher_dir: Path | None = None) -> tuple[Path, dict]:
+    """Prune the run's student and recover it by distillation into <out_run>/student; the recovery's manifest
+    records what was cut (metrics.pruning)."""
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
-    cfg = dict(recipe["prune"])  # complete: the recipe was validated (core/recipe.py)
+    cfg = recipe.prune
     run_dir = Path(run_dir)
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives
@@ -89,20 +91,19 @@ def prune_student(run_dir: Path, recipe: dict, out_run: Path | None = None, data
         raise ConfigError(f"prune removes FFN channels of transformer students; a {architecture.name} student has "
                           "none: prune a student of the distilbert recipe")
     before = sum(p.numel() for p in student.parameters())
-    change = prune_ffn(student, float(cfg["ffn_ratio"]), int(cfg["round_to"]))
+    change = prune_ffn(student, cfg.ffn_ratio, cfg.round_to)
     change["parameters_before"], change["parameters_after"] = before, sum(p.numel() for p in student.parameters())
     with tempfile.TemporaryDirectory(prefix="pocketbert-pruned-") as tmp:
         stage_folder.save_stage_model(student, tokenizer, Path(tmp), task, int(info["max_length"]),
                                 {"doc_stride": info.get("doc_stride")})
         # the pruned weights must rebuild from the config alone, or no app tool could load them
         stage_folder.load_stage_model(Path(tmp))
-        recovery = copy.deepcopy(recipe)
         # the recovery starts from the pruned checkpoint: the shape a narrow run's recipe cut it to is its own now
-        recovery["student"] = {**recovery.get("student", {}), "model": tmp, "layers": None, "hidden_size": None,
-                               "heads": None, "intermediate_size": None}
-        recovery["distill"]["epochs"] = int(cfg["recovery_epochs"])
-        recovery["distill"]["max_train_examples"] = cfg["recovery_max_train_examples"]
-        recovery["prune"] = {**cfg, **change}
+        recovery = with_overrides(recipe, {
+            "student.model": tmp, "student.layers": None, "student.hidden_size": None, "student.heads": None,
+            "student.intermediate_size": None, "distill.epochs": cfg.recovery_epochs,
+            "distill.max_train_examples": cfg.recovery_max_train_examples}, "train prune", keep_none=True)
         path, result = run_stage(registry.create(registry.DISTILBERT), StageRun(
-            out_run, recovery, data_dir, teacher_dir=teacher_dir, device=device, overwrite=overwrite))
+            out_run, recovery, data_dir, teacher_dir=teacher_dir, device=device, overwrite=overwrite,
+            metrics={"pruning": change}))
     return path, {**result, "pruning": change}

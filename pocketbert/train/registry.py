@@ -1,7 +1,8 @@
 """The one place training recipes are registered, by name and by the command that runs them.
 
-A recipe is a TrainingRecipe subclass (train/stage.py). Its module is imported only when the recipe runs, so
-that `--help` (which lists the names) imports no torch. Adding a recipe touches its own module and this table.
+A recipe is a TrainingRecipe subclass (train/stage.py) that declares its own settings (its `sections`) and
+options (`flags`). Its module is imported only when a recipe is read or run, so that `--help` (which lists the
+names) imports no torch. Adding a recipe touches its own module and this table.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import import_module
 
+from pocketbert.core import recipe as recipe_settings
 from pocketbert.errors import ConfigError
 
 TEACHER = "teacher"
@@ -88,3 +90,19 @@ def recipe_class(name: str | None, command: str | None = None) -> type:
 def create(name: str | None, command: str | None = None):
     """A fresh recipe object (one per run: it holds the run's state)."""
     return recipe_class(name, command)()
+
+
+def recipe_classes(command: str | None = None) -> list[type]:
+    """Every registered recipe (of `command`, when given), imported."""
+    commands = [command] if command else list(_RECIPES)
+    return [recipe_class(name, c) for c in commands for name in list(_RECIPES.get(c, {}))]
+
+
+def recipe_sections() -> list[tuple[str, type]]:
+    """(section name, settings model) of every registered recipe: what a recipe is read with (core/recipe.py)."""
+    return [(name, settings) for cls in recipe_classes() for name, settings in cls.sections.items()]
+
+
+# Recipes are read with every registered recipe's settings from the moment the registry is loaded (the
+# `pocketbert` command loads it first: pocketbert/cli.py).
+recipe_settings.use_sections(recipe_sections)

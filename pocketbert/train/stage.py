@@ -9,13 +9,14 @@ the typed recipe. Recipes are named in one place, train/registry.py.
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pocketbert.core.recipe import Recipe, known_keys, recipe_dict, validate_recipe
+from pydantic import BaseModel
+
+from pocketbert.core.recipe import Recipe, Section, TrainingSection, recipe_dict, with_recipe_sections
 from pocketbert.manifest import RECIPE_NAME, write_manifest
 from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
 
@@ -36,19 +37,18 @@ class StageRun:
     device: str | None = None
     overwrite: bool = False
     resume: bool = False
-    # The recipe as plain data, as the training loop and the manifest take it; filled by run_stage.
-    config: dict[str, Any] = field(default_factory=dict)
+    # What the manifest's metrics record beside the recipe's own (a pruned student's recovery: what was cut).
+    metrics: dict[str, Any] = field(default_factory=dict)
+    section_name: str = "distill"  # set by run_stage: the section the running recipe trains with
 
     @property
     def seed(self) -> int:
         return int(self.recipe.seed)
 
     @property
-    def section(self) -> dict[str, Any]:
-        """The recipe section the recipe trains with (teacher, distill, mlm), as plain data."""
-        return self.config[self.section_name]
-
-    section_name: str = "distill"
+    def section(self) -> Section:
+        """The recipe section the recipe trains with (teacher, distill: TrainingSection; mlm: its own)."""
+        return getattr(self.recipe, self.section_name)
 
 
 class TrainingRecipe:
@@ -58,12 +58,19 @@ class TrainingRecipe:
     Attributes set on the way (self.task, self.tokenizer, ...) hold the run's state: one object per run."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""                # what a table calls it (the ablation's), default its name
     stage_dir: ClassVar[str] = STUDENT_DIR
     manifest_stage: ClassVar[str] = "student"
     section: ClassVar[str] = "distill"        # the recipe section that holds the training settings
     progress: ClassVar[str] = "distill"       # the progress bar's label
     augments_by_default: ClassVar[bool] = False  # rewrites of the augment: section when distill.augment is unset
                                                  # (a distillation fills it in complete())
+    # The recipe's own settings: section name -> its model (core/recipe.py reads every recipe with them). A new
+    # name is a section of the recipe's own (bilstm:); a shared section's name adds the model's keys to it.
+    sections: ClassVar[dict[str, type[Section]]] = {}
+    # `train distill` options that set the recipe's own keys: option name -> dotted recipe key, or a
+    # train/options.py Flag; each option is made from the key's field (its type, bounds and help)
+    flags: ClassVar[dict[str, Any]] = {}
 
     task: Any
     tokenizer: Any
@@ -94,13 +101,17 @@ class TrainingRecipe:
         """(step_loss(forward_model, batch) -> (loss, parts), batch_extras or None)."""
         raise NotImplementedError
 
+    def loop_settings(self, run: StageRun) -> TrainingSection:
+        """What the training loop runs with: the recipe's training section."""
+        return run.section
+
     def unused_parameters(self) -> bool | None:
         """Whether the loss leaves some parameters without a gradient (None: the task says)."""
         return None
 
     def checkpoint_identity(self, run: StageRun) -> dict:
         """What a checkpoint must match to be resumed."""
-        return {"cfg": run.section, "seed": run.seed}
+        return {"cfg": as_record(run.section), "seed": run.seed}
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
         raise NotImplementedError
@@ -117,12 +128,9 @@ class TrainingRecipe:
         raise NotImplementedError
 
 
-def as_typed(recipe: Recipe | dict) -> tuple[Recipe, dict | None]:
-    """A recipe given as plain data (a library caller's) is kept as given for the stage, and typed from the keys
-    this version knows (a recovery records what pruning cut in its prune: section)."""
-    if isinstance(recipe, Recipe):
-        return recipe, None
-    return validate_recipe(known_keys(recipe)), copy.deepcopy(recipe)
+def as_record(section: BaseModel) -> dict:
+    """A section as a checkpoint's identity records it (JSON data)."""
+    return section.model_dump(mode="json")
 
 
 def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
@@ -130,15 +138,7 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
     from pocketbert.train import checkpoint, distributed, trainer
 
     started = time.time()
-    typed, given = as_typed(run.recipe)
-    run.recipe = recipe.complete(typed)
-    run.config = given if given is not None else recipe_dict(run.recipe)
-    if given is not None:  # what complete() filled in, set in the recipe as given too
-        before = recipe_dict(typed)
-        for section, values in recipe_dict(run.recipe).items():
-            for key, value in values.items() if isinstance(values, dict) else ():
-                if before[section][key] != value:
-                    run.config.setdefault(section, {})[key] = value
+    run.recipe = recipe.complete(with_recipe_sections(run.recipe))
     run.section_name = recipe.section
     check_writable(run.run_dir, recipe.stage_dir, run.overwrite)
     recipe.check(run)
@@ -151,9 +151,10 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
     with distributed.main_writes(run.run_dir, staged_output(run.run_dir, recipe.stage_dir, run.overwrite)) as out:
         features = recipe.training_rows(run, dev)
         step_loss, batch_extras = recipe.step_loss(run, dev)
-        spec = trainer.checkpoint_spec_for(run.run_dir, recipe.stage_dir, run.section,
-                                           recipe.checkpoint_identity(run), features, run.resume)
-        stats = trainer.train(model, recipe.task, features, recipe.tokenizer.pad_token_id, run.section, dev, step_loss,
+        loop = recipe.loop_settings(run)
+        spec = trainer.checkpoint_spec_for(run.run_dir, recipe.stage_dir, loop, recipe.checkpoint_identity(run),
+                                           features, run.resume)
+        stats = trainer.train(model, recipe.task, features, recipe.tokenizer.pad_token_id, loop, dev, step_loss,
                               run.seed, recipe.progress, spec, unused_parameters=recipe.unused_parameters(),
                               batch_extras=batch_extras)
         recipe.evaluate(run, model, dev)
@@ -161,7 +162,8 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
             recipe.save(run, model, out)
             config, inputs, metrics = recipe.manifest(run, model, dev, stats)
             write_manifest(out, stage=recipe.manifest_stage, started=started,
-                           config={RECIPE_NAME: recipe.name, **config}, inputs=inputs, metrics=metrics)
+                           config={RECIPE_NAME: recipe.name, "recipe": recipe_dict(run.recipe), **config},
+                           inputs=inputs, metrics={**metrics, **run.metrics})
     if distributed.is_main():
         checkpoint.discard(spec)
     return Path(run.run_dir) / recipe.stage_dir, recipe.result()

@@ -12,18 +12,33 @@ no per-token output for an extractive-QA answer span.
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 import torch
+from pydantic import Field
 
 from pocketbert.errors import ConfigError
 from pocketbert.core import stage_folder
 from pocketbert.core.architectures import STATIC
+from pocketbert.core.recipe import Section
 from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
 from pocketbert.core.tasks import TASK_CLASSES
 from pocketbert.train import registry, static_table, teacher_cache, trainer
 from pocketbert.train.distillation import (TeacherDistillation, loss_weights, prediction_losses,
                                             transfer_set_report)
-from pocketbert.train.stage import StageRun
+from pocketbert.train.stage import StageRun, as_record
+
+
+class StaticSection(Section):
+    """The static-embedding student (the recipe's `static:` section): a table distilled from the teacher's encoder
+    (train/static_table.py), averaged over the sentence, and a small classifier trained on the teacher's labels."""
+
+    pca_dims: int = Field(256, gt=0)  # the table's width, at most the teacher's hidden size
+    sif_coefficient: Optional[float] = Field(1.0e-4, gt=0.0, lt=1.0)  # SIF weighting's a; null: no weighting
+    hidden_size: int = Field(512, ge=0)  # the classifier's ReLU layer; 0: a linear classifier
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    normalize: bool = True  # the sentence vector scaled to unit length
+    freeze_embeddings: bool = False  # train the classifier alone, the table as distilled
 
 
 class StaticRecipe(TeacherDistillation):
@@ -32,6 +47,7 @@ class StaticRecipe(TeacherDistillation):
 
     name = registry.STATIC
     progress = "distill (static)"
+    sections = {"static": StaticSection}
 
     def check(self, run: StageRun) -> None:
         if TASK_CLASSES[run.recipe.task].per_token_outputs:
@@ -83,11 +99,11 @@ class StaticRecipe(TeacherDistillation):
         return False  # every parameter reads the sentence vector the logits come from
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "recipe": self.name, "static": run.config["static"],
-                "teacher": self.teacher_sha}
+        return {"cfg": as_record(run.section), "seed": run.seed, "recipe": self.name,
+                "static": as_record(run.recipe.static), "teacher": self.teacher_sha}
 
     def save(self, run: StageRun, model, out) -> None:
-        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, run.section.max_length,
                                       {"recipe": self.name}, architecture=STATIC)
 
     def student_metrics(self, model) -> dict:

@@ -6,7 +6,7 @@ from pocketbert.errors import ConfigError
 from pocketbert.rundir import TEACHER_DIR
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, trainer
-from pocketbert.train.stage import StageRun, TrainingRecipe
+from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.recipe import check_class_weights
 from pocketbert.core.tasks import make_task
@@ -42,7 +42,7 @@ class TeacherFineTuning(TrainingRecipe):
 
     def training_rows(self, run: StageRun, dev) -> list:
         self.eval_examples, features, self.eval_features = trainer.prepare_features(
-            self.task, self.tokenizer, self.data, run.section, run.config["eval"], run.seed)
+            self.task, self.tokenizer, self.data, run.section, run.recipe.eval, run.seed)
         return features
 
     def step_loss(self, run: StageRun, dev):
@@ -55,19 +55,19 @@ class TeacherFineTuning(TrainingRecipe):
         return step_loss, None
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"cfg": run.section, "seed": run.seed, "base_model": run.source, "labels": self.task.label_names}
+        return {"cfg": as_record(run.section), "seed": run.seed, "base_model": run.source, "labels": self.task.label_names}
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
         self.metrics = trainer.evaluate(model, self.task, self.eval_examples, self.eval_features,
-                                        self.tokenizer.pad_token_id, run.config["eval"], dev, "teacher eval")
+                                        self.tokenizer.pad_token_id, run.recipe.eval, dev, "teacher eval")
         return self.metrics
 
     def save(self, run: StageRun, model, out) -> None:
-        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, int(run.section["max_length"]),
+        stage_folder.save_stage_model(model, self.tokenizer, out, self.task, run.section.max_length,
                                 {"doc_stride": run.recipe.teacher.doc_stride, "base_model": run.source})
 
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
-        config = {"recipe": run.config, "seed": run.seed, "base_model": run.source, "device": str(dev),
+        config = {"seed": run.seed, "base_model": run.source, "device": str(dev),
                   "dataset": self.data.name, "trust_remote_code": run.trust_remote_code}
         inputs = {f"data_{k}": v for k, v in self.data.sources.items()}
         metrics = {"eval": self.metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())}

@@ -23,13 +23,10 @@ import numpy as np
 import torch
 
 from pocketbert.manifest import command_line
-from pocketbert.rundir import TEACHER_DIR, TRAIN_BENCH_RESULTS, require_stage, write_text_atomically
-from pocketbert.core import losses, models
-from pocketbert.train.student import build_student
-from pocketbert.train import precision, teacher_cache, trainer
-from pocketbert.core.recipe import DistillSection
-from pocketbert.train.distill import distillation_loss
-from pocketbert.train.distillation import aligned_teacher_layers, freeze, load_teacher_and_data, loss_weights
+from pocketbert.rundir import TRAIN_BENCH_RESULTS, write_text_atomically
+from pocketbert.core.recipe import DistillSection, EvalSection, Recipe, with_overrides
+from pocketbert.train import precision, registry, teacher_cache, trainer
+from pocketbert.train.stage import StageRun
 
 DEFAULT_EXAMPLES = 2000
 REPEATS = 3  # timed runs of each loop; the median is reported, with the spread (max - min) / median
@@ -43,18 +40,18 @@ def synchronized_clock(dev) -> float:
     return time.perf_counter()
 
 
-def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_loss, seed: int) -> dict:
+def reference_epoch(student, task, features, pad_id: int, cfg: DistillSection, dev, step_loss, seed: int) -> dict:
     """A plain loop: random batches, each padded to max_length, the teacher run inside step_loss every step."""
     from tqdm.auto import tqdm
 
-    length = int(cfg["max_length"])
-    batch_size = int(cfg["batch_size"])
+    length = cfg.max_length
+    batch_size = cfg.batch_size
     order = list(range(len(features)))
     random.Random(seed).shuffle(order)
     device = torch.device(dev)
     mode = precision.precision_for(device)
     precision.allow_tf32(device)
-    optimizer = torch.optim.AdamW(student.parameters(), lr=float(cfg["learning_rate"]),
+    optimizer = torch.optim.AdamW(student.parameters(), lr=cfg.learning_rate,
                                   fused=device.type == "cuda")  # as pocketbert's loop
     scaler = precision.grad_scaler(device, mode)
     student.to(dev).train()
@@ -76,8 +73,8 @@ def reference_epoch(student, task, features, pad_id: int, cfg: dict, dev, step_l
 class DistillationBench:
     """What a timed distillation needs: the run's teacher, a fresh student, the features and the losses."""
 
-    cfg: dict
-    eval_cfg: dict
+    cfg: DistillSection
+    eval_cfg: EvalSection
     seed: int
     teacher: torch.nn.Module
     teacher_dir: Path
@@ -94,37 +91,34 @@ class DistillationBench:
         """(teacher outputs, cache report) for the features, from the cache under `root` (filled on a miss)."""
         return teacher_cache.teacher_outputs(self.teacher, self.task, self.features, self.pad_id, self.hidden_targets,
                                              teacher_sha, self.dev, teacher_cache.DEFAULT_LIMIT_MB,
-                                             int(self.eval_cfg["batch_size"]), root=Path(root))
+                                             self.eval_cfg.batch_size, root=Path(root))
 
 
-def distillation_bench(run_dir: Path, recipe: dict, n_examples: int, teacher_dir: Path | None = None,
+def distillation_bench(run_dir: Path, recipe: Recipe, n_examples: int, teacher_dir: Path | None = None,
                        data_dir: Path | None = None, device: str | None = None) -> DistillationBench:
-    """One epoch of the recipe's distillation on n_examples, ready to time or profile."""
-    cfg, eval_cfg = dict(recipe["distill"]), recipe.get("eval", {})
-    cfg["max_train_examples"] = n_examples
-    cfg["epochs"] = 1
-    seed = int(recipe["seed"])
-    teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
-    teacher, tokenizer, task, teacher_dir, data = load_teacher_and_data(run_dir, recipe, teacher_dir, data_dir, None,
-                                                                        seed)
+    """One epoch of the DistilBERT recipe's distillation on n_examples, ready to time or profile: the recipe
+    object's own steps load the teacher and data, build the student and make the loss."""
+    timed = with_overrides(recipe, {"distill.max_train_examples": n_examples, "distill.epochs": 1}, "bench train")
+    distilbert = registry.create(registry.DISTILBERT)
+    run = StageRun(Path(run_dir), distilbert.complete(timed), data_dir, teacher_dir=teacher_dir, device=device)
+    distilbert.load_inputs(run)
     dev = trainer.pick_device(device)
-    freeze(teacher, dev)
-    trainer.set_seed(seed)
-    initial, layer_map = build_student(teacher, (recipe.get("student") or {}).get("layer_map"))
-    _, features, _ = trainer.prepare_features(task, tokenizer, data, cfg, eval_cfg, seed)
-    weights = loss_weights(DistillSection.model_validate(cfg))
-    targets = aligned_teacher_layers(len(layer_map), models.layer_count(teacher.config))
-    hard_loss = losses.hard_label_loss(cfg)
-    temperature = float(cfg["temperature"])
+    distilbert.place(run, dev)
+    trainer.set_seed(run.seed)
+    initial = distilbert.build_model(run)
+    _, features, _ = trainer.prepare_features(distilbert.task, distilbert.tokenizer, distilbert.data, run.section,
+                                              run.recipe.eval, run.seed)
 
     def step_loss_for(cached):
-        return distillation_loss(task, teacher, cached, weights, temperature, targets, hard_loss, dev)
+        distilbert.cached = cached
+        return distilbert.step_loss(run, dev)
 
-    return DistillationBench(cfg, eval_cfg, seed, teacher, teacher_dir, task, initial, features,
-                             tokenizer.pad_token_id, weights, targets if weights["cos"] else None, dev, step_loss_for)
+    return DistillationBench(run.section, run.recipe.eval, run.seed, distilbert.teacher, distilbert.teacher_dir,
+                             distilbert.task, initial, features, distilbert.tokenizer.pad_token_id, distilbert.weights,
+                             distilbert.hidden_targets(), dev, step_loss_for)
 
 
-def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
+def bench_train(run_dir: Path, recipe: Recipe, n_examples: int = DEFAULT_EXAMPLES, teacher_dir: Path | None = None,
                 data_dir: Path | None = None, device: str | None = None) -> dict:
     bench = distillation_bench(run_dir, recipe, n_examples, teacher_dir, data_dir, device)
     cfg, eval_cfg, seed, teacher, task, initial = (bench.cfg, bench.eval_cfg, bench.seed, bench.teacher, bench.task,
@@ -133,7 +127,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
                                                       bench.hidden_targets, bench.dev)
     teacher_dir, loss_for = bench.teacher_dir, bench.step_loss_for
 
-    warmup_features = features[:WARMUP_STEPS * int(cfg["batch_size"])]
+    warmup_features = features[:WARMUP_STEPS * cfg.batch_size]
 
     def reference(sample: list, _root: Path) -> dict:
         trainer.set_seed(seed)
@@ -145,7 +139,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
         started = synchronized_clock(dev)
         cached, report = teacher_cache.teacher_outputs(
             teacher, task, sample, pad_id, hidden_targets, f"bench-{seed}", dev, teacher_cache.DEFAULT_LIMIT_MB,
-            int(eval_cfg["batch_size"]), root=root)
+            eval_cfg.batch_size, root=root)
         filled = synchronized_clock(dev)
         step_loss, extras = loss_for(cached)
         stats = trainer.train(copy.deepcopy(initial), task, sample, pad_id, cfg, dev, step_loss, seed, "pocketbert",
@@ -175,7 +169,7 @@ def bench_train(run_dir: Path, recipe: dict, n_examples: int = DEFAULT_EXAMPLES,
         t["examples_per_second"] = len(features) / t["seconds"]
     reference_rate = timings["reference"]["examples_per_second"]
     result = {
-        "command": command_line(), "examples": len(features), "batch_size": int(cfg["batch_size"]), "max_length": int(cfg["max_length"]),
+        "command": command_line(), "examples": len(features), "batch_size": cfg.batch_size, "max_length": cfg.max_length,
         "mean_length": float(np.mean(lengths)), "device": str(dev), "threads": torch.get_num_threads(),
         "losses": {k: w for k, w in weights.items() if w}, "teacher": str(teacher_dir), "timings": timings,
         "repeats": REPEATS, "warmup_steps": WARMUP_STEPS,

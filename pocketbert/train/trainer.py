@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from pocketbert.core.recipe import EvalSection, TrainingSection
 from pocketbert.errors import ConfigError, PocketbertError
 from pocketbert.train import checkpoint, cuda_graphs, distributed, precision
 from pocketbert.core.inference import batched_logits, torch_forward
@@ -60,30 +61,30 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
     return batches
 
 
-def labelled_examples(data, cfg: dict, seed: int) -> list:
+def labelled_examples(data, cfg: TrainingSection, seed: int) -> list:
     """The stage's seeded subset of the training split."""
     from pocketbert.core.data import subsample
 
-    return subsample(data.train, cfg.get("max_train_examples"), seed)
+    return subsample(data.train, cfg.max_train_examples, seed)
 
 
-def prepare_features(task, tokenizer, data, cfg: dict, eval_cfg: dict, seed: int):
+def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: EvalSection, seed: int):
     """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
     from pocketbert.core.data import subsample
 
     train_examples = labelled_examples(data, cfg, seed)
-    eval_examples = subsample(data.eval, eval_cfg.get("max_examples"), seed)
-    length, stride = int(cfg["max_length"]), cfg.get("doc_stride")
+    eval_examples = subsample(data.eval, eval_cfg.max_examples, seed)
+    length, stride = cfg.max_length, cfg.doc_stride
     return (eval_examples, task.features(tokenizer, train_examples, length, stride),
             task.features(tokenizer, eval_examples, length, stride))
 
 
-def checkpoint_spec_for(run_dir, stage: str, cfg: dict, identity: dict, features: list, resume: bool):
+def checkpoint_spec_for(run_dir, stage: str, cfg: TrainingSection, identity: dict, features: list, resume: bool):
     from pocketbert.rundir import checkpoint_folder
 
     return checkpoint.CheckpointSpec(
         folder=checkpoint_folder(run_dir, stage),
-        every=int(cfg["checkpoint_every"]),
+        every=cfg.checkpoint_every,
         fingerprint=checkpoint.fingerprint({"stage": stage, "world_size": distributed.world_size(), **identity},
                                            features),
         resume=resume,
@@ -135,11 +136,11 @@ def pad_to(batch: dict[str, np.ndarray], length: int, pad_id: int) -> dict[str, 
     return out
 
 
-def pad_multiple_for(cfg: dict, device: torch.device) -> int:
+def pad_multiple_for(cfg: TrainingSection, device: torch.device) -> int:
     """The recipe's pad_to_multiple, or the device's default: a few fixed widths on a GPU (shapes that CUDA
     graphs and compiled kernels reuse), none on the CPU (where every padded token costs its full arithmetic)."""
-    if cfg.get("pad_to_multiple"):
-        return int(cfg["pad_to_multiple"])
+    if cfg.pad_to_multiple:
+        return cfg.pad_to_multiple
     return GPU_PAD_MULTIPLE if torch.device(device).type == "cuda" else 1
 
 
@@ -162,13 +163,13 @@ def capped_batch_size(asked: int, examples: int, world: int) -> int:
     return max(1, min(asked, examples // max(1, world)))
 
 
-def effective_learning_rate(cfg: dict, global_batch: int) -> float:
+def effective_learning_rate(cfg: TrainingSection, global_batch: int) -> float:
     """The recipe's learning rate, scaled to the global batch when the recipe names the batch it was set for."""
-    base = cfg.get("base_batch_size")
+    base = cfg.base_batch_size
     if not base:
-        return float(cfg["learning_rate"])
-    ratio = global_batch / int(base)
-    return float(cfg["learning_rate"]) * (math.sqrt(ratio) if cfg.get("lr_scaling", "sqrt") == "sqrt" else ratio)
+        return cfg.learning_rate
+    ratio = global_batch / base
+    return cfg.learning_rate * (math.sqrt(ratio) if cfg.lr_scaling == "sqrt" else ratio)
 
 
 def optimizer_step(model: torch.nn.Module, loss: torch.Tensor, optimizer, scaler) -> None:
@@ -186,7 +187,7 @@ def train(
     task,
     features: list,
     pad_id: int,
-    cfg: dict,
+    cfg: TrainingSection,
     device: torch.device,
     step_loss: Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, torch.Tensor]]],
     seed: int,
@@ -208,9 +209,9 @@ def train(
     from tqdm.auto import tqdm
 
     lengths = [len(f.input_ids) for f in features]
-    epochs = int(cfg["epochs"])
+    epochs = cfg.epochs
     world, rank = distributed.world_size(), distributed.rank()
-    asked_batch = int(cfg["batch_size"])
+    asked_batch = cfg.batch_size
     batch_size = capped_batch_size(asked_batch, len(features), world)
     if batch_size < asked_batch and distributed.is_main():
         tqdm.write(f"note: a batch of {asked_batch} is more than the {len(features)} training examples "
@@ -230,16 +231,16 @@ def train(
     distributed.check_same_features(features_digest(features, with_targets=True).hexdigest(), "training features")
     steps_per_epoch = len(epoch_batches(0))
     total = max(1, epochs * steps_per_epoch)
-    warmup = int(total * float(cfg["warmup_ratio"]))
+    warmup = int(total * cfg.warmup_ratio)
     global_batch = batch_size * world
     learning_rate = effective_learning_rate(cfg, global_batch)
     no_graphs = cuda_graphs.unavailable_reason(cfg, device, world, mode)
-    fused = bool(cfg.get("fused_adamw", True)) and device.type in FUSED_ADAMW_DEVICES
+    fused = cfg.fused_adamw and device.type in FUSED_ADAMW_DEVICES
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
         # captured steps read the learning rate from the device, where the schedule writes it
         lr=learning_rate if no_graphs else torch.tensor(learning_rate, device=device),
-        weight_decay=float(cfg["weight_decay"]), fused=fused, capturable=no_graphs is None,
+        weight_decay=cfg.weight_decay, fused=fused, capturable=no_graphs is None,
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
@@ -254,12 +255,12 @@ def train(
     if unused_parameters is None:
         unused_parameters = task.head_skips_pooler
     forward_model = distributed.wrap(model, device, find_unused=unused_parameters)
-    if cfg.get("compile"):
+    if cfg.compile:
         forward_model = torch.compile(forward_model, dynamic=True)  # dynamic: every batch has its own length
     bar = tqdm(total=total, initial=start, desc=desc + (f" (resumed at step {start})" if start else ""), unit="step",
                disable=not distributed.is_main())
     averages = {name: torch.tensor(value, device=device) for name, value in running.items()}
-    multiple, max_length = pad_multiple_for(cfg, device), cfg.get("max_length")
+    multiple, max_length = pad_multiple_for(cfg, device), cfg.max_length
 
     def read_back(step: int) -> dict[str, float]:
         values = {k: float(v) for k, v in zip(averages, torch.stack(list(averages.values())).tolist())}
@@ -288,7 +289,7 @@ def train(
     checkpoint.stall_if_asked(rank)
     writer = checkpoint.CheckpointWriter()
     # The bar closes whatever happens, so an error's one line starts a line of its own.
-    with contextlib.closing(bar), training_attention(model, cfg.get("attention", "sdpa")), \
+    with contextlib.closing(bar), training_attention(model, cfg.attention), \
             distributed.collectives_bounded(), checkpoints_written(writer):
         for epoch in range(epochs):
             for idx in epoch_batches(epoch):
@@ -314,8 +315,8 @@ def train(
                "examples_per_second": round(examples_done * world / seconds, 1) if seconds > 0 else None,
                "global_batch_size": global_batch, "learning_rate": learning_rate,
                **({"batch_size_asked": asked_batch} if batch_size < asked_batch else {}), "pad_to_multiple": multiple,
-               "attention": cfg.get("attention", "sdpa"), "fused_adamw": optimizer.defaults.get("fused") or False,
-               "distributed": distributed.summary(model), "compiled": bool(cfg.get("compile")),
+               "attention": cfg.attention, "fused_adamw": optimizer.defaults.get("fused") or False,
+               "distributed": distributed.summary(model), "compiled": cfg.compile,
                "cuda_graphs": graphed.report() if graphed else {"used": False, "not_used_because": no_graphs}})
 
 
@@ -355,7 +356,7 @@ def learning_rate_on_device(optimizer, device: torch.device) -> None:
             group["lr"] = torch.tensor(float(group["lr"]), device=device)
 
 
-def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: dict,
+def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: EvalSection,
              device: torch.device, desc: str) -> dict[str, float]:
     """The task's metrics; under torchrun each process scores its share of the features and all gather."""
     model.to(device).eval()
@@ -367,7 +368,7 @@ def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg:
 
     world, rank = distributed.world_size(), distributed.rank()
     mine = list(range(rank, len(features), world)) if distributed.active() else list(range(len(features)))
-    logits = batched_logits(task, [features[i] for i in mine], pad_id, int(eval_cfg["batch_size"]),
+    logits = batched_logits(task, [features[i] for i in mine], pad_id, eval_cfg.batch_size,
                             forward_in_precision, progress=desc if distributed.is_main() else None)
     shares = None
     if distributed.active():
@@ -377,5 +378,5 @@ def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg:
             for i, row in zip(indices, rows):
                 ordered[i] = row
         logits, shares = ordered, [len(indices) for indices, _ in gathered]
-    metrics = task.score(examples, features, logits, eval_cfg)
+    metrics = task.score(examples, features, logits, eval_cfg.model_dump())  # the tasks (core) read plain data
     return metrics if shares is None else {**metrics, "features_scored_by_process": shares}

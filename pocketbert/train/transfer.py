@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketbert.core.data import NAMED_DATASETS, read_passages, subsample, text_key
+from pocketbert.core.recipe import Recipe, TransferSection
 from pocketbert.core.task_data import load_task_data
 from pocketbert.errors import ConfigError, DataError
 
@@ -105,7 +106,7 @@ def vocabulary_check(source: str, found: _Windows) -> tuple[dict, list[str]]:
 
 
 def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length: int, excluded_texts: list[str],
-                       n_labelled: int, cfg: dict, data_dir: Path | None, seed: int) -> TransferSet:
+                       n_labelled: int, cfg: TransferSection, data_dir: Path | None, seed: int) -> TransferSet:
     """The transfer rows of the recipe's `transfer:` section: read, cut or windowed, de-duplicated against
     `excluded_texts` (every training and evaluation text of the run) and each other, then subsampled."""
     excluded = {text_key(text) for text in excluded_texts}
@@ -113,14 +114,14 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
     texts: list[str] = []
     per_source, warnings = [], []
     for source in sources:
-        passages = source_passages(source, task_name, data_dir, seed, cfg["text_column"])
+        passages = source_passages(source, task_name, data_dir, seed, cfg.text_column)
         # A whole passage that is a training or evaluation text goes before cutting, which would hide it.
         fresh = [text for text in passages if text_key(text) not in excluded]
         leaked = len(passages) - len(fresh)
         if not fresh:
             raise DataError(f"every passage of transfer data '{source}' is also a training or evaluation text: "
                             "give text the run does not already hold")
-        found = passage_windows(tokenizer, fresh, max_length, cfg["long_text"], f"reading {Path(source).name}")
+        found = passage_windows(tokenizer, fresh, max_length, cfg.long_text, f"reading {Path(source).name}")
         vocab, source_warnings = vocabulary_check(source, found)
         kept = repeated = 0
         for text in found.texts:
@@ -138,8 +139,8 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
                            "dropped_as_repeats": repeated, "kept": kept, **vocab})
         warnings += source_warnings
     available = len(texts)
-    wanted = cfg.get("max_examples")
-    share = cfg.get("share")
+    wanted = cfg.max_examples
+    share = cfg.share
     if share is not None:
         by_share = round(share / (1.0 - share) * n_labelled)
         if by_share > available:
@@ -151,30 +152,30 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
         log.warning("warning: %s", message)
     total = len(chosen) + n_labelled
     return TransferSet(chosen, {
-        "sources": per_source, "long_text": cfg["long_text"], "max_length": max_length, "available": available,
+        "sources": per_source, "long_text": cfg.long_text, "max_length": max_length, "available": available,
         "rows": len(chosen), "labelled_rows": n_labelled, "share_of_rows": round(len(chosen) / total, 4),
         "share_requested": share, "warnings": warnings,
     })
 
 
-def augments(recipe: dict) -> bool:
+def augments(recipe: Recipe) -> bool:
     """Whether the distillation adds rewrites: distill.augment, which the recipe fills with its own default when
     unset (train/distillation.py)."""
-    return bool(recipe["distill"]["augment"])
+    return bool(recipe.distill.augment)
 
 
-def check_recipe(recipe: dict) -> None:
+def check_recipe(recipe: Recipe) -> None:
     """Before any work: a task that cannot learn from unlabelled sentences refuses transfer data and rewrites."""
     from pocketbert.core.tasks import make_task
 
-    task = make_task(recipe["task"])
-    if (recipe.get("transfer") or {}).get("data"):
+    task = make_task(recipe.task)
+    if recipe.transfer.data:
         task.require_unlabeled("transfer data")
     if augments(recipe):
         task.require_unlabeled("distill.augment")
 
 
-def excluded_texts(task, data, recipe: dict, data_dir: Path | None, seed: int) -> list[str]:
+def excluded_texts(task, data, recipe: Recipe, data_dir: Path | None, seed: int) -> list[str]:
     """Every text the run trains or is evaluated on: the dataset's splits and each cross-domain evaluation split."""
     from pocketbert.core.recipe import cross_domain_datasets
 
@@ -185,20 +186,19 @@ def excluded_texts(task, data, recipe: dict, data_dir: Path | None, seed: int) -
     return texts
 
 
-def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir: Path | None,
+def unlabeled_rows(task, tokenizer, recipe: Recipe, data, labelled: list, data_dir: Path | None,
                    seed: int) -> tuple[list, dict]:
     """The rows beside `labelled` that the teacher alone labels: the transfer data, then the augment: section's
     rewrites of labelled and transfer text alike (when distill.augment says so).
     Returns (examples with no gold label, {"transfer_data": ..., "augmentation": ...} for the manifest)."""
     from pocketbert.train import augment
 
-    cfg = recipe["distill"]
-    transfer_cfg = recipe.get("transfer") or {}
+    transfer_cfg = recipe.transfer
     report: dict = {}
     unlabeled: list = []
-    if transfer_cfg.get("data"):
+    if transfer_cfg.data:
         task.require_unlabeled("transfer data")
-        built = build_transfer_set(list(transfer_cfg["data"]), tokenizer, task.name, int(cfg["max_length"]),
+        built = build_transfer_set(list(transfer_cfg.data), tokenizer, task.name, recipe.distill.max_length,
                                    excluded_texts(task, data, recipe, data_dir, seed), len(labelled), transfer_cfg,
                                    data_dir, seed)
         unlabeled = task.unlabeled_examples(built.texts)
@@ -206,7 +206,7 @@ def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir
     if not augments(recipe):
         return unlabeled, report
     task.require_unlabeled("distill.augment")
-    augment_cfg = augment.AugmentConfig.from_recipe(recipe.get("augment") or {})
+    augment_cfg = augment.AugmentConfig.from_recipe(recipe.augment)
     if tokenizer.mask_token is None and augment_cfg.p_mask > 0:
         raise ConfigError("the teacher's tokenizer has no mask token for augmentation: set augment.p_mask=0")
     rows, report["augmentation"] = augment.transfer_set([*labelled, *unlabeled], augment_cfg, tokenizer.mask_token,
@@ -214,7 +214,7 @@ def unlabeled_rows(task, tokenizer, recipe: dict, data, labelled: list, data_dir
     return rows[len(labelled):], report
 
 
-def file_inputs(recipe: dict) -> dict[str, Path]:
+def file_inputs(recipe: Recipe) -> dict[str, Path]:
     """The transfer files a run read, for its manifest's inputs (with their sha256)."""
-    sources = (recipe.get("transfer") or {}).get("data") or []
+    sources = recipe.transfer.data
     return {f"transfer_{i}": Path(s) for i, s in enumerate(sources) if s not in NAMED_DATASETS and Path(s).is_file()}

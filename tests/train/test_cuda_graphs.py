@@ -13,6 +13,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core import losses
+from pocketbert.core.recipe import TrainingSection
 from pocketbert.core.tasks import SentimentTask, TextFeature
 from pocketbert.train import cuda_graphs, trainer
 from pocketbert.train.distill import distillation_loss
@@ -22,8 +23,8 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")
 # Replayed kernels are the eager ones, in bf16: the two runs' weights differ by rounding, a small fraction of what
 # training moved them (a learning rate frozen at capture moves them by a share of that move).
 SAME_WEIGHTS_SHARE = 0.05
-CFG = {"epochs": 2, "batch_size": 8, "warmup_ratio": 0.25, "learning_rate": 3e-3, "weight_decay": 0.01,
-       "max_length": 32, "pad_to_multiple": 8}
+CFG = TrainingSection(epochs=2, batch_size=8, warmup_ratio=0.25, learning_rate=3e-3, weight_decay=0.01,
+                      max_length=32, pad_to_multiple=8)
 
 
 def tiny_bert(layers: int, seed: int):
@@ -49,13 +50,14 @@ def hard_label_loss(task):
 
 def test_where_graphs_cannot_be_used_is_said():
     reason = cuda_graphs.unavailable_reason
-    assert reason({}, CUDA, 1, "bf16") is None
-    assert reason({}, CUDA, 1, "fp32") is None
-    assert "cpu" in reason({}, CPU, 1, "fp32")
-    assert "several processes" in reason({}, CUDA, 2, "bf16")
-    assert "loss scaling" in reason({}, CUDA, 1, "fp16")
-    assert "torch.compile" in reason({"compile": True}, CUDA, 1, "bf16")
-    assert "cuda_graphs: false" in reason({"cuda_graphs": False}, CUDA, 1, "bf16")
+    default = TrainingSection()
+    assert reason(default, CUDA, 1, "bf16") is None
+    assert reason(default, CUDA, 1, "fp32") is None
+    assert "cpu" in reason(default, CPU, 1, "fp32")
+    assert "several processes" in reason(default, CUDA, 2, "bf16")
+    assert "loss scaling" in reason(default, CUDA, 1, "fp16")
+    assert "torch.compile" in reason(TrainingSection(compile=True), CUDA, 1, "bf16")
+    assert "cuda_graphs: false" in reason(TrainingSection(cuda_graphs=False), CUDA, 1, "bf16")
 
 
 def test_a_cpu_run_records_that_it_trained_eagerly():
@@ -66,7 +68,8 @@ def test_a_cpu_run_records_that_it_trained_eagerly():
 
 def train_both_ways(model, task, features, step_loss, cfg=CFG):
     eager, graphed = copy.deepcopy(model), copy.deepcopy(model)
-    eager_stats = trainer.train(eager, task, features, 0, {**cfg, "cuda_graphs": False}, CUDA, step_loss, 0, "eager")
+    eager_stats = trainer.train(eager, task, features, 0, cfg.model_copy(update={"cuda_graphs": False}), CUDA,
+                                step_loss, 0, "eager")
     graphed_stats = trainer.train(graphed, task, features, 0, cfg, CUDA, step_loss, 0, "graphs")
     return eager, graphed, eager_stats, graphed_stats
 
@@ -118,7 +121,7 @@ def test_a_step_on_cached_teacher_outputs_is_replayed(tmp_path):
                                           losses.cross_entropy, CUDA)
     initial = tiny_bert(2, 0)
     eager, graphed = copy.deepcopy(initial), copy.deepcopy(initial)
-    trainer.train(eager, task, features, 0, {**CFG, "cuda_graphs": False}, CUDA, step_loss, 0, "eager",
+    trainer.train(eager, task, features, 0, CFG.model_copy(update={"cuda_graphs": False}), CUDA, step_loss, 0, "eager",
                   batch_extras=extras)
     stats = trainer.train(graphed, task, features, 0, CFG, CUDA, step_loss, 0, "graphs", batch_extras=extras)
     assert stats["cuda_graphs"]["used"]

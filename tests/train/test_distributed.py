@@ -114,8 +114,9 @@ def killed_run(teacher_run, shared_data):
 
 @pytest.mark.slow
 def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shared_data):
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.recipe import validate_recipe
     from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.task_data import load_task_data
 
     run, done = two_process_run
     student = manifest(run / "student")
@@ -126,11 +127,10 @@ def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shar
     assert not list(run.glob(".student*"))
     # Each process scored half of the eval set; together they match one process scoring all of it.
     model, tokenizer, task, _ = load_stage_model(run / "student")
-    recipe = student["config"]["recipe"]
-    data = load_task_data(recipe["dataset"], recipe["task"], shared_data, None, task.label_names, recipe["seed"])
-    examples, _, features = trainer.prepare_features(task, tokenizer, data, recipe["distill"], recipe["eval"],
-                                                     recipe["seed"])
-    alone = trainer.evaluate(model, task, examples, features, tokenizer.pad_token_id, recipe["eval"],
+    recipe = validate_recipe(student["config"]["recipe"])
+    data = load_task_data(recipe.dataset, recipe.task, shared_data, None, task.label_names, recipe.seed)
+    examples, _, features = trainer.prepare_features(task, tokenizer, data, recipe.distill, recipe.eval, recipe.seed)
+    alone = trainer.evaluate(model, task, examples, features, tokenizer.pad_token_id, recipe.eval,
                              torch.device("cpu"), "eval")
     together = dict(student["metrics"]["eval"])
     shares = together.pop("features_scored_by_process")

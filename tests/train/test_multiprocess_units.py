@@ -7,6 +7,7 @@ import os
 
 import torch
 
+from pocketbert.core.recipe import TrainingSection
 from pocketbert.train import checkpoint, distributed, precision, trainer
 
 
@@ -93,11 +94,12 @@ def test_a_batch_is_at_most_each_process_share_of_the_data():
 
 
 def test_the_large_batch_rule_scales_the_learning_rate():
-    cfg = {"learning_rate": 1e-4, "base_batch_size": 32, "lr_scaling": "sqrt"}
+    cfg = TrainingSection(learning_rate=1e-4, base_batch_size=32, lr_scaling="sqrt")
     assert trainer.effective_learning_rate(cfg, 32) == 1e-4
     assert abs(trainer.effective_learning_rate(cfg, 512) - 4e-4) < 1e-12
-    assert abs(trainer.effective_learning_rate({**cfg, "lr_scaling": "linear"}, 512) - 16e-4) < 1e-12
-    assert trainer.effective_learning_rate({"learning_rate": 1e-4}, 512) == 1e-4  # no base batch: as given
+    linear = cfg.model_copy(update={"lr_scaling": "linear"})
+    assert abs(trainer.effective_learning_rate(linear, 512) - 16e-4) < 1e-12
+    assert trainer.effective_learning_rate(TrainingSection(learning_rate=1e-4), 512) == 1e-4  # no base batch: as given
 
 
 def test_padding_to_a_multiple_trains_the_same_rows(wordpiece_tokenizer):

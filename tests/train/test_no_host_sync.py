@@ -14,6 +14,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.core import losses
+from pocketbert.core.recipe import TrainingSection
 from pocketbert.core.tasks import QATask, SentimentTask
 from pocketbert.train import precision, trainer
 from pocketbert.train.distill import distillation_loss
@@ -140,7 +141,7 @@ def test_unlabelled_rows_and_focal_loss_read_nothing_back():
     task = SentimentTask(["a", "b", "c"])
     student = tiny_bert(BertForSequenceClassification, 2, num_labels=CLASSES)
     labels = torch.full((BATCH,), losses.IGNORE_LABEL, dtype=torch.long, device=META)  # transfer rows
-    focal = losses.hard_label_loss({"hard_loss": "focal", "focal_gamma": 2.0, "focal_alpha": [0.2, 0.3, 0.5]})
+    focal = losses.hard_label_loss(TrainingSection(hard_loss="focal", focal_gamma=2.0, focal_alpha=[0.2, 0.3, 0.5]))
     step_loss, extras = distillation_loss(task, None, meta_cache(False, CLASSES), {"kl": 1.0, "ce": 0.5, "cos": 0.0},
                                           2.0, TARGETS, focal, META)
     run_one_step(student, task, step_loss, {"kl", "ce"}, labels, extras)

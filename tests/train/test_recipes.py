@@ -71,8 +71,10 @@ def test_pos_replacement_keeps_the_tag():
                                            ({"p_mask": 0.6, "p_pos": 0.6}, "at most 1"),
                                            ({"pos_tagger": "nonsense"}, "unknown augment.pos_tagger")])
 def test_augment_config_errors(cfg, fragment):
+    from pocketbert.core.recipe import AugmentSection
+
     with pytest.raises(ConfigError, match=fragment):
-        augment.AugmentConfig.from_recipe(cfg)
+        augment.AugmentConfig.from_recipe(AugmentSection.model_construct(**cfg))  # unchecked: the config checks
         augment.pos_tagger(cfg["pos_tagger"])
 
 

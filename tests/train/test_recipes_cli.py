@@ -238,7 +238,8 @@ def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_pa
     assert result.exit_code == 0, result.err
     pruned = tmp_path / "run-pruned"
     student = manifest(pruned / "student")
-    assert student["config"]["recipe"]["prune"]["intermediate_size_after"] == 32  # tiny: 64 channels, halved
+    assert student["metrics"]["pruning"]["intermediate_size_after"] == 32  # tiny: 64 channels, halved
+    assert "intermediate_size_after" not in student["config"]["recipe"]["prune"]  # the recipe is the recipe
     assert AutoModelForSequenceClassification.from_pretrained(pruned / "student").config.intermediate_size == 32
     exported = run_cli(capsys, "export", "--run", pruned, "--data-dir", shared_data)
     assert exported.exit_code == 0, exported.err

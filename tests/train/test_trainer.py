@@ -58,12 +58,13 @@ def tiny_classifier_features(n: int = 32):
 def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
     from transformers import BertConfig, BertForSequenceClassification
 
+    from pocketbert.core.recipe import TrainingSection
     from pocketbert.train.trainer import TrainingDiverged, train
 
     task, features = tiny_classifier_features()
     model = BertForSequenceClassification(BertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1,
                                                      num_attention_heads=2, intermediate_size=32, num_labels=2))
-    cfg = {"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0, "learning_rate": 1e-3, "weight_decay": 0.0}
+    cfg = TrainingSection(epochs=1, batch_size=8, warmup_ratio=0.0, learning_rate=1e-3, weight_decay=0.0)
 
     def step_loss(forward_model, batch):
         loss = task.hard_loss(task.logits(forward_model(input_ids=batch["input_ids"],

@@ -14,7 +14,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from pocketbert.core.data import TextExample, text_key
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.losses import IGNORE_LABEL, cross_entropy
-from pocketbert.core.recipe import recipe_dict, validate_recipe
+from pocketbert.core.recipe import Recipe, validate_recipe
 from pocketbert.core.tasks import SentimentTask, make_task
 from pocketbert.train import transfer
 from pocketbert.train.distill import distillation_loss
@@ -69,17 +69,16 @@ def test_transfer_rows_get_the_soft_losses_and_no_hard_label_loss(wordpiece_toke
     assert abs(parts["ce"].item() - expected.item()) < LOSS_TOLERANCE  # the labelled rows' cross-entropy alone
 
 
-def transfer_recipe(**transfer_cfg) -> dict:
-    return recipe_dict(validate_recipe({"task": "sentiment", "dataset": "sst2", "distill": {"max_length": 32},
-                                        "transfer": transfer_cfg}))
+def transfer_recipe(cross_domain: list[str] | None = None, **transfer_cfg) -> Recipe:
+    return validate_recipe({"task": "sentiment", "dataset": "sst2", "distill": {"max_length": 32},
+                            "eval": {"cross_domain": cross_domain or []}, "transfer": transfer_cfg})
 
 
 @pytest.mark.slow
 def test_evaluation_and_training_texts_never_enter_the_transfer_set(wordpiece_tokenizer, shared_data, tmp_path):
     task = make_task("sentiment", LABELS)
     data = load_task_data("sst2", "sentiment", shared_data, None, LABELS, SEED)
-    recipe = transfer_recipe(data=[str(tmp_path / "reviews.txt")])
-    recipe["eval"]["cross_domain"] = ["imdb"]
+    recipe = transfer_recipe(data=[str(tmp_path / "reviews.txt")], cross_domain=["imdb"])
     imdb_eval = load_task_data("imdb", "sentiment", shared_data, None, LABELS, SEED).eval
     leaks = [data.eval[0].text.upper(), "  " + data.eval[5].text.replace(" ", "   "), data.train[3].text,
              imdb_eval[0].text]  # IMDb's held-out reviews are the cross-domain evaluation
@@ -108,7 +107,7 @@ def test_long_passages_are_cut_or_windowed_to_what_the_student_reads(wordpiece_t
 def test_a_share_sets_how_many_transfer_rows_join_the_labelled_ones(wordpiece_tokenizer, tmp_path):
     (tmp_path / "many.txt").write_text("\n".join(f"review number {i} of a kettle that boils fast" for i in range(50)))
     built = transfer.build_transfer_set([str(tmp_path / "many.txt")], wordpiece_tokenizer, "sentiment", 32, [], 30,
-                                        transfer_recipe(share=0.25)["transfer"], None, SEED)
+                                        transfer_recipe(share=0.25).transfer, None, SEED)
     assert len(built.texts) == 10 and built.report["share_of_rows"] == 0.25  # 10 of 40 rows
 
 
