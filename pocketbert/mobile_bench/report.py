@@ -42,7 +42,9 @@ def headline_sentence(results: dict) -> str:
 
 def phone_figures_sentence(results: dict) -> str:
     """Which of the report's phone figures are measured, calibrated estimates or floors (the design's words)."""
-    names = lambda keys: ", ".join(sorted({_device_name(results, k) for k in keys})) or "none"
+    def names(keys) -> str:
+        return ", ".join(sorted({_device_name(results, k) for k in keys})) or "none"
+
     measured = {m["device"] for m in results["measurements"] if m.get("device", derive.HOST) != derive.HOST}
     rows = results["estimates"]["devices"]
     calibrated = {r["device"] for r in rows if r.get("calibrated_ms") is not None}
