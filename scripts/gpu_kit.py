@@ -165,6 +165,20 @@ def build(out: Path, model_dir: Path, data_dir: Path, wheels: list[Path]) -> dic
     return manifest
 
 
+def _extract(tar: tarfile.TarFile, into: Path) -> None:
+    """The archive's regular files and folders under `into`. Python 3.11.4 and later refuse anything else with
+    the "data" filter; earlier 3.11s (Debian's 3.11.2) have no filter, so the same rule is applied here."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+        return
+    root = Path(into).resolve()
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or (target != root and root not in target.parents):
+            raise ValueError(f"the kit's archive holds {member.name!r}, which is not a plain file inside it")
+    tar.extractall(into)
+
+
 def unpack(kit: Path, into: Path) -> dict[str, Path]:
     """The kit's site-packages folder (or None), model folder and data folder, unpacked under `into`."""
     kit, into = Path(kit), Path(into)
@@ -172,7 +186,7 @@ def unpack(kit: Path, into: Path) -> dict[str, Path]:
     if (kit / SITE_ARCHIVE).is_file():
         site = into / "site"
         with tarfile.open(kit / SITE_ARCHIVE, "r:xz") as tar:
-            tar.extractall(site, filter="data")
+            _extract(tar, site)
     model = into / "model"
     model.mkdir(parents=True)
     for name in MODEL_FILES:
@@ -181,7 +195,7 @@ def unpack(kit: Path, into: Path) -> dict[str, Path]:
     unpack_weights(kit / MODEL_DIR, model / "model.safetensors")
     data = into / "data"
     with tarfile.open(kit / DATA_ARCHIVE, "r:xz") as tar:
-        tar.extractall(data, filter="data")
+        _extract(tar, data)
     for name in DATA_FILES:
         if name.endswith(GZIPPED):
             plain = data / name.removesuffix(GZIPPED)
