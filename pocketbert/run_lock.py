@@ -101,8 +101,11 @@ def folder_lock(folder: Path) -> Iterator[Path]:
     else:
         raise RunInUseError(f"{folder}'s lock kept changing hands: another command is starting on it; try again")
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, _describe_self().encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, _describe_self().encode())
+        except OSError:
+            pass  # a full disk: the lock holds without its description, and the command's own write says why
         yield path
     finally:
         try:

@@ -354,10 +354,15 @@ def test_app_folder_is_replaced_only_with_overwrite(sentiment_run, capsys, tmp_p
     assert [p.name for p in out.iterdir()] == ["mine.txt"]  # untouched
     (out / "mine.txt").unlink()
     assert run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out).exit_code == 0
-    (out / "stale.txt").write_text("left by an earlier version")
+    # a file the app added since is listed, not deleted; once it is moved out, --overwrite replaces the folder
+    (out / "notes.txt").write_text("the app's own, added since")
+    listed = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out, "--overwrite")
+    assert listed.exit_code == 2 and "notes.txt" in error_line(listed), listed.err
+    assert (out / "notes.txt").read_text() == "the app's own, added since"
+    (out / "notes.txt").unlink()
     replaced = run_cli(capsys, "export", platform, "--run", sentiment_run, "--out", out, "--overwrite")
     assert replaced.exit_code == 0, replaced.err
-    assert not (out / "stale.txt").exists() and (out / "README.md").is_file()
+    assert (out / "README.md").is_file()
 
 
 def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
