@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -104,6 +105,15 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     n_coreml = coreml_examples if coreml_examples is not None else export_cfg["coreml_parity_examples"]
     seed = int(recipe["seed"])
     coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
+    if not coreml_variants:
+        # The recipe's list is written for BERT-family students (the `ane` layout needs attention): another
+        # architecture takes the programs it can, as Core AI's default does; asked for by name, a misfit is refused.
+        misfits = [n for n in coreml_names if n in variants.VARIANTS and not variants.VARIANTS[n].applies_to(
+            task, architecture)]
+        if misfits:
+            print(f"note: the recipe's Core ML {', '.join(misfits)} left out: it does not apply to a "
+                  f"{architecture.name} student", file=sys.stderr)
+            coreml_names = [n for n in coreml_names if n not in misfits]
     check_coreml_choice(coreml_names, task, architecture)
     coreai_names = coreai_variants if coreai_variants is not None else export_cfg.get("coreai_variants")
     if coreai_names is None:
