@@ -8,7 +8,9 @@ from pathlib import Path
 
 from pocketbert.core.files import dumps_strict
 from pocketbert.mobile_bench import calibration, profiles
-from pocketbert.rundir import CALIBRATION_RESULTS, CALIBRATION_TABLE, atomic_folder
+from pocketbert.rundir import CALIBRATION_RESULTS, CALIBRATION_TABLE
+
+MADE_BY = "bench calibration"  # the output marker's name for what --out may replace
 
 
 def _ms(value) -> str:
@@ -33,9 +35,13 @@ def render_calibration() -> tuple[str, dict]:
 
 
 def write_calibration(folder: Path, text: str, table: dict) -> Path:
-    """calibration.json and calibration.md, with the date and the command, replacing `folder` as a whole."""
+    """calibration.json and calibration.md, with the date and the command, into `folder`: a new or empty one, or
+    this command's own earlier output (replaced whole); never a run, nor a folder holding files it did not write."""
+    from pocketbert.user_paths import output_folder, written_output
+
     record = {"created": time.strftime("%Y-%m-%d"), "command": "pocketbert " + " ".join(sys.argv[1:]), **table}
-    with atomic_folder(Path(folder)) as tmp:
+    folder = output_folder(Path(folder), MADE_BY, overwrite=True, own_files=True)
+    with written_output(folder, MADE_BY) as tmp:
         (tmp / CALIBRATION_RESULTS).write_text(dumps_strict(record, indent=2) + "\n")
         (tmp / CALIBRATION_TABLE).write_text(f"# Calibration of roofline floors\n\n`{record['command']}`, "
                                              f"{record['created']}\n\n{text}")

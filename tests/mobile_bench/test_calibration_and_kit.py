@@ -94,6 +94,19 @@ def test_bench_calibration_command_prints_and_records(tmp_path):
     assert "apple-distilbert-ane-iphone13" in result.output and "android-arm / cpu / fp32" in result.output
     record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert record["command"].startswith("pocketbert") and record["created"] and record["factors"]
+    again = CliRunner().invoke(cli, ["bench", "calibration", "--out", str(tmp_path / "cal")])
+    assert again.exit_code == 0, again.output  # its own earlier output is replaced
+
+
+def test_bench_calibration_never_replaces_a_folder_it_did_not_write(tmp_path, capsys):
+    from helpers import error_line, run_cli
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("the user's")
+    result = run_cli(capsys, "bench", "calibration", "--out", theirs)
+    assert result.exit_code == 2 and error_line(result).startswith("error:"), result.err
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
 
 
 def _run_with_export(tmp_path: Path) -> Path:
