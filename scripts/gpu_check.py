@@ -226,6 +226,23 @@ def git_state() -> dict:
             else len(status.splitlines())}
 
 
+def updated(earlier: dict, result: dict, asked: list[str]) -> dict:
+    """This call's parts over an earlier call's JSON (--update): a part this call ran replaces the earlier one's,
+    the others keep theirs, each part says which call measured it, and `calls` lists every call."""
+    def call(r: dict) -> dict:
+        return {key: r.get(key) for key in ("date", "git_commit", "git_changed_files", "setup_s", "wall_time_s")} | {
+            "device": ((r["parts"].get("setup", {}).get("figures") or {}).get("gpu") or {}).get("name")}
+
+    calls = earlier.get("calls") or [call(earlier) | {"parts": list(earlier["parts"])}]
+    parts = {name: {"call": record.get("call", 0), **record} for name, record in earlier["parts"].items()}
+    ran = ["setup", *asked]
+    parts.update({name: {"call": len(calls), **result["parts"][name]} for name in ran if name in result["parts"]})
+    parts = {name: parts[name] for name in BUDGET_S if name in parts}
+    return {**result, "parts": parts, "skipped": [f"{name}: {r['status']}, {r.get('reason')}"
+                                                  for name, r in parts.items() if r["status"] != DONE],
+            "calls": [*calls, call(result) | {"parts": [name for name in ran if name in result["parts"]]}]}
+
+
 def write_outputs(result: dict, out: Path) -> None:
     for name, text in ((JSON_NAME, json.dumps(result, indent=2) + "\n"),
                        (TABLE_NAME, gpu_check_render.render_table(result))):
@@ -255,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default=None, help=f"comma-separated, of: {', '.join(list(BUDGET_S)[1:])}")
     parser.add_argument("--cap", action="append", default=[], metavar="PART=SECONDS", help="another cap for a part")
     parser.add_argument("--started", type=float, default=None, help="epoch seconds when the set-up began (make's)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the parts not run from the JSON already in --out (a second call on the GPU)")
     parser.add_argument("--keep-work", action="store_true", help="keep the runs, logs and unpacked kit")
     args = parser.parse_args(argv)
     started_wall = args.started or time.time()
@@ -268,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = gpu_check_parts.DRY_PLAN if args.dry else gpu_check_parts.GPU_PLAN
     out = args.out or (REPO_ROOT / ("runs/gpu-check-dry" if args.dry else "results/gpu"))
     out.mkdir(parents=True, exist_ok=True)
+    earlier = json.loads((out / JSON_NAME).read_text()) if args.update and (out / JSON_NAME).is_file() else None
     work = Path(tempfile.mkdtemp(prefix="pocketbert-gpu-check-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -281,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 check, "setup", lambda c, fig: set_up(c, args.kit, args.dry, args.data_dir, args.model, fig),
                 min(caps["setup"], deadline - time.monotonic()))
             result["setup_s"] = round(time.time() - started_wall, 1)
-            write_outputs(result, out)
+            write_outputs(result if earlier is None else updated(earlier, result, asked), out)
             for name in list(BUDGET_S)[1:]:
                 cap = min(caps[name], deadline - time.monotonic() - WRAP_UP_S)
                 if name not in asked:
@@ -294,18 +314,21 @@ def main(argv: list[str] | None = None) -> int:
                     record = run_part(check, name, gpu_check_parts.PARTS[name], cap)
                 result["parts"][name] = record
                 result["wall_time_s"] = round(time.time() - started_wall, 1)
-                write_outputs(result, out)
+                write_outputs(result if earlier is None else updated(earlier, result, asked), out)
         finally:
             result["wall_time_s"] = round(time.time() - started_wall, 1)
             result["skipped"] = [f"{name}: {r['status']}, {r['reason']}" for name, r in result["parts"].items()
                                  if r["status"] != DONE]
-            write_outputs(result, out)
+            write_outputs(result if earlier is None else updated(earlier, result, asked), out)
             if not args.keep_work:
                 shutil.rmtree(work, ignore_errors=True)
+    failed = any(r["status"] == FAILED for r in result["parts"].values())
+    if earlier is not None:
+        result = updated(earlier, result, asked)
     print(gpu_check_render.render_table(result))
     print(f"-> {out / JSON_NAME}, {out / TABLE_NAME}, {out / LOG_NAME}" + (f" (work kept in {work})"
                                                                            if args.keep_work else ""))
-    return 1 if any(r["status"] == FAILED for r in result["parts"].values()) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

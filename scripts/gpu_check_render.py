@@ -55,6 +55,12 @@ def heading(result: dict) -> list[str]:
              f"torch {setup.get('torch', '?')}, transformers {(setup.get('versions') or {}).get('transformers', '?')}; "
              f"set-up {number(result.get('setup_s'), 1)} s, the whole check {number(result.get('wall_time_s'), 1)} s "
              f"of {result['budget_s']['total']} s."]
+    if len(result.get("calls") or []) > 1:
+        lines.append("")
+        lines.append("Measured in calls of their own (`--update` keeps the parts a later call did not run): " + "; ".join(
+            f"call {i}, {c.get('date')}, commit {c.get('git_commit') or '?'}, {c.get('device') or 'CPU'}, "
+            f"{number(c.get('wall_time_s'), 1)} s: {', '.join(c['parts'])}" for i, c in enumerate(result["calls"]))
+            + ". The heading's figures are the last call's.")
     if result["mode"] == "dry":
         lines.append("")
         lines.append("**Dry run**: toy models and data on the CPU. These figures show that every part runs; they "
@@ -111,12 +117,23 @@ def large_batch_section(fig: dict) -> list[str]:
 def resume_section(fig: dict) -> list[str]:
     if "verdict" not in fig:
         return [f"Killed after step {fig['killed_after_step']}; not resumed." if "killed_after_step" in fig else ""]
-    diff = fig.get("max_abs_weight_diff")
-    return [f"Killed with SIGKILL after step {fig['killed_after_step']}, resumed at step "
-            f"{fig.get('resumed_at_step') or '?'} with `--resume` ({graphs({'cuda_graphs': fig.get('cuda_graphs')})}): "
-            f"weights **{fig['verdict']}** to the uninterrupted run's (max |difference| "
-            f"{DASH if diff is None else f'{diff:.2e}'}, tolerance {fig['tolerance']:g}); SST-2 dev "
-            f"{number(fig.get('resumed_accuracy'), 4)} against {number(fig.get('uninterrupted_accuracy'), 4)}."]
+    diff, control = fig.get("max_abs_weight_diff"), fig.get("run_to_run") or {}
+    lines = [f"Killed with SIGKILL after step {fig['killed_after_step']}, resumed at step "
+             f"{fig.get('resumed_at_step') or '?'} with `--resume` "
+             f"({graphs({'cuda_graphs': fig.get('cuda_graphs'), 'steps': fig.get('steps')})}). The resumed "
+             f"student's weights against the uninterrupted one's: **{fig['verdict']}** (max |difference| "
+             f"{exponent(diff)}, tolerance {fig['tolerance']:g}); SST-2 dev {number(fig.get('resumed_accuracy'), 4)} "
+             f"against {number(fig.get('uninterrupted_accuracy'), 4)}."]
+    if control:
+        lines[0] += (f" The control, the uninterrupted run a second time: max |difference| "
+                     f"{exponent(control.get('max_abs_weight_diff'))} to the first"
+                     f"{' (bitwise equal)' if control.get('bitwise_equal') else ''}, SST-2 dev "
+                     f"{number(control.get('accuracy'), 4)}.")
+    return lines
+
+
+def exponent(value: float | None) -> str:
+    return DASH if value is None else f"{value:.2e}"
 
 
 def qa_section(fig: dict) -> list[str]:
