@@ -59,7 +59,7 @@ def heading(result: dict) -> list[str]:
         lines.append("")
         lines.append("Measured in calls of their own (`--update` keeps the parts a later call did not run): " + "; ".join(
             f"call {i}, {c.get('date')}, commit {c.get('git_commit') or '?'}, {c.get('device') or 'CPU'}, "
-            f"{number(c.get('wall_time_s'), 1)} s: {', '.join(c['parts'])}" for i, c in enumerate(result["calls"]))
+            f"{number(c.get('wall_time_s'), 1)} s: {', '.join(c['parts'])}" for i, c in enumerate(result["calls"], start=1))
             + ". The heading's figures are the last call's.")
     if result["mode"] == "dry":
         lines.append("")

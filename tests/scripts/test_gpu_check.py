@@ -103,6 +103,20 @@ def test_a_part_past_its_cap_is_recorded_as_skipped_with_why(shared_data, tmp_pa
     assert len(result["skipped"]) == len(PARTS) - 1  # all but the set-up
 
 
+def test_update_replaces_only_the_parts_it_runs(dry_run, shared_data, tmp_path):
+    first_out, first = dry_run
+    (tmp_path / gpu_check.JSON_NAME).write_text((first_out / gpu_check.JSON_NAME).read_text())
+    done, merged = run_check(tmp_path, shared_data, "--update", "--parts", "stages", "--cap", f"stages={TINY_CAP_S}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [call["parts"] for call in merged["calls"]] == [PARTS, ["setup", "stages"]]
+    assert merged["parts"]["stages"]["status"] == gpu_check.SKIPPED and merged["parts"]["stages"]["call"] == 1
+    for name in PARTS[2:]:  # kept from the first call, figures and all
+        kept = dict(merged["parts"][name])
+        assert kept.pop("call") == 0 and kept == first["parts"][name]
+    assert merged["skipped"] == [f"stages: {gpu_check.SKIPPED}, {merged['parts']['stages']['reason']}"]
+    assert "call 1, " in done.stdout and "call 2, " in done.stdout
+
+
 def test_the_kit_gives_back_the_weights_in_fp16_and_the_data_unchanged(tiny_base, shared_data, tmp_path):
     from safetensors.numpy import load_file
 
