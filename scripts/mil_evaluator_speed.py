@@ -39,9 +39,9 @@ from pocketbert.export.executorch_export import MIN_SEQUENCE, coreml_delegate_pa
 from pocketbert.export.evaluators.forward import one_row_at_a_time
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
-from pocketbert.manifest import read_manifest
-from pocketbert.rundir import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
-from pocketbert.user_paths import recorded_dataset
+from pocketbert.core.manifest import read_manifest
+from pocketbert.core.run_files import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
+from pocketbert.core.user_paths import recorded_dataset
 
 REFERENCE_ROWS = 100
 

@@ -28,9 +28,9 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.export import onnx_export, parity
     from pocketbert.export.text_in import qa_graph
     from pocketbert.export.app.app_files import write_app_files
-    from pocketbert.manifest import git_commit, read_manifest
-    from pocketbert.rundir import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
-    from pocketbert.user_paths import recorded_dataset
+    from pocketbert.core.manifest import git_commit, read_manifest
+    from pocketbert.core.run_files import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
+    from pocketbert.core.user_paths import recorded_dataset
 
     student_dir = run / STUDENT_DIR
     model, tokenizer, task, info = load_stage_model(student_dir)

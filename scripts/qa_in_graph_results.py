@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from pocketbert.rundir import EXPORT_DIR, MANIFEST, PARITY
+from pocketbert.core.run_files import EXPORT_DIR, MANIFEST, PARITY
 
 
 def gather(run: Path) -> dict:

@@ -6,7 +6,7 @@
 Latency depends on the shape, not on the weights, so each shape is built from the teacher's config with random
 weights, exported and quantized exactly as `pocketbert export` does (model.onnx, then dynamic per-channel int8 of
 every weight product), and timed with the reference shape (the default student: half the teacher's layers at its
-width) in turn, A B A B ... (mobile_bench's interleaved protocol, so a drift of the machine's speed shifts both
+width) in turn, A B A B ... (bench's interleaved protocol, so a drift of the machine's speed shifts both
 alike), in blocks of BLOCK calls so each call follows a call of the same model, as `pocketbert bench` times a
 model alone (call by call, each model would run with the other's weights in the caches): ONNX Runtime on the CPU,
 one intra-op thread, batch 1, sequence 128, full attention. It prints each shape's median per call and its
@@ -27,10 +27,10 @@ import torch
 from pocketbert.core.inference import ort_session
 from pocketbert.core.tasks import make_task
 from pocketbert.export.onnx_export import export_onnx, quantize_int8
-from pocketbert.manifest import git_commit, package_versions
-from pocketbert.mobile_bench.host import host_info
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.stats import measure_interleaved
+from pocketbert.core.manifest import git_commit, package_versions
+from pocketbert.bench.host import host_info
+from pocketbert.bench.latency import synthetic_inputs
+from pocketbert.bench.stats import measure_interleaved
 
 SEQUENCE, BATCH, THREADS = 128, 1, 1
 WARMUP, MIN_REPEATS, MAX_REPEATS, TIME_CAP_S = 3, 20, 300, 8.0

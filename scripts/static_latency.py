@@ -3,7 +3,7 @@
     python scripts/static_latency.py runs/sst2-static/export ../main/runs/sst2-default/export \
         > results/static/latency.json
 
-For each format (ONNX fp32, ONNX dynamic int8, the int8 .ort), both models run in turn (A B A B ..., mobile_bench's
+For each format (ONNX fp32, ONNX dynamic int8, the int8 .ort), both models run in turn (A B A B ..., bench's
 interleaved protocol, so a drift of the machine's speed shifts both alike) on the same synthetic input: batch 1,
 sequence 128, full attention, ONNX Runtime on the CPU with one intra-op thread. Two ways, because a model this
 small is slowed by what ran before it: call by call (each static call follows a call of the other model, which
@@ -20,10 +20,10 @@ from datetime import date
 from pathlib import Path
 
 from pocketbert.core.inference import ort_session
-from pocketbert.manifest import git_commit, package_versions, path_size, read_manifest
-from pocketbert.mobile_bench.host import host_info
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.stats import measure_interleaved
+from pocketbert.core.manifest import git_commit, package_versions, path_size, read_manifest
+from pocketbert.bench.host import host_info
+from pocketbert.bench.latency import synthetic_inputs
+from pocketbert.bench.stats import measure_interleaved
 
 SEQUENCE, BATCH, THREADS = 128, 1, 1
 VARIANTS = ("onnx", "onnx-int8", "ort")  # export variant names, as the export manifest's table has them

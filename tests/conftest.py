@@ -56,7 +56,7 @@ def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """Tests never read or fill the user's cache (teacher outputs, BERT-base exports)."""
-    from pocketbert.cache_dir import CACHE_ENV
+    from pocketbert.core.cache_dir import CACHE_ENV
 
     previous = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("pocketbert-cache"))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import error_line, linked_copy, run_cli, run_cli_steps
 
-from pocketbert.user_paths import OUTPUT_MARKER
+from pocketbert.core.user_paths import OUTPUT_MARKER
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +24,17 @@ def sentiment_run(tmp_path_factory, exported_run):
 
 
 def test_stages_write_the_run_directory_contract(sentiment_run):
-    from pocketbert import rundir
+    from pocketbert.core import run_files
 
-    for stage in (rundir.TEACHER_DIR, rundir.STUDENT_DIR, rundir.EXPORT_DIR):
-        manifest = json.loads((sentiment_run / stage / rundir.MANIFEST).read_text())
+    for stage in (run_files.TEACHER_DIR, run_files.STUDENT_DIR, run_files.EXPORT_DIR):
+        manifest = json.loads((sentiment_run / stage / run_files.MANIFEST).read_text())
         assert manifest["versions"]["torch"] == "2.13.0" or manifest["versions"]["torch"].startswith("2.13.0")
         assert all(len(v["sha256"]) == 64 for v in manifest["inputs"].values())
-    export = sentiment_run / rundir.EXPORT_DIR
-    for name in (rundir.ONNX_FP32, rundir.ONNX_INT8, rundir.ORT_MODEL, rundir.ORT_REQUIRED_OPERATORS,
-                 rundir.PARITY, rundir.LABELS, rundir.MODEL_CONFIG, *rundir.TOKENIZER_FILES):
+    export = sentiment_run / run_files.EXPORT_DIR
+    for name in (run_files.ONNX_FP32, run_files.ONNX_INT8, run_files.ORT_MODEL, run_files.ORT_REQUIRED_OPERATORS,
+                 run_files.PARITY, run_files.LABELS, run_files.MODEL_CONFIG, *run_files.TOKENIZER_FILES):
         assert (export / name).is_file(), name
-    assert (export / rundir.coreml_package_name("sentiment")).is_dir()
+    assert (export / run_files.coreml_package_name("PocketBertSentiment")).is_dir()
     assert not [p for p in sentiment_run.iterdir() if p.name.startswith(".")], "temporary folders left behind"
 
 
@@ -101,17 +101,17 @@ UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
 
 
 def test_every_apple_program_has_a_placement_verdict(sentiment_run, capsys, tmp_path):
-    from pocketbert import rundir
+    from pocketbert.core import run_files
 
-    export = sentiment_run / rundir.EXPORT_DIR
-    placed = json.loads((export / rundir.MANIFEST).read_text())["metrics"]["placement"]
-    rows = {r["artifact"]: r for r in json.loads((export / rundir.PARITY).read_text())}
-    apple = {name for name in rows if name.endswith((rundir.COREML_PACKAGE_SUFFIX, rundir.COREAI_ASSET_SUFFIX))}
+    export = sentiment_run / run_files.EXPORT_DIR
+    placed = json.loads((export / run_files.MANIFEST).read_text())["metrics"]["placement"]
+    rows = {r["artifact"]: r for r in json.loads((export / run_files.PARITY).read_text())}
+    apple = {name for name in rows if name.endswith((run_files.COREML_PACKAGE_SUFFIX, run_files.COREAI_ASSET_SUFFIX))}
     assert set(placed) == apple and all(rows[name]["placement"] == placed[name] for name in apple)
     assert placed["PocketBertSentiment.mlpackage"]["verdict"] == "off_neural_engine"  # flexible: default shape only
     assert placed["PocketBertSentiment.enumerated.mlpackage"]["verdict"] == "may_fail"  # coremltools#2730
     assert placed["PocketBertSentiment.ane.mlpackage"]["verdict"] == "neural_engine"  # fixed shapes, ANE layout
-    detail = json.loads((export / rundir.PLACEMENT).read_text())
+    detail = json.loads((export / run_files.PLACEMENT).read_text())
     assert {p["program"] for p in detail} == apple and all(f["operations"] for p in detail for f in p["functions"])
     assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
     readme = (tmp_path / "ios" / "README.md").read_text()

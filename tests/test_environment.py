@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketbert import exit_codes
+from pocketbert.core import exit_codes
 from pocketbert.boundary import DEBUG_ENV
 from pocketbert.core.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
 from tests.helpers import cli_process, error_line, run_cli

@@ -14,7 +14,8 @@ import time
 import pytest
 from helpers import cli_process, error_line, run_cli
 
-from pocketbert import exit_codes, rundir
+from pocketbert.core import run_files
+from pocketbert.core import exit_codes
 from pocketbert.boundary import INTERRUPTED_LINE, verdict
 from pocketbert.train.checkpoint import FAULT_ENV
 
@@ -103,7 +104,7 @@ def test_a_truncated_gzip_file_is_an_input_error_not_an_interrupt(tmp_path, caps
     assert "Traceback" not in result.err
     line = error_line(result)
     assert line.startswith("error: ") and "interrupted" not in line and "aborted" not in result.err.lower()
-    assert not (tmp_path / "run" / rundir.TEACHER_DIR).exists()
+    assert not (tmp_path / "run" / run_files.TEACHER_DIR).exists()
 
 
 @pytest.mark.slow
@@ -118,7 +119,7 @@ def test_ctrl_c_says_interrupted_and_exits_130(tmp_path, tiny_base, shared_data)
                                # and Python keeps it ignored: give the child the terminal's default, as a user has
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + WRITE_START_TIMEOUT_S
-    while not list(run.glob(f".{rundir.TEACHER_DIR}.tmp-*")):
+    while not list(run.glob(f".{run_files.TEACHER_DIR}.tmp-*")):
         assert process.poll() is None, "the stage ended before it started writing"
         assert time.monotonic() < deadline, "the stage never started writing"
         time.sleep(0.02)

@@ -1,4 +1,4 @@
-"""Every file name a stage reads or writes is spelled once, in rundir.py: a module names the constant, never the
+"""Every file name a stage reads or writes is spelled once, in run_files.py: a module names the constant, never the
 string (DESIGN.md: 'one module of names'). Thresholds the recipe defaults to are the export's own constants."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ import ast
 from pathlib import Path
 
 import pocketbert
-from pocketbert import rundir
+from pocketbert.core import run_files
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 ALLOWED = {
-    ("export/onnx_export.py", rundir.ONNX_FP32),  # on purpose: a scratch name inside a temporary folder
+    ("export/onnx_export.py", run_files.ONNX_FP32),  # on purpose: a scratch name inside a temporary folder
 }
 
 
 def file_names() -> set[str]:
-    """rundir's file names: its upper-case string constants (and tuples of them) with a suffix."""
+    """run_files' file names: its upper-case string constants (and tuples of them) with a suffix."""
     names = set()
-    for key, value in vars(rundir).items():
+    for key, value in vars(run_files).items():
         values = value if isinstance(value, tuple) else (value,)
         if key.isupper():
             names |= {v for v in values if isinstance(v, str) and "." in v.strip(".")}
@@ -46,7 +46,7 @@ def test_no_module_spells_a_run_directory_file_name():
     found = []
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
         relative = path.relative_to(PACKAGE_ROOT).as_posix()
-        if relative == "rundir.py":
+        if relative == "core/run_files.py":
             continue
         found += [f"{relative}: {name!r}" for name in sorted(inline_uses(path.read_text(), names))
                   if (relative, name) not in ALLOWED]

@@ -11,12 +11,12 @@ import time
 import pytest
 from helpers import QUICK_EXPORT, cli_process, linked_copy
 
-from pocketbert import rundir
+from pocketbert.core import atomic_folder, run_files
 from pocketbert.train.checkpoint import FAULT_ENV
 
 pytestmark = pytest.mark.slow
-EXPORT_FILES = (rundir.MANIFEST, rundir.PARITY, rundir.ONNX_FP32, rundir.ONNX_INT8, rundir.ORT_MODEL, rundir.LABELS,
-                *rundir.TOKENIZER_FILES)
+EXPORT_FILES = (run_files.MANIFEST, run_files.PARITY, run_files.ONNX_FP32, run_files.ONNX_INT8, run_files.ORT_MODEL, run_files.LABELS,
+                *run_files.TOKENIZER_FILES)
 KILL_DELAYS_S = (0.0, 2.0)  # after the export starts writing; writing the tiny student's export takes several s
 WRITE_START_TIMEOUT_S = 120
 
@@ -28,14 +28,14 @@ def start(*args):
 
 def is_complete_export(folder) -> bool:
     return all((folder / name).is_file() for name in EXPORT_FILES) and \
-        (folder / rundir.coreml_package_name("sentiment")).is_dir()
+        (folder / run_files.coreml_package_name("PocketBertSentiment")).is_dir()
 
 
 @pytest.fixture(scope="module")
 def student_run(tmp_path_factory, exported_run):
     """The session's tiny teacher and student, in a run of this module's own that has no export yet."""
-    return linked_copy(exported_run, tmp_path_factory.mktemp("interrupt") / "run", [rundir.TEACHER_DIR,
-                                                                                 rundir.STUDENT_DIR])
+    return linked_copy(exported_run, tmp_path_factory.mktemp("interrupt") / "run", [run_files.TEACHER_DIR,
+                                                                                 run_files.STUDENT_DIR])
 
 
 def kill_while_writing(process, run, stage, delay):
@@ -56,30 +56,30 @@ def test_killed_teacher_training_leaves_no_teacher(tmp_path, tiny_base, shared_d
     killed = cli_process("train", "teacher", "--run", run, "--model", tiny_base, "--preset", "tiny", "--data-dir", shared_data,
                  env={FAULT_ENV: "kill_after_step:2"})
     assert killed.returncode == -signal.SIGKILL
-    assert not (run / rundir.TEACHER_DIR).exists()
+    assert not (run / run_files.TEACHER_DIR).exists()
 
 
 def test_export_killed_at_random_moments(student_run, shared_data):
     rng = random.Random(7)
-    export = student_run / rundir.EXPORT_DIR
+    export = student_run / run_files.EXPORT_DIR
     previous = None
     for attempt in range(3):
         args = ["export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT] + \
             (["--overwrite"] if previous else [])
-        kill_while_writing(start(*args), student_run, rundir.EXPORT_DIR, rng.uniform(*KILL_DELAYS_S))
-        before_rename = bool(list(student_run.glob(f".{rundir.EXPORT_DIR}.tmp-*")))  # killed before its rename
+        kill_while_writing(start(*args), student_run, run_files.EXPORT_DIR, rng.uniform(*KILL_DELAYS_S))
+        before_rename = bool(list(student_run.glob(f".{run_files.EXPORT_DIR}.tmp-*")))  # killed before its rename
         if export.exists():
             assert is_complete_export(export), f"partial export after a kill (attempt {attempt})"
         elif previous is not None:
             # The replaced folder may be set aside only for an instant; the next stage puts it back.
-            rundir.recover_stage(student_run, rundir.EXPORT_DIR)
+            atomic_folder.recover_stage(student_run, run_files.EXPORT_DIR)
             assert is_complete_export(export)
         if previous is not None and before_rename:  # the interrupted run replaced nothing: the earlier one stays
-            assert (export / rundir.MANIFEST).read_text() == previous
+            assert (export / run_files.MANIFEST).read_text() == previous
         if not export.exists():
             done = cli_process("export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT)
             assert done.returncode == 0, done.stderr
-        previous = (export / rundir.MANIFEST).read_text()
+        previous = (export / run_files.MANIFEST).read_text()
     done = cli_process("export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert is_complete_export(export)

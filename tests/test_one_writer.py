@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import cli_process, run_cli_steps, run_with_teacher
 
-from pocketbert import rundir
-from pocketbert.run_lock import RunInUseError, folder_lock, lock_path
+from pocketbert.core import run_files
+from pocketbert.core.run_lock import RunInUseError, folder_lock, lock_path
 
 pytestmark = pytest.mark.slow
 LOCK_TIMEOUT_S = 120     # for a command to start and take its lock, on a loaded 2-core machine
@@ -96,7 +96,7 @@ def test_a_second_distillation_is_refused_and_the_first_prints_what_it_wrote(tea
     [second] = run_while_frozen(first, run, (*args, "--seed", "2"))
     assert_refused_naming(second, first)
     printed = finished(first)
-    manifest = json.loads((run / rundir.STUDENT_DIR / rundir.MANIFEST).read_text())
+    manifest = json.loads((run / run_files.STUDENT_DIR / run_files.MANIFEST).read_text())
     assert manifest["config"]["recipe"]["seed"] == 1
     accuracy = float(re.search(r"student: accuracy (\d\.\d{4})", printed).group(1))
     assert accuracy == pytest.approx(manifest["metrics"]["eval"]["accuracy"], abs=5e-5)
@@ -111,7 +111,7 @@ def test_a_second_teacher_is_refused_without_touching_the_first_ones_checkpoint(
     [second] = run_while_frozen(first, run, args)
     assert_refused_naming(second, first)
     finished(first)
-    assert (run / rundir.TEACHER_DIR / rundir.MANIFEST).is_file()
+    assert (run / run_files.TEACHER_DIR / run_files.MANIFEST).is_file()
 
 
 def test_a_second_export_and_an_app_folder_are_refused_and_the_first_export_is_whole(student_run, tmp_path,
@@ -126,7 +126,7 @@ def test_a_second_export_and_an_app_folder_are_refused_and_the_first_export_is_w
     for second in run_while_frozen(first, run, (*args, "--overwrite"), ("export", "android", "--run", run)):
         assert_refused_naming(second, first)
     printed = finished(first)
-    parity = json.loads((run / rundir.EXPORT_DIR / rundir.PARITY).read_text())
+    parity = json.loads((run / run_files.EXPORT_DIR / run_files.PARITY).read_text())
     count = int(re.search(r"export: (\d+) models passed", printed).group(1))
     assert count == len(parity)
 
@@ -134,7 +134,7 @@ def test_a_second_export_and_an_app_folder_are_refused_and_the_first_export_is_w
 def test_a_lock_whose_holder_died_is_taken_again(tmp_path):
     run = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from pocketbert.run_lock import folder_lock\n"
+                               "from pocketbert.core.run_lock import folder_lock\n"
                                f"with folder_lock({str(run)!r}):\n"
                                "    print('held', flush=True); time.sleep(600)"],
                               stdout=subprocess.PIPE, text=True)
@@ -194,7 +194,7 @@ def test_a_killed_ladder_takes_its_running_step_with_it_and_runs_again(teacher_r
         assert time.monotonic() < deadline, f"the ladder's step (pid {step_pid}) outlived the killed ladder"
         time.sleep(POLL_S)
     again = start(*args)
-    student = run / rundir.STUDENT_DIR / rundir.MANIFEST
+    student = run / run_files.STUDENT_DIR / run_files.MANIFEST
     deadline = time.monotonic() + 600
     while not student.is_file():
         assert again.poll() is None, f"the ladder run again stopped: {again.communicate()[1][-2000:]}"
@@ -202,4 +202,4 @@ def test_a_killed_ladder_takes_its_running_step_with_it_and_runs_again(teacher_r
         time.sleep(0.1)
     again.kill()
     again.communicate()
-    assert json.loads(student.read_text())["stage"] == rundir.STUDENT_DIR
+    assert json.loads(student.read_text())["stage"] == run_files.STUDENT_DIR

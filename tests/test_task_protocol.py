@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from pocketbert.core.tasks import TASK_CLASSES, TASKS, Task, make_task
-from pocketbert.rundir import coreml_package_name
+from pocketbert.core.run_files import coreml_package_name
 
 
 def protocol_members() -> set[str]:
@@ -31,15 +31,15 @@ def test_each_registered_task_satisfies_the_protocol(name):
 
 
 def test_the_registry_is_the_one_list_of_tasks():
-    from pocketbert import config
     from pocketbert.core.recipe import Recipe
 
-    assert config.TASKS == TASKS == tuple(TASK_CLASSES)
+    assert TASKS == tuple(TASK_CLASSES)
     assert set(Recipe.model_fields["task"].annotation.__args__) == set(TASKS)
 
 
 def test_the_coreml_class_name_is_the_tasks():
-    for name, task_class in TASK_CLASSES.items():
-        assert coreml_package_name(name) == f"{task_class.coreml_class_stem}.mlpackage"
-        assert coreml_package_name(name, "int8") == f"{task_class.coreml_class_stem}.int8.mlpackage"
-    assert coreml_package_name("sentiment") == "PocketBertSentiment.mlpackage"  # what apps already reference
+    for task_class in TASK_CLASSES.values():
+        assert coreml_package_name(task_class.coreml_class_stem) == f"{task_class.coreml_class_stem}.mlpackage"
+        assert coreml_package_name(task_class.coreml_class_stem, "int8") == \
+            f"{task_class.coreml_class_stem}.int8.mlpackage"
+    assert TASK_CLASSES["sentiment"].coreml_class_stem == "PocketBertSentiment"  # what apps already reference

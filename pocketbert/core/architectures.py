@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pocketbert.errors import ModelError
+from pocketbert.core.errors import ModelError
 
 if TYPE_CHECKING:  # torch loads when a model is wrapped for export, not when an architecture is named
     from pocketbert.core.export_wrapper import ExportWrapper

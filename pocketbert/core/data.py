@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketbert.errors import ConfigError, DataError
+from pocketbert.core.errors import ConfigError, DataError
 from pocketbert.core.files import open_text, parse_json, reading
 
 DATA_DIR_ENV = "POCKETBERT_DATA_DIR"

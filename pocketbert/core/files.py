@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pocketbert.errors import PocketbertError
+from pocketbert.core.errors import PocketbertError
 
 # gzip.open raises BadGzipFile (an OSError) for bytes that are not gzip, EOFError for a file cut short and
 # zlib.error for damaged blocks, all while reading. Left alone, click turns EOFError into "aborted" (exit 130).

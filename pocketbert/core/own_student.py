@@ -1,6 +1,6 @@
 """pocketbert's own student classes on disk (the BiLSTM, the static-embedding student): the config dataclass they
 were built from as JSON beside their weights (safetensors), so that a folder rebuilds its model from nothing else,
-as nanoGPT's checkpoints do. Each class keeps its own config file name (pocketbert/rundir.py)."""
+as nanoGPT's checkpoints do. Each class keeps its own config file name (pocketbert/run_files.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from pocketbert.errors import ModelError
-from pocketbert.rundir import WEIGHTS
+from pocketbert.core.errors import ModelError
+from pocketbert.core.run_files import WEIGHTS
 
 
 def save_own_student(model, folder: Path, config_file: str) -> None:

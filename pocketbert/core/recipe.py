@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
 from pocketbert.core.tasks import TASKS
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"  # inside the package: a wheel ships the presets
 

@@ -15,8 +15,8 @@ from pocketbert.core.architectures import BERT_FAMILY, architecture_of
 from pocketbert.core.files import read_json, read_json_object
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.tasks import TASKS, make_task
-from pocketbert.errors import ModelError
-from pocketbert.rundir import LABELS, MODEL_CONFIG, TASK_INFO
+from pocketbert.core.errors import ModelError
+from pocketbert.core.run_files import LABELS, MODEL_CONFIG, TASK_INFO
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None,

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from pocketbert.core.own_student import load_own_student, save_own_student
-from pocketbert.rundir import STATIC_CONFIG
+from pocketbert.core.run_files import STATIC_CONFIG
 
 MODEL_TYPE = "pocketbert-static"  # config.json's model type: no Hugging Face library knows it, on purpose
 NORM_FLOOR = 1e-6  # the smallest norm a sentence vector is divided by (an all-special-token input has norm 0)

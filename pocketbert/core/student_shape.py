@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pocketbert.core.models import layer_count
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 
 def head_width(config) -> int:

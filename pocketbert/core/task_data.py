@@ -18,7 +18,7 @@ from pocketbert.core.data import (
     hold_out,
 )
 from pocketbert.core.tasks import TASK_CLASSES, check_task
-from pocketbert.errors import ConfigError, DataError, require
+from pocketbert.core.errors import ConfigError, DataError, require
 
 
 def read_task_file(path: Path, task: str, label_names: list[str] | None):

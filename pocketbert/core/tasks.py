@@ -18,7 +18,7 @@ import numpy as np
 from pocketbert.core import qa as qa_lib
 from pocketbert.core import data as data_lib
 from pocketbert.core.data import QAExample, TextExample
-from pocketbert.errors import ConfigError, DataError, ModelError
+from pocketbert.core.errors import ConfigError, DataError, ModelError
 
 if TYPE_CHECKING:  # torch loads when a loss or a logits stack is first asked for: naming the tasks needs none
     import torch

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from pocketbert.core.export_wrapper import ADDITIVE_MASK_VALUE
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 
 # Apple's reference uses 1e-7 in place of DistilBERT's 1e-12 (huggingface/distilbert.py, EPS): the smallest fp16
 # step is 6e-8, so 1e-12 vanishes and a constant channel vector would divide by zero. Against the fp32 student this

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.errors import ExportError
-from pocketbert.manifest import ARTIFACTS, verify_artifacts
+from pocketbert.core.errors import ExportError
+from pocketbert.core.manifest import ARTIFACTS, verify_artifacts
 
 __all__ = ["ARTIFACTS", "verified"]
 

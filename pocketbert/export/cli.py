@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
+from pocketbert.core.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -33,7 +33,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
-    from pocketbert.errors import ConfigError
+    from pocketbert.core.errors import ConfigError
     from pocketbert.export.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:

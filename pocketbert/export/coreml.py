@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from pocketbert import __version__
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 from pocketbert.export import multifunction
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter

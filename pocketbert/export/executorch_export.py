@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 from pocketbert.core.inference import executorch_method
 from pocketbert.core.quiet import quiet_tools
 

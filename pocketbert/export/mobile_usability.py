@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.errors import require
+from pocketbert.core.errors import require
 
 PROVIDERS = {
     "NNAPI": None,

@@ -20,7 +20,7 @@ import numpy as np
 
 from pocketbert.core.inference import import_coremltools
 from pocketbert.core.quiet import quiet_tools
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 
 MULTIFUNCTION_IOS = "iOS18"  # multifunction programs (and MLModelConfiguration.functionName) need iOS 18
 FUNCTION_LENGTHS_KEY = "function_lengths"  # metadata: "16,32,64,128", one function main_len<n> per length

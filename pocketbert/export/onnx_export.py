@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 from pocketbert.core.architectures import BERT_FAMILY
 
 ONNX_OPSET = 17

@@ -16,23 +16,16 @@ from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.manifest import path_size, verified_stage, write_manifest
-from pocketbert.rundir import (
-    EXPORT_DIR,
-    PARITY,
-    PLACEMENT,
-    STUDENT_DIR,
-    TOKENIZER_GOLDEN,
-    check_writable,
-    staged_output,
-)
-from pocketbert.user_paths import recorded_dataset
+from pocketbert.core.manifest import path_size, verified_stage, write_manifest
+from pocketbert.core.atomic_folder import check_writable, staged_output
+from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
+from pocketbert.core.user_paths import recorded_dataset
 
 # The .ort files are the dynamic int8 and the static QDQ graphs; the fp32 one shows what an accelerator could
 # take without quantized ops.

@@ -19,12 +19,12 @@ from typing import Any, Callable
 import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export import ane_program, coreai, coreml, executorch_export, int8_budget, onnx_export, parity
 from pocketbert.export.text_in import qa_graph, tokenizer_check
 from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in.session import extensions_library
-from pocketbert.rundir import (
+from pocketbert.core.run_files import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
@@ -242,7 +242,7 @@ class BuildContext:
 class Variant:
     name: str
     family: str
-    file_name: Callable[[Any], str]          # task -> file name in the export folder (rundir.py)
+    file_name: Callable[[Any], str]          # task -> file name in the export folder (run_files.py)
     runtime: Runtime
     precision: str                           # as parity.json records it
     build: Callable[[BuildContext, Path], None]
@@ -415,7 +415,7 @@ def _onnx_variant(name, file_name, precision, build, gate, extra_files=()) -> Va
 def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIMUM_IOS, fixed=False,
                     classifier=False, enumerated=False) -> Variant:
     """A Core ML variant named as export.coreml_variants names it; its package is <Class>.<name>.mlpackage."""
-    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
+    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.coreml_class_stem, name), COREML_RUNTIME, precision,
                    _coreml_builder(compression, target, fixed, classifier, enumerated), gate, minimum_ios=target,
                    needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
 
@@ -423,7 +423,7 @@ def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIM
 def _ane_variant(name, precision, gate, compression=None) -> Variant:
     """The student in the Neural Engine's layout (export/ane_layout.py), one fixed-length function per length
     bucket in one package, <Class>.<name>.mlpackage."""
-    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.name, name), COREML_RUNTIME, precision,
+    return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.coreml_class_stem, name), COREML_RUNTIME, precision,
                    _ane_builder(compression), gate, minimum_ios=ane_program.MINIMUM_IOS, needs_attention=True,
                    multifunction=True)
 
@@ -431,7 +431,7 @@ def _ane_variant(name, precision, gate, compression=None) -> Variant:
 def _coreai_variant(name, precision, gate, compression=None) -> Variant:
     """A Core AI variant as export.coreai_variants names it (without the coreai- prefix); its asset is
     <Class>.aimodel for fp16, <Class>.<name>.aimodel for the others."""
-    return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.name, name), COREAI_RUNTIME,
+    return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.coreml_class_stem, name), COREAI_RUNTIME,
                    precision, _coreai_builder(compression), gate, minimum_ios=coreai.MINIMUM_OS)
 
 

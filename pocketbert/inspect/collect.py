@@ -19,11 +19,12 @@ from pocketbert.core.data import subsample
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import cross_domain_datasets
-from pocketbert.errors import ConfigError, ModelError, require
+from pocketbert.core.errors import ConfigError, ModelError, require
 from pocketbert.inspect import measures
-from pocketbert.manifest import command_line, read_verified_stage, verified_stage
-from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
-from pocketbert.user_paths import recorded_dataset, recorded_path
+from pocketbert.core.manifest import command_line, read_verified_stage, verified_stage
+from pocketbert.core.atomic_folder import require_stage
+from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.user_paths import recorded_dataset, recorded_path
 
 DEFAULT_EXAMPLES = 500  # per dataset: t-SNE of 500 points takes seconds; the whole inspect stays within minutes
 DEFAULT_CLUSTERS = 9

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import data_dir_option, device_option, resolve_run_dir, run_option
+from pocketbert.core.cli_options import data_dir_option, device_option, resolve_run_dir, run_option
 
 
 @click.command()
@@ -29,12 +29,13 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
 
     from transformers import AutoConfig
 
-    from pocketbert.errors import ConfigError
+    from pocketbert.core.errors import ConfigError
     from pocketbert.ladder import flow, table
     from pocketbert.ladder.spec import check_ladder, read_ladder
-    from pocketbert.rundir import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR, write_text_atomically
-    from pocketbert.manifest import command_line, verified_stage
-    from pocketbert.run_lock import folder_lock
+    from pocketbert.core.atomic_folder import write_text_atomically
+    from pocketbert.core.run_files import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR
+    from pocketbert.core.manifest import command_line, verified_stage
+    from pocketbert.core.run_lock import folder_lock
 
     run_dir = resolve_run_dir(run)
     teacher_dir, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before any rung trains

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pocketbert import exit_codes
-from pocketbert.errors import PocketbertError, RunDirError
+from pocketbert.core import exit_codes
+from pocketbert.core.errors import PocketbertError, RunDirError
 from pocketbert.ladder.spec import ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
-from pocketbert.parent_watch import child_environment
-from pocketbert.rundir import (
+from pocketbert.core.parent_watch import child_environment
+from pocketbert.core.run_files import (
     BENCH_DIR,
     BENCH_RESULTS,
     COMPARE_RESULTS,
@@ -33,7 +33,7 @@ from pocketbert.rundir import (
     STUDENT_DIR,
     TEACHER_DIR,
 )
-from pocketbert.user_paths import OUTPUT_MARKER, mark_output, refuse_inputs
+from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, refuse_inputs
 
 MADE_BY = "ladder"  # the ladder folder's marker: a later ladder continues only its own folder
 

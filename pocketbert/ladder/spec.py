@@ -19,8 +19,8 @@ from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.models import layer_count
 from pocketbert.core.recipe import Recipe, available_presets, read_recipe, section_dict, with_overrides
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
-from pocketbert.errors import ConfigError
-from pocketbert.rundir import LADDER_COMPARE_DIR
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.run_files import LADDER_COMPARE_DIR
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 RUNG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")  # a folder name, and a row of the table

@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 
 from pocketbert.core.files import read_json_object
-from pocketbert.errors import RunDirError
-from pocketbert.manifest import read_manifest
-from pocketbert.rundir import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR, temp_name
+from pocketbert.core.errors import RunDirError
+from pocketbert.core.manifest import read_manifest
+from pocketbert.core.atomic_folder import temp_name
+from pocketbert.core.run_files import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR
 
 IN_DOMAIN = "in domain"
 COSTS = {"latency_ms": "int8 latency (ms, 1 thread)", "size_bytes": "int8 file (MB)"}  # what a rung costs an app

@@ -1,4 +1,4 @@
 """train: teacher fine-tuning, distillation recipes, pruning and the training benchmark.
 
-Builds on pocketbert.core; imports neither export nor mobile_bench.
+Builds on pocketbert.core; imports neither export nor bench.
 """

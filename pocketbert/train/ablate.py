@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pocketbert.errors import ConfigError
-from pocketbert.manifest import command_line, read_manifest
-from pocketbert.rundir import (
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.manifest import command_line, read_manifest
+from pocketbert.core.atomic_folder import require_stage, write_text_atomically
+from pocketbert.core.run_files import (
     ABLATION_DIR,
     ABLATION_PLOT,
     ABLATION_RESULTS,
@@ -22,8 +23,6 @@ from pocketbert.rundir import (
     MANIFEST,
     STUDENT_DIR,
     TEACHER_DIR,
-    require_stage,
-    write_text_atomically,
 )
 from pocketbert.core.recipe import Recipe, recipe_dict, with_overrides
 from pocketbert.train import distributed, registry

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from pocketbert.errors import ConfigError, require
+from pocketbert.core.errors import ConfigError, require
 from pocketbert.core.data import TextExample
 from pocketbert.core.losses import IGNORE_LABEL
 

@@ -4,7 +4,7 @@ ERNIE share this layout (transformers' BertLayer); DistilBERT and ALBERT name th
 
 from __future__ import annotations
 
-from pocketbert.errors import ModelError
+from pocketbert.core.errors import ModelError
 
 
 def encoder_layers(model) -> list:

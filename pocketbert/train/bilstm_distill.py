@@ -13,7 +13,7 @@ from typing import Literal
 import torch.nn.functional as F
 from pydantic import Field
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.core import bilstm, stage_folder
 from pocketbert.core.architectures import BILSTM
 from pocketbert.core.recipe import Section

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.errors import ConfigError
-from pocketbert.rundir import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.run_files import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
 
 FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N", "kill_in_checkpoint:N",
 # "disk_full_in_cache:RANK", "stall_in_training:RANK" (that process sleeps FAULT_STALL_S before its first step)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.cli_options import (
+from pocketbert.core.cli_options import (
     COUNT,
     NON_NEGATIVE,
     data_dir_option,
@@ -16,7 +16,7 @@ from pocketbert.cli_options import (
     resolve_run_dir,
     run_option,
 )
-from pocketbert.config import TASKS
+from pocketbert.core.tasks import TASKS
 from pocketbert.core import launch_env
 from pocketbert.train.options import Flag, Flags, WithRecipeFlags, overrides, with_flags
 
@@ -25,7 +25,7 @@ def _recipe(task, preset, config, given: dict, set_items):
     """The typed recipe: the preset or --config file, then the recipe keys the options set (`given`), then --set,
     validated once with the same messages."""
     from pocketbert.core.recipe import parse_set_options, read_recipe, with_overrides
-    from pocketbert.user_paths import dataset_for_recipe
+    from pocketbert.core.user_paths import dataset_for_recipe
 
     recipe = read_recipe(task, preset, config)
     # a --set key=null sets null (max_train_examples=null: all)
@@ -220,7 +220,7 @@ def _format_metrics(metrics: dict) -> str:
 @locks("run")
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
-    from pocketbert.rundir import ABLATION_DIR, ABLATION_TABLE
+    from pocketbert.core.run_files import ABLATION_DIR, ABLATION_TABLE
     from pocketbert.train.ablate import ablate as run_ablation
 
     recipe = _recipe(task, preset, config, overrides(options, ABLATE_FLAGS), set_items)
@@ -300,7 +300,7 @@ def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items,
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
     from pocketbert.core.recipe import read_recipe
-    from pocketbert.rundir import TRAIN_BENCH_RESULTS
+    from pocketbert.core.run_files import TRAIN_BENCH_RESULTS
     from pocketbert.train.train_bench import bench_train
 
     run_dir = resolve_run_dir(run)

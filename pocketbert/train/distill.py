@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import torch
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
 from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers,

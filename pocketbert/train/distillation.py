@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.errors import ConfigError
-from pocketbert.manifest import read_manifest, read_verified_stage, sha256_of
-from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage, stage_path
-from pocketbert.user_paths import record_path, refuse_inputs
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.manifest import read_manifest, read_verified_stage, sha256_of
+from pocketbert.core.atomic_folder import require_stage
+from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, stage_path
+from pocketbert.core.user_paths import record_path, refuse_inputs
 from pocketbert.core import losses, stage_folder
 from pocketbert.core.data import check_cross_domain, subsample
 from pocketbert.core.task_data import load_task_data

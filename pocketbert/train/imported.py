@@ -17,9 +17,10 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.recipe import Recipe, recipe_dict
 from pocketbert.core.tasks import make_task
-from pocketbert.errors import ModelError
-from pocketbert.manifest import write_manifest
-from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
+from pocketbert.core.errors import ModelError
+from pocketbert.core.manifest import write_manifest
+from pocketbert.core.atomic_folder import check_writable, staged_output
+from pocketbert.core.run_files import STUDENT_DIR
 
 def _check_head(loading_info: dict, task, source: str) -> None:
     """Refuse a checkpoint whose task head transformers had to create: it would answer at random."""

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from pocketbert.core import losses, stage_folder, student_shape
 from pocketbert.core.recipe import Section
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused
 from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, loss_weights,

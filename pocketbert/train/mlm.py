@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from pocketbert.errors import ConfigError, DataError, ModelError
-from pocketbert.rundir import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
+from pocketbert.core.errors import ConfigError, DataError, ModelError
+from pocketbert.core.run_files import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
 from pocketbert.core import losses, models
 from pocketbert.core.recipe import Section, TrainingSection
 from pocketbert.train import registry, trainer

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from pocketbert.errors import ModelError, require
+from pocketbert.core.errors import ModelError, require
 from pocketbert.core.student_shape import (  # noqa: F401  (the shape rules, shared with the ladder's check)
     StudentShape,
     check_layer_map,

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 
 import click
 
-from pocketbert.cli_options import Number, OneOf, comma_list
+from pocketbert.core.cli_options import Number, OneOf, comma_list
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.errors import ConfigError, ModelError, require
-from pocketbert.manifest import verified_stage
-from pocketbert.rundir import MANIFEST, STUDENT_DIR, TEACHER_DIR, require_stage
-from pocketbert.user_paths import recorded_path, refuse_inputs
+from pocketbert.core.errors import ConfigError, ModelError, require
+from pocketbert.core.manifest import verified_stage
+from pocketbert.core.atomic_folder import require_stage
+from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.user_paths import recorded_path, refuse_inputs
 from pocketbert.core import stage_folder
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.recipe import Recipe, with_overrides

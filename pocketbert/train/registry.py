@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from pocketbert.core import recipe as recipe_settings
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 TEACHER = "teacher"
 DISTILBERT = "distilbert"

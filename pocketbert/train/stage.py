@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from pocketbert.core.recipe import Recipe, Section, TrainingSection, recipe_dict, with_recipe_sections
-from pocketbert.manifest import RECIPE_NAME, write_manifest
-from pocketbert.rundir import STUDENT_DIR, check_writable, staged_output
+from pocketbert.core.manifest import RECIPE_NAME, write_manifest
+from pocketbert.core.atomic_folder import check_writable, staged_output
+from pocketbert.core.run_files import STUDENT_DIR
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Optional
 import torch
 from pydantic import Field
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.core import stage_folder
 from pocketbert.core.architectures import STATIC
 from pocketbert.core.recipe import Section

@@ -26,7 +26,7 @@ import re
 import numpy as np
 import torch
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # WordPiece's reserved slots: no text tokenizes to them
 TABLE_BATCH = 512  # vocabulary ids through the encoder at a time (three tokens each)

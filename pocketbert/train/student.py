@@ -6,7 +6,7 @@ import copy
 import re
 
 from pocketbert.core.models import layer_count
-from pocketbert.errors import ModelError
+from pocketbert.core.errors import ModelError
 
 _LAYER_KEY = re.compile(r"^(.*\.layers?\.)(\d+)(\..*)$")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pocketbert.errors import ConfigError
-from pocketbert.rundir import TEACHER_DIR
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.run_files import TEACHER_DIR
 from pocketbert.core import losses, models, stage_folder
 from pocketbert.train import registry, trainer
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record

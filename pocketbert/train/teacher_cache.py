@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert import storage
-from pocketbert.cache_dir import cache_root
-from pocketbert.errors import PocketbertError
-from pocketbert.manifest import path_size
-from pocketbert.rundir import atomic_folder, owner_alive
-from pocketbert.storage import StorageError
+from pocketbert.core import storage
+from pocketbert.core.cache_dir import cache_root
+from pocketbert.core.errors import PocketbertError
+from pocketbert.core.manifest import path_size
+from pocketbert.core.atomic_folder import atomic_folder, owner_alive
+from pocketbert.core.storage import StorageError
 from pocketbert.train import checkpoint, distributed, precision
 
 CACHE_SUBDIR = "teacher-outputs"

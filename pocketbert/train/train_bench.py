@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.manifest import command_line
-from pocketbert.rundir import TRAIN_BENCH_RESULTS, write_text_atomically
+from pocketbert.core.manifest import command_line
+from pocketbert.core.atomic_folder import write_text_atomically
+from pocketbert.core.run_files import TRAIN_BENCH_RESULTS
 from pocketbert.core.recipe import DistillSection, EvalSection, Recipe, with_overrides
 from pocketbert.train import precision, registry, teacher_cache, trainer
 from pocketbert.train.stage import StageRun

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from pocketbert.core.recipe import EvalSection, TrainingSection
-from pocketbert.errors import ConfigError, PocketbertError
+from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.train import checkpoint, cuda_graphs, distributed, precision
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import attention_kernel as training_attention  # the model trains with sdpa, leaves eager
@@ -80,7 +80,7 @@ def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: Eval
 
 
 def checkpoint_spec_for(run_dir, stage: str, cfg: TrainingSection, identity: dict, features: list, resume: bool):
-    from pocketbert.rundir import checkpoint_folder
+    from pocketbert.core.run_files import checkpoint_folder
 
     return checkpoint.CheckpointSpec(
         folder=checkpoint_folder(run_dir, stage),

@@ -16,7 +16,7 @@ from pathlib import Path
 from pocketbert.core.data import NAMED_DATASETS, read_passages, subsample, text_key
 from pocketbert.core.recipe import Recipe, TransferSection
 from pocketbert.core.task_data import load_task_data
-from pocketbert.errors import ConfigError, DataError
+from pocketbert.core.errors import ConfigError, DataError
 
 UNK_ERROR_SHARE = 0.5  # of a source's word pieces: the teacher would be labelling noise
 UNK_WARN_SHARE = 0.05

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pocketbert.errors import ConfigError, DataError
+from pocketbert.core.errors import ConfigError, DataError
 from pocketbert.core.data import IMDB_EVAL_SIZE, read_sentiment_file, read_squad_file, subsample
 from pocketbert.core.task_data import load_task_data
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pocketbert.errors import DataError
+from pocketbert.core.errors import DataError
 from pocketbert.core.data import QAExample, read_sentiment_file, read_squad_file
 
 # derandomize: CI sees the same cases on every run; run with --hypothesis-seed=random to explore further.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pocketbert.core.data import read_sentiment_file
-from pocketbert.errors import DataError
+from pocketbert.core.errors import DataError
 from tests.helpers import error_line, run_cli
 
 USAGE_ERROR = 2

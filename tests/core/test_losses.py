@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from pocketbert.core.losses import IGNORE_LABEL, focal_loss, hidden_cosine_loss, soft_target_kl
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 
 def test_kl_is_zero_for_identical_logits():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pocketbert.core.architectures import BERT_FAMILY, BILSTM, STATIC
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from tests.conftest import TINY_CONFIG
 
 # The layout only reorders fp32 arithmetic (and lifts LayerNorm's epsilon to 1e-7): float rounding apart.

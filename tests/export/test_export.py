@@ -159,7 +159,7 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
 
 @pytest.mark.parametrize("variant, tolerance", [("int8", 0.02), ("6bit", 0.05), ("4bit", 0.2), ("int4-block", 0.2)])
 def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports, tmp_path, variant, tolerance):
-    from pocketbert.manifest import path_size
+    from pocketbert.core.manifest import path_size
 
     model, task, folder = sentiment_exports
     program = coreml.convert_to_coreml(model, task, 64, task.label_names, "test", VARIANTS[variant].minimum_ios)
@@ -174,7 +174,7 @@ def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports,
 
 
 def test_unknown_core_ml_variant_is_refused(sentiment_exports):
-    from pocketbert.errors import ExportError
+    from pocketbert.core.errors import ExportError
 
     model, task, _ = sentiment_exports
     with pytest.raises(ExportError, match="unknown Core ML compression"):

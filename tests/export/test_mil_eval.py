@@ -9,7 +9,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.core.tasks import QATask, SentimentTask
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export import coreml
 from pocketbert.export.evaluators import mil_kernels
 from pocketbert.export.evaluators.mil_eval import MILEvaluator

@@ -12,7 +12,7 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 
 from pocketbert.core.data import TextExample
 from pocketbert.core.tasks import QATask, SentimentTask, text_in_string
-from pocketbert.errors import DataError
+from pocketbert.core.errors import DataError
 from pocketbert.export import onnx_export, parity
 from pocketbert.export.app import tokenizer_files
 from pocketbert.export.text_in import model as text_in_model

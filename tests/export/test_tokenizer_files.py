@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.app import tokenizer_files
 
 TRAINING_LENGTH, EXPORT_LENGTH = 16, 32

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert import rundir
+from pocketbert.core import run_files
 
 pytestmark = pytest.mark.slow
 FIRST_RUNG = {"name": "default", "label": "the run's own student", "preset": "tiny", "in_run": True}
@@ -34,5 +34,5 @@ def test_a_later_rung_that_cannot_be_made_is_refused_before_the_first_trains(cas
     assert result.exit_code == 2, result.err
     line = error_line(result)
     assert line.startswith("error:") and said in line, line
-    assert not (run / rundir.STUDENT_DIR).exists(), "the first rung trained before the later one was checked"
+    assert not (run / run_files.STUDENT_DIR).exists(), "the first rung trained before the later one was checked"
     assert "Traceback" not in result.err

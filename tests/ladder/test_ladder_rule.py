@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.ladder.spec import available_ladders, check_ladder, read_ladder
 from pocketbert.ladder.table import IN_DOMAIN, cheapest_within
 

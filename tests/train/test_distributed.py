@@ -20,8 +20,8 @@ import torch
 from helpers import error_line, run_cli, run_with_teacher
 from safetensors.torch import load_file
 
-from pocketbert.errors import ConfigError
-from pocketbert.rundir import ABLATION_DIR, ABLATION_RESULTS, ABLATION_TABLE
+from pocketbert.core.errors import ConfigError
+from pocketbert.core.run_files import ABLATION_DIR, ABLATION_RESULTS, ABLATION_TABLE
 from pocketbert.train import distributed, precision, trainer
 from pocketbert.train.checkpoint import FAULT_ENV
 

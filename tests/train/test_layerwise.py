@@ -11,7 +11,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core import losses
 from pocketbert.core.tasks import SentimentTask, TextFeature
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, teacher_cache
 from pocketbert.train.layerwise import (
     LAYERWISE_PARTS,

@@ -73,7 +73,7 @@ def test_the_gpu_is_asked_whether_it_does_bf16_in_hardware(monkeypatch):
 
 
 def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
-    from pocketbert.rundir import staged_output
+    from pocketbert.core.atomic_folder import staged_output
 
     for name, value in {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
         monkeypatch.setenv(name, value)  # what torchrun sets (launch_env refuses half a set)

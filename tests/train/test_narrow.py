@@ -14,7 +14,7 @@ from pocketbert.core import student_shape
 from pocketbert.core.data import TextExample
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.tasks import QATask, SentimentTask, TextFeature
-from pocketbert.errors import ConfigError, ModelError
+from pocketbert.core.errors import ConfigError, ModelError
 from pocketbert.train import bert_layout, importance, narrow
 
 VOCAB, HIDDEN, LAYERS, HEADS, FFN = 200, 64, 3, 4, 128  # heads of 16

@@ -10,7 +10,7 @@ from transformers import (
     BertForSequenceClassification,
 )
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.train.prune import ffn_layers, prune_ffn
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.manifest import RECIPE_NAME
+from pocketbert.core.manifest import RECIPE_NAME
 from pocketbert.train import registry
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.train import augment
 from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
 from pocketbert.core.data import TextExample

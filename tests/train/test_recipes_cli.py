@@ -9,13 +9,7 @@ import shutil
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.rundir import (
-    ABLATION_DIR,
-    ABLATION_PLOT,
-    ABLATION_RESULTS,
-    ABLATION_TABLE,
-    TRAIN_BENCH_RESULTS,
-)
+from pocketbert.core.run_files import ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE, TRAIN_BENCH_RESULTS
 
 pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]

@@ -82,7 +82,7 @@ def test_sif_weighting_damps_the_frequent_word_pieces(encoder_rows, wordpiece_to
 
 
 def test_a_table_wider_than_the_encoder_is_refused(encoder, wordpiece_tokenizer):
-    from pocketbert.errors import ConfigError
+    from pocketbert.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="static.pca_dims must be between 1 and the teacher's hidden size 32"):
         static_table.distill_table(encoder, wordpiece_tokenizer, 64, None, torch.device("cpu"), progress=None)
@@ -163,7 +163,7 @@ def test_the_classifier_learns_real_sst2(trained, sst2, wordpiece_tokenizer):
 
 def test_the_saved_student_reloads_from_its_folder_alone(trained, sst2, wordpiece_tokenizer, tmp_path):
     from pocketbert.core.stage_folder import load_stage_model, save_stage_model
-    from pocketbert.rundir import STATIC_CONFIG, TOKENIZER_JSON, WEIGHTS
+    from pocketbert.core.run_files import STATIC_CONFIG, TOKENIZER_JSON, WEIGHTS
 
     model, _ = trained
     task, _, _, dev = sst2

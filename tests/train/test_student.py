@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.errors import ModelError
+from pocketbert.core.errors import ModelError
 from pocketbert.train.distill import aligned_teacher_layers
 from pocketbert.train.student import build_student, default_layer_map
 

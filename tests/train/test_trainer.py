@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 from pocketbert.train.trainer import length_grouped_batches, pick_device
 
 

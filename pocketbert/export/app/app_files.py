@@ -7,10 +7,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.app import tokenizer_files
-from pocketbert.rundir import (LABELS, MODEL_CONFIG, TOKENIZER_CONFIG, TOKENIZER_FILES, TOKENIZER_GOLDEN, TOKENIZER_JSON,
-                               VOCAB)
+from pocketbert.core.run_files import (
+    LABELS,
+    MODEL_CONFIG,
+    TOKENIZER_CONFIG,
+    TOKENIZER_FILES,
+    TOKENIZER_GOLDEN,
+    TOKENIZER_JSON,
+    VOCAB,
+)
 
 
 def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> list[Path]:

@@ -7,14 +7,15 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export import artifacts, mobile_usability
 from pocketbert.export.app import app_readme, app_tasks
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS, Variant
-from pocketbert.manifest import read_manifest
-from pocketbert.rundir import (
+from pocketbert.core.manifest import read_manifest
+from pocketbert.core.atomic_folder import require_stage
+from pocketbert.core.run_files import (
     ANDROID_APP_DIR,
     APP_README,
     EXECUTORCH_INT8,
@@ -29,9 +30,9 @@ from pocketbert.rundir import (
     TOKENIZER_JSON,
     coreai_asset_name,
     coreml_package_name,
-    require_stage,
 )
-from pocketbert.user_paths import output_folder, written_output
+from pocketbert.core.tasks import TASK_CLASSES
+from pocketbert.core.user_paths import output_folder, written_output
 
 TOKENIZER_FOR_SWIFT = (TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)  # what swift-transformers reads
 # The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
@@ -113,19 +114,20 @@ class CoreMLTarget:
     tokenizer_settings = "tokenizer settings (lower case, Chinese characters, special tokens)"
 
     def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+        stem = TASK_CLASSES[task].coreml_class_stem
         made = manifest["config"].get("coreml_variants", ["fp16"])
-        gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(task, v), {}).get("passed")}
+        gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(stem, v), {}).get("passed")}
         variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in gated or v == made[0])
         if variant not in COREML_VARIANTS:
             raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
-        package = export_dir / coreml_package_name(task, variant)
+        package = export_dir / coreml_package_name(stem, variant)
         if not package.exists():
             raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
                               f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
         parity = manifest["metrics"]["parity"][package.name]
         lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
         # one class name, whatever the compression
-        return _IOSModel(package, coreml_package_name(task), variant, VARIANTS[variant], parity, lengths)
+        return _IOSModel(package, coreml_package_name(stem), variant, VARIANTS[variant], parity, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core ML ML Program (`{model.variant}`), {model.definition.precision} weights, minimum "
@@ -157,6 +159,7 @@ class CoreAITarget:
     tokenizer_settings = "tokenizer settings (lower case, special tokens)"
 
     def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+        stem = TASK_CLASSES[task].coreml_class_stem
         made = manifest["config"].get("coreai_variants") or []
         if not made:
             raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
@@ -164,14 +167,14 @@ class CoreAITarget:
         variant = variant or made[0]
         if variant not in COREAI_VARIANTS:
             raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI_VARIANTS)}")
-        asset = export_dir / coreai_asset_name(task, variant)
+        asset = export_dir / coreai_asset_name(stem, variant)
         if variant not in made or not asset.exists():
             raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
                               f"those, or re-run `pocketbert export --coreai-variants {variant}`")
         parity = manifest["metrics"]["parity"][asset.name]
         lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
             manifest["metrics"].get("coreai_entry_points") or ())
-        return _IOSModel(asset, coreai_asset_name(task), variant, VARIANTS[COREAI_PREFIX + variant], parity, lengths)
+        return _IOSModel(asset, coreai_asset_name(stem), variant, VARIANTS[COREAI_PREFIX + variant], parity, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core AI program (`{model.variant}`), {model.definition.precision} weights, one function per "

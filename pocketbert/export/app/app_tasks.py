@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pocketbert.errors import ExportError
-from pocketbert.rundir import (
+from pocketbert.core.errors import ExportError
+from pocketbert.core.run_files import (
     LABELS,
     ORT_QA_MODEL,
     ORT_QA_REQUIRED_OPERATORS,

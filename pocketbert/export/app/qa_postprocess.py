@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.rundir import QA_GOLDEN, QA_ROUTINES
+from pocketbert.core.run_files import QA_GOLDEN, QA_ROUTINES
 
 SPEC = {
     "name": "qaAnswer",

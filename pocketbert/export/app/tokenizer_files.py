@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 
 TRANSIENT_CONFIG_KEYS = ("is_local", "local_files_only", "name_or_path", "_commit_hash")
 LONG_WORD_CHARS = 120  # WordPiece maps a word over 100 characters to [UNK]

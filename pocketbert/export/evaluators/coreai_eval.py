@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.evaluators.coreai_ir import Graph, Operation, Program, TensorType
 from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, computing_form,
                                                   round_to_fp16, softmax, take_along_axis)

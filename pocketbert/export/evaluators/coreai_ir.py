@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 
 PROGRAM_FILE = "main.mlirb"  # the program inside a .aimodel folder, as coreai-core's save_asset writes it
 

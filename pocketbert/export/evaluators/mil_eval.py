@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.evaluators import mil_kernels
 from pocketbert.export.evaluators.mil_kernels import NotCovered, Operands, storer
 from pocketbert.export.evaluators.mil_reference import SavedProgram, bound, infer, input_vars

@@ -16,7 +16,7 @@ import numpy as np
 
 from pocketbert.core.inference import import_coremltools
 from pocketbert.core.quiet import quiet_tools
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.evaluators.numeric import ACTIVATIONS, REDUCTIONS
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pocketbert.export.evaluators import placement_rules, program_view
 from pocketbert.export.evaluators.placement_rules import NEURAL_ENGINE, PLACEMENT, RISK, Rule
-from pocketbert.rundir import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
+from pocketbert.core.run_files import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
 
 VERDICTS = ("neural_engine", "split", "off_neural_engine", "may_fail")  # best first
 NEURAL_ENGINE_VERDICT, SPLIT, OFF, MAY_FAIL = VERDICTS
@@ -110,7 +110,7 @@ class ProgramPlacement:
 
     def summary(self) -> dict:
         """The verdict without the per-operation lists: for the manifest (where bench reads it:
-        mobile_bench/placement_verdict.py), parity.json and READMEs."""
+        bench/placement_verdict.py), parity.json and READMEs."""
         share_ops, share_flops = self._shares()
         return {"format": self.format, "verdict": self.verdict, "passes": self.passes,
                 "predicted_unit": self.predicted_unit,

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import CONTRIB, PREFIX, _Builder, _byte_vocabulary, _vocabulary
 

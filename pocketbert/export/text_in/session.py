@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.errors import require
+from pocketbert.core.errors import require
 
 
 def extensions_library() -> str:

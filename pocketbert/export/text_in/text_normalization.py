@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in.session import text_session
 
 CODE_SPACE = 0x110000

@@ -26,7 +26,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pocketbert.errors import ExportError, require
+from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
                                                   derive)
@@ -62,7 +62,7 @@ def cache_entry(folder: str, *parts: bytes) -> Path:
     import hashlib
     from importlib.metadata import version
 
-    from pocketbert.cache_dir import cache_root
+    from pocketbert.core.cache_dir import cache_root
     from pocketbert.export.text_in import text_normalization
 
     code = Path(__file__).read_bytes() + Path(text_normalization.__file__).read_bytes()

@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pocketbert.errors import ExportError
+from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in import text_normalization, text_tokenizer
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES, code_points

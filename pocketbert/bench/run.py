@@ -10,10 +10,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from pocketbert.core.stage_folder import read_labels
-from pocketbert.errors import RunDirError
+from pocketbert.core.errors import RunDirError
 from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export import artifacts
-from pocketbert.manifest import (
+from pocketbert.core.manifest import (
     git_commit,
     package_versions,
     path_size,
@@ -21,7 +21,7 @@ from pocketbert.manifest import (
     sha256_of,
     verified_stage,
 )
-from pocketbert.mobile_bench import (
+from pocketbert.bench import (
     derive,
     graph_cost,
     host,
@@ -29,15 +29,16 @@ from pocketbert.mobile_bench import (
     reference,
     report,
 )
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.runners import COREAI_COMPUTE_UNITS, COREML_COMPUTE_UNITS, Runner, cold_start
-from pocketbert.mobile_bench.stats import (
+from pocketbert.bench.latency import synthetic_inputs
+from pocketbert.bench.runners import COREAI_COMPUTE_UNITS, COREML_COMPUTE_UNITS, Runner, cold_start
+from pocketbert.bench.stats import (
     TARGET_RELATIVE_HALF_WIDTH,
     measure_interleaved,
     measure_until_stable,
 )
-from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
-from pocketbert.rundir import (
+from pocketbert.bench.tokenization import eval_texts, tokenizer_runner
+from pocketbert.core.atomic_folder import check_writable, require_stage, staged_output, write_text_atomically
+from pocketbert.core.run_files import (
     BENCH_DIR,
     BENCH_IMPORTS_DIR,
     BENCH_RESULTS,
@@ -52,10 +53,6 @@ from pocketbert.rundir import (
     TEACHER_DIR,
     TOKENIZER_FILES,
     TOKENIZER_JSON,
-    check_writable,
-    require_stage,
-    staged_output,
-    write_text_atomically,
 )
 from pocketbert.core.tasks import make_task
 
@@ -195,7 +192,7 @@ STUDENT_APPLE_VARIANT = "fp16"  # the Core ML program the phone rows stand for (
 
 def student_placement(export_manifest: dict) -> dict:
     """The placement verdicts the export recorded, and which program the phone rows stand for."""
-    from pocketbert.mobile_bench.placement_verdict import verdicts_from_manifest
+    from pocketbert.bench.placement_verdict import verdicts_from_manifest
 
     entry = (export_manifest["config"].get("variants") or {}).get(STUDENT_APPLE_VARIANT)
     return {"student_program": entry["file"] if isinstance(entry, dict) else None,
@@ -225,7 +222,7 @@ def collect_imports(run_dir: Path) -> list[dict]:
 
 def read_results(path: Path) -> dict:
     """A results.json written by `pocketbert bench`, checked for what is read back from it."""
-    from pocketbert.mobile_bench.results_diff import load_results
+    from pocketbert.bench.results_diff import load_results
 
     results = load_results(path, RunDirError)
     length = (results.get("protocol") or {}).get("sequence_length") if isinstance(results.get("protocol"), dict) else None
@@ -459,7 +456,7 @@ def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep:
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
                              sequence_length: int | None) -> tuple[Path, Path | None]:
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
-    from pocketbert.mobile_bench.phone_import import import_phone_rows
+    from pocketbert.bench.phone_import import import_phone_rows
 
     if not Path(run_dir).is_dir():
         raise RunDirError(f"{run_dir} is not a run directory: name the run the measurement belongs to")

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.cache_dir import cache_root
+from pocketbert.core.cache_dir import cache_root
 from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
-from pocketbert.rundir import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8, atomic_folder
+from pocketbert.core.atomic_folder import atomic_folder
+from pocketbert.core.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)

@@ -15,9 +15,9 @@ from importlib import resources
 
 import yaml
 
-from pocketbert.errors import ConfigError
-from pocketbert.mobile_bench import roofline
-from pocketbert.mobile_bench.model_shape import SHAPE_KINDS
+from pocketbert.core.errors import ConfigError
+from pocketbert.bench import roofline
+from pocketbert.bench.model_shape import SHAPE_KINDS
 
 CALIBRATION_FILE = "calibration.yaml"
 REQUIRED = ("id", "model", "device", "device_name", "family", "compute_unit", "precision", "runtime",
@@ -52,7 +52,7 @@ class CalibrationFactor:
 
 
 def load_points() -> list[dict]:
-    text = resources.files("pocketbert.mobile_bench").joinpath(CALIBRATION_FILE).read_text()
+    text = resources.files("pocketbert.bench").joinpath(CALIBRATION_FILE).read_text()
     points = (yaml.safe_load(text) or {}).get("points") or []
     for i, point in enumerate(points):
         missing = [k for k in REQUIRED if k not in point]

@@ -6,8 +6,8 @@ without measuring again. Measured and estimated figures stay in separate rows, m
 
 from __future__ import annotations
 
-from pocketbert.mobile_bench import calibration, roofline
-from pocketbert.mobile_bench.placement_verdict import UNCHECKED, unit_for
+from pocketbert.bench import calibration, roofline
+from pocketbert.bench.placement_verdict import UNCHECKED, unit_for
 
 STUDENT, BERT_BASE, TEACHER, HALF_DEPTH = "student", "bert-base", "teacher", "half-depth"
 ARCHITECTURE_RATIO_BAR = 0.52  # a 6-of-12-layer student at sequence 128, ORT, 1 thread: at most this × BERT-base

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.user_paths import run_dir as resolve_run_dir  # noqa: F401  (the commands' one way to read --run)
+from pocketbert.core.user_paths import run_dir as resolve_run_dir  # noqa: F401  (the commands' one way to read --run)
 
 
 # --run-dir spells the same option for torchrun, whose own parser takes "--run" for its "--run-path".
@@ -21,7 +21,7 @@ device_option = click.option("--device", default="auto", show_default=True, help
 def locks(*parameters: str):
     """The command writes the folders these parameters name (a --run by its name or path, others as paths): one
     writer per folder, held for the whole command (pocketbert/run_lock.py)."""
-    from pocketbert.run_lock import writes
+    from pocketbert.core.run_lock import writes
 
     def folder(name: str, value) -> Path:
         return resolve_run_dir(value) if name == "run" else Path(value)
@@ -59,7 +59,7 @@ class Number(click.ParamType):
     def convert(self, value, param, ctx):
         import math
 
-        from pocketbert.errors import ConfigError
+        from pocketbert.core.errors import ConfigError
 
         name = param.opts[0] if param is not None and param.opts else "the value"
         try:
@@ -87,7 +87,7 @@ class OneOf(click.ParamType):
         return "[" + "|".join(self.choices) + "]"
 
     def convert(self, value, param, ctx):
-        from pocketbert.errors import ConfigError
+        from pocketbert.core.errors import ConfigError
 
         if value in self.choices:
             return value
@@ -110,7 +110,7 @@ def comma_list(kind, what: str, example: str, unique: bool = False):
     """A Click callback: 'a,b,c' as a list of `kind`, or None when the option is not given. An empty item (a
     stray comma) is refused, as is a repeated one where `unique`."""
     def parse(ctx, param, value):
-        from pocketbert.errors import ConfigError
+        from pocketbert.core.errors import ConfigError
 
         if value is None:
             return None
@@ -131,7 +131,7 @@ def comma_list(kind, what: str, example: str, unique: bool = False):
 
 def thread_list(value: str | None, option: str) -> list[int] | None:
     """'1,2,4' as thread counts, each 1 to MAX_THREADS."""
-    from pocketbert.errors import ConfigError
+    from pocketbert.core.errors import ConfigError
 
     if value is None:
         return None

@@ -11,17 +11,17 @@ from importlib import resources
 
 import yaml
 
-from pocketbert.errors import ConfigError
+from pocketbert.core.errors import ConfigError
 
 PROFILES_FILE = "device_profiles.yaml"
 HOST_DEVICE = "host"
-HOST_SOURCE = "measured here by pocketbert (mobile_bench.profiles.measure_host)"
+HOST_SOURCE = "measured here by pocketbert (bench.profiles.measure_host)"
 GEMM_SIZE = 1024  # large enough to run at the BLAS kernel's peak, small enough to take well under a second
 COPY_MEGABYTES = 256  # far beyond any last-level cache, so the copy streams from memory
 
 
 def load_profiles() -> dict:
-    text = resources.files("pocketbert.mobile_bench").joinpath(PROFILES_FILE).read_text()
+    text = resources.files("pocketbert.bench").joinpath(PROFILES_FILE).read_text()
     data = yaml.safe_load(text)
     validate_profiles(data)
     return data

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pocketbert.errors import ConfigError, RunDirError
-from pocketbert.mobile_bench import calibration, derive, profiles
-from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
-from pocketbert.rundir import APP_README as README
-from pocketbert.mobile_bench.model_shape import EncoderShape, GatedEncoderShape
-from pocketbert.mobile_bench.report import build_document, render_markdown
-from pocketbert.mobile_bench.run import import_phone_measurement
-from pocketbert.mobile_bench.stats import median_rank_interval
-from pocketbert.rundir import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST
-from tests.mobile_bench.test_report import synthetic_results
+from pocketbert.core.errors import ConfigError, RunDirError
+from pocketbert.bench import calibration, derive, profiles
+from pocketbert.bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
+from pocketbert.core.run_files import APP_README as README
+from pocketbert.bench.model_shape import EncoderShape, GatedEncoderShape
+from pocketbert.bench.report import build_document, render_markdown
+from pocketbert.bench.run import import_phone_measurement
+from pocketbert.bench.stats import median_rank_interval
+from pocketbert.core.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST
+from tests.bench.test_report import synthetic_results
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED_BENCH = REPO / "results" / "static" / "bench.results.json"  # graph costs counted by a real bench run

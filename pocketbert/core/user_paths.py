@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from pocketbert.errors import ConfigError, DataError, RunDirError
-from pocketbert.rundir import DEFAULT_RUNS_ROOT, MANIFEST
+from pocketbert.core.errors import ConfigError, DataError, RunDirError
+from pocketbert.core.run_files import DEFAULT_RUNS_ROOT, MANIFEST
 
 # {"made_by": "<command>"} in an output folder: what --overwrite may replace. Hidden, so that an app's build
 # (Android assets, an Xcode folder reference) leaves it out.
@@ -74,7 +74,7 @@ def _files_in(folder: Path) -> list[Path]:
 
 
 def _written_by_us(folder: Path) -> dict[str, str]:
-    from pocketbert.manifest import sha256_of
+    from pocketbert.core.manifest import sha256_of
 
     return {p.relative_to(folder).as_posix(): sha256_of(p) for p in _files_in(folder)}
 
@@ -82,7 +82,7 @@ def _written_by_us(folder: Path) -> dict[str, str]:
 def _foreign_files(folder: Path, made_by: str) -> None:
     """Refuse to replace an output that holds files its command did not write (added, or changed since): they
     would be deleted with it."""
-    from pocketbert.manifest import sha256_of
+    from pocketbert.core.manifest import sha256_of
 
     recorded = _marker(folder).get(WRITTEN)
     if not isinstance(recorded, dict):
@@ -158,10 +158,10 @@ def mark_output(folder: Path, made_by: str, **facts) -> Path:
 
 @contextmanager
 def written_output(target: Path, made_by: str, **facts) -> Iterator[Path]:
-    """A staged folder that replaces `target` when the block ends without error (rundir.atomic_folder), marked as
+    """A staged folder that replaces `target` when the block ends without error (atomic_folder.atomic_folder), marked as
     `made_by`'s output with every file written in it recorded: a later --overwrite (own_files) then knows which
     files are the command's own."""
-    from pocketbert.rundir import atomic_folder
+    from pocketbert.core.atomic_folder import atomic_folder
 
     with atomic_folder(target) as tmp:
         mark_output(tmp, made_by, **facts)

@@ -15,18 +15,17 @@ from pathlib import Path
 
 from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
-from pocketbert.errors import RunDirError
-from pocketbert.manifest import read_manifest
-from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
-from pocketbert.rundir import (
+from pocketbert.core.errors import RunDirError
+from pocketbert.core.manifest import read_manifest
+from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
+from pocketbert.core.atomic_folder import atomic_folder, require_stage
+from pocketbert.core.run_files import (
     COREAI_ASSET_SUFFIX,
     COREML_PACKAGE_SUFFIX,
     APP_README,
     DEVICE_KIT_DIR,
     EXPORT_DIR,
     KIT_MEASUREMENT,
-    atomic_folder,
-    require_stage,
 )
 
 KIT_RUNTIMES = {COREML_PACKAGE_SUFFIX: "coreml", COREAI_ASSET_SUFFIX: "coreai"}
@@ -123,7 +122,7 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     bench = section_dict("bench", {}, "--set")
     config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128), bench,
                         list(manifest["metrics"].get("coreai_entry_points") or []))
-    templates = resources.files("pocketbert.mobile_bench").joinpath("kit_templates")
+    templates = resources.files("pocketbert.bench").joinpath("kit_templates")
     with atomic_folder(final) as tmp:
         for template, target in KIT_FILES.items():
             path = tmp / target

@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from pocketbert.errors import RunDirError
+from pocketbert.core.errors import RunDirError
 
 LOCK_SUFFIX = ".pocketbert-lock"
 REOPEN_ATTEMPTS = 20  # each a lost race with a holder removing its lock file: a handful at most in practice
@@ -69,7 +69,7 @@ def folder_lock(folder: Path) -> Iterator[Path]:
     """Hold `folder`'s lock for the block, or raise RunInUseError naming its holder."""
     import fcntl
 
-    from pocketbert.storage import storage_error
+    from pocketbert.core.storage import storage_error
 
     if _is_distributed_worker():
         yield Path(folder)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from pocketbert.core.files import dumps_strict
-from pocketbert.errors import PocketbertError, RunDirError
-from pocketbert.rundir import MANIFEST
+from pocketbert.core.errors import PocketbertError, RunDirError
+from pocketbert.core.run_files import MANIFEST
 
 # The config key under which a training stage records the name of the recipe it ran (train/registry.py);
 # compare and the result scripts read it.
@@ -150,7 +150,7 @@ OBJECT_KEYS = {"config", "metrics", "config.recipe", "metrics.eval", "metrics.pa
 def read_manifest(stage_dir: Path) -> dict[str, Any]:
     """A stage folder's manifest.json, checked to be one: a JSON object with the keys later stages read.
     A missing, unreadable or edited manifest is a RunDirError naming it and the command that rewrites it."""
-    from pocketbert.errors import RunDirError
+    from pocketbert.core.errors import RunDirError
     from pocketbert.core.files import read_json_object
 
     path = Path(stage_dir) / MANIFEST
@@ -228,7 +228,7 @@ def read_verified_stage(stage_dir: Path) -> dict[str, Any]:
 def verified_stage(run_dir: Path, stage: str, made_by: str) -> tuple[Path, dict[str, Any]]:
     """(folder, manifest) of a run's finished stage, its files checked against their hashes (read_verified_stage),
     or an error naming the command that makes it."""
-    from pocketbert.rundir import require_stage
+    from pocketbert.core.atomic_folder import require_stage
 
     folder = require_stage(run_dir, stage, made_by)
     return folder, read_verified_stage(folder)

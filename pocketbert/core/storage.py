@@ -15,8 +15,8 @@ import re
 import shutil
 from pathlib import Path
 
-from pocketbert.cache_dir import CACHE_ENV, cache_root
-from pocketbert.errors import PocketbertError
+from pocketbert.core.cache_dir import CACHE_ENV, cache_root
+from pocketbert.core.errors import PocketbertError
 
 # A disk with less than this free when a write failed was full for that write: a failed write of a large file
 # leaves its written part in place (we look before the temporary folder is removed), so the disk reads as full.

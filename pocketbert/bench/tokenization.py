@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.errors import PocketbertError
-from pocketbert.rundir import TOKENIZER_JSON
+from pocketbert.core.errors import PocketbertError
+from pocketbert.core.run_files import TOKENIZER_JSON
 
 
 def eval_texts(student_manifest: dict, task, limit: int) -> list:
