@@ -89,12 +89,17 @@ $(JS_STAMP): $(JS_DIR)/package.json
 
 # Debian's kotlin (kotlinc) runs the generated Kotlin QA routine in its test; a test target installs no system
 # packages (.ci/run does, as root), and that test skips, saying so, where kotlinc is missing.
+# The tests run in $(TEST_WORKERS) processes (pytest-xdist), one a core with one torch thread each (torch's two threads
+# stall when the other core is busy); a file's tests stay in one process, so a module's fixture is built once.
+TEST_WORKERS ?= 2
+PYTEST = $(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
+  $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 test: lint $(JS_STAMP)
-	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q --durations=25
+	$(PYTEST) --durations=25
 
 # The slow tests are the only ones that run Node.js (transformers.js): no npm install here.
 test-fast: lint
-	$(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) $(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The rules are pyproject.toml's [tool.ruff].
 lint: $(STAMP)

@@ -55,11 +55,17 @@ def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """Tests never read or fill the user's cache (teacher outputs, BERT-base exports)."""
+    """Tests never read or fill the user's cache (teacher outputs, BERT-base exports). Under `pytest -n`, the
+    session's workers share one (cache_dir.building keeps two from building one entry at once)."""
     from pocketbert.core.cache_dir import CACHE_ENV
 
     previous = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("pocketbert-cache"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one cache for the session's workers: each entry is built once
+        shared = tmp_path_factory.getbasetemp().parent / "pocketbert-cache"
+        shared.mkdir(exist_ok=True)
+        os.environ[CACHE_ENV] = str(shared)
+    else:
+        os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("pocketbert-cache"))
     yield Path(os.environ[CACHE_ENV])
     if previous is None:
         os.environ.pop(CACHE_ENV, None)

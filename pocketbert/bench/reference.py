@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.core.cache_dir import cache_root
+from pocketbert.core.cache_dir import building, cache_root
 from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
 from pocketbert.core.atomic_folder import atomic_folder
 from pocketbert.core.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
@@ -64,6 +64,14 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
     wanted += [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8] if with_pte else []
     if all(p.is_file() for p in wanted):
         return folder, (folder / DESCRIBE_FILE).read_text()
+    with building(folder):
+        if all(p.is_file() for p in wanted):  # built by another process while this one waited
+            return folder, (folder / DESCRIBE_FILE).read_text()
+        _build_into(folder, build, with_int8, with_pytorch, with_pte)
+    return folder, (folder / DESCRIBE_FILE).read_text()
+
+
+def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool, with_pte: bool) -> None:
     with atomic_folder(folder) as tmp:
         model, task, describe = build()
         export_onnx(model, task, tmp / ONNX_FP32)
@@ -78,7 +86,6 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
         if with_pytorch:
             model.save_pretrained(tmp / PYTORCH_DIR)
         (tmp / DESCRIBE_FILE).write_text(describe)
-    return folder, describe
 
 
 def bert_base(task, source: str | None = None) -> tuple[Path, str]:
