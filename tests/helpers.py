@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -76,3 +77,25 @@ def linked_copy(run, copy, stages=None):
     for stage in stages or [p.name for p in run.iterdir()]:
         shutil.copytree(run / stage, copy / stage, copy_function=os.link)
     return copy
+
+
+def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
+    """The text-in graph was checked on every Unicode scalar value in each context, and agreed on all."""
+    from pocketbert.export.text_in.tokenizer_check import CONTEXTS
+    from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES
+
+    check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
+    assert check["mode"] == mode and check["mismatch_count"] == 0
+    assert check["code_points"] == UNICODE_SCALAR_VALUES
+    assert check["probes"] == UNICODE_SCALAR_VALUES * len(CONTEXTS) + len(FLAG_SEQUENCES)
+
+
+UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
+
+
+def named_in_readme(readme: str) -> set[str]:
+    """The files and folders an app README tells the developer to use: its file table and its `forResource:`."""
+    names = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
+    names |= set(re.findall(r'forResource: "([^"]+)"', readme))
+    names |= set(re.findall(r'assets.open\("([^"]+)"\)', readme))
+    return names

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import error_line, linked_copy, run_cli, run_cli_steps
+from helpers import assert_exhaustive_tokenizer_check, error_line, linked_copy, named_in_readme, run_cli
 
 from pocketbert.core.user_paths import OUTPUT_MARKER
 
@@ -84,20 +82,6 @@ def test_every_export_passed_parity(sentiment_run):
     assert list(ane["by_length"]) == [str(n) for n in lengths] and ane["agreement"] >= 0.99
     assert all(r["passed"] and r["inputs"] > 0 for r in ane["by_length"].values())
     assert_exhaustive_tokenizer_check(manifest, "single")
-
-
-def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
-    """The text-in graph was checked on every Unicode scalar value in each context, and agreed on all."""
-    from pocketbert.export.text_in.tokenizer_check import CONTEXTS
-    from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES
-
-    check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
-    assert check["mode"] == mode and check["mismatch_count"] == 0
-    assert check["code_points"] == UNICODE_SCALAR_VALUES
-    assert check["probes"] == UNICODE_SCALAR_VALUES * len(CONTEXTS) + len(FLAG_SEQUENCES)
-
-
-UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
 
 
 def test_every_apple_program_has_a_placement_verdict(sentiment_run, capsys, tmp_path):
@@ -263,14 +247,6 @@ def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_pat
     assert not (tmp_path / "x").exists()
 
 
-def named_in_readme(readme: str) -> set[str]:
-    """The files and folders an app README tells the developer to use: its file table and its `forResource:`."""
-    names = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
-    names |= set(re.findall(r'forResource: "([^"]+)"', readme))
-    names |= set(re.findall(r'assets.open\("([^"]+)"\)', readme))
-    return names
-
-
 def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_files(sentiment_run, capsys,
                                                                                       tmp_path):
     from tokenizers import Tokenizer
@@ -369,237 +345,6 @@ def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
     result = run_cli(capsys, "export", "--run", sentiment_run, "--data-dir", shared_data)
     assert result.exit_code != 0
     assert "export already exists: pass --overwrite" in error_line(result)
-
-
-MIN_SIZE_RATIO = 10  # BERT-base's fp32 ONNX file over the tiny student's: sizes, not timings
-COMPARISON_FIELDS = {"kind", "baseline", "device", "runtime", "model_format", "precision", "threads", "student_ms",
-                     "baseline_ms", "latency_ratio", "percent_faster", "size_ratio"}
-
-
-def check_comparisons(results: dict) -> dict:
-    """Every measured comparison in results.json has its fields, finite and positive, its times are the medians of
-    the measurements it names, its ratios follow from them and from the models' file sizes. Returns the headline
-    row (fp32 ONNX on onnxruntime against BERT-base, fewest threads), which must exist."""
-    protocol = results["protocol"]
-    rows = [m for m in results["measurements"] if m["batch"] == protocol["batch_size"]
-            and m["sequence_length"] == protocol["sequence_length"] and m.get("tokenization") == "excluded"]
-    assert all(math.isfinite(m["median_ms"]) and m["median_ms"] > 0 for m in results["measurements"])
-
-    def medians(model, c):
-        found = [m["median_ms"] for m in rows if m["model"] == model and m.get("device", "host") == c["device"]
-                 and (m["runtime"], m["model_format"], m["precision"], m.get("threads"), m.get("compute_units")) ==
-                 (c["runtime"], c["model_format"], c["precision"], c["threads"], c.get("compute_units"))]
-        assert found, (model, c)
-        return found  # a sweep may time the headline shape again: the comparison takes one of them
-
-    def size(model, c):
-        entry = results["models"][model].get("files", {}).get(f"{c['model_format']}-{c['precision']}")
-        return entry and entry["size_bytes"]
-
-    measured = [c for c in results["comparisons"] if c["kind"] == "measured"]
-    assert measured and all(c["kind"] in ("measured", "estimated") for c in results["comparisons"])
-    for c in measured:
-        assert COMPARISON_FIELDS <= set(c), COMPARISON_FIELDS - set(c)
-        numbers = [c["student_ms"], c["baseline_ms"], c["latency_ratio"], c["percent_faster"]]
-        assert all(isinstance(x, (int, float)) and math.isfinite(x) for x in numbers), c
-        assert c["student_ms"] > 0 and c["baseline_ms"] > 0 and c["latency_ratio"] > 0
-        assert c["student_ms"] in medians("student", c) and c["baseline_ms"] in medians(c["baseline"], c)
-        assert c["latency_ratio"] == pytest.approx(c["student_ms"] / c["baseline_ms"])
-        assert c["percent_faster"] == pytest.approx(100.0 * (1.0 / c["latency_ratio"] - 1.0))
-        sizes = size("student", c), size(c["baseline"], c)
-        if all(sizes):
-            assert math.isfinite(c["size_ratio"]) and c["size_ratio"] == pytest.approx(sizes[1] / sizes[0])
-        else:
-            assert c["size_ratio"] is None
-    candidates = [c for c in measured if (c["baseline"], c["device"], c["runtime"], c["model_format"],
-                                          c["precision"]) == ("bert-base", "host", "onnxruntime", "onnx", "fp32")]
-    assert candidates, "no fp32 ONNX comparison of the student with BERT-base"
-    return min(candidates, key=lambda c: c["threads"])
-
-
-def test_bench_writes_results_and_report(sentiment_run, capsys, tmp_path):
-    result = run_cli(capsys, "bench", "--run", sentiment_run)
-    assert result.exit_code == 0, result.err
-    bench_dir = sentiment_run / "bench"
-    results = json.loads((bench_dir / "results.json").read_text())
-    headline = {(m["model"], m["runtime"], m["model_format"]) for m in results["measurements"]
-                if m["sweep"] == "headline"}
-    assert {("student", "onnxruntime", "onnx"), ("student", "onnxruntime", "ort"), ("student", "pytorch", "pytorch"),
-            ("bert-base", "onnxruntime", "onnx"), ("teacher", "onnxruntime", "onnx"), ("student", "executorch", "pte"),
-            ("bert-base", "executorch", "pte")} <= headline
-    # ExecuTorch beside ONNX Runtime: the student against BERT-base, fp32 and int8, same runtime and setting
-    executorch = {(c["precision"], c["threads"]) for c in results["comparisons"]
-                  if c["runtime"] == "executorch" and c["baseline"] == "bert-base"}
-    assert executorch == {(p, t) for p in ("fp32", "int8") for t in results["protocol"]["threads"]}
-    assert any(c["runtime"] == "executorch" for c in results["cold_start"])
-    assert results["models"]["bert-base"]["num_hidden_layers"] == 12
-    assert all(m["repeats"] >= 3 and m["ci_low_ms"] <= m["median_ms"] <= m["ci_high_ms"]
-               for m in results["measurements"])
-    assert {m["sequence_length"] for m in results["measurements"] if m["sweep"] == "sequence"} == {16}
-    assert {m["tokenization"] for m in results["measurements"]} == {"excluded", "only", "excluded (same texts)",
-                                                                     "included"}
-    assert results["cold_start"] and all(c["load_ms"] > 0 for c in results["cold_start"])
-    coreml = [r for r in results["runners"] if r["runtime"] == "coreml"]
-    assert len(coreml) == 4 and all(not r["available"] and "macOS" in r["reason"] for r in coreml)
-    coreai = [r for r in results["runners"] if r["runtime"] == "coreai"]
-    assert len(coreai) == 3 and all(not r["available"] and "macOS 27" in r["reason"] for r in coreai)
-    variant = {v["artifact"]: v for v in results["variants"]}["PocketBertSentiment.aimodel"]
-    assert variant["model_format"] == "aimodel" and variant["size_bytes"] > 0 and variant["metric"] is not None
-    # No timing is asserted (a loaded machine may time anything): what was written must be whole and consistent.
-    headline = check_comparisons(results)
-    assert headline["size_ratio"] > MIN_SIZE_RATIO
-    assert results["estimated_comparisons"] and results["estimates"]["host"]
-    assert results["graph_costs"]["headline"]["student"]["flops"] > 0
-    report = (bench_dir / "report.md").read_text()
-    assert (f"The student is {headline['percent_faster']:.0f} % faster and {headline['size_ratio']:.1f}× smaller "
-            "than BERT-base and keeps") in report
-    assert (bench_dir / "report.html").read_text().count("data:image/png;base64,") >= 4
-
-    # a phone measurement joins the report without measuring again
-    phone = tmp_path / "iphone.json"
-    phone.write_text(json.dumps({"xcode_performance_report": {
-        "device": "iPhone 15 Pro", "os": "iOS 18.1", "compute_units": "All", "prediction_median_ms": 1.9,
-        "load_median_ms": 40.0}}))
-    imported = run_cli(capsys, "bench", "import", phone, "--run", sentiment_run, "--device", "iphone-15-pro")
-    assert imported.exit_code == 0, imported.err
-    results = json.loads((bench_dir / "results.json").read_text())
-    row = next(e for e in results["estimates"]["devices"] if e["device"] == "iphone-15-pro"
-               and e["model"] == "student" and e["compute_unit"] == "neural_engine")
-    assert row["measured_ms"] == 1.9 and row["measured_over_floor"] == pytest.approx(1.9 / row["floor_ms"])
-    assert "iPhone 15 Pro" in (bench_dir / "report.md").read_text()
-
-    # a results file compared with itself: every row "same", nothing flagged
-    compared = run_cli(capsys, "bench", "compare", bench_dir / "results.json", bench_dir / "results.json")
-    assert compared.exit_code == 0 and "0 regression(s)" in compared.out
-
-
-@pytest.fixture(scope="module")
-def qa_run(tmp_path_factory, tiny_base, shared_data):
-    """The qa-tiny run through the real CLI: a tiny teacher, its student and the export, shared by the QA tests.
-    One Core AI program (the 6-bit one is the sentiment run's to check): the ios27 folder ships the fp16 one."""
-    run = tmp_path_factory.mktemp("runs") / "qa"
-    common = ["--task", "qa", "--preset", "tiny", "--data-dir", shared_data]
-    run_cli_steps(["train", "teacher", "--run", run, "--model", tiny_base, *common],
-                  ["train", "distill", "--run", run, *common],
-                  ["export", "--run", run, "--data-dir", shared_data, "--coreai-variants", "fp16"])
-    return run
-
-
-def test_qa_pipeline(qa_run, capsys, tmp_path):
-    run = qa_run
-    assert {"exact_match", "f1"} <= set(json.loads((run / "student" / "manifest.json").read_text())["metrics"]["eval"])
-    parity = json.loads((run / "export" / "parity.json").read_text())
-    assert all(r["passed"] for r in parity)
-    assert (run / "export" / "PocketBertQA.mlpackage").is_dir()
-    # the text-in QA models, fed each question and context as text, cut the Python pipeline's answers out of the
-    # contexts
-    text_in = {r["artifact"]: r for r in parity}
-    fp32 = text_in["model.text.onnx"]
-    assert fp32["runtime"] == "onnxruntime + extensions" and fp32["n_examples"] > 0
-    assert fp32["agreement"] >= MIN_QA_TEXT_IN_AGREEMENT
-    assert {"model.text.int8.onnx", "model.text.ort"} <= set(text_in)
-    golden = json.loads((run / "export" / "tokenizer_golden.json").read_text(encoding="utf-8"))
-    probes = {r["probe"] for r in golden["pairs"]}
-    assert {"question longer than max_length", "context longer than max_length"} <= probes
-    assert "punctuation the ops keep in a word" in probes
-    manifest = json.loads((run / "export" / "manifest.json").read_text())
-    # QA in one call: windows, span search and the answer's text inside the model, against the Python pipeline
-    one_call = text_in["model.qa.onnx"]
-    assert one_call["agreement"] >= MIN_QA_TEXT_IN_AGREEMENT and one_call["by_windows"]["span_mismatches"] == 0
-    assert one_call["n_examples"] == manifest["config"]["parity_examples"]  # every question, however long
-    assert {"model.qa.int8.onnx", "model.qa.ort"} <= set(text_in)
-    assert manifest["metrics"]["qa_in_graph"]["settings"]["longer_context"] == "cut"
-    assert_exhaustive_tokenizer_check(manifest, "pair")
-    assert manifest["metrics"]["text_in_tokenizer_exhaustive"]["offsets"] is True
-    # the Core AI program gives both logits, gated like the Core ML one
-    coreai = {r["artifact"]: r for r in parity}["PocketBertQA.aimodel"]
-    assert coreai["runtime"].startswith("Core AI") and coreai["passed"] and coreai["n_examples"] > 0
-
-
-def test_qa_android_folder_answers_in_one_call(qa_run, capsys, tmp_path):
-    from pocketbert.core.data import QAExample
-    from pocketbert.export.text_in import qa_graph
-
-    export = qa_run / "export"
-    assert run_cli(capsys, "export", "android", "--run", qa_run, "--out", tmp_path / "android").exit_code == 0
-    android = tmp_path / "android"
-    assert {p.name for p in android.iterdir()} == {"model.qa.ort", "model.qa.required_operators.config",
-                                                   "qa_golden.json", "tokenizer_golden.json", "README.md",
-                                                   OUTPUT_MARKER}
-    assert (android / "model.qa.ort").read_bytes() == (export / "model.qa.ort").read_bytes()
-    # the app's model, fed each golden question and its whole context as the Kotlin feeds them (onnxruntime with
-    # onnxruntime-extensions), answers as the Python pipeline did at export
-    golden = json.loads((android / "qa_golden.json").read_text(encoding="utf-8"))
-    examples = [QAExample("golden", q["question"], q["context"], ()) for q in golden["questions"]]
-    answers = qa_graph.answer_forward(android / "model.qa.ort")(examples)
-    assert qa_graph.span_mismatches(examples, answers) == 0
-    assert [a["windows"] for a in answers] == [len(q["windows"]) for q in golden["questions"]]
-    # The golden questions are among the gate's: the int8 model differs from the pipeline on no more of them than
-    # the gate counted on all.
-    gate = json.loads((export / "manifest.json").read_text())["metrics"]["parity"]["model.qa.ort"]
-    differ = sum(a["answer"] != q["answer"] for a, q in zip(answers, golden["questions"]))
-    assert differ <= round((1 - gate["agreement"]) * gate["n_examples"])
-    assert any(a["answer"] and a["answer"] == q["answer"] for a, q in zip(answers, golden["questions"]))
-    # the README's Kotlin reads the model's answer outputs; its proven facts are the manifest's gate of this model
-    readme = (android / "README.md").read_text()
-    assert 'output<Array<String>>("answer")' in readme and "windowStarts" not in readme
-    assert f"on {gate['n_examples']} eval questions" in readme
-    assert f"the Python pipeline on {gate['agreement']:.1%}" in readme and f"F1 {gate['metrics']['f1']:.2f}" in readme
-    assert not [n for n in named_in_readme(readme) if not (android / n).exists()]
-    # --executorch: the window model with the Kotlin answer routine and its golden file
-    assert run_cli(capsys, "export", "android", "--run", qa_run, "--executorch",
-                   "--out", tmp_path / "android-et").exit_code == 0
-    for name in ("QaAnswer.kt", "qa_golden.json", "model.int8.pte", "tokenizer.json"):
-        assert (tmp_path / "android-et" / name).read_bytes() == (export / name).read_bytes(), name
-    assert "qaAnswer(startLogits, endLogits, contextIndex, nBest, maxAnswerLength)" in (
-        tmp_path / "android-et" / "README.md").read_text()
-
-
-@pytest.mark.parametrize("options", [(), ("--target", "ios27"), ("--executorch",)], ids=["coreml", "ios27", "pte"])
-def test_qa_ios_folders_carry_the_answer_routine(qa_run, capsys, tmp_path, options):
-    export, ios = qa_run / "export", tmp_path / "ios"
-    result = run_cli(capsys, "export", "ios", "--run", qa_run, *options, "--out", ios)
-    assert result.exit_code == 0, result.err
-    for name in ("QaAnswer.swift", "qa_golden.json"):  # beside the model and the resources, as the export wrote them
-        assert (ios / name).read_bytes() == (export / name).read_bytes(), name
-    readme = (ios / "README.md").read_text()
-    assert "windowStarts(contextTokens:" in readme and "qaAnswer(startLogits:" in readme
-    assert "`QaAnswer.swift` is not compiled here" in readme
-    # (Core AI's Swift names its program by its stem: forResource: "PocketBertQA", withExtension: "aimodel")
-    missing = [n for n in named_in_readme(readme) if not (ios / n).exists() and not (ios / f"{n}.aimodel").exists()]
-    assert not missing
-    if "ios27" in options:  # the Core AI program gives both logits, read per window
-        assert 'outputs.remove("start_logits")' in readme and '"token_type_ids": NDArray(' in readme
-    if "--executorch" in options:
-        assert "module.forward([inputIds, mask, types])" in readme
-
-
-def test_qa_app_folders_refuse_an_export_without_the_one_call_model(qa_run, capsys, tmp_path):
-    """An export made before model.qa.ort and the answer routines existed: one line, exit 2, no folder."""
-    import os
-    import shutil
-
-    old = tmp_path / "old"
-    shutil.copytree(qa_run / "export", old / "export", copy_function=os.link)  # hard links: nothing copied
-    manifest = json.loads((old / "export" / "manifest.json").read_text())
-    later = ("model.qa.onnx", "model.qa.int8.onnx", "model.qa.ort", "model.qa.required_operators.config",
-             "qa_golden.json", "qa_answer.mjs", "QaAnswer.kt", "QaAnswer.swift")
-    for name in later:
-        (old / "export" / name).unlink()  # the link only
-        manifest["metrics"]["parity"].pop(name, None)
-        manifest["artifacts"].pop(name, None)
-    (old / "export" / "manifest.json").unlink()  # a new file, not the shared one rewritten
-    (old / "export" / "manifest.json").write_text(json.dumps(manifest))
-    said = {}
-    for platform in ("android", "ios"):
-        refused = run_cli(capsys, "export", platform, "--run", old, "--out", tmp_path / platform)
-        said[platform] = error_line(refused)
-        assert refused.exit_code == 2 and "re-run `pocketbert export" in said[platform], refused.err
-        assert [p.name for p in tmp_path.iterdir()] == ["old"]  # no folder, not even a temporary one
-    assert "has no model.qa.ort" in said["android"] and "QaAnswer.swift" in said["ios"]
-
-
-MIN_QA_TEXT_IN_AGREEMENT = 0.99
 
 
 @pytest.mark.parametrize("platform, folder", [("ios", "resources"), ("android", ".")])

@@ -82,6 +82,39 @@ def write_cache_entry(path: Path, value: dict) -> None:
         pass
 
 
+def cached_or_built(path: Path, read, build, keep=lambda value: True, dump=lambda value: value):
+    """read(text) of the cache file at `path`, or build(), written there as dump(value) when keep(value). One
+    process builds while another that wants the same entry waits for it (two exports at once, two test workers),
+    where the cache folder can hold the lock; a damaged entry is built again."""
+    from contextlib import nullcontext
+
+    from pocketbert.core.cache_dir import building
+
+    def cached():
+        try:
+            return read(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # none yet, or damaged
+
+    value = cached()
+    if value is not None:
+        return value
+    try:
+        lock = building(path)
+        lock.__enter__()
+    except OSError:  # a cache folder that cannot be written: build without waiting for anyone
+        lock = nullcontext()
+    try:
+        value = cached()
+        if value is None:
+            value = build()
+            if keep(value):
+                write_cache_entry(path, dump(value))
+    finally:
+        lock.__exit__(None, None, None)
+    return value
+
+
 def halved_down(items: list, differs) -> list[tuple]:
     """(item, what differs) for each item of `items` on which `differs` (a list -> what differs, or None) finds a
     difference: the whole list is checked, and halved down to single items where it differs."""
@@ -97,15 +130,11 @@ def halved_down(items: list, differs) -> list[tuple]:
 @lru_cache(maxsize=4)
 def _mapping(tokenizer_rules: str) -> CodePointMapping:
     """Derived once a machine for each tokenizer and version of this code: read from the cache folder after."""
-    cached = cache_entry(MAPPING_CACHE_FOLDER, tokenizer_rules.encode())
-    try:
-        return CodePointMapping.from_json(json.loads(cached.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or damaged: derived again
     data = {"version": "1.0", "truncation": None, "padding": None, "decoder": None, **json.loads(tokenizer_rules)}
-    mapping = derive(data, lambda mapping, codes: misread_in_words(data, mapping, codes))
-    write_cache_entry(cached, mapping.to_json())
-    return mapping
+    return cached_or_built(cache_entry(MAPPING_CACHE_FOLDER, tokenizer_rules.encode()),
+                           lambda text: CodePointMapping.from_json(json.loads(text)),
+                           lambda: derive(data, lambda mapping, codes: misread_in_words(data, mapping, codes)),
+                           dump=lambda mapping: mapping.to_json())
 
 
 def mapping_for(data: dict) -> CodePointMapping:

@@ -37,16 +37,17 @@ def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use
     """The check's result for the graph export builds from tokenizer.json: probes, texts, mismatch_count, the
     first mismatches (the probe and what differs), seconds; from the cache when this tokenizer was checked."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
-    cached = _cache_file(data, text_inputs, offsets)
-    if use_cache and cached.is_file():
-        try:
-            return {**json.loads(cached.read_text(encoding="utf-8")), "cached": True}
-        except (OSError, ValueError):
-            pass  # a damaged cache entry is checked again
-    result = run_check(data, text_inputs, offsets, probes())
-    if use_cache and result["mismatch_count"] == 0:
-        text_tokenizer.write_cache_entry(cached, result)
-    return {**result, "cached": False}
+    if not use_cache:
+        return {**run_check(data, text_inputs, offsets, probes()), "cached": False}
+    built = []
+
+    def build() -> dict:
+        built.append(True)
+        return run_check(data, text_inputs, offsets, probes())
+
+    result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets), json.loads, build,
+                                            keep=lambda found: found["mismatch_count"] == 0)
+    return {**result, "cached": not built}
 
 
 def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_texts: list[str],
