@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from pocketbert.core import export_variant_names
 from pocketbert.core.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
 
 executorch_option = click.option("--executorch", is_flag=True,
@@ -22,10 +23,11 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreml-examples", type=COUNT, default=None, help="Eval examples for the Core ML parity check (default: recipe).")
 @click.option("--coreml-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8", unique=True),
-              help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
+              help=f"Core ML programs: {', '.join(export_variant_names.COREML)} (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
-              help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
+              help=f"Core AI (iOS 27) programs: {', '.join(export_variant_names.COREAI)} (default: the recipe's; 'none' "
+                   "leaves Core AI out).")
 @overwrite_option
 @click.pass_context
 @locks("run")
