@@ -16,6 +16,12 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
                    max_position_embeddings=128)
 
 
+def pytest_collection_modifyitems(items):
+    """The files marked `minutes` first: the test processes take files in collection order, and the longest ones
+    started last would leave one process running them alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
+
+
 def data_dir() -> Path:
     configured = os.environ.get("POCKETBERT_DATA_DIR")
     path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"

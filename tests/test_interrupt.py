@@ -14,7 +14,7 @@ from helpers import QUICK_EXPORT, cli_process, linked_copy
 from pocketbert.core import atomic_folder, run_files
 from pocketbert.train.checkpoint import FAULT_ENV
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 EXPORT_FILES = (run_files.MANIFEST, run_files.PARITY, run_files.ONNX_FP32, run_files.ONNX_INT8, run_files.ORT_MODEL, run_files.LABELS,
                 *run_files.TOKENIZER_FILES)
 KILL_DELAYS_S = (0.0, 2.0)  # after the export starts writing; writing the tiny student's export takes several s

@@ -1,6 +1,7 @@
 """The text-in tokenizer graph against tokenizer.json: the code-point table's classes, the exhaustive check failing
 when one entry of the table is changed, random Unicode texts and QA pairs (ids, types, offsets), and a tokenizer the
-graph cannot express refused. (The exhaustive check passing on an export is asserted in test_end_to_end.py.)"""
+graph cannot express refused. (The exhaustive check passing on an export is asserted in
+end_to_end/test_sentiment_end_to_end.py.)"""
 
 from __future__ import annotations
 

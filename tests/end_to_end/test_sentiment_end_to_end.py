@@ -12,7 +12,7 @@ from helpers import assert_exhaustive_tokenizer_check, error_line, linked_copy, 
 
 from pocketbert.core.user_paths import OUTPUT_MARKER
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
         assert correct / len(examples) == pytest.approx(parity[name]["metrics"]["accuracy"])
 
 
-JS_DIR = Path(__file__).resolve().parent / "js"  # make test installs transformers.js there
+JS_DIR = Path(__file__).resolve().parents[1] / "js"  # make test installs transformers.js there
 JS_EXAMPLES = 96
 MIN_JS_AGREEMENT = 0.99
 

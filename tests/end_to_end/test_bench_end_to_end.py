@@ -10,7 +10,7 @@ import pytest
 from helpers import linked_copy, run_cli
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 
 @pytest.fixture(scope="module")
