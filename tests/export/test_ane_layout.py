@@ -416,5 +416,3 @@ def test_export_gates_and_places_the_coreai_ane_program(exported_run, tmp_path, 
     placed = manifest["metrics"]["placement"][name]
     assert placed["format"] == "Core AI" and placed["functions"] == len(lengths) and placed["handoffs"] == 0
     assert placed["verdict"] == "neural_engine" and ane["placement"] == placed
-    print(f"coreai-ane on {ane['n_examples']} examples: agreement {ane['agreement']:.4f}, max |diff| "
-          f"{ane['max_abs_diff']:.3g}; plain Core AI: {plain['agreement']:.4f}, {plain['max_abs_diff']:.3g}")
