@@ -505,8 +505,10 @@ _DEFINITIONS = [
     _coreai_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
     _coreai_variant("6bit", "6bit", parity.COMPRESSED_GATE, "6bit"),
     _coreai_variant("4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
-    # The Neural Engine's layout as a Core AI program: the same entry points per length, on request only.
+    # The Neural Engine's layout as a Core AI program: the same entry points per length, on request only; its
+    # weights palettized as the 6-bit program's.
     _coreai_variant("ane", "fp16", parity.FP16_GATE, ane=True),
+    _coreai_variant("ane-6bit", "6bit", parity.COMPRESSED_GATE, "6bit", ane=True),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
 COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)

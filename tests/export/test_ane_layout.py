@@ -389,9 +389,9 @@ COREAI_GATE_EXAMPLES = 16
 
 @pytest.mark.slow
 def test_export_gates_and_places_the_coreai_ane_program(exported_run, tmp_path, shared_data):
-    """`pocketbert export --coreai-variants fp16,ane` on the session's tiny student: the ANE layout's Core AI program
-    gated by the Core AI evaluator against the student on the export's examples, every entry point on its own, and
-    its placement predicted and recorded, beside the plain Core AI program."""
+    """`pocketbert export --coreai-variants fp16,ane,ane-6bit` on the session's tiny student: the ANE layout's Core AI
+    programs gated by the Core AI evaluator against the student on the export's examples, every entry point on its
+    own, and their placement predicted and recorded, beside the plain Core AI program."""
     pytest.importorskip("coreai_torch")
     import json
 
@@ -402,7 +402,7 @@ def test_export_gates_and_places_the_coreai_ane_program(exported_run, tmp_path, 
 
     run = linked_copy(exported_run, tmp_path / "run", [run_files.TEACHER_DIR, run_files.STUDENT_DIR])
     run_cli_steps(["export", "--run", run, "--data-dir", shared_data, "--coreml-variants", "fp16",
-                   "--coreml-examples", COREAI_GATE_EXAMPLES, "--coreai-variants", "fp16,ane"])
+                   "--coreml-examples", COREAI_GATE_EXAMPLES, "--coreai-variants", "fp16,ane,ane-6bit"])
     export = run / run_files.EXPORT_DIR
     rows = {r["artifact"]: r for r in json.loads((export / run_files.PARITY).read_text())}
     manifest = json.loads((export / run_files.MANIFEST).read_text())
@@ -412,7 +412,13 @@ def test_export_gates_and_places_the_coreai_ane_program(exported_run, tmp_path, 
     assert ane["n_examples"] == plain["n_examples"] == COREAI_GATE_EXAMPLES
     lengths = manifest["metrics"]["coreai_entry_points"]
     assert list(ane["by_length"]) == [str(n) for n in lengths] and all(r["passed"] for r in ane["by_length"].values())
-    assert manifest["config"]["coreai_variants"] == ["fp16", "ane"]
+    assert manifest["config"]["coreai_variants"] == ["fp16", "ane", "ane-6bit"]
     placed = manifest["metrics"]["placement"][name]
     assert placed["format"] == "Core AI" and placed["functions"] == len(lengths) and placed["handoffs"] == 0
     assert placed["verdict"] == "neural_engine" and ane["placement"] == placed
+    # its weights palettized (coreai.COMPRESSIONS), gated as the compressed programs are
+    palettized = rows[run_files.coreai_asset_name("PocketBertSentiment", "ane-6bit")]
+    assert palettized["passed"] and palettized["precision"] == "6bit" and palettized["by_length"]
+    sizes = manifest["metrics"]["sizes_bytes"]
+    assert sizes[palettized["artifact"]] < sizes[name]
+    assert palettized["placement"]["verdict"] == "neural_engine"
