@@ -25,8 +25,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Core ML weight compressions: fp16,int8,6bit,4bit,int4-block (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
-              help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit,ane,ane-6bit (default: the recipe's; 'none' leaves "
-                   "Core AI out).")
+              help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
 @overwrite_option
 @click.pass_context
 @locks("run")
