@@ -9,7 +9,7 @@ from __future__ import annotations
 
 COREML = ("fp16", "int8", "6bit", "4bit", "int4-block", "fixed", "enumerated", "ane", "ane-int8", "ane-6bit",
           "ane-4bit", "classifier")
-COREAI = ("fp16", "int8", "6bit", "4bit")
+COREAI = ("fp16", "int8", "6bit", "4bit", "ane", "ane-6bit")
 
 
 def check_names(coreml: list[str] | None, coreai: list[str] | None, where: str) -> None:

@@ -1,6 +1,7 @@
 """The ANE-layout student (ane_layout.py) as a Core ML multifunction package: one fixed-length fp16 function per
 length bucket (multifunction.py says why not enumerated shapes), its weights compressed as the plain programs' are
-(coreml.COMPRESSIONS) and stored once."""
+(coreml.COMPRESSIONS) and stored once; and as a Core AI program, converted as the plain student is (coreai.py) and
+specialized into the same entry points per length."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from pocketbert import __version__
 from pocketbert.core.inference import import_coremltools
 from pocketbert.core.quiet import quiet_tools
-from pocketbert.export import ane_layout, coreml, multifunction
+from pocketbert.export import ane_layout, coreai, coreml, multifunction
 
 MINIMUM_IOS = multifunction.MULTIFUNCTION_IOS
 # From iOS 17 on, coremltools guards every gather against negative indices (greater_equal, add, select on the ids):
@@ -55,3 +56,10 @@ def save_ane_package(programs: dict, task, path: Path, description: str, max_len
     metadata = {"labels": ",".join(task.label_names), "task": task.name, "max_length": str(max_length),
                 "layout": "ane", "pocketbert_version": __version__}
     multifunction.save_multifunction(programs, path, metadata, f"{description}, Neural Engine layout")
+
+
+def convert_coreai(model, task, architecture, lengths: tuple[int, ...]):
+    """The student in the ANE layout as an fp16 Core AI program at a dynamic length up to max(lengths), before
+    coreai.specialize (which gives it the plain Core AI program's entry points, main_len<n>)."""
+    return coreai.convert_module(ane_layout.ane_module(model, architecture), task, lengths,
+                                 "the ANE-layout student")

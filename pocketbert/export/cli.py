@@ -60,7 +60,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @click.option("--variant", default=None,
               help="Core ML program: enumerated, fp16, int8, 6bit, 4bit, int4-block, fixed, classifier "
                    "(default: enumerated where exported, else fp16); with --target ios27 the Core AI program: "
-                   "fp16, int8, 6bit, 4bit (default: the first exported).")
+                   "fp16, int8, 6bit, 4bit, ane, ane-6bit (default: the first exported).")
 @executorch_option
 @out_option
 @overwrite_option

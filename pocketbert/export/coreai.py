@@ -63,6 +63,15 @@ def convert_to_coreai(model, task, lengths: tuple[int, ...], architecture=BERT_F
 def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAMILY, fp16: bool = True):
     """The program at a dynamic sequence length up to max(lengths), before specialize: one conversion that every
     Core AI variant of an export starts from."""
+    with torch.no_grad(), _fused_attention(model):
+        wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
+        return convert_module(wrapper, task, lengths, f"the {architecture.name} student", fp16)
+
+
+def convert_module(module, task, lengths: tuple[int, ...], what: str, fp16: bool = True):
+    """A module of the export's calling form (the task's int32 inputs of shape (batch, sequence) in, the task's
+    outputs as a tuple out: an architecture's export wrapper, the ANE layout) as a program at a dynamic sequence
+    length up to max(lengths), before specialize. `what` names the module in the one-line error."""
     coreai_torch, _ = import_coreai()
     if not lengths:
         raise ExportError("a Core AI program needs at least one sequence length")
@@ -70,16 +79,15 @@ def convert_dynamic(model, task, lengths: tuple[int, ...], architecture=BERT_FAM
     longest = max(lengths)
     example = tuple(torch.ones(1, min(16, longest), dtype=torch.int32) for _ in names)
     sequence = torch.export.Dim("sequence", min=2, max=max(longest, 3))
-    with quiet_tools(), torch.no_grad(), _fused_attention(model):
-        wrapper = architecture.export_wrapper(model, task, additive_mask=True).eval()
+    with quiet_tools(), torch.no_grad():
         if fp16:
-            wrapper = _Half(wrapper).eval()
+            module = _Half(module).eval()
         try:
-            exported = torch.export.export(wrapper, example, dynamic_shapes=tuple({1: sequence} for _ in names))
+            exported = torch.export.export(module, example, dynamic_shapes=tuple({1: sequence} for _ in names))
         except Exception as exc:  # torch.export names the construct it cannot trace
             first = str(exc).strip().split("\n")[0][:200]
-            raise ExportError(f"the {architecture.name} student cannot be exported at a dynamic sequence length for "
-                              f"Core AI ({type(exc).__name__}: {first}): set export.coreai_variants to []") from exc
+            raise ExportError(f"{what} cannot be exported at a dynamic sequence length for Core AI "
+                              f"({type(exc).__name__}: {first}): set export.coreai_variants to []") from exc
         exported = exported.run_decompositions(coreai_torch.get_decomp_table())
         return coreai_torch.TorchConverter().add_exported_program(
             exported, input_names=names, output_names=list(task.output_names)).to_coreai()
@@ -142,7 +150,7 @@ def compress(program, compression: str):
 
 
 class _Half(torch.nn.Module):
-    """The wrapper in half precision; its logits come back as fp32, as the Core ML programs' do."""
+    """The module in half precision; its logits come back as fp32, as the Core ML programs' do."""
 
     def __init__(self, wrapper):
         super().__init__()

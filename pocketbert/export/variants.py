@@ -227,6 +227,12 @@ class BuildContext:
         shared by the ane variants' compressions."""
         return ane_program.convert_lengths(self.model, self.task, self.architecture, self.length_buckets)
 
+    @functools.cached_property
+    def coreai_ane_program(self):
+        """The student in the Neural Engine's layout as an fp16 Core AI program at a dynamic length, converted once:
+        each coreai-ane variant specializes a copy."""
+        return ane_program.convert_coreai(self.model, self.task, self.architecture, self.length_buckets)
+
     def coreml_program(self, target: str, fixed: bool, classifier: bool, enumerated: bool = False):
         """The fp16 program for one deployment target and input and output form, converted once and shared by
         compressions."""
@@ -399,9 +405,10 @@ def _ane_builder(compression: str | None):
     return build
 
 
-def _coreai_builder(compression: str | None):
+def _coreai_builder(compression: str | None, source: Callable[[BuildContext], Any]):
+    """source: the context's dynamic program this variant specializes (the plain student's or the ANE layout's)."""
     def build(ctx: BuildContext, path: Path) -> None:
-        program = coreai.specialize(ctx.coreai_program, ctx.task, ctx.length_buckets, compression)
+        program = coreai.specialize(source(ctx), ctx.task, ctx.length_buckets, compression)
         coreai.save(program, path, ctx.description)
         ctx.notes.setdefault("coreai_lengths", list(ctx.length_buckets))
     return build
@@ -428,11 +435,14 @@ def _ane_variant(name, precision, gate, compression=None) -> Variant:
                    multifunction=True)
 
 
-def _coreai_variant(name, precision, gate, compression=None) -> Variant:
+def _coreai_variant(name, precision, gate, compression=None, ane=False) -> Variant:
     """A Core AI variant as export.coreai_variants names it (without the coreai- prefix); its asset is
-    <Class>.aimodel for fp16, <Class>.<name>.aimodel for the others."""
+    <Class>.aimodel for fp16, <Class>.<name>.aimodel for the others. ane: the student in the Neural Engine's layout
+    (export/ane_layout.py) rather than as it is, so a transformer's program only."""
+    source = (lambda ctx: ctx.coreai_ane_program) if ane else (lambda ctx: ctx.coreai_program)
     return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.coreml_class_stem, name), COREAI_RUNTIME,
-                   precision, _coreai_builder(compression), gate, minimum_ios=coreai.MINIMUM_OS)
+                   precision, _coreai_builder(compression, source), gate, minimum_ios=coreai.MINIMUM_OS,
+                   needs_attention=ane)
 
 
 _DEFINITIONS = [
@@ -495,6 +505,10 @@ _DEFINITIONS = [
     _coreai_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
     _coreai_variant("6bit", "6bit", parity.COMPRESSED_GATE, "6bit"),
     _coreai_variant("4bit", "4bit", parity.COMPRESSED_GATE, "4bit"),
+    # The Neural Engine's layout as a Core AI program: the same entry points per length, on request only; its
+    # weights palettized as the 6-bit program's.
+    _coreai_variant("ane", "fp16", parity.FP16_GATE, ane=True),
+    _coreai_variant("ane-6bit", "6bit", parity.COMPRESSED_GATE, "6bit", ane=True),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
 COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)

@@ -1,6 +1,6 @@
 """The student in the Neural Engine's layout (export/ane_layout.py): the same logits as the plain student, and a
-Core ML program of the layout Apple's article asks for (channels-first rank 4, 1x1 convolutions, per-head attention,
-no reshape, no transpose between layers), one fixed-length function per length."""
+Core ML program and a Core AI program of the layout Apple's article asks for (channels-first rank 4, 1x1
+convolutions, per-head attention, no reshape, no transpose between layers), one fixed-length function per length."""
 
 from __future__ import annotations
 
@@ -182,13 +182,15 @@ def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_p
 def test_the_ane_variants_are_refused_to_students_without_attention(architecture):
     from pocketbert.core.tasks import SentimentTask
     from pocketbert.export import variants
-    from pocketbert.export.pipeline import check_coreml_choice
+    from pocketbert.export.pipeline import check_coreai_choice, check_coreml_choice
 
     task = SentimentTask(["negative", "positive"])
-    assert not [v for v in variants.selected(["fp16", "ane", "ane-6bit"], task, architecture) if v.needs_attention]
-    with pytest.raises(ExportError) as info:
-        check_coreml_choice(["fp16", "ane"], task, architecture)
-    assert "\n" not in str(info.value) and "ane" in str(info.value)
+    assert not [v for v in variants.selected(["fp16", "ane", "ane-6bit"], task, architecture, ["fp16", "ane"])
+                if v.needs_attention]
+    for check, names in ((check_coreml_choice, ["fp16", "ane"]), (check_coreai_choice, ["ane"])):
+        with pytest.raises(ExportError) as info:
+            check(names, task, architecture)
+        assert "\n" not in str(info.value) and "ane" in str(info.value)
 
 
 @pytest.mark.parametrize("task", ["sentiment", "qa"])
@@ -201,3 +203,222 @@ def test_the_swift_runs_the_function_of_the_padded_length(task):
     assert "models[length]!.prediction(" in swift and "private let lengths = [16, 64]" in swift
     plain = app_readme.swift_code(task, "PocketBertX", 64, "enumerated", (16, 64), values)
     assert "functionName" not in plain and "try model.prediction(" in plain and "{model_" not in plain
+
+
+# ---------------------------------------------------------------- the Core AI program
+
+# A wrong convolution or head concatenation in the evaluator must miss the student's logits by at least this (the
+# fp16 program itself stays within FP16_LOGIT_TOLERANCE).
+BROKEN_MIN_DIFF = 0.05
+# A pointwise convolution in float32 against torch's conv2d: float rounding apart.
+CONV_TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def coreai_ane_program(tmp_path_factory):
+    """The tiny student's ANE layout as the coreai-ane variant builds it: converted once at a dynamic length,
+    specialized into main_len<n> per length, saved."""
+    pytest.importorskip("coreai_torch")
+    from pocketbert.core.tasks import SentimentTask
+    from pocketbert.export import ane_program, coreai
+
+    model, task = _student("classifier"), SentimentTask(["negative", "positive"])
+    path = tmp_path_factory.mktemp("coreai-ane") / "Tiny.ane.aimodel"
+    dynamic = ane_program.convert_coreai(model, task, BERT_FAMILY, LENGTHS)
+    coreai.save(coreai.specialize(dynamic, task, LENGTHS), path, "tiny")
+    return model, task, path
+
+
+class _Dataflow:
+    """An entry point's computed operations, who makes each value and who reads it."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.ops = [op for op in graph.operations if op.kind != "constant"]
+        self.type = {r: t for op in self.ops for r, t in zip(op.results, op.result_types)}
+        self.readers: dict[str, list] = {}
+        for op in self.ops:
+            for name in op.operands:
+                self.readers.setdefault(name, []).append(op)
+
+    def attention_squeeze(self, op) -> bool:
+        """A reshape that drops the unit axis of an attention product's operand ((B, C, 1, S) -> (B, C, S): the
+        same elements in the same order) and feeds only that product: torch's decomposition of the heads' einsums,
+        which Core AI has no operation for."""
+        source = self.type.get(op.operands[0])
+        readers = self.readers.get(op.results[0], [])
+        return (op.kind == "reshape" and source is not None and len(source.shape) == 4 and source.shape[2] == 1
+                and op.result_types[0].shape == source.shape[:2] + source.shape[3:]
+                and bool(readers) and all(r.kind.endswith("batch_matmul") for r in readers))
+
+    def feeds_the_outputs(self, name: str) -> bool:
+        """The value is an output, or only cast to one (the logits' fp32)."""
+        outputs, readers = set(self.graph.outputs), self.readers.get(name, [])
+        return name in outputs or (bool(readers) and all(r.kind == "cast" and r.results[0] in outputs
+                                                         for r in readers))
+
+
+@pytest.mark.slow
+def test_every_coreai_entry_point_is_in_the_ane_layout(coreai_ane_program):
+    """Every Linear a conv2d; every fp16 activation channels-first rank 4, but for the attention products' squeezed
+    operands (a unit axis dropped, no element moved) and the logits; no reshape between layers; the only
+    transposes, one into the layout and each layer's keys."""
+    from pocketbert.export import coreai
+    from pocketbert.export.evaluators import coreai_ir
+
+    model, _, path = coreai_ane_program
+    program = coreai_ir.load_program(path)
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    assert sorted(g.name for g in program.entry_points) == sorted(coreai.entry_name(n) for n in LENGTHS)
+    for n in LENGTHS:
+        flow = _Dataflow(program.graphs[coreai.entry_name(n)])
+        kinds = [op.kind for op in flow.ops]
+        assert kinds.count("conv2d") == linears and "invoke" not in kinds  # no composite (no layer_norm call)
+        products = [op for op in flow.ops if op.kind.endswith("batch_matmul")]
+        assert len(products) == 2 * layers * heads  # each head's scores and mix, nothing else
+        squeezes = [op for op in flow.ops if flow.attention_squeeze(op)]
+        assert len(squeezes) == len(products)
+        off_layout = {(op.kind, t.shape) for op in flow.ops if op not in squeezes
+                      for r, t in zip(op.results, op.result_types)
+                      if t.element == "f16" and len(t.shape) != 4 and not flow.feeds_the_outputs(r)}
+        assert not off_layout, f"main_len{n} has activations off the (B, C, 1, S) layout: {off_layout}"
+        reshapes = [op for op in flow.ops if op.kind == "reshape" and op not in squeezes]
+        assert all(op.result_types[0].element != "f16" or flow.feeds_the_outputs(op.results[0]) for op in reshapes)
+        assert kinds.count("transpose") == layers + 1
+
+
+@pytest.mark.slow
+def test_every_coreai_entry_point_gives_the_students_logits(coreai_ane_program):
+    from pocketbert.export import coreai
+
+    model, task, path = coreai_ane_program
+    for n in LENGTHS:
+        ids, mask, _ = _batch(n)
+        got = coreai.coreai_forward(path, task, pad_to=n)({"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        with torch.no_grad():
+            expected = model(input_ids=ids, attention_mask=mask).logits.numpy()
+        assert np.abs(got - expected).max() < FP16_LOGIT_TOLERANCE
+
+
+def _conv_with_channels_reversed(op, operands, out):
+    from pocketbert.export.evaluators import coreai_eval
+
+    right = coreai_eval._conv2d(op, operands, out)
+    return lambda x, *rest: right(x[..., ::-1, :, :], *rest)
+
+
+def _conv_with_positions_reversed(op, operands, out):
+    from pocketbert.export.evaluators import coreai_eval
+
+    right = coreai_eval._conv2d(op, operands, out)
+    return lambda x, *rest: right(x, *rest)[..., ::-1]
+
+
+def _concat_heads_reversed(op, operands, out):
+    from pocketbert.export.evaluators import coreai_eval
+
+    right = coreai_eval._concat(op, operands, out)
+    return lambda axis, *values: right(axis, *values[::-1])
+
+
+COREAI_BROKEN = {
+    "conv2d reads the channels reversed": ("conv2d", _conv_with_channels_reversed),
+    "conv2d writes the positions reversed": ("conv2d", _conv_with_positions_reversed),
+    "the heads concatenated in reverse": ("concat", _concat_heads_reversed),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", list(COREAI_BROKEN))
+def test_the_coreai_evaluator_with_a_wrong_convolution_misses_the_student(coreai_ane_program, broken):
+    from pocketbert.export import coreai
+    from pocketbert.export.evaluators import coreai_eval, coreai_ir
+
+    model, task, path = coreai_ane_program
+    program, n = coreai_ir.load_program(path), max(LENGTHS)
+    ids, mask, _ = _batch(n)
+    inputs = {"input_ids": ids.numpy()[:, None, :], "attention_mask": mask.numpy()[:, None, :]}
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits.numpy()
+    kind, kernel = COREAI_BROKEN[broken]
+    right = coreai_eval.CoreAIEvaluator(program, coreai.entry_name(n)).predict(inputs)["logits"][:, 0]
+    wrong = coreai_eval.CoreAIEvaluator(program, coreai.entry_name(n),
+                                        {**coreai_eval.KERNELS, kind: kernel}).predict(inputs)["logits"][:, 0]
+    assert np.abs(right - expected).max() < FP16_LOGIT_TOLERANCE
+    assert np.abs(wrong - expected).max() > BROKEN_MIN_DIFF
+
+
+def _conv2d_call(weight: np.ndarray, x: np.ndarray, batched: bool, stride=(1, 1)):
+    """The Core AI conv2d kernel on x as one f32 program's call; batched: x a run-time value with rows first."""
+    from pocketbert.export.evaluators import coreai_eval, coreai_ir
+
+    shape = x.shape[1:] if batched else x.shape
+    out = coreai_ir.TensorType((shape[0], weight.shape[0]) + shape[2:], "f32")
+    constants = (weight, np.array(stride, np.uint32), np.array([1, 1], np.uint32), np.array(1, np.uint32))
+    operands = [coreai_eval.Operand(0 if batched else None, None if batched else x, coreai_ir.TensorType(shape, "f32"))]
+    operands += [coreai_eval.Operand(None, v, coreai_ir.TensorType(v.shape, "ui32")) for v in constants]
+    op = coreai_ir.Operation("conv2d", ["%0"], [f"%{i + 1}" for i in range(5)], [out])
+    return coreai_eval._conv2d(op, operands, out)(x, *constants)
+
+
+def test_the_coreai_conv2d_kernel_answers_like_torch():
+    rng = np.random.default_rng(0)
+    weight = rng.normal(size=(6, 4, 1, 1)).astype(np.float32)
+    x = rng.normal(size=(2, 4, 1, 5)).astype(np.float32)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(weight)).numpy()
+    assert np.abs(_conv2d_call(weight, x, batched=False) - expected).max() < CONV_TOLERANCE
+    rows = _conv2d_call(weight, np.stack([x] * 3), batched=True)
+    assert rows.shape == (3,) + expected.shape and np.abs(rows - expected).max() < CONV_TOLERANCE
+
+
+def test_a_convolution_other_than_pointwise_is_refused_in_one_line():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 4, 1, 6)).astype(np.float32)
+    for weight, stride in ((rng.normal(size=(6, 4, 1, 3)).astype(np.float32), (1, 1)),
+                           (rng.normal(size=(6, 4, 1, 1)).astype(np.float32), (1, 2))):
+        with pytest.raises(ExportError, match="a convolution other than 1x1") as info:
+            _conv2d_call(weight, x, batched=False, stride=stride)
+        assert "\n" not in str(info.value)
+
+
+# The Core AI gate's examples in the end-to-end export: more than the tiny recipe's coreml_parity_examples (2), so
+# that agreement means something, few enough for a tiny run.
+COREAI_GATE_EXAMPLES = 16
+
+
+@pytest.mark.slow
+def test_export_gates_and_places_the_coreai_ane_program(exported_run, tmp_path, shared_data):
+    """`pocketbert export --coreai-variants fp16,ane,ane-6bit` on the session's tiny student: the ANE layout's Core AI
+    programs gated by the Core AI evaluator against the student on the export's examples, every entry point on its
+    own, and their placement predicted and recorded, beside the plain Core AI program."""
+    pytest.importorskip("coreai_torch")
+    import json
+
+    from helpers import linked_copy, run_cli_steps
+
+    from pocketbert.core import run_files
+    from pocketbert.export import coreai
+
+    run = linked_copy(exported_run, tmp_path / "run", [run_files.TEACHER_DIR, run_files.STUDENT_DIR])
+    run_cli_steps(["export", "--run", run, "--data-dir", shared_data, "--coreml-variants", "fp16",
+                   "--coreml-examples", COREAI_GATE_EXAMPLES, "--coreai-variants", "fp16,ane,ane-6bit"])
+    export = run / run_files.EXPORT_DIR
+    rows = {r["artifact"]: r for r in json.loads((export / run_files.PARITY).read_text())}
+    manifest = json.loads((export / run_files.MANIFEST).read_text())
+    name = run_files.coreai_asset_name("PocketBertSentiment", "ane")
+    ane, plain = rows[name], rows[run_files.coreai_asset_name("PocketBertSentiment")]
+    assert ane["runtime"] == coreai.RUNTIME_NAME and ane["precision"] == "fp16" and ane["passed"]
+    assert ane["n_examples"] == plain["n_examples"] == COREAI_GATE_EXAMPLES
+    lengths = manifest["metrics"]["coreai_entry_points"]
+    assert list(ane["by_length"]) == [str(n) for n in lengths] and all(r["passed"] for r in ane["by_length"].values())
+    assert manifest["config"]["coreai_variants"] == ["fp16", "ane", "ane-6bit"]
+    placed = manifest["metrics"]["placement"][name]
+    assert placed["format"] == "Core AI" and placed["functions"] == len(lengths) and placed["handoffs"] == 0
+    assert placed["verdict"] == "neural_engine" and ane["placement"] == placed
+    # its weights palettized (coreai.COMPRESSIONS), gated as the compressed programs are
+    palettized = rows[run_files.coreai_asset_name("PocketBertSentiment", "ane-6bit")]
+    assert palettized["passed"] and palettized["precision"] == "6bit" and palettized["by_length"]
+    sizes = manifest["metrics"]["sizes_bytes"]
+    assert sizes[palettized["artifact"]] < sizes[name]
+    assert palettized["placement"]["verdict"] == "neural_engine"

@@ -24,7 +24,8 @@ import numpy as np
 from pocketbert.core.errors import ExportError
 from pocketbert.export.evaluators.coreai_ir import Graph, Operation, Program, TensorType
 from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, computing_form,
-                                                  round_to_fp16, softmax, take_along_axis)
+                                                  pointwise_conv, pointwise_matrix, round_to_fp16, softmax,
+                                                  take_along_axis)
 from pocketbert.export.evaluators.plan import Plan, PlanBuilder
 from pocketbert.export.evaluators.threads import one_thread
 
@@ -219,6 +220,34 @@ def _split(op, operands, out_types):
     return lambda x, _sizes, _axis_value: tuple(np.split(x, bounds, axis=axis))
 
 
+def _concat(op, operands, out):
+    """concat: the axis first (a 0-D constant), then the values joined along it; a constant among computed values
+    repeated over their batch."""
+    rank = len(out.shape)
+    batched = any(not o.constant for o in operands[1:])
+    axis = _axis(_constant_operand(op, operands, 0, "dimension"), rank, batched)
+    constant = [o.constant for o in operands[1:]]
+
+    def run(_axis_value, *values):
+        rows = next((v.shape[0] for v, c in zip(values, constant) if not c), None)
+        if batched:
+            values = [np.broadcast_to(v, (rows,) + v.shape) if c else v for v, c in zip(values, constant)]
+        return _store(np.concatenate(values, axis=axis), out)
+    return run
+
+
+def _conv2d(op, operands, out):
+    """conv2d (input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), stride, dilation, groups; no bias
+    and no padding: coreai-torch adds them as their own operations), pointwise only: the Linear of the Neural Engine
+    layout (export/ane_layout.py)."""
+    matrix = pointwise_matrix(*(_constant_operand(op, operands, i, what) for i, what in
+                                ((1, "weight"), (2, "stride"), (3, "dilation"), (4, "groups"))))
+    if matrix is None:
+        raise ExportError(f"line {op.line} of the Core AI program: a convolution other than 1x1 (stride and dilation "
+                          "1, one group), which pocketbert's evaluator does not implement")
+    return lambda x, _weight, *_attributes: _store(pointwise_conv(computing_form(x), matrix), out)
+
+
 def _blocks(param: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A blockwise parameter (one value per block of `shape`) repeated over each block's elements."""
     for axis, (size, blocks) in enumerate(zip(shape, param.shape)):
@@ -329,6 +358,8 @@ KERNELS: dict[str, Callable] = {
     "gather_along_axis": _gather_along_axis,
     "slice": _slice,
     "split": _split,
+    "concat": _concat,
+    "conv2d": _conv2d,
     "blockwise_shift_scale": _blockwise_shift_scale,
     "lut_to_dense": _lut_to_dense,
     SDPA: _scaled_dot_product_attention,  # a composite's declared name never spells a coreai operation

@@ -21,8 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, convert_to, round_to_fp16,
-                                                  softmax, take_along_axis)
+from pocketbert.export.evaluators.numeric import (ACTIVATIONS, GELU, REDUCTIONS, aligner, convert_to,
+                                                  pointwise_conv, pointwise_matrix, round_to_fp16, softmax,
+                                                  take_along_axis)
 
 
 class NotCovered(Exception):
@@ -214,21 +215,15 @@ def _conv(op, operands: Operands):
     """A pointwise (1x1) convolution, the Linear of the Neural Engine layout ((N, C, H, W): C mixed at every H, W
     alone); any other convolution is left to value inference."""
     weight, bias = operands.value(op.weight), operands.value(op.bias, None)
-    pointwise = (weight.ndim == 4 and weight.shape[2:] == (1, 1) and int(operands.value(op.groups, 1)) == 1
-                 and all(int(v) == 1 for v in np.atleast_1d(operands.value(op.strides, 1)))
-                 and all(int(v) == 1 for v in np.atleast_1d(operands.value(op.dilations, 1)))
-                 and not np.any(operands.value(op.pad, 0)) and operands.rank(op.x) == 4)
-    if not pointwise:
+    matrix = pointwise_matrix(weight, operands.value(op.strides, 1), operands.value(op.dilations, 1),
+                              operands.value(op.groups, 1))
+    if matrix is None or np.any(operands.value(op.pad, 0)) or operands.rank(op.x) != 4:
         raise NotCovered("a convolution other than 1x1")
-    matrix = weight[:, :, 0, 0]
-    shift = None if bias is None else np.reshape(bias, (-1, 1))
+    shift = None if bias is None else np.reshape(bias, (-1, 1, 1))
 
     def run(x):
-        rows = x.reshape((-1,) + x.shape[-3:-2] + (x.shape[-2] * x.shape[-1],))  # (N rows, C, H*W)
-        y = np.matmul(matrix, rows)
-        if shift is not None:
-            y = y + shift
-        return y.reshape(x.shape[:-3] + (matrix.shape[0],) + x.shape[-2:])
+        y = pointwise_conv(x, matrix)
+        return y if shift is None else y + shift
     return run, [op.x]
 
 

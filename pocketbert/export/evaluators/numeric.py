@@ -1,5 +1,6 @@
 """The numbers both evaluators compute with: how a value is held (precision), and the math of the operations the
-MIL and Core AI programs share (activations, GELU, reductions, softmax, gathers), each defined once.
+MIL and Core AI programs share (activations, GELU, reductions, softmax, gathers, pointwise convolutions), each
+defined once.
 
 Values are held in their computing form: fp16 as float32 arrays whose every element is an fp16 number. Arithmetic
 runs in float32 and a result is rounded to fp16 where the program's type says fp16, as fp16 hardware with float32
@@ -70,6 +71,23 @@ REDUCTIONS: dict[str, Callable] = {"reduce_sum": np.sum, "reduce_mean": np.mean,
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def pointwise_matrix(weight: np.ndarray, strides, dilations, groups) -> np.ndarray | None:
+    """The (out, in) matrix of a convolution that is pointwise (a 1x1 kernel, stride and dilation 1, one group:
+    the Linear of the Neural Engine layout); None for any other convolution."""
+    weight = np.asarray(weight)
+    pointwise = (weight.ndim == 4 and weight.shape[2:] == (1, 1) and int(np.asarray(groups).reshape(-1)[0]) == 1
+                 and all(int(v) == 1 for v in np.atleast_1d(strides))
+                 and all(int(v) == 1 for v in np.atleast_1d(dilations)))
+    return weight[:, :, 0, 0] if pointwise else None
+
+
+def pointwise_conv(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """A pointwise convolution of (..., C, H, W) values: at every (H, W) position alone, its C channels mixed by
+    the (out, in) matrix; any leading axes (the batch, the evaluator's rows) kept."""
+    rows = x.reshape((-1,) + x.shape[-3:-2] + (x.shape[-2] * x.shape[-1],))  # (rows, C, H*W)
+    return np.matmul(matrix, rows).reshape(x.shape[:-3] + (matrix.shape[0],) + x.shape[-2:])
 
 
 # ---------------------------------------------------------------- batched values

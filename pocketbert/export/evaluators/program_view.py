@@ -23,8 +23,10 @@ FP16, FP32 = "fp16", "fp32"
 # composite (coreai-torch's, read as one operation: a device runs it as one kernel) share the name.
 ATTENTION = frozenset({"scaled_dot_product_attention"})
 # Operations that multiply matrices, in either format: where FLOPs are spent, and what layout rules look around.
-MATRIX_PRODUCTS = frozenset({"linear", "matmul", "conv", "einsum", "batch_matmul",
-                             "decomposable.broadcasting_batch_matmul"}) | ATTENTION
+# Convolutions as each format spells them (MIL's conv; Core AI's conv2d, the ANE layout's Linear).
+CONVOLUTIONS = frozenset({"conv", "conv2d"})
+MATRIX_PRODUCTS = CONVOLUTIONS | ATTENTION | frozenset({"linear", "matmul", "einsum", "batch_matmul",
+                                                      "decomposable.broadcasting_batch_matmul"})
 # Operations that move values without arithmetic: no FLOPs.
 DATA_MOVEMENT = frozenset({"reshape", "transpose", "expand_dims", "squeeze", "slice_by_index", "slice_by_size",
                            "slice", "concat", "split", "cast", "gather", "gather_nd", "gather_along_axis", "tile",
@@ -96,7 +98,7 @@ def flops(op_type: str, reads: list[Operand], writes: list[Operand], attributes:
     out = writes[0].tensor if writes else Tensor((), "")
     if op_type in ("linear",):
         return 2 * out.elements * (reads[1].tensor.shape[-1] or 1)
-    if op_type in ("conv",):
+    if op_type in CONVOLUTIONS:
         weight = reads[1].tensor.shape
         return 2 * out.elements * int(np.prod([d or 1 for d in weight[1:]]))
     if op_type in ATTENTION:
