@@ -54,7 +54,8 @@ def test_every_export_passed_parity(sentiment_run):
         "model.text.onnx", "model.text.int8.onnx", "model.text.ort", "model.pte", "model.int8.pte",
         "model.coreml.pte", "PocketBertSentiment.mlpackage",
         "PocketBertSentiment.6bit.mlpackage", "PocketBertSentiment.enumerated.mlpackage",
-        "PocketBertSentiment.ane.mlpackage", "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel"}
+        "PocketBertSentiment.ane.mlpackage", "PocketBertSentiment.aimodel", "PocketBertSentiment.6bit.aimodel",
+        "PocketBertSentiment.ane.aimodel", "PocketBertSentiment.ane-6bit.aimodel"}
     assert all(r["passed"] for r in results)
     assert all(r["seconds_per_sequence"] > 0 for r in results)
     # the Apple programs' evaluators run export.coreml_parity_examples
@@ -71,7 +72,7 @@ def test_every_export_passed_parity(sentiment_run):
     # Core AI: the saved program read back and evaluated op by op, one entry point per enumerated length
     coreai = {r["artifact"]: r for r in results}["PocketBertSentiment.aimodel"]
     assert coreai["runtime"] == "Core AI evaluator (numpy)" and coreai["by_length"]
-    assert manifest["config"]["coreai_minimum_os"] == {"coreai-fp16": "iOS27", "coreai-6bit": "iOS27"}
+    assert manifest["config"]["coreai_minimum_os"] == {f"coreai-{v}": "iOS27" for v in ("fp16", "6bit", "ane", "ane-6bit")}
     lengths = manifest["metrics"]["coreml_enumerated_lengths"]["lengths"]
     assert lengths[-1] == manifest["config"]["max_length"] and lengths == sorted(set(lengths))
     assert list(enumerated["by_length"]) == [str(n) for n in lengths]  # every length checked on its own
