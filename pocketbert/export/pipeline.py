@@ -16,7 +16,7 @@ from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe, section_dict
-from pocketbert.core.errors import ExportError
+from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
@@ -98,6 +98,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     if settings:
         recipe["export"] = section_dict("export", {**recipe["export"], **settings}, "export option")
     export_cfg, eval_cfg = recipe["export"], recipe["eval"]
+    shaping = sorted(k for k in settings or {} if k.startswith("vocabulary_"))
+    if shaping and export_cfg["vocabulary"] != "fitted":
+        raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in shaping)} shape a fitted vocabulary, and "
+                          "this export keeps the full one: add --vocabulary fitted")
     max_length = int(export_cfg["max_length"] or info["max_length"])
     n_parity = parity_examples if parity_examples is not None else export_cfg["parity_examples"]
     n_coreml = coreml_examples if coreml_examples is not None else export_cfg["coreml_parity_examples"]

@@ -230,11 +230,15 @@ def test_a_fitted_export_passes_every_gate_and_is_smaller(exported_run, tmp_path
 
 
 @pytest.mark.slow
-def test_a_min_count_that_keeps_nothing_ends_in_one_line_and_writes_nothing(exported_run, tmp_path, capsys,
+def test_vocabulary_settings_that_cannot_apply_end_in_one_line_and_write_nothing(exported_run, tmp_path, capsys,
                                                                              shared_data):
     run = linked_copy(exported_run, tmp_path / "run", ["teacher", "student"])
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
                      "--vocabulary-min-count", "1000000000", *QUICK_EXPORT)
     assert result.exit_code == 2
     assert "export.vocabulary_min_count 1000000000" in error_line(result)
+    assert not (run / "export").exists()
+    result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary-max-rows", "5000",
+                     *QUICK_EXPORT)
+    assert result.exit_code == 2 and "add --vocabulary fitted" in error_line(result)
     assert not (run / "export").exists()
