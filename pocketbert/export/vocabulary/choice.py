@@ -41,8 +41,8 @@ def forced_ids(vocab: dict[str, int], special_ids: list[int], prefix: str) -> se
 
 def choose_rows(counts: np.ndarray, forced: set[int], min_count: int, max_rows: int | None) -> KeptRows:
     """The forced ids and those counted at least min_count times, the most frequent first under max_rows (ties:
-    the lower id, the more common piece in a WordPiece vocabulary). A setting that would keep nothing beyond the
-    forced rows is a ConfigError."""
+    the lower id, so that a fit is the same on every machine). A setting that would keep nothing beyond the forced
+    rows is a ConfigError."""
     rows_before = len(counts)
     if max_rows is not None and max_rows <= len(forced):
         raise ConfigError(f"export.vocabulary_max_rows {max_rows} leaves no room beside the {len(forced)} rows every "
