@@ -226,7 +226,10 @@ def test_a_fitted_export_passes_every_gate_and_is_smaller(exported_run, tmp_path
     # an app folder carries the fitted files
     result = run_cli(capsys, "export", "ios", "--run", run)
     assert result.exit_code == 0, error_line(result)
-    assert (run / "ios" / run_files.TOKENIZER_JSON).read_bytes() == (export / run_files.TOKENIZER_JSON).read_bytes()
+    from pocketbert.export.app.app_folders import IOS_RESOURCES
+
+    shipped = run / run_files.IOS_APP_DIR / IOS_RESOURCES / run_files.TOKENIZER_JSON
+    assert shipped.read_bytes() == (export / run_files.TOKENIZER_JSON).read_bytes()
 
 
 @pytest.mark.slow
