@@ -154,6 +154,9 @@ class EvalSection(Section):
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
+VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
+
+
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
     parity_examples: Optional[int] = Field(None, gt=0)
@@ -172,7 +175,7 @@ class ExportSection(Section):
     # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
     # the special tokens and every single-character piece (so no input gains an [UNK]), at most
     # vocabulary_max_rows rows (the most frequent).
-    vocabulary: Literal["full", "fitted"] = Field("full", description=(
+    vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
         "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
     vocabulary_min_count: int = Field(2, gt=0, description=(
         "Fitted vocabulary: keep the word pieces that occur at least this many times."))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
+from pocketbert.core.cli_options import COUNT, OneOf, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
+from pocketbert.core.recipe import VOCABULARIES
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -26,7 +27,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreai-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
               help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
-@click.option("--vocabulary", type=click.Choice(["full", "fitted"]), default=None,
+@click.option("--vocabulary", type=OneOf(VOCABULARIES), default=None,
               help="full: every row of the student's vocabulary; fitted: the word pieces of the recipe's training, "
                    "transfer and evaluation text (default: the recipe's export.vocabulary, else full).")
 @click.option("--vocabulary-min-count", type=COUNT, default=None,
