@@ -110,6 +110,10 @@ def test_the_fitted_tokenizer_cuts_dev_sentences_as_the_full_one_where_it_kept_t
         assert tokens.count("[UNK]") == full_tokens.count("[UNK]"), example.text
         if all(token in fitted_vocab for token in full_tokens):
             assert tokens == full_tokens, example.text
+            # a pair (QA's question and context) takes the template's renumbered [CLS] and [SEP] and its types
+            pair, full_pair = fitted(example.text, example.text), wordpiece_tokenizer(example.text, example.text)
+            assert fitted.convert_ids_to_tokens(pair["input_ids"]) == wordpiece_tokenizer.convert_ids_to_tokens(
+                full_pair["input_ids"]) and pair["token_type_ids"] == full_pair["token_type_ids"]
             same += 1
         else:  # a dropped piece is cut into kept ones: the same text, in as many pieces or more
             assert "".join(t.removeprefix("##") for t in tokens) == "".join(t.removeprefix("##") for t in full_tokens)
