@@ -27,6 +27,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--coreai-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
               help="Core AI (iOS 27) programs: fp16,int8,6bit,4bit (default: the recipe's; 'none' leaves Core AI out).")
+@overwrite_option
 @click.option("--vocabulary", type=OneOf(VOCABULARIES), default=None,
               help="full: every row of the student's vocabulary; fitted: the word pieces of the recipe's training, "
                    "transfer and evaluation text (default: the recipe's export.vocabulary, else full).")
@@ -34,7 +35,6 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Fitted vocabulary: keep pieces that occur at least this often (default: the recipe's, else 2).")
 @click.option("--vocabulary-max-rows", type=COUNT, default=None,
               help="Fitted vocabulary: at most this many rows, the most frequent first (default: the recipe's).")
-@overwrite_option
 @click.pass_context
 @locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, vocabulary,
