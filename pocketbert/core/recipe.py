@@ -154,6 +154,9 @@ class EvalSection(Section):
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
+VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
+
+
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
     parity_examples: Optional[int] = Field(None, gt=0)
@@ -168,6 +171,16 @@ class ExportSection(Section):
     # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
     # context is cut there (the model's context_cut output says so, the manifest records the policy).
     qa_max_context_tokens: int = Field(4096, gt=0)
+    # The student's word-embedding table as exported (export/vocabulary/): full, every row of the teacher's
+    # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
+    # the special tokens and every single-character piece (so no input gains an [UNK]), at most
+    # vocabulary_max_rows rows (the most frequent).
+    vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
+        "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
+    vocabulary_min_count: int = Field(2, gt=0, description=(
+        "Fitted vocabulary: keep the word pieces that occur at least this many times."))
+    vocabulary_max_rows: Optional[int] = Field(None, gt=0, description=(
+        "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
 
     @model_validator(mode="after")
     def _variant_names(self):

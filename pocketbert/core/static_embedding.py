@@ -81,6 +81,14 @@ class StaticEmbeddingClassifier(nn.Module):
             mean = mean / torch.sqrt((mean * mean).sum(dim=1, keepdim=True)).clamp(min=NORM_FLOOR)
         return mean
 
+    # transformers' names for the word-embedding table: code that swaps it (a fitted export vocabulary) treats
+    # every student alike
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings
+
+    def set_input_embeddings(self, table: nn.Embedding) -> None:
+        self.embeddings = table
+
     def parameter_count(self, include_embeddings: bool = False) -> int:
         return sum(p.numel() for name, p in self.named_parameters()
                    if include_embeddings or not name.startswith("embeddings."))

@@ -16,6 +16,7 @@ from pocketbert.core.data import (
     check_eval_file,
     default_data_dir,
     hold_out,
+    read_passages,
 )
 from pocketbert.core.tasks import TASK_CLASSES, check_task
 from pocketbert.core.errors import ConfigError, DataError, require
@@ -91,3 +92,16 @@ def load_task_data(
     eval_examples, _ = read_task_file(Path(eval_file), task, names)
     sources["eval"] = Path(eval_file)
     return TaskData(path.stem, task, names, train, eval_examples, sources)
+
+
+def transfer_passages(source: str, task_name: str, data_dir: Path | None, seed: int, column: str) -> list[str]:
+    """The passages of one transfer source (transfer.data): a named dataset's training split (labels ignored), or
+    a file of passages. The distillation labels them; a fitted export vocabulary is counted on them."""
+    if source in NAMED_DATASETS:
+        data = load_task_data(source, task_name, data_dir, None, None, seed)
+        return [example.text for example in data.train]
+    path = Path(source)
+    if not path.exists():
+        raise ConfigError(f"transfer data '{source}' is neither a file nor a dataset name "
+                          f"({', '.join(NAMED_DATASETS)}): check the path")
+    return read_passages(path, column)

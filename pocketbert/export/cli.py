@@ -7,7 +7,17 @@ from pathlib import Path
 import click
 
 from pocketbert.core import export_variant_names
-from pocketbert.core.cli_options import COUNT, comma_list, data_dir_option, locks, overwrite_option, resolve_run_dir, run_option
+from pocketbert.core.cli_options import (
+    COUNT,
+    OneOf,
+    comma_list,
+    data_dir_option,
+    locks,
+    overwrite_option,
+    resolve_run_dir,
+    run_option,
+)
+from pocketbert.core.recipe import VOCABULARIES
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -29,13 +39,22 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help=f"Core AI (iOS 27) programs: {', '.join(export_variant_names.COREAI)} (default: the recipe's; 'none' "
                    "leaves Core AI out).")
 @overwrite_option
+@click.option("--vocabulary", type=OneOf(VOCABULARIES), default=None,
+              help="full: every row of the student's vocabulary; fitted: the word pieces of the recipe's training, "
+                   "transfer and evaluation text (default: the recipe's export.vocabulary, else full).")
+@click.option("--vocabulary-min-count", type=COUNT, default=None,
+              help="Fitted vocabulary: keep pieces that occur at least this often (default: the recipe's, else 2).")
+@click.option("--vocabulary-max-rows", type=COUNT, default=None,
+              help="Fitted vocabulary: at most this many rows, the most frequent first (default: the recipe's).")
 @click.pass_context
 @locks("run")
-def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, overwrite):
+def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, vocabulary,
+           vocabulary_min_count, vocabulary_max_rows, overwrite):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
+    from pocketbert.core.manifest import read_manifest
     from pocketbert.export.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:
@@ -43,12 +62,21 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     if run is None:
         raise ConfigError("export needs --run: the run directory whose student to export")
     coreai = [] if coreai_variants == ["none"] else coreai_variants
+    given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
+             "vocabulary_max_rows": vocabulary_max_rows}
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
-                               coreml_variants, coreai)
+                               coreml_variants, coreai, {k: v for k, v in given.items() if v is not None})
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "
                    f"{metric}  {1000 * r.seconds_per_sequence:.1f} ms/sequence")
+    fitted = read_manifest(path)["metrics"].get("vocabulary")
+    if fitted:
+        cost = fitted["against_full_student"]
+        metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
+                           for k, v in cost["fitted_student"].items() if isinstance(v, float))
+        click.echo(f"  vocabulary fitted: {fitted['rows_before']} -> {fitted['rows_after']} rows; against the full "
+                   f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric}")
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 

@@ -15,13 +15,14 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import complete_recipe
-from pocketbert.core.errors import ExportError
+from pocketbert.core.recipe import complete_recipe, section_dict
+from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, variants
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
+from pocketbert.export.vocabulary.step import fit_vocabulary
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
 from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
@@ -85,14 +86,22 @@ def check_coreai_choice(names: list[str], task, architecture) -> None:
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
-               coreai_variants: list[str] | None = None) -> tuple[Path, list[parity.ParityResult]]:
+               coreai_variants: list[str] | None = None,
+               settings: dict | None = None) -> tuple[Path, list[parity.ParityResult]]:
+    """settings: export-section keys given on the command line (vocabulary, ...), over the recipe's."""
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     model, tokenizer, task, info = load_stage_model(student_dir)
     architecture = architecture_of(info)
     recipe = complete_recipe(student_manifest["config"]["recipe"])
+    if settings:
+        recipe["export"] = section_dict("export", {**recipe["export"], **settings}, "export option")
     export_cfg, eval_cfg = recipe["export"], recipe["eval"]
+    shaping = sorted(k for k in settings or {} if k.startswith("vocabulary_"))
+    if shaping and export_cfg["vocabulary"] != "fitted":
+        raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in shaping)} shape a fitted vocabulary, and "
+                          "this export keeps the full one: add --vocabulary fitted")
     max_length = int(export_cfg["max_length"] or info["max_length"])
     n_parity = parity_examples if parity_examples is not None else export_cfg["parity_examples"]
     n_coreml = coreml_examples if coreml_examples is not None else export_cfg["coreml_parity_examples"]
@@ -118,6 +127,10 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     examples = subsample(data.eval, n_parity, seed)
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
     plan = variants.selected(coreml_names, task, architecture, coreai_names)
+    fitted = None
+    if export_cfg["vocabulary"] == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
+        fitted = fit_vocabulary(model, tokenizer, task, data, recipe, data_dir, seed)
+        model, tokenizer = fitted.model, fitted.tokenizer
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
@@ -131,6 +144,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         pad_id = app_tokenizer.pad_token_id
         batch_size = int(eval_cfg["batch_size"])
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
+        if fitted is not None:
+            fitted.measure(task, examples, features, student_logits, max_length, info.get("doc_stride"), batch_size,
+                           eval_cfg)
         if task.answers_in_graph:  # for apps whose model returns per-window logits: routines and golden answers
             app_files += qa_postprocess.write_app_routines(
                 out, app_tokenizer, examples, features, student_logits, eval_cfg, max_length,
@@ -189,13 +205,15 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreml_variants": chosen_coreml,
                     "coreai_variants": [n[len(variants.COREAI_PREFIX):] for n in chosen_coreai],
                     "coreai_minimum_os": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreai},
-                    "parity_examples": len(examples),
+                    "parity_examples": len(examples), "vocabulary": export_cfg["vocabulary"],
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},
             inputs={"student": student_dir},
             metrics={"sizes_bytes": sizes, "parity": rows, "placement": placed,
                      "student_eval_on_parity_set": results[0].student_metrics,
+                     # export.vocabulary: fitted: the rows kept, the text counted, the cost against the full student
+                     "vocabulary": fitted.record if fitted is not None else None,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "coreml_warnings": context.notes.get("coreml_warnings", []),

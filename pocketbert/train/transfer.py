@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.data import NAMED_DATASETS, read_passages, subsample, text_key
+from pocketbert.core.data import NAMED_DATASETS, subsample, text_key
 from pocketbert.core.recipe import Recipe, TransferSection
-from pocketbert.core.task_data import load_task_data
+from pocketbert.core.task_data import load_task_data, transfer_passages
 from pocketbert.core.errors import ConfigError, DataError
 
 UNK_ERROR_SHARE = 0.5  # of a source's word pieces: the teacher would be labelling noise
@@ -30,18 +30,6 @@ log = logging.getLogger(__name__)
 class TransferSet:
     texts: list[str]
     report: dict = field(default_factory=dict)
-
-
-def source_passages(source: str, task_name: str, data_dir: Path | None, seed: int, column: str) -> list[str]:
-    """The passages of one transfer source: a named dataset's training split (labels ignored), or a file."""
-    if source in NAMED_DATASETS:
-        data = load_task_data(source, task_name, data_dir, None, None, seed)
-        return [example.text for example in data.train]
-    path = Path(source)
-    if not path.exists():
-        raise ConfigError(f"transfer data '{source}' is neither a file nor a dataset name "
-                          f"({', '.join(NAMED_DATASETS)}): check the path")
-    return read_passages(path, column)
 
 
 @dataclass
@@ -114,7 +102,7 @@ def build_transfer_set(sources: list[str], tokenizer, task_name: str, max_length
     texts: list[str] = []
     per_source, warnings = [], []
     for source in sources:
-        passages = source_passages(source, task_name, data_dir, seed, cfg.text_column)
+        passages = transfer_passages(source, task_name, data_dir, seed, cfg.text_column)
         # A whole passage that is a training or evaluation text goes before cutting, which would hide it.
         fresh = [text for text in passages if text_key(text) not in excluded]
         leaked = len(passages) - len(fresh)
