@@ -84,6 +84,18 @@ def check_coreai_choice(names: list[str], task, architecture) -> None:
                           "'pocketbert[coreai]'` (or `make install`), or set export.coreai_variants to []")
 
 
+def _applicable(names: list[str], family: str, prefix: str, task, architecture) -> list[str]:
+    """A recipe's list of Apple programs is written for BERT-family students (the `ane` layout needs attention):
+    another architecture takes the programs it can, with a note. Asked for by name on the command line, a misfit
+    is refused instead (check_coreml_choice, check_coreai_choice)."""
+    misfits = [n for n in names if prefix + n in variants.VARIANTS
+               and not variants.VARIANTS[prefix + n].applies_to(task, architecture)]
+    if misfits:
+        print(f"note: the recipe's {family} {', '.join(misfits)} left out: it does not apply to a "
+              f"{architecture.name} student", file=sys.stderr)
+    return [n for n in names if n not in misfits]
+
+
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
                coreai_variants: list[str] | None = None,
@@ -108,19 +120,14 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     seed = int(recipe["seed"])
     coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
     if not coreml_variants:
-        # The recipe's list is written for BERT-family students (the `ane` layout needs attention): another
-        # architecture takes the programs it can, as Core AI's default does; asked for by name, a misfit is refused.
-        misfits = [n for n in coreml_names if n in variants.VARIANTS and not variants.VARIANTS[n].applies_to(
-            task, architecture)]
-        if misfits:
-            print(f"note: the recipe's Core ML {', '.join(misfits)} left out: it does not apply to a "
-                  f"{architecture.name} student", file=sys.stderr)
-            coreml_names = [n for n in coreml_names if n not in misfits]
+        coreml_names = _applicable(coreml_names, "Core ML", "", task, architecture)
     check_coreml_choice(coreml_names, task, architecture)
     coreai_names = coreai_variants if coreai_variants is not None else export_cfg.get("coreai_variants")
     if coreai_names is None:
         coreai_names = [n for n in variants.DEFAULT_COREAI
                         if variants.VARIANTS[variants.COREAI_PREFIX + n].applies_to(task, architecture)]
+    elif coreai_variants is None:
+        coreai_names = _applicable(coreai_names, "Core AI", variants.COREAI_PREFIX, task, architecture)
     check_coreai_choice(coreai_names, task, architecture)
     dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)

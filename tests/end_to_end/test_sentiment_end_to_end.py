@@ -175,6 +175,25 @@ def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(senti
     assert agreement(transformers_js_labels(export, "q8", texts), onnx_int8) >= MIN_JS_AGREEMENT
 
 
+def test_the_ios_default_program_has_no_flexible_or_enumerated_input(sentiment_run, capsys, tmp_path):
+    """A program with enumerated or flexible shapes can fail at prediction on the device (apple/coremltools#2730):
+    the folder `export ios` ships by default holds one fixed-shape function per length bucket, nothing else."""
+    from pocketbert.export.coreml import load_mlpackage
+
+    result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios")
+    assert result.exit_code == 0, result.err
+    spec = load_mlpackage(tmp_path / "ios" / "PocketBertSentiment.mlpackage").get_spec()
+    functions = spec.mlProgram.functions
+    lengths = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["coreai_entry_points"]
+    assert len(functions) == len(lengths) > 1
+    for name, function in functions.items():
+        for program_input in function.inputs:
+            assert all(d.HasField("constant") for d in program_input.type.tensorType.dimensions), name
+    described = [*spec.description.input, *(i for f in spec.description.functions for i in f.input)]
+    assert described and not [i.name for i in described if i.type.multiArrayType.HasField("shapeRange")
+                              or i.type.multiArrayType.HasField("enumeratedShapes")]
+
+
 def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     from pocketbert.export.coreml import coreml_forward
     from pocketbert.core.tasks import make_task
