@@ -295,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {"what": "make gpu-check (scripts/gpu_check.py): issue 40's GPU figures", "mode": "dry" if args.dry
               else "gpu", "date": time.strftime("%Y-%m-%d"), **git_state(),
               "budget_s": {"total": scale * TOTAL_BUDGET_S, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
+
+    def save() -> None:  # after every part, so a check stopped from outside keeps what it finished
+        write_outputs(result if earlier is None else updated(earlier, result, asked), out)
+
     with open(out / LOG_NAME, "w") as log:
         check = Check(plan, work, sys.executable, env, log)
         try:
@@ -302,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 check, "setup", lambda c, fig: set_up(c, args.kit, args.dry, args.data_dir, args.model, fig),
                 min(caps["setup"], deadline - time.monotonic()))
             result["setup_s"] = round(time.time() - started_wall, 1)
-            write_outputs(result if earlier is None else updated(earlier, result, asked), out)
+            save()
             for name in list(BUDGET_S)[1:]:
                 cap = min(caps[name], deadline - time.monotonic() - WRAP_UP_S)
                 if name not in asked:
@@ -315,12 +319,12 @@ def main(argv: list[str] | None = None) -> int:
                     record = run_part(check, name, gpu_check_parts.PARTS[name], cap)
                 result["parts"][name] = record
                 result["wall_time_s"] = round(time.time() - started_wall, 1)
-                write_outputs(result if earlier is None else updated(earlier, result, asked), out)
+                save()
         finally:
             result["wall_time_s"] = round(time.time() - started_wall, 1)
             result["skipped"] = [f"{name}: {r['status']}, {r['reason']}" for name, r in result["parts"].items()
                                  if r["status"] != DONE]
-            write_outputs(result if earlier is None else updated(earlier, result, asked), out)
+            save()
             if not args.keep_work:
                 shutil.rmtree(work, ignore_errors=True)
     failed = any(r["status"] == FAILED for r in result["parts"].values())

@@ -62,12 +62,10 @@ def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bo
     wanted += [folder / ONNX_INT8] if with_int8 else []
     wanted += [folder / PYTORCH_DIR / MODEL_CONFIG] if with_pytorch else []
     wanted += [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8] if with_pte else []
-    if all(p.is_file() for p in wanted):
-        return folder, (folder / DESCRIBE_FILE).read_text()
-    with building(folder):
-        if all(p.is_file() for p in wanted):  # built by another process while this one waited
-            return folder, (folder / DESCRIBE_FILE).read_text()
-        _build_into(folder, build, with_int8, with_pytorch, with_pte)
+    if not all(p.is_file() for p in wanted):
+        with building(folder):
+            if not all(p.is_file() for p in wanted):  # another process may have built it while this one waited
+                _build_into(folder, build, with_int8, with_pytorch, with_pte)
     return folder, (folder / DESCRIBE_FILE).read_text()
 
 
