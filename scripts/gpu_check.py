@@ -48,6 +48,7 @@ BUDGET_S = {
     "stages": 90,
     "large_batch": 35,
     "resume": 90,  # with the control, the uninterrupted run again
+    "resume_eager": 110,  # the same with CUDA graphs off, its uninterrupted run eager too
     "qa": 115,
     "bench_train": 45,
     "levers": 250,

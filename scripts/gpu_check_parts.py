@@ -169,12 +169,33 @@ def weight_difference(a: Path, b: Path) -> dict:
 
 def resume(check, fig: dict) -> None:
     """A distillation SIGKILLed after a checkpoint and continued with --resume, against the uninterrupted one."""
+    resumed_against(check, fig, "sst2", check.needs("student"), ())
+
+
+# The recipe key that turns CUDA graphs off: the eager control of the resume check.
+EAGER_OPTIONS = ("--set", "distill.cuda_graphs=false")
+
+
+def resume_eager(check, fig: dict) -> None:
+    """The resume check with CUDA graphs off, its uninterrupted run eager too: bitwise here and not under graphs
+    says the graphs' eager-versus-replayed steps are the difference, not the state a checkpoint keeps."""
+    plan, base = check.plan, check.needs("sst2_run")
+    run = check.work / "runs" / "sst2-eager"
+    check.cli("eager", "train", "distill", "--run", run, "--teacher", base / TEACHER_DIR, "--preset",
+              plan.sentiment_preset, "--device", plan.device, "--data-dir", check.data_dir, *plan.distill_options,
+              *EAGER_OPTIONS)
+    resumed_against(check, fig, "sst2-eager", run / STUDENT_DIR, EAGER_OPTIONS)
+
+
+def resumed_against(check, fig: dict, name: str, uninterrupted: Path, extra: tuple[str, ...]) -> None:
+    """Kill a distillation like `uninterrupted`'s after a checkpoint, resume it, run it once more uninterrupted
+    (the control), and compare both with `uninterrupted`."""
     from pocketbert.train.checkpoint import FAULT_ENV
 
-    plan, base, uninterrupted = check.plan, check.needs("sst2_run"), check.needs("student")
-    run = check.work / "runs" / "sst2-resumed"
+    plan, base = check.plan, check.needs("sst2_run")
+    run = check.work / "runs" / f"{name}-resumed"
     options = ("train", "distill", "--run", run, "--teacher", base / TEACHER_DIR, "--preset", plan.sentiment_preset,
-               "--device", plan.device, "--data-dir", check.data_dir, *plan.distill_options)
+               "--device", plan.device, "--data-dir", check.data_dir, *plan.distill_options, *extra)
     killed = check.cli("killed", *options, env={FAULT_ENV: f"kill_after_step:{plan.resume_kill_step}"},
                        expect_rc=check.SIGKILLED)
     fig["killed_after_step"] = plan.resume_kill_step
@@ -189,7 +210,7 @@ def resume(check, fig: dict) -> None:
     fig["tolerance"] = RESUME_WEIGHT_TOLERANCE
     fig["uninterrupted_accuracy"] = accuracy(stage_figures(uninterrupted, 0.0))
     fig["resumed_accuracy"] = accuracy(resumed)
-    repeat_run = check.work / "runs" / "sst2-repeat"
+    repeat_run = check.work / "runs" / f"{name}-repeat"
     repeat = check.cli("repeat", *(repeat_run if part == run else part for part in options))
     fig["run_to_run"] = {**weight_difference(uninterrupted, repeat_run / STUDENT_DIR),
                          "accuracy": accuracy(stage_figures(repeat_run / STUDENT_DIR, repeat.seconds)),
@@ -253,5 +274,5 @@ def levers(check, fig: dict) -> None:
             fig["left_out"] = {**plan.levers_left_out, **result["levers_left_out"]}
 
 
-PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "qa": qa, "bench_train": bench_train,
+PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa, "bench_train": bench_train,
          "levers": levers}

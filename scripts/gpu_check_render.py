@@ -190,6 +190,7 @@ def levers_section(fig: dict) -> list[str]:
 SECTIONS = (("stages", "The default run's stages (teacher, then distillation; checkpoints written)", stages_section),
             ("large_batch", "The large-batch rule (the same teacher)", large_batch_section),
             ("resume", "Resume after a kill", resume_section),
+            ("resume_eager", "Resume after a kill, CUDA graphs off (the eager control)", resume_section),
             ("qa", "QA (SQuAD, the QA preset)", qa_section),
             ("bench_train", "`pocketbert bench train` (the student's distillation epoch)", bench_section),
             ("levers", "Training levers (scripts/training_levers.py)", levers_section))

@@ -68,6 +68,9 @@ def test_the_dry_run_gives_every_part_its_figures(dry_run):
     assert resume["resumed_at_step"] == plan.resume_kill_step
     assert resume["verdict"] == "bitwise equal"  # on the CPU resuming is bitwise (tests/test_resume.py)
     assert resume["run_to_run"]["bitwise_equal"]  # and so is running again: the control holds nothing back
+    eager = parts["resume_eager"]
+    assert eager["verdict"] == "bitwise equal" and eager["run_to_run"]["bitwise_equal"]
+    assert eager["cuda_graphs"]["used"] is False
 
     for role in ("teacher", "student"):
         assert set(parts["qa"][role]["eval"]) >= {"exact_match", "f1"}
