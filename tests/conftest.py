@@ -59,6 +59,13 @@ def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
     return make_tiny_base(tmp_path_factory.mktemp("tiny-base"), wordpiece_tokenizer)
 
 
+@pytest.fixture(scope="session")
+def tiny_reference(tmp_path_factory, wordpiece_tokenizer) -> Path:
+    """What the bench tests time the student against in place of BERT-base (the end-to-end bench times BERT-base
+    itself): tiny, and a layer deeper than the tiny teacher, so the teacher is still timed as a model of its own."""
+    return make_tiny_base(tmp_path_factory.mktemp("tiny-reference"), wordpiece_tokenizer, layers=3)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """Tests never read or fill the user's cache (teacher outputs, BERT-base exports). Under `pytest -n`, the
@@ -96,10 +103,27 @@ def teacher_run(tmp_path_factory, tiny_base, shared_data) -> Path:
 @pytest.fixture(scope="session")
 def exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
     """teacher_run's teacher, its tiny student and the export with every variant of the tiny preset, through the real
-    CLI: the one export the test modules share. Read only: a test that writes into a run takes linked_copy of it."""
+    CLI: the one export the test modules share. Read only: a test that writes into a run takes linked_copy of it.
+    Under `pytest -n`, the first worker that asks builds it and the others wait for it and read the same folder
+    (its teacher is the building worker's tiny teacher: no test holds it against another worker's teacher_run)."""
+    import shutil
+
     from helpers import run_cli_steps, run_with_teacher
 
-    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("exported") / "tiny")
-    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir", shared_data],
-                  ["export", "--run", run, "--data-dir", shared_data])
-    return run
+    from pocketbert.core.cache_dir import building
+
+    def build(folder: Path) -> Path:
+        run = run_with_teacher(teacher_run, folder / "tiny")
+        run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir",
+                       shared_data], ["export", "--run", run, "--data-dir", shared_data])
+        return run
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp("exported"))
+    shared = tmp_path_factory.getbasetemp().parent / "exported"
+    with building(shared):
+        if not (shared / "tiny" / "export" / "manifest.json").is_file():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that failed midway left a part
+            shared.mkdir()
+            build(shared)
+    return shared / "tiny"

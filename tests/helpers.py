@@ -8,9 +8,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-# An export with one Core ML program checked on one example and no Core AI: for tests of what any export writes.
-# (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates the student's.)
-QUICK_EXPORT = ("--coreml-variants", "fp16", "--coreml-examples", "1", "--coreai-variants", "none")
+# An export with one Core ML program checked on one example, no Core AI and no ExecuTorch: for tests of what any
+# export writes. (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates
+# the student's.)
+QUICK_EXPORT = ("--coreml-variants", "fp16", "--coreml-examples", "1", "--coreai-variants", "none",
+                "--executorch-variants", "none")
 
 
 @dataclass
@@ -80,14 +82,16 @@ def linked_copy(run, copy, stages=None):
 
 
 def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
-    """The text-in graph was checked on every Unicode scalar value in each context, and agreed on all."""
-    from pocketbert.export.text_in.tokenizer_check import CONTEXTS
+    """The text-in graph was checked on every Unicode scalar value in each context the recipe names, and agreed
+    on all."""
     from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES
 
     check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
+    contexts = manifest["config"]["tokenizer_check_contexts"]
     assert check["mode"] == mode and check["mismatch_count"] == 0
+    assert check["contexts"] == contexts and contexts
     assert check["code_points"] == UNICODE_SCALAR_VALUES
-    assert check["probes"] == UNICODE_SCALAR_VALUES * len(CONTEXTS) + len(FLAG_SEQUENCES)
+    assert check["probes"] == UNICODE_SCALAR_VALUES * len(contexts) + len(FLAG_SEQUENCES)
 
 
 UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates

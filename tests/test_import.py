@@ -50,8 +50,9 @@ def test_import_writes_a_student_the_export_gates(imported_run):
     assert parity[0]["student_metrics"]["accuracy"] == pytest.approx(manifest["metrics"]["eval"]["accuracy"], abs=0.05)
 
 
-def test_bench_runs_on_an_imported_student(imported_run, capsys):
-    result = run_cli(capsys, "bench", "--run", imported_run)
+def test_bench_runs_on_an_imported_student(imported_run, capsys, tiny_reference):
+    # a tiny reference: BERT-base itself is timed by end_to_end/test_sentiment_bench_end_to_end.py
+    result = run_cli(capsys, "bench", "--run", imported_run, "--reference", tiny_reference)
     assert result.exit_code == 0, result.err
     results = json.loads((imported_run / "bench" / "results.json").read_text())
     assert results["accuracy"]["teacher"] is None and results["accuracy"]["fraction_of_teacher_kept"] is None

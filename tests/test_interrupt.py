@@ -83,4 +83,5 @@ def test_export_killed_at_random_moments(student_run, shared_data):
     done = cli_process("export", "--run", student_run, "--data-dir", shared_data, *QUICK_EXPORT, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert is_complete_export(export)
+    assert not list(export.glob("*.pte"))  # --executorch-variants none
     assert not [p.name for p in student_run.iterdir() if p.name.startswith(".")], "temporary folders were not cleaned"

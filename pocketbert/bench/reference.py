@@ -80,14 +80,16 @@ def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool, with_p
             from pocketbert.export.executorch_export import export_pte
 
             for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
-                export_pte(model, task, BERT_FAMILY, tmp / name, PTE_MAX_SEQUENCE, int8)
+                export_pte(model, task, BERT_FAMILY, tmp / name,
+                           min(PTE_MAX_SEQUENCE, model.config.max_position_embeddings), int8)
         if with_pytorch:
             model.save_pretrained(tmp / PYTORCH_DIR)
         (tmp / DESCRIBE_FILE).write_text(describe)
 
 
-def bert_base(task, source: str | None = None) -> tuple[Path, str]:
-    """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config."""
+def bert_base(task, source: str | None = None, with_pte: bool = True) -> tuple[Path, str]:
+    """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config; its
+    ExecuTorch programs with_pte (a cache entry without them is built again, with them, when they are asked)."""
     from pocketbert.core.models import load_for_task
 
     def build():
@@ -97,7 +99,7 @@ def bert_base(task, source: str | None = None) -> tuple[Path, str]:
             "bert-base architecture from its config (random weights)"
 
     return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), source, BERT_BASE_CONFIG),
-                          build, with_int8=True, with_pytorch=True, with_pte=True)
+                          build, with_int8=True, with_pytorch=True, with_pte=with_pte)
 
 
 def half_depth_student(task) -> tuple[Path, str]:

@@ -347,24 +347,30 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_m
                       student_manifest: dict, student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
     progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
-    bert_dir, bert_describe = reference.bert_base(task, reference_source)
+    # the export's files as its manifest lists them (no ExecuTorch programs for a BiLSTM, or where the recipe
+    # leaves them out), and the student folder
+    student_files = _with_pytorch(student_export_files(export_dir, export_manifest), student_dir)
+    # BERT-base's ExecuTorch programs (two minutes of export on 2 cores) only where the student has some to compare
+    with_pte = any(f"pte-{p}" in student_files for p in PTE_FILES)
+    bert_dir, bert_describe = reference.bert_base(task, reference_source or cfg.get("reference"), with_pte)
     progress.update()
+    bert_config = read_json_object(bert_dir / reference.PYTORCH_DIR / MODEL_CONFIG, RunDirError,
+                                   "delete the reference cache folder and bench again", "reference config.json")
     models = {
         derive.STUDENT: {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
                          "parameters": student_manifest["metrics"].get("parameters")},
-        derive.BERT_BASE: {"description": bert_describe, **_model_summary(reference.BERT_BASE_CONFIG)},
+        derive.BERT_BASE: {"description": bert_describe, **_model_summary(bert_config)},
     }
     files = {
-        # the export's files as its manifest lists them (no ExecuTorch programs for a BiLSTM), and the student folder
-        derive.STUDENT: _with_pytorch(student_export_files(export_dir, export_manifest), student_dir),
+        derive.STUDENT: student_files,
         derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
                            "pytorch-fp32": bert_dir / reference.PYTORCH_DIR,
-                           **{f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()}},
+                           **({f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()} if with_pte else {})},
     }
     teacher_dir = Path(run_dir) / TEACHER_DIR
     teacher_config = read_json_object(teacher_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert train teacher`",
                                       "teacher's config.json") if teacher_dir.is_dir() else None
-    if teacher_config and _model_summary(teacher_config) != _model_summary(reference.BERT_BASE_CONFIG):
+    if teacher_config and _model_summary(teacher_config) != _model_summary(bert_config):
         t_dir, t_describe = reference.teacher(task, teacher_dir, sha256_of(teacher_dir))
         models[derive.TEACHER] = {"description": t_describe, **_model_summary(teacher_config)}
         files[derive.TEACHER] = {"onnx-fp32": t_dir / ONNX_FP32, "onnx-int8": t_dir / ONNX_INT8,

@@ -155,6 +155,9 @@ class EvalSection(Section):
 
 
 VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
+# export.tokenizer_check_contexts: where the text-in graph's exhaustive check puts each code point
+# (export/text_in/tokenizer_check.py CONTEXTS spells each).
+TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
 
 
 class ExportSection(Section):
@@ -164,6 +167,8 @@ class ExportSection(Section):
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     # Core AI (iOS 27). None: fp16 and 6-bit where the student's architecture can take it; [] leaves Core AI out.
     coreai_variants: Optional[list[str]] = None
+    # ExecuTorch programs. None: every one the student's architecture can take; [] leaves ExecuTorch out.
+    executorch_variants: Optional[list[str]] = None
     calibration_examples: int = Field(512, gt=0)
     int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)
     int8_latency_budget: Optional[float] = Field(INT8_LATENCY_BUDGET, ge=1.0)  # of all-int8's latency; None: size alone decides
@@ -175,6 +180,10 @@ class ExportSection(Section):
     # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
     # the special tokens and every single-character piece (so no input gains an [UNK]), at most
     # vocabulary_max_rows rows (the most frequent).
+    # The exhaustive check of the text-in tokenizer graph: every code point in each of these contexts (each about
+    # 25 s of a 2-core CPU for one text, 50 s for a QA pair; cached per tokenizer).
+    tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
     vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
         "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
     vocabulary_min_count: int = Field(2, gt=0, description=(
@@ -184,7 +193,7 @@ class ExportSection(Section):
 
     @model_validator(mode="after")
     def _variant_names(self):
-        check_names(self.coreml_variants, self.coreai_variants, "export.")
+        check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
         return self
 
 
@@ -203,6 +212,9 @@ class BenchSection(Section):
     cold_start_repeats: int = Field(3, gt=0)
     tokenization_examples: int = Field(200, ge=0)
     architecture_check: bool = True
+    # The model the student is timed against: a BERT-base checkpoint (hub name or folder); None builds BERT-base's
+    # architecture from its config (latency does not depend on weight values). --reference on the command line wins.
+    reference: Optional[str] = None
     repeats: Optional[int] = Field(None, exclude=True)  # retired (min/max repeats replace it): accepted, ignored
 
     @model_validator(mode="after")

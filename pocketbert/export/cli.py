@@ -38,6 +38,10 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
               help=f"Core AI (iOS 27) programs: {', '.join(export_variant_names.COREAI)} (default: the recipe's; 'none' "
                    "leaves Core AI out).")
+@click.option("--executorch-variants", default=None, metavar="V,...",
+              callback=comma_list(str, "variant names", "pte,pte-int8 (or none)", unique=True),
+              help=f"ExecuTorch programs: {', '.join(export_variant_names.EXECUTORCH)} (default: the recipe's, else "
+                   "every one the student can take; 'none' leaves ExecuTorch out).")
 @overwrite_option
 @click.option("--vocabulary", type=OneOf(VOCABULARIES), default=None,
               help="full: every row of the student's vocabulary; fitted: the word pieces of the recipe's training, "
@@ -48,8 +52,8 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Fitted vocabulary: at most this many rows, the most frequent first (default: the recipe's).")
 @click.pass_context
 @locks("run")
-def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants, vocabulary,
-           vocabulary_min_count, vocabulary_max_rows, overwrite):
+def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
+           executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, overwrite):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
@@ -62,10 +66,12 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     if run is None:
         raise ConfigError("export needs --run: the run directory whose student to export")
     coreai = [] if coreai_variants == ["none"] else coreai_variants
+    executorch = [] if executorch_variants == ["none"] else executorch_variants
     given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
              "vocabulary_max_rows": vocabulary_max_rows}
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
-                               coreml_variants, coreai, {k: v for k, v in given.items() if v is not None})
+                               coreml_variants, coreai, {k: v for k, v in given.items() if v is not None},
+                               executorch)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

@@ -84,6 +84,18 @@ def check_coreai_choice(names: list[str], task, architecture) -> None:
                           "'pocketbert[coreai]'` (or `make install`), or set export.coreai_variants to []")
 
 
+def check_executorch_choice(names: list[str], task, architecture) -> None:
+    """Refuse, before any work, ExecuTorch programs that do not exist or do not apply."""
+    unknown = [v for v in names if v not in variants.EXECUTORCH_VARIANTS]
+    if unknown:
+        raise ExportError(f"export.executorch_variants takes only {', '.join(variants.EXECUTORCH_VARIANTS)} (got "
+                          f"{names}); [] leaves ExecuTorch out")
+    misfits = [v for v in names if not variants.VARIANTS[v].applies_to(task, architecture)]
+    if misfits:
+        raise ExportError(f"ExecuTorch program {', '.join(misfits)} does not apply to a {task.name} "
+                          f"{architecture.name} student: set export.executorch_variants to []")
+
+
 def _applicable(names: list[str], family: str, prefix: str, task, architecture) -> list[str]:
     """A recipe's list of Apple programs is written for BERT-family students (the `ane` layout needs attention):
     another architecture takes the programs it can, with a note. Asked for by name on the command line, a misfit
@@ -98,8 +110,8 @@ def _applicable(names: list[str], family: str, prefix: str, task, architecture) 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
-               coreai_variants: list[str] | None = None,
-               settings: dict | None = None) -> tuple[Path, list[parity.ParityResult]]:
+               coreai_variants: list[str] | None = None, settings: dict | None = None,
+               executorch_variants: list[str] | None = None) -> tuple[Path, list[parity.ParityResult]]:
     """settings: export-section keys given on the command line (vocabulary, ...), over the recipe's."""
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
@@ -129,11 +141,18 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     elif coreai_variants is None:
         coreai_names = _applicable(coreai_names, "Core AI", variants.COREAI_PREFIX, task, architecture)
     check_coreai_choice(coreai_names, task, architecture)
+    executorch_names = executorch_variants if executorch_variants is not None else export_cfg.get("executorch_variants")
+    if executorch_names is None:
+        executorch_names = [n for n in variants.EXECUTORCH_VARIANTS
+                            if variants.VARIANTS[n].applies_to(task, architecture)]
+    elif executorch_variants is None:
+        executorch_names = _applicable(executorch_names, "ExecuTorch", "", task, architecture)
+    check_executorch_choice(executorch_names, task, architecture)
     dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
     examples = subsample(data.eval, n_parity, seed)
     n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
-    plan = variants.selected(coreml_names, task, architecture, coreai_names)
+    plan = variants.selected(coreml_names, task, architecture, coreai_names, executorch_names)
     fitted = None
     if export_cfg["vocabulary"] == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
         fitted = fit_vocabulary(model, tokenizer, task, data, recipe, data_dir, seed)
@@ -212,7 +231,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreml_variants": chosen_coreml,
                     "coreai_variants": [n[len(variants.COREAI_PREFIX):] for n in chosen_coreai],
                     "coreai_minimum_os": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreai},
+                    "executorch_variants": [v.name for v in plan if v.family == variants.EXECUTORCH_FAMILY],
                     "parity_examples": len(examples), "vocabulary": export_cfg["vocabulary"],
+                    "tokenizer_check_contexts": list(export_cfg["tokenizer_check_contexts"]),
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},

@@ -51,7 +51,7 @@ from pocketbert.core.run_files import (
 )
 
 ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY, COREAI_FAMILY = "onnx", "coreml", "executorch", "coreai"
-ALWAYS_BUILT = (ONNX_FAMILY, EXECUTORCH_FAMILY)  # Core ML variants are chosen by export.coreml_variants
+ALWAYS_BUILT = (ONNX_FAMILY,)  # the others are chosen by export.coreml_variants, coreai_variants, executorch_variants
 
 
 @dataclass
@@ -330,7 +330,8 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
     tokenizer_json = ctx.out / TOKENIZER_JSON
     if "text_in_exhaustive" not in ctx.notes:
         offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
-        result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets)
+        result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets,
+                                       contexts=tuple(ctx.export_cfg["tokenizer_check_contexts"]))
         tokenizer_check.require_equal(result)
         ctx.notes["text_in_exhaustive"] = result
     if "text_in_golden" not in ctx.notes:
@@ -513,6 +514,7 @@ _DEFINITIONS = [
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
 COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)
 ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
+EXECUTORCH_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == EXECUTORCH_FAMILY)
 COREAI_PREFIX = "coreai-"
 COREAI_VARIANTS = tuple(v.name[len(COREAI_PREFIX):] for v in _DEFINITIONS if v.family == COREAI_FAMILY)
 # export.coreai_variants left unset: these, where the architecture takes them. 6-bit palettes, as the Core ML
@@ -521,9 +523,10 @@ COREAI_VARIANTS = tuple(v.name[len(COREAI_PREFIX):] for v in _DEFINITIONS if v.f
 DEFAULT_COREAI = ("fp16", "6bit")
 
 
-def selected(coreml_names: list[str], task, architecture, coreai_names: list[str] = ()) -> list[Variant]:
-    """The ONNX family and the chosen Core ML and Core AI variants that apply to this task and architecture, in
-    build order."""
-    chosen = set(coreml_names) | {COREAI_PREFIX + name for name in coreai_names}
+def selected(coreml_names: list[str], task, architecture, coreai_names: list[str] = (),
+             executorch_names: list[str] = EXECUTORCH_VARIANTS) -> list[Variant]:
+    """The ONNX family and the chosen Core ML, Core AI and ExecuTorch variants that apply to this task and
+    architecture, in build order."""
+    chosen = set(coreml_names) | {COREAI_PREFIX + name for name in coreai_names} | set(executorch_names)
     return [v for v in _DEFINITIONS if (v.family in ALWAYS_BUILT or v.name in chosen)
             and v.applies_to(task, architecture)]

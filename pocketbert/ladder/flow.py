@@ -145,6 +145,8 @@ def _export_options(e: ExportSetting) -> list[str]:
         options += ["--coreml-variants", ",".join(e.coreml_variants)]
     if e.coreai_variants is not None:
         options += ["--coreai-variants", ",".join(e.coreai_variants) or "none"]
+    if e.executorch_variants is not None:
+        options += ["--executorch-variants", ",".join(e.executorch_variants) or "none"]
     return options
 
 

@@ -38,10 +38,11 @@ class ExportSetting(_Strict):
     coreml_examples: Optional[int] = Field(None, gt=0)      # 0 would gate nothing: export refuses it too
     coreml_variants: Optional[list[str]] = Field(None, min_length=1)
     coreai_variants: Optional[list[str]] = None             # []: no Core AI program
+    executorch_variants: Optional[list[str]] = None         # []: no ExecuTorch program
 
     @model_validator(mode="after")
     def _variant_names(self):
-        check_names(self.coreml_variants, self.coreai_variants, "export.")
+        check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
         return self
 
 

@@ -22,7 +22,8 @@ def qa_run(tmp_path_factory, tiny_base, shared_data):
     common = ["--task", "qa", "--preset", "tiny", "--data-dir", shared_data]
     run_cli_steps(["train", "teacher", "--run", run, "--model", tiny_base, *common],
                   ["train", "distill", "--run", run, *common],
-                  ["export", "--run", run, "--data-dir", shared_data, "--coreai-variants", "fp16"])
+                  ["export", "--run", run, "--data-dir", shared_data, "--coreai-variants", "fp16",
+                   "--executorch-variants", "pte-int8"])  # the android folder's --executorch carries it
     return run
 
 

@@ -147,3 +147,16 @@ def test_hard_cases_cover_each_special_class_and_tokenize_as_tokenizer_json(refe
     for name, text in cases:
         ids, = session.run([PREFIX + "input_ids"], {"text": text_in_string(text)})
         assert ids.tolist() == reference.encode(text).ids, name
+
+
+def test_the_recipe_names_every_context_the_check_has_and_each_choice_is_cached_apart(tokenizer_data):
+    from pocketbert.core.recipe import TOKENIZER_CHECK_CONTEXTS, ExportSection
+
+    assert TOKENIZER_CHECK_CONTEXTS == tuple(tokenizer_check.CONTEXTS)
+    assert ExportSection().tokenizer_check_contexts == list(tokenizer_check.CONTEXTS)  # the default: all of them
+    one = {"inside a word": tokenizer_check.CONTEXTS["inside a word"]}
+    entries = {tokenizer_check._cache_file(tokenizer_data, ("text",), False, contexts)
+               for contexts in (one, tokenizer_check.CONTEXTS, {"alone": tokenizer_check.CONTEXTS["alone"]})}
+    assert len(entries) == 3  # a check of fewer contexts is never read as the whole one's
+    assert len(tokenizer_check.probes(one)) == len(tokenizer_check.probes()) - \
+        (len(tokenizer_check.CONTEXTS) - 1) * sum(1 for _ in text_normalization.code_points())

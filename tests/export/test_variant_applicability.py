@@ -32,3 +32,19 @@ def test_the_core_names_every_apple_program_the_export_makes():
 
     assert export_variant_names.COREML == COREML_VARIANTS
     assert export_variant_names.COREAI == COREAI_VARIANTS
+    assert export_variant_names.EXECUTORCH == variants.EXECUTORCH_VARIANTS
+
+
+def test_a_recipe_chooses_its_executorch_programs_and_an_unknown_one_is_refused_when_read():
+    import pytest
+    from pydantic import ValidationError
+
+    from pocketbert.core.recipe import ExportSection
+
+    task = make_task("sentiment", ["negative", "positive"])
+    bert = ARCHITECTURES["bert-family"]
+    chosen = variants.selected([], task, bert, [], ["pte-int8"])
+    assert [v.name for v in chosen if v.family == variants.EXECUTORCH_FAMILY] == ["pte-int8"]
+    assert not [v for v in variants.selected([], task, bert, [], []) if v.family == variants.EXECUTORCH_FAMILY]
+    with pytest.raises(ValidationError, match="executorch_variants: unknown 'pte-int4'"):
+        ExportSection(executorch_variants=["pte-int4"])

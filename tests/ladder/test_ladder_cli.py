@@ -29,12 +29,18 @@ rungs:
     preset: tiny
     set: {distill.recipe: static, distill.cos_weight: 0, static.pca_dims: 16}
 train: {max_train_examples: 32}
-export: {parity_examples: 16, coreml_examples: 2, coreml_variants: [fp16], coreai_variants: []}
+export: {parity_examples: 16, coreml_examples: 2, coreml_variants: [fp16], coreai_variants: [], executorch_variants: []}
 bench:
   set: {threads: [1], pytorch_threads: [1], sequence_sweep: [32], batch_sweep: [1], time_cap_s: 0.1, warmup: 1,
-        min_repeats: 3, cold_start_repeats: 1, tokenization_examples: 4, architecture_check: false}
+        min_repeats: 3, cold_start_repeats: 1, tokenization_examples: 4, architecture_check: false,
+        reference: REFERENCE}
 within_points: 1.0
 """
+
+
+def tiny_ladder(reference) -> str:
+    """The spec, timing the rungs against a tiny reference (BERT-base is the end-to-end bench's)."""
+    return TINY_LADDER.replace("REFERENCE", json.dumps(str(reference)))
 
 
 def read(path):
@@ -42,13 +48,13 @@ def read(path):
 
 
 @pytest.fixture(scope="module")
-def ladder(teacher_run, tmp_path_factory, shared_data):
+def ladder(teacher_run, tmp_path_factory, shared_data, tiny_reference):
     from pocketbert.cli import main
 
     root = tmp_path_factory.mktemp("ladder")
     run = run_with_teacher(teacher_run, root / "tiny")
     spec = root / "tiny-ladder.yaml"
-    spec.write_text(TINY_LADDER)
+    spec.write_text(tiny_ladder(tiny_reference))
     args = ["ladder", "--run", str(run), "--ladder", str(spec), "--device", "cpu", "--data-dir", str(shared_data)]
     try:
         main(args)
@@ -132,9 +138,9 @@ def test_a_second_ladder_command_keeps_every_finished_step(ladder, capsys):
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
-def test_a_ladder_folder_of_another_spec_is_refused(ladder, capsys, tmp_path):
+def test_a_ladder_folder_of_another_spec_is_refused(ladder, capsys, tmp_path, tiny_reference):
     other = tmp_path / "other.yaml"
-    other.write_text(TINY_LADDER.replace("max_train_examples: 32", "max_train_examples: 31"))
+    other.write_text(tiny_ladder(tiny_reference).replace("max_train_examples: 32", "max_train_examples: 31"))
     result = run_cli(capsys, "ladder", "--run", ladder["run"], "--ladder", other, "--device", "cpu")
     assert result.exit_code == 2 and "another spec" in error_line(result)
 

@@ -44,7 +44,8 @@ def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path,
     assert {p["runtime"] for p in parity if p["artifact"].startswith("model.text.")} == {"onnxruntime + extensions"}
 
 
-def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, teacher_run, tmp_path, shared_data):
+def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, teacher_run, tmp_path, shared_data,
+                                                                       tiny_reference):
     from pocketbert.core.stage_folder import load_stage_model
 
     run = run_with_teacher(teacher_run, tmp_path / "run")
@@ -64,7 +65,7 @@ def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, t
     assert len(parity) == 17 and all(p["passed"] for p in parity)
     assert json.loads((run / "export" / "config.json").read_text())["model_type"] == "pocketbert-static"
     assert not (run / "export" / "onnx").exists()  # no library of the hub layout knows the model type
-    benched = run_cli(capsys, "bench", "--run", run)
+    benched = run_cli(capsys, "bench", "--run", run, "--reference", tiny_reference)  # BERT-base: the end-to-end bench
     assert benched.exit_code == 0, benched.err
     results = json.loads((run / "bench" / "results.json").read_text())
     assert {(m["runtime"], m["model_format"], m["precision"]) for m in results["measurements"]

@@ -63,8 +63,8 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
         return []
     task = manifest["config"]["task"]
     if EXECUTORCH_INT8 not in manifest["metrics"]["parity"]:
-        raise ExportError(f"the export has no {EXECUTORCH_INT8}: re-run `pocketbert export` with this version (a "
-                          "BiLSTM has none)")
+        raise ExportError(f"the export has no {EXECUTORCH_INT8}: re-run `pocketbert export` with pte-int8 among "
+                          "--executorch-variants (a BiLSTM has none)")
     if task not in code_by_task:
         raise ExportError(f"the ExecuTorch app code is written for {', '.join(code_by_task)}, not {task}: leave out "
                           "--executorch")

@@ -33,19 +33,22 @@ def probes(contexts: dict[str, str] | None = None) -> list[str]:
     return [form.format(chr(c)) for form in contexts.values() for c in code_points()] + list(FLAG_SEQUENCES)
 
 
-def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use_cache: bool = True) -> dict:
-    """The check's result for the graph export builds from tokenizer.json: probes, texts, mismatch_count, the
-    first mismatches (the probe and what differs), seconds; from the cache when this tokenizer was checked."""
+def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use_cache: bool = True,
+          contexts: tuple[str, ...] = tuple(CONTEXTS)) -> dict:
+    """The check's result for the graph export builds from tokenizer.json, every code point in each of `contexts`
+    (names of CONTEXTS): probes, texts, mismatch_count, the first mismatches (the probe and what differs), seconds;
+    from the cache when this tokenizer was checked in those contexts."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    chosen = {name: CONTEXTS[name] for name in contexts}
     if not use_cache:
-        return {**run_check(data, text_inputs, offsets, probes()), "cached": False}
+        return {**run_check(data, text_inputs, offsets, probes(chosen)), "contexts": list(chosen), "cached": False}
     built = []
 
     def build() -> dict:
         built.append(True)
-        return run_check(data, text_inputs, offsets, probes())
+        return {**run_check(data, text_inputs, offsets, probes(chosen)), "contexts": list(chosen)}
 
-    result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets), json.loads, build,
+    result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads, build,
                                             keep=lambda found: found["mismatch_count"] == 0)
     return {**result, "cached": not built}
 
@@ -97,7 +100,7 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
     with ThreadPoolExecutor(WORKERS) as pool:
         found = [m for part in pool.map(mismatches_in, chunks) for m in part]
     return {"mode": "pair" if pair else "single", "offsets": offsets, "probes": len(probe_texts),
-            "code_points": sum(1 for _ in code_points()), "contexts": list(CONTEXTS),
+            "code_points": sum(1 for _ in code_points()),
             "texts": len(chunks), "mismatch_count": len(found),
             "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
                                  for p, d in found[:NAMED_MISMATCHES]],
@@ -112,6 +115,7 @@ def require_equal(result: dict) -> None:
                           f"{result['probes']} probes, first {named}: export this model's token-id graphs only")
 
 
-def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool) -> Path:
+def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool, contexts: dict[str, str]) -> Path:
     return text_tokenizer.cache_entry(CACHE_FOLDER, text_tokenizer.tokenizer_rules(data).encode(),
-                                      Path(__file__).read_bytes(), json.dumps([len(text_inputs), offsets]).encode())
+                                      Path(__file__).read_bytes(),
+                                      json.dumps([len(text_inputs), offsets, sorted(contexts)]).encode())

@@ -1,0 +1,35 @@
+"""The reference the student is timed against: BERT-base's shape when no checkpoint is named, and a cache entry
+that gains BERT-base's ExecuTorch programs only when they are asked for. (The bench itself, against a tiny
+reference checkpoint, is end_to_end/test_sentiment_bench_end_to_end.py's.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from pocketbert.bench import reference
+from pocketbert.core.tasks import make_task
+
+BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head
+
+
+def test_without_a_checkpoint_the_reference_is_bert_base_built_from_its_config():
+    task = make_task("sentiment", ["negative", "positive"])
+    model = reference._from_config(task, reference.BERT_BASE_CONFIG["num_hidden_layers"])
+    config = model.config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,
+            config.vocab_size) == (12, 768, 12, 3072, 30522)
+    low, high = BERT_BASE_PARAMETERS
+    assert low < sum(p.numel() for p in model.parameters()) < high
+
+
+@pytest.mark.slow
+def test_a_reference_entry_gains_its_executorch_programs_only_when_asked(tiny_base, private_cache):
+    from pocketbert.core.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
+
+    task = make_task("sentiment", ["negative", "positive"])
+    folder, describe = reference.bert_base(task, str(tiny_base), with_pte=False)
+    assert str(tiny_base) in describe
+    assert all((folder / name).is_file() for name in (ONNX_FP32, ONNX_INT8, reference.PYTORCH_DIR + "/" + MODEL_CONFIG))
+    assert not (folder / EXECUTORCH_FP32).exists() and not (folder / EXECUTORCH_INT8).exists()
+    again, _ = reference.bert_base(task, str(tiny_base), with_pte=True)
+    assert again == folder and (folder / EXECUTORCH_FP32).is_file() and (folder / EXECUTORCH_INT8).is_file()
