@@ -29,7 +29,7 @@ EXIT_TIMEOUT_S = 60      # for a process whose parent was killed to end
 FINISH_TIMEOUT_S = 1800  # for a tiny stage to finish on a loaded 2-core machine
 POLL_S = 0.01
 TINY_EXPORT = ("--parity-examples", "8", "--coreml-examples", "1", "--coreml-variants", "fp16",
-               "--coreai-variants", "none")
+               "--coreai-variants", "none", "--executorch-variants", "none")
 
 
 def start(*args) -> subprocess.Popen:

@@ -236,8 +236,12 @@ def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_pa
     assert student["metrics"]["pruning"]["intermediate_size_after"] == 32  # tiny: 64 channels, halved
     assert "intermediate_size_after" not in student["config"]["recipe"]["prune"]  # the recipe is the recipe
     assert AutoModelForSequenceClassification.from_pretrained(pruned / "student").config.intermediate_size == 32
-    exported = run_cli(capsys, "export", "--run", pruned, "--data-dir", shared_data)
+    # one program of each family: the cut width through every converter
+    exported = run_cli(capsys, "export", "--run", pruned, "--data-dir", shared_data, "--coreml-variants", "fp16",
+                       "--coreai-variants", "fp16", "--executorch-variants", "pte")
     assert exported.exit_code == 0, exported.err
+    assert {"model.pte", "PocketBertSentiment.mlpackage", "PocketBertSentiment.aimodel"} <= {
+        p["artifact"] for p in json.loads((pruned / "export" / "parity.json").read_text())}
 
 
 def test_a_larger_batch_scales_the_learning_rate_and_records_the_global_batch(capsys, teacher_run, tmp_path,
