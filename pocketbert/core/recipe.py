@@ -176,14 +176,14 @@ class ExportSection(Section):
     # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
     # context is cut there (the model's context_cut output says so, the manifest records the policy).
     qa_max_context_tokens: int = Field(4096, gt=0)
+    # The exhaustive check of the text-in tokenizer graph: every code point in each of these contexts (all four took
+    # 73 s for one text and 186 s for a QA pair on 2 cores, docs/export.md; cached per tokenizer and contexts).
+    tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
     # The student's word-embedding table as exported (export/vocabulary/): full, every row of the teacher's
     # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
     # the special tokens and every single-character piece (so no input gains an [UNK]), at most
     # vocabulary_max_rows rows (the most frequent).
-    # The exhaustive check of the text-in tokenizer graph: every code point in each of these contexts (each about
-    # 25 s of a 2-core CPU for one text, 50 s for a QA pair; cached per tokenizer).
-    tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
     vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
         "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
     vocabulary_min_count: int = Field(2, gt=0, description=(

@@ -54,7 +54,7 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
            executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, overwrite):
-    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, Core ML and Core AI; writes <run>/export/.
+    """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
