@@ -16,9 +16,18 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
                    max_position_embeddings=128)
 
 
+# Fixtures that train or export through the CLI (a minute or more): a test that uses one is `slow` whether or not
+# its file says so, so `make test-fast` never builds them.
+SLOW_FIXTURES = {"exported_run"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(items):
     """The files marked `minutes` first: the test processes take files in collection order, and the longest ones
     started last would leave one process running them alone at the end."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
 
 

@@ -106,6 +106,7 @@ def test_a_part_past_its_cap_is_recorded_as_skipped_with_why(shared_data, tmp_pa
     assert len(result["skipped"]) == len(PARTS) - 1  # all but the set-up
 
 
+@pytest.mark.slow  # the dry run is its fixture
 def test_update_replaces_only_the_parts_it_runs(dry_run, shared_data, tmp_path):
     first_out, first = dry_run
     (tmp_path / gpu_check.JSON_NAME).write_text((first_out / gpu_check.JSON_NAME).read_text())
