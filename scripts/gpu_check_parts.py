@@ -274,5 +274,5 @@ def levers(check, fig: dict) -> None:
             fig["left_out"] = {**plan.levers_left_out, **result["levers_left_out"]}
 
 
-PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa, "bench_train": bench_train,
-         "levers": levers}
+PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa,
+         "bench_train": bench_train, "levers": levers}

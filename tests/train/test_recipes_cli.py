@@ -65,7 +65,7 @@ def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, t
     assert len(parity) == 17 and all(p["passed"] for p in parity)
     assert json.loads((run / "export" / "config.json").read_text())["model_type"] == "pocketbert-static"
     assert not (run / "export" / "onnx").exists()  # no library of the hub layout knows the model type
-    benched = run_cli(capsys, "bench", "--run", run, "--reference", tiny_reference)  # BERT-base: the end-to-end bench
+    benched = run_cli(capsys, "bench", "--run", run, "--reference", tiny_reference)  # BERT-base: bench/test_reference.py
     assert benched.exit_code == 0, benched.err
     results = json.loads((run / "bench" / "results.json").read_text())
     assert {(m["runtime"], m["model_format"], m["precision"]) for m in results["measurements"]
