@@ -55,30 +55,35 @@ NEEDS_A_DEVICE = [
 ]
 
 
+def _refuse_unknown(names: list[str], known: tuple[str, ...], key: str, family: str) -> None:
+    unknown = [v for v in names if v not in known]
+    if unknown:
+        raise ExportError(f"export.{key} takes only {', '.join(known)} (got {names}); [] leaves {family} out")
+
+
+def _refuse_misfits(names: list[str], prefix: str, what: str, remedy: str, task, architecture) -> None:
+    misfits = [v for v in names if not variants.VARIANTS[prefix + v].applies_to(task, architecture)]
+    if misfits:
+        raise ExportError(f"{what} {', '.join(misfits)} does not apply to a {task.name} {architecture.name} "
+                          f"student: {remedy}")
+
+
 def check_coreml_choice(names: list[str], task, architecture) -> None:
     """Refuse, before any work, Core ML variants that do not exist or do not apply."""
     unknown = [v for v in names if v not in variants.COREML_VARIANTS]
     if unknown or "fp16" not in names:
         raise ExportError(f"export.coreml_variants must include fp16 and only {', '.join(variants.COREML_VARIANTS)} "
                           f"(got {names})")
-    misfits = [v for v in names if not variants.VARIANTS[v].applies_to(task, architecture)]
-    if misfits:
-        raise ExportError(f"Core ML variant {', '.join(misfits)} does not apply to a {task.name} "
-                          f"{architecture.name} student: leave it out of export.coreml_variants")
+    _refuse_misfits(names, "", "Core ML variant", "leave it out of export.coreml_variants", task, architecture)
 
 
 def check_coreai_choice(names: list[str], task, architecture) -> None:
     """Refuse, before any work, Core AI variants that do not exist or do not apply, or a missing coreai extra."""
     import importlib.util
 
-    unknown = [v for v in names if v not in variants.COREAI_VARIANTS]
-    if unknown:
-        raise ExportError(f"export.coreai_variants takes only {', '.join(variants.COREAI_VARIANTS)} (got {names}); "
-                          "[] leaves Core AI out")
-    misfits = [v for v in names if not variants.VARIANTS[variants.COREAI_PREFIX + v].applies_to(task, architecture)]
-    if misfits:
-        raise ExportError(f"Core AI variant {', '.join(misfits)} does not apply to a {task.name} {architecture.name} "
-                          "student: set export.coreai_variants to []")
+    _refuse_unknown(names, variants.COREAI_VARIANTS, "coreai_variants", "Core AI")
+    _refuse_misfits(names, variants.COREAI_PREFIX, "Core AI variant", "set export.coreai_variants to []", task,
+                    architecture)
     if names and any(importlib.util.find_spec(m) is None for m in ("coreai_torch", "coreai")):
         raise ExportError("the Core AI variants need coreai-torch and coreai-core: run `pip install "
                           "'pocketbert[coreai]'` (or `make install`), or set export.coreai_variants to []")
@@ -86,14 +91,8 @@ def check_coreai_choice(names: list[str], task, architecture) -> None:
 
 def check_executorch_choice(names: list[str], task, architecture) -> None:
     """Refuse, before any work, ExecuTorch programs that do not exist or do not apply."""
-    unknown = [v for v in names if v not in variants.EXECUTORCH_VARIANTS]
-    if unknown:
-        raise ExportError(f"export.executorch_variants takes only {', '.join(variants.EXECUTORCH_VARIANTS)} (got "
-                          f"{names}); [] leaves ExecuTorch out")
-    misfits = [v for v in names if not variants.VARIANTS[v].applies_to(task, architecture)]
-    if misfits:
-        raise ExportError(f"ExecuTorch program {', '.join(misfits)} does not apply to a {task.name} "
-                          f"{architecture.name} student: set export.executorch_variants to []")
+    _refuse_unknown(names, variants.EXECUTORCH_VARIANTS, "executorch_variants", "ExecuTorch")
+    _refuse_misfits(names, "", "ExecuTorch program", "set export.executorch_variants to []", task, architecture)
 
 
 def _applicable(names: list[str], family: str, prefix: str, task, architecture) -> list[str]:

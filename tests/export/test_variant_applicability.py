@@ -48,3 +48,18 @@ def test_a_recipe_chooses_its_executorch_programs_and_an_unknown_one_is_refused_
     assert not [v for v in variants.selected([], task, bert, [], []) if v.family == variants.EXECUTORCH_FAMILY]
     with pytest.raises(ValidationError, match="executorch_variants: unknown 'pte-int4'"):
         ExportSection(executorch_variants=["pte-int4"])
+
+
+def test_export_refuses_an_executorch_program_the_student_cannot_take_in_one_line():
+    import pytest
+
+    from pocketbert.core.errors import ExportError
+    from pocketbert.export.pipeline import check_executorch_choice
+
+    task = make_task("sentiment", ["negative", "positive"])
+    check_executorch_choice(["pte", "pte-int8"], task, ARCHITECTURES["bert-family"])
+    with pytest.raises(ExportError, match=r"^ExecuTorch program pte-int8 does not apply to a sentiment bilstm student: "
+                                          r"set export.executorch_variants to \[\]$"):
+        check_executorch_choice(["pte-int8"], task, ARCHITECTURES["bilstm"])
+    with pytest.raises(ExportError, match=r"takes only pte, pte-int8, pte-coreml \(got \['pte-fp8'\]\)"):
+        check_executorch_choice(["pte-fp8"], task, ARCHITECTURES["bert-family"])
