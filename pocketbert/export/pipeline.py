@@ -96,15 +96,27 @@ def check_executorch_choice(names: list[str], task, architecture) -> None:
 
 
 def _applicable(names: list[str], family: str, prefix: str, task, architecture) -> list[str]:
-    """A recipe's list of Apple programs is written for BERT-family students (the `ane` layout needs attention):
-    another architecture takes the programs it can, with a note. Asked for by name on the command line, a misfit
-    is refused instead (check_coreml_choice, check_coreai_choice)."""
+    """A recipe's list of programs is written for BERT-family students (the `ane` layout needs attention, a BiLSTM
+    has no ExecuTorch program): another architecture takes the programs it can, with a note. Asked for by name on
+    the command line, a misfit is refused instead (check_coreml_choice, check_coreai_choice,
+    check_executorch_choice)."""
     misfits = [n for n in names if prefix + n in variants.VARIANTS
                and not variants.VARIANTS[prefix + n].applies_to(task, architecture)]
     if misfits:
         print(f"note: the recipe's {family} {', '.join(misfits)} left out: it does not apply to a "
               f"{architecture.name} student", file=sys.stderr)
     return [n for n in names if n not in misfits]
+
+
+def _chosen(given: list[str] | None, from_recipe: list[str] | None, defaults: tuple[str, ...], family: str,
+            prefix: str, task, architecture) -> list[str]:
+    """A family's programs: as given on the command line (a misfit is then refused); else the recipe's list, less
+    what this architecture cannot take; with none in the recipe, the defaults this architecture takes."""
+    if given is not None:
+        return given
+    if from_recipe is None:
+        return [n for n in defaults if variants.VARIANTS[prefix + n].applies_to(task, architecture)]
+    return _applicable(from_recipe, family, prefix, task, architecture)
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
@@ -133,19 +145,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     if not coreml_variants:
         coreml_names = _applicable(coreml_names, "Core ML", "", task, architecture)
     check_coreml_choice(coreml_names, task, architecture)
-    coreai_names = coreai_variants if coreai_variants is not None else export_cfg.get("coreai_variants")
-    if coreai_names is None:
-        coreai_names = [n for n in variants.DEFAULT_COREAI
-                        if variants.VARIANTS[variants.COREAI_PREFIX + n].applies_to(task, architecture)]
-    elif coreai_variants is None:
-        coreai_names = _applicable(coreai_names, "Core AI", variants.COREAI_PREFIX, task, architecture)
+    coreai_names = _chosen(coreai_variants, export_cfg.get("coreai_variants"), variants.DEFAULT_COREAI, "Core AI",
+                           variants.COREAI_PREFIX, task, architecture)
     check_coreai_choice(coreai_names, task, architecture)
-    executorch_names = executorch_variants if executorch_variants is not None else export_cfg.get("executorch_variants")
-    if executorch_names is None:
-        executorch_names = [n for n in variants.EXECUTORCH_VARIANTS
-                            if variants.VARIANTS[n].applies_to(task, architecture)]
-    elif executorch_variants is None:
-        executorch_names = _applicable(executorch_names, "ExecuTorch", "", task, architecture)
+    executorch_names = _chosen(executorch_variants, export_cfg.get("executorch_variants"),
+                               variants.EXECUTORCH_VARIANTS, "ExecuTorch", "", task, architecture)
     check_executorch_choice(executorch_names, task, architecture)
     dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
