@@ -31,6 +31,7 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
 
     from pocketbert.core.errors import ConfigError
     from pocketbert.ladder import flow, table
+    from pocketbert.ladder.run_transfer import read_run_transfer
     from pocketbert.ladder.spec import check_ladder, read_ladder
     from pocketbert.core.atomic_folder import write_text_atomically
     from pocketbert.core.run_files import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR
@@ -41,20 +42,23 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     teacher_dir, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before any rung trains
     task = teacher["config"]["recipe"]["task"]
     spec = read_ladder(ladder_name)
-    check_ladder(spec, task, AutoConfig.from_pretrained(str(teacher_dir)))
+    transfer = read_run_transfer(run_dir, spec.train.run_transfer)
+    check_ladder(spec, task, AutoConfig.from_pretrained(str(teacher_dir)), transfer)
     out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
     clash = [r.name for r in spec.rungs if not r.in_run and r.name == run_dir.name]
     if clash:
         raise ConfigError(f"the run is named like the rung {clash[0]}: rename the rung in the ladder file")
     # The ladder's folder has one writer; each step's command takes its own rung's lock in turn.
     with folder_lock(out_dir):
-        flow.prepare_folder(spec, ladder_name, run_dir, out_dir)
+        flow.prepare_folder(spec, ladder_name, run_dir, out_dir, transfer)
         started = time.time()
-        plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench)
+        plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench, transfer)
         steps = flow.run_plan(plan.steps, lambda line: click.echo(line, err=True))
         compare_path = flow.compare_results(plan.compare_dir)
         result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
-        result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
+        result.update(command=command_line(), spec=ladder_name, run_transfer=transfer.keys,
+                      run_transfer_source=transfer.source or None, steps=steps,
+                      wall_time_s=round(time.time() - started, 1))
         # The table and plot are drawn from the JSON as it will be stored, all three before any is written: a plot that
         # fails leaves the earlier set whole.
         serialized = table.dumps(result)

@@ -21,7 +21,8 @@ from typing import Callable
 
 from pocketbert.core import exit_codes
 from pocketbert.core.errors import PocketbertError, RunDirError
-from pocketbert.ladder.spec import ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
+from pocketbert.ladder.run_transfer import RunTransfer
+from pocketbert.ladder.spec import NO_TRANSFER, ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
 from pocketbert.core.parent_watch import child_environment
 from pocketbert.core.run_files import (
     BENCH_DIR,
@@ -66,11 +67,15 @@ class Plan:
     skipped: list[Step] = field(default_factory=list)
 
 
-def spec_digest(ladder: Ladder) -> str:
-    """What makes the students: the rungs and the training setting. The export and bench settings (the ladder's
-    and the rungs' own) are left out: a ladder continued with others applies them to the steps not yet done (each
-    stage records its own)."""
-    students = ladder.model_dump(mode="json", include={"rungs", "train"}, exclude={"rungs": {"__all__": {"export"}}})
+def spec_digest(ladder: Ladder, transfer: RunTransfer = NO_TRANSFER) -> str:
+    """What makes the students: the rungs, the training setting and the run's transfer keys they inherit. The
+    export and bench settings (the ladder's and the rungs' own) are left out: a ladder continued with others
+    applies them to the steps not yet done (each stage records its own). train.run_transfer is left out too: what
+    it changes is the transfer keys, and a ladder without them digests as before they existed."""
+    students = ladder.model_dump(mode="json", include={"rungs", "train"},
+                                 exclude={"rungs": {"__all__": {"export"}}, "train": {"run_transfer"}})
+    if transfer.keys:
+        students["run_transfer"] = transfer.keys
     return hashlib.sha256(json.dumps(students, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -78,11 +83,13 @@ def rung_dirs(ladder: Ladder, run_dir: Path, ladder_dir: Path) -> dict[str, Path
     return {r.name: Path(run_dir) if r.in_run else Path(ladder_dir) / r.name for r in ladder.rungs}
 
 
-def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path) -> None:
+def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path,
+                   transfer: RunTransfer = NO_TRANSFER) -> None:
     """The ladder's folder: made and marked, or an earlier ladder's of the same spec (continued). Never the run
     itself, nor a folder inside it or holding it, nor a folder of anything else."""
     refuse_inputs(ladder_dir, MADE_BY, [run_dir])
-    digest = spec_digest(ladder)
+    digest = spec_digest(ladder, transfer)
+    inherited = json.dumps(transfer.keys, sort_keys=True)
     marker = Path(ladder_dir) / OUTPUT_MARKER
     if Path(ladder_dir).is_dir() and any(Path(ladder_dir).iterdir()):
         try:
@@ -92,6 +99,12 @@ def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path) -
         if not isinstance(recorded, dict) or recorded.get("made_by") != MADE_BY:
             raise RunDirError(f"{ladder_dir} is not a ladder's folder (no {OUTPUT_MARKER} of `pocketbert ladder`): "
                               "choose another --out")
+        before = recorded.get("run_transfer", "{}")  # a folder marked before the rungs inherited: none
+        if recorded.get("spec_digest") != digest and before != inherited:
+            # the run's recorded recipe is not the one the folder's rungs inherited: other unlabelled text
+            raise RunDirError(f"{ladder_dir} holds a ladder whose rungs inherited {_transfer_said(before)}, and the "
+                              f"run's recipe now gives {_transfer_said(inherited)}: choose another --out to build "
+                              "this one, or remove that folder")
         if recorded.get("spec_digest") != digest:
             raise RunDirError(f"{ladder_dir} holds a ladder built with another spec ({recorded.get('spec')}): choose "
                               "another --out to build this one, or remove that folder")
@@ -101,11 +114,23 @@ def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path) -
                               "give that --run, or another --out")
         return
     Path(ladder_dir).mkdir(parents=True, exist_ok=True)
-    mark_output(Path(ladder_dir), MADE_BY, spec=name, spec_digest=digest, run=Path(run_dir).resolve())
+    mark_output(Path(ladder_dir), MADE_BY, spec=name, spec_digest=digest, run=Path(run_dir).resolve(),
+                run_transfer=inherited)
+
+
+def _transfer_said(keys_json: str) -> str:
+    """A marker's inherited transfer keys in words (those set), or that there were none."""
+    try:
+        keys = json.loads(keys_json)
+    except ValueError:
+        keys = None
+    if not isinstance(keys, dict) or not keys:
+        return "no transfer data"
+    return ", ".join(f"{key}={as_set_value(value)}" for key, value in sorted(keys.items()) if value is not None)
 
 
 def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: Path | None, device: str,
-         rebench: bool) -> Plan:
+         rebench: bool, transfer: RunTransfer = NO_TRANSFER) -> Plan:
     dirs = rung_dirs(ladder, run_dir, ladder_dir)
     teacher = Path(run_dir) / TEACHER_DIR
     data = ["--data-dir", str(data_dir)] if data_dir else []
@@ -119,7 +144,7 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
             distill += ["--teacher", str(teacher)]
         if rung.student_init:
             distill += ["--student-init", rung.student_init]
-        for key, value in rung_overrides(ladder, rung).items():
+        for key, value in rung_overrides(ladder, rung, transfer).items():
             distill += ["--set", f"{key}={as_set_value(value)}"]
         steps.append(Step(rung.name, "distill", distill, run / STUDENT_DIR / MANIFEST))
         if rung.ship:

@@ -21,9 +21,11 @@ from pocketbert.core.recipe import Recipe, available_presets, read_recipe, secti
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import LADDER_COMPARE_DIR
+from pocketbert.ladder.run_transfer import RunTransfer, check_transfer_files
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 RUNG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")  # a folder name, and a row of the table
+NO_TRANSFER = RunTransfer()  # a ladder read without its run (its rungs inherit nothing)
 COMPARED_THREADS = 1  # the ladder compares int8 latency at one ONNX Runtime thread: bench must time it
 
 
@@ -70,6 +72,8 @@ class Rung(_Strict):
 class TrainSetting(_Strict):
     max_train_examples: Optional[int] = Field(None, gt=0)  # null: each preset's own
     set: dict[str, Any] = Field(default_factory=dict)       # recipe keys for every rung, as --set
+    # the rungs the ladder trains learn from the run's transfer data too, when its recipe has some (run_transfer.py)
+    run_transfer: bool = True
 
 
 class BenchSetting(_Strict):
@@ -127,31 +131,36 @@ def read_ladder(name_or_path: str) -> Ladder:
         raise ConfigError(f"ladder {path}: {where}: {error['msg']}") from None
 
 
-def rung_overrides(ladder: Ladder, rung: Rung) -> dict[str, Any]:
-    """The recipe keys the rung's distillation is given (--set): the ladder's, then the rung's own, which win (a
-    rung may train on more than the ladder's budget, and the table's "trained on" column says so)."""
-    overrides = dict(ladder.train.set)
+def rung_overrides(ladder: Ladder, rung: Rung, transfer: RunTransfer = NO_TRANSFER) -> dict[str, Any]:
+    """The recipe keys the rung's distillation is given (--set): the run's transfer keys where the rung inherits
+    them (run_transfer.py), then the ladder's, then the rung's own, which win (a rung may train on more than the
+    ladder's budget, and the table's "trained on" column says so)."""
+    overrides = {**transfer.for_rung(rung.in_run), **ladder.train.set}
     if ladder.train.max_train_examples is not None:
         overrides["distill.max_train_examples"] = ladder.train.max_train_examples
     return {**overrides, **rung.set}
 
 
-def rung_recipe(ladder: Ladder, rung: Rung, task: str) -> Recipe:
-    """The recipe the rung will train with: its preset, then the ladder's and its own keys, validated."""
+def rung_recipe(ladder: Ladder, rung: Rung, task: str, transfer: RunTransfer = NO_TRANSFER) -> Recipe:
+    """The recipe the rung will train with: its preset, then the run's transfer keys, the ladder's and its own,
+    validated."""
     if rung.preset not in available_presets(task):
         raise ConfigError(f"rung {rung.name}: no preset '{rung.preset}' for task '{task}': choose one of "
                           f"{', '.join(available_presets(task))}")
-    overrides = rung_overrides(ladder, rung)
+    overrides = rung_overrides(ladder, rung, transfer)
     if rung.student_init is not None:
         overrides["student.init"] = rung.student_init
     return with_overrides(read_recipe(task, rung.preset), overrides, f"rung {rung.name}", keep_none=True)
 
 
-def check_ladder(ladder: Ladder, task: str, teacher_config=None) -> dict[str, Recipe]:
-    """Every rung's recipe, its export settings (when read) and the bench keys checked before any work, and, given
-    the teacher's config, every cut's shape against the teacher: a later rung that cannot be built is found before
-    the first trains. The recipes by rung name."""
-    recipes = {rung.name: rung_recipe(ladder, rung, task) for rung in ladder.rungs}
+def check_ladder(ladder: Ladder, task: str, teacher_config=None,
+                 transfer: RunTransfer = NO_TRANSFER) -> dict[str, Recipe]:
+    """Every rung's recipe (with the run's transfer keys where the rung inherits them), its export settings (when
+    read) and the bench keys checked before any work, and, given the teacher's config, every cut's shape against
+    the teacher: a later rung that cannot be built is found before the first trains. The recipes by rung name."""
+    recipes = {rung.name: rung_recipe(ladder, rung, task, transfer) for rung in ladder.rungs}
+    for name, recipe in recipes.items():
+        check_transfer_files(name, recipe, transfer)
     if teacher_config is not None:
         for name, recipe in recipes.items():
             check_cut(name, recipe, teacher_config)

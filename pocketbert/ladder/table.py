@@ -17,6 +17,8 @@ from pocketbert.core.errors import RunDirError
 from pocketbert.core.manifest import read_manifest
 from pocketbert.core.atomic_folder import temp_name
 from pocketbert.core.run_files import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR
+from pocketbert.ladder.run_transfer import TRANSFER_DATA, RunTransfer
+from pocketbert.ladder.spec import NO_TRANSFER
 
 IN_DOMAIN = "in domain"
 COSTS = {"latency_ms": "int8 latency (ms, 1 thread)", "size_bytes": "int8 file (MB)"}  # what a rung costs an app
@@ -57,8 +59,25 @@ def _bench(run_dir: Path) -> dict | None:
     return read_json_object(path, RunDirError, "re-run `pocketbert bench --overwrite`", "bench results")
 
 
-def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str, Path]) -> dict:
-    """ladder.json: the rungs' rows (from compare.json and the rungs' stage files), the teacher's, and the marks."""
+def kept_across(row: dict, teacher: dict) -> dict[str, float]:
+    """The share of the teacher's accuracy a row keeps on each cross-domain dataset both were evaluated on."""
+    return {name: accuracy / teacher["cross_domain"][name] for name, accuracy in row["cross_domain"].items()
+            if accuracy is not None and teacher["cross_domain"].get(name)}
+
+
+def rows_learned(student: dict) -> dict:
+    """What the rung trained on: every row (labelled, transfer data, rewrites), and the labelled and transfer rows
+    when the distillation read transfer data (its manifest's transfer_data report)."""
+    metrics = student["metrics"]
+    transfer = metrics.get("transfer_data") or {}
+    return {"train_examples": (metrics.get("train") or {}).get("train_examples"),
+            "labelled_examples": transfer.get("labelled_rows"), "transfer_examples": transfer.get("rows")}
+
+
+def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str, Path],
+                  transfer: RunTransfer = NO_TRANSFER) -> dict:
+    """ladder.json: the rungs' rows (from compare.json and the rungs' stage files), the teacher's, the marks, and
+    the run's transfer keys the trained rungs inherited."""
     by_name = {r["name"]: r for r in compare["rows"]}
     teachers = [r for r in compare["rows"] if r["kind"] == "teacher"]
     if len(teachers) != 1:
@@ -75,10 +94,11 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
         rows.append({
             "rung": rung.name, "label": rung.label, "run": str(run), "ship": rung.ship, "kind": row["kind"],
             "accuracy": row["accuracy"], "kept": row["accuracy"] / teacher["accuracy"],
-            "cross_domain": row["cross_domain"], "latency_ms": row["latency_ms"] if rung.ship else None,
+            "cross_domain": row["cross_domain"], "kept_cross_domain": kept_across(row, teacher),
+            "latency_ms": row["latency_ms"] if rung.ship else None,
             "latency_interval_ms": row["latency_interval_ms"] if rung.ship else None,
             "size_bytes": row["size_bytes"] if rung.ship else None, "parameters": row["parameters"],
-            "train_examples": (student["metrics"].get("train") or {}).get("train_examples"),
+            **rows_learned(student),
             "parity": _parity(export_dir) if rung.ship else None,
             "wall_time_s": {"distill": student.get("wall_time_s"),
                             "export": read_manifest(export_dir).get("wall_time_s") if rung.ship and
@@ -100,6 +120,7 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
         "ladder": ladder.model_dump(mode="json"), "primary_metric": compare["primary_metric"],
         "dataset": compare["dataset"], "setting": compare["setting"], "views": views,
         "within_points": ladder.within_points, "reference_rung": reference["rung"],
+        "run_transfer": transfer.keys, "run_transfer_source": transfer.source or None,
         "teacher": teacher_row, "rungs": rows,
         "cheapest": {cost: {view: cheapest_within(rows, teacher_row, view, cost, ladder.within_points)
                             for view in views} for cost in COSTS},
@@ -110,6 +131,30 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
 
 def _number(value, fmt: str, scale: float = 1.0) -> str:
     return format(value / scale, fmt) if value is not None else "—"
+
+
+def trained_on(row: dict) -> str:
+    """The "trained on" cell: every row, or the labelled rows + the transfer rows (+ rewrites, when augmented)."""
+    total, transfer = row["train_examples"], row["transfer_examples"]
+    if not transfer or total is None:
+        return _number(total, ",.0f")
+    labelled = row["labelled_examples"] or total - transfer
+    rewrites = total - labelled - transfer
+    return f"{labelled:,} + {transfer:,} unlabelled" + (f" + {rewrites:,} rewrites" if rewrites > 0 else "")
+
+
+def _percent(share) -> str:
+    return f"{100 * share:.1f} %" if share is not None else "—"
+
+
+def _inherited(result: dict) -> list[str]:
+    keys = result["run_transfer"]
+    if not keys.get(TRANSFER_DATA):
+        return []
+    cap = keys.get("transfer.max_examples")
+    return [f"The rungs the ladder trained also learned from the run's transfer data ({', '.join(keys[TRANSFER_DATA])}"
+            f"{f', at most {cap:,} rows' if cap else ''}; from {result['run_transfer_source']}): unlabelled text "
+            "the teacher labels, so that they hold across domains. \"trained on\" says what each saw.", ""]
 
 
 def render_table(result: dict) -> str:
@@ -123,25 +168,30 @@ def render_table(result: dict) -> str:
                 marks.setdefault(name, []).append(f"{'fastest' if cost == 'latency_ms' else 'smallest'} ({view})")
     lines = [f"# The ladder: {result['ladder']['description'] or 'students from one teacher'}", "",
              f"{result['dataset']} {primary}; latency: {s['runtime']} {s['model_format']} {s['precision']}, "
-             f"{s['threads']} thread, batch 1, median; file: the int8 ONNX model bench timed. Marked: the cheapest "
-             f"student within {points:g} point of the teacher on that data.", ""]
+             f"{s['threads']} thread, batch 1, median; file: the int8 ONNX model bench timed. Kept: the student's "
+             f"accuracy over the teacher's on the same data. Marked: the cheapest student within {points:g} point of "
+             "the teacher on that data.", "", *_inherited(result)]
     if not result["comparable_latency"]:
         lines += [f"Latencies come from different hosts ({'; '.join(result['hosts'])}): compare them with care.", ""]
-    head = ["rung", "student", f"{primary} in domain", "kept", *[f"on {v}" for v in views[1:]], "latency (ms)",
+    across = [cell for v in views[1:] for cell in (f"on {v}", f"kept on {v}")]
+    head = ["rung", "student", f"{primary} in domain", "kept", *across, "latency (ms)",
             f"× faster than {ref}", "file (MB)", "parameters (M)", "trained on", "parity gates", "marked"]
     lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 4) + "---|---|"]
     for r in result["rungs"]:
         parity = r["parity"]
-        cells = [r["rung"], r["label"], f"{r['accuracy']:.4f}", f"{100 * r['kept']:.1f} %",
-                 *[_number(r["cross_domain"].get(v), ".4f") for v in views[1:]],
+        cells = [r["rung"], r["label"], f"{r['accuracy']:.4f}", _percent(r["kept"]),
+                 *[cell for v in views[1:] for cell in (_number(r["cross_domain"].get(v), ".4f"),
+                                                        _percent(r["kept_cross_domain"].get(v)))],
                  _number(r["latency_ms"], ".3f") if r["ship"] else "not shipped (control)",
                  _number(r["speedup_vs_reference"], ".1f"), _number(r["size_bytes"], ".1f", 1e6),
-                 _number(r["parameters"], ".2f", 1e6), _number(r["train_examples"], ",.0f"),
+                 _number(r["parameters"], ".2f", 1e6), trained_on(r),
                  f"{parity['passed']}/{parity['models']} passed" if parity else "—", ", ".join(marks.get(r["rung"], []))]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("| teacher | " + " | ".join([
         teacher["name"], f"{teacher['accuracy']:.4f}", "100 %",
-        *[_number(teacher["cross_domain"].get(v), ".4f") for v in views[1:]], _number(teacher["latency_ms"], ".3f"),
+        *[cell for v in views[1:] for cell in (_number(teacher["cross_domain"].get(v), ".4f"),
+                                                "100 %" if teacher["cross_domain"].get(v) else "—")],
+        _number(teacher["latency_ms"], ".3f"),
         "", _number(teacher["size_bytes"], ".1f", 1e6), _number(teacher["parameters"], ".2f", 1e6), "", "", ""]) + " |")
     lines += [""]
     for cost, label in (("latency_ms", "fastest"), ("size_bytes", "smallest download")):
@@ -174,9 +224,19 @@ def place_labels(ax) -> list:
     return placed
 
 
+def kept_axis(ax, teacher_accuracy: float):
+    """A right-hand axis on `ax` that reads its accuracy as the share of the teacher's kept (%): in domain and across
+    domains, a rung's kept share is read off the same panel as its accuracy."""
+    axis = ax.secondary_yaxis("right", functions=(lambda accuracy: 100 * accuracy / teacher_accuracy,
+                                                  lambda kept: kept * teacher_accuracy / 100))
+    axis.set_ylabel("kept of the teacher (%)")
+    return axis
+
+
 def plot_ladder(result: dict, path: Path) -> Path:
-    """Accuracy against int8 latency (top) and int8 file size (bottom), one column per dataset; the teacher's
-    accuracy less `within_points` as a line; the cheapest rung above it starred."""
+    """Accuracy against int8 latency (top) and int8 file size (bottom), one column per dataset, the share of the
+    teacher's accuracy kept on the right-hand axis; the teacher's accuracy less `within_points` as a line; the
+    cheapest rung above it starred."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,6 +261,7 @@ def plot_ladder(result: dict, path: Path) -> Path:
                     ax.annotate("teacher", (teacher[cost] / scale, bar), fontsize=8, xytext=LABEL_OFFSETS[0],
                                 textcoords="offset points")
                 ax.axhline(bar - points / 100, linestyle="--", color="grey", linewidth=1)
+                kept_axis(ax, bar)
             ax.set_xscale("log")
             ax.margins(x=0.12, y=0.08)  # room for the names of the outermost points
             ax.set_xlabel(f"{cost_label}, log scale")
