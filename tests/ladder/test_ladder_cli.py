@@ -74,6 +74,7 @@ def test_every_number_of_the_table_comes_from_the_rungs_files(ladder):
     result = read(out / "ladder.json")
     rows = {r["rung"]: r for r in result["rungs"]}
     assert list(rows) == ["default", "narrow-random", "static"]
+    assert result["run_transfer"] == {}
     dirs = {"default": run, **{name: out / name for name in ("narrow-random", "static")}}
     for name, folder in dirs.items():
         student = read(folder / "student" / "manifest.json")
@@ -81,6 +82,9 @@ def test_every_number_of_the_table_comes_from_the_rungs_files(ladder):
         assert rows[name]["train_examples"] == 32  # the ladder's train setting reached the stage
         assert rows[name]["cross_domain"] == {d: p["student"]["accuracy"]
                                               for d, p in student["metrics"]["cross_domain"].items()}
+        assert rows[name]["kept_cross_domain"] == {d: p["student"]["accuracy"] / p["teacher"]["accuracy"]
+                                                   for d, p in student["metrics"]["cross_domain"].items()}
+        assert rows[name]["transfer_examples"] is None  # the tiny run's recipe has no transfer data to inherit
     assert read(out / "narrow-random" / "student" / "manifest.json")["config"]["shape"]["hidden_size"] == 16
     assert read(out / "static" / "student" / "manifest.json")["config"]["recipe_name"] == "static"
     assert read(out / "narrow-random" / "student" / "manifest.json")["config"]["recipe"]["student"]["init"] == "random"

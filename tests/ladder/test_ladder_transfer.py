@@ -8,7 +8,7 @@ relative path, as a user in their project folder would."""
 from __future__ import annotations
 
 import os
-import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -66,8 +66,6 @@ def project(tmp_path_factory, tiny_base, shared_data):
     try:
         run_cli_steps(teacher)
         teacher_only = tmp_path_factory.mktemp("teacher-only") / "run"
-        import shutil
-
         shutil.copytree(run / "teacher", teacher_only / "teacher")
         run_cli_steps(distill)
     finally:
