@@ -45,7 +45,8 @@ def read_run_transfer(run_dir: Path, enabled: bool = True) -> RunTransfer:
     recorded = (read_manifest(stage_dir)["config"]["recipe"].get(SECTION) or {}) if enabled else {}
     if not isinstance(recorded, dict) or not recorded.get("data"):
         return RunTransfer(student_made=student_made)
-    known = {k: v for k, v in recorded.items() if k in TransferSection.model_fields}  # keys an older version had
+    # a key of an older version that this one no longer has is dropped, as complete_recipe drops it
+    known = {k: v for k, v in recorded.items() if k in TransferSection.model_fields}
     section = section_dict(SECTION, known, f"{stage_dir / MANIFEST}'s transfer section")
     return RunTransfer({f"{SECTION}.{key}": value for key, value in section.items()}, str(stage_dir / MANIFEST),
                        student_made)
