@@ -6,6 +6,8 @@ without measuring again. Measured and estimated figures stay in separate rows, m
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pocketbert.bench import calibration, roofline
 from pocketbert.bench.placement_verdict import UNCHECKED, unit_for
 
@@ -30,6 +32,15 @@ def _size(results: dict, model: str, model_format: str, precision: str) -> int |
     files = results["models"].get(model, {}).get("files", {})
     entry = files.get(f"{model_format}-{precision}")
     return entry["size_bytes"] if entry else None
+
+
+def _full_vocabulary_size(results: dict, model_format: str, precision: str) -> int | None:
+    """The student file's size had it kept the full vocabulary, where the export fitted it and measured that."""
+    vocabulary = results.get("vocabulary") or {}
+    entry = results["models"].get(STUDENT, {}).get("files", {}).get(f"{model_format}-{precision}")
+    if not entry:
+        return None
+    return (vocabulary.get("full_vocabulary_sizes_bytes") or {}).get(Path(entry["path"]).name)
 
 
 def measured_comparisons(results: dict) -> list[dict]:
@@ -58,6 +69,8 @@ def measured_comparisons(results: dict) -> list[dict]:
                 "percent_faster": 100.0 * (other["median_ms"] / student["median_ms"] - 1.0),
                 "size_ratio": b_size / s_size if s_size and b_size else None,
             })
+            full = _full_vocabulary_size(results, student["model_format"], student["precision"])
+            out[-1]["size_ratio_full_vocabulary"] = b_size / full if full and b_size else None
     return sorted(out, key=lambda r: (r["baseline"], r["device"], r["runtime"], r["model_format"], r["precision"],
                                       r["threads"] or 0, r["compute_units"] or ""))
 

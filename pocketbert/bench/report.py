@@ -34,7 +34,11 @@ def headline_sentence(results: dict) -> str:
         return "No student/BERT-base pair was measured at the same precision."
     kept = f"{h['percent_of_teacher_kept']:.1f} %" if h["percent_of_teacher_kept"] is not None else "an unknown share"
     proto = results["protocol"]
-    return (f"The student is {h['percent_faster']:.0f} % faster and {h['size_ratio']:.1f}× smaller than BERT-base "
+    vocabulary = results.get("vocabulary") or {}
+    fitted = (f" (its vocabulary fitted to {vocabulary['rows_after']:,} of {vocabulary['rows_before']:,} rows; "
+              f"{h['size_ratio_full_vocabulary']:.1f}× with the full one)"
+              if h.get("size_ratio_full_vocabulary") else "")
+    return (f"The student is {h['percent_faster']:.0f} % faster and {h['size_ratio']:.1f}× smaller{fitted} than BERT-base "
             f"and keeps {kept} of its teacher's accuracy "
             f"(measured: {h['precision']}, onnxruntime, {h['threads']} thread{'s' if h['threads'] > 1 else ''}, "
             f"batch {proto['batch_size']}, sequence {proto['sequence_length']}, {results['host']['cpu']}).")

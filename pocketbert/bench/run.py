@@ -199,6 +199,15 @@ def student_placement(export_manifest: dict) -> dict:
             "verdicts": verdicts_from_manifest(export_manifest)}
 
 
+def shipped_vocabulary(export_manifest: dict) -> dict | None:
+    """A fitted vocabulary's rows and each ONNX model's size had it kept the full one (the export measured both);
+    None when the export ships the full vocabulary."""
+    fitted = export_manifest["metrics"].get("vocabulary")
+    if not fitted:
+        return None
+    return {k: fitted.get(k) for k in ("rows_before", "rows_after", "full_vocabulary_sizes_bytes")}
+
+
 def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
@@ -335,6 +344,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "architecture_pair": architecture_pair,
             "graph_costs": costs,
             "placement": student_placement(export_manifest),
+            "vocabulary": shipped_vocabulary(export_manifest),
         }
         derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)

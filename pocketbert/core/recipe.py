@@ -190,6 +190,17 @@ class ExportSection(Section):
         "Fitted vocabulary: keep the word pieces that occur at least this many times."))
     vocabulary_max_rows: Optional[int] = Field(None, gt=0, description=(
         "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
+    # A short distillation after fitting (export/vocabulary/recovery.py): where a dropped piece cuts a word into
+    # smaller ones, the fitted student learns to give the full student's answers again.
+    vocabulary_recovery_steps: int = Field(0, ge=0, description=(
+        "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "
+        "training and transfer text (0: none)."))
+    # The int8 ONNX model's word-piece table is stored per row in int8; this share of its rows, the least frequent
+    # in the recipe's text, in 4 bits (export/table_rows.py).
+    embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
+        "The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 bits."))
+    vocabulary_recovery_learning_rate: float = Field(5.0e-5, gt=0.0, description=(
+        "Fitted vocabulary: the recovery distillation's learning rate."))
 
     @model_validator(mode="after")
     def _variant_names(self):

@@ -50,10 +50,17 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Fitted vocabulary: keep pieces that occur at least this often (default: the recipe's, else 2).")
 @click.option("--vocabulary-max-rows", type=COUNT, default=None,
               help="Fitted vocabulary: at most this many rows, the most frequent first (default: the recipe's).")
+@click.option("--vocabulary-recovery-steps", type=click.IntRange(min=0), default=None,
+              help="Fitted vocabulary: steps of a short distillation toward the full student's answers on the "
+                   "recipe's training and transfer text (default: the recipe's, else 0: none).")
+@click.option("--embedding-int4-share", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
+              help="The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 "
+                   "bits (the rest per row in int8; default: the recipe's, else 0).")
 @click.pass_context
 @locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
-           executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, overwrite):
+           executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, vocabulary_recovery_steps,
+           embedding_int4_share, overwrite):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
@@ -68,7 +75,8 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     coreai = [] if coreai_variants == ["none"] else coreai_variants
     executorch = [] if executorch_variants == ["none"] else executorch_variants
     given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
-             "vocabulary_max_rows": vocabulary_max_rows}
+             "vocabulary_max_rows": vocabulary_max_rows, "vocabulary_recovery_steps": vocabulary_recovery_steps,
+             "embedding_int4_share": embedding_int4_share}
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
                                coreml_variants, coreai, {k: v for k, v in given.items() if v is not None},
                                executorch)

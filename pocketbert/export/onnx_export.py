@@ -17,6 +17,7 @@ import torch
 
 from pocketbert.core.errors import ExportError, require
 from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.export import table_rows
 
 ONNX_OPSET = 17
 # The FFN output projection reads GELU activations with large outliers: int8 there flipped 1.3 % of SST-2
@@ -52,8 +53,9 @@ def fp32_nodes(model_path: Path) -> list[str]:
             if n.op_type in ("MatMul", "Gemm") and any(p.search(n.name) for p in FP32_NODE_PATTERNS)]
 
 
-def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None) -> Path:
-    """Dynamic int8 quantization of weights, per channel (it keeps far more accuracy than per tensor).
+def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None, int4_rows=None) -> Path:
+    """Dynamic int8 quantization of weights, per channel (it keeps far more accuracy than per tensor), and the
+    word-piece table per row (table_rows.py), the rows `int4_rows` in 4 bits.
 
     keep_fp32: nodes left in fp32; None keeps every FFN output projection (FP32_NODE_PATTERNS).
     """
@@ -64,10 +66,12 @@ def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None
     try:
         quantization.quantize_dynamic(
             str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
-            nodes_to_exclude=fp32_nodes(source) if keep_fp32 is None else list(keep_fp32),
+            nodes_to_exclude=[*(fp32_nodes(source) if keep_fp32 is None else keep_fp32),
+                              table_rows.table_gather_name(source)],
         )
     finally:
         root.setLevel(level)
+    table_rows.quantize_rows(target, int4_rows)
     return target
 
 

@@ -22,7 +22,7 @@ from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.export.vocabulary.step import fit_vocabulary
+from pocketbert.export.vocabulary.step import fit_vocabulary, row_counts
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
 from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
@@ -160,6 +160,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     if export_cfg["vocabulary"] == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
         fitted = fit_vocabulary(model, tokenizer, task, data, recipe, data_dir, seed)
         model, tokenizer = fitted.model, fitted.tokenizer
+    counts = None
+    if export_cfg["embedding_int4_share"]:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
+        counts = fitted.row_counts if fitted is not None else row_counts(tokenizer, task, data, recipe, data_dir, seed)
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
@@ -185,7 +188,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
-            export_cfg=export_cfg, eval_cfg=eval_cfg,
+            export_cfg=export_cfg, eval_cfg=eval_cfg, row_counts=counts,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         for variant in plan:
             steps.set_postfix_str(variant.name)
@@ -223,6 +226,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         if failed:
             raise ExportError(failed[0].failure() + "; nothing was written (check the export path or retrain)")
         sizes = {(out / v.file_name(task)).name: path_size(out / v.file_name(task)) for v in plan}
+        if fitted is not None:  # the token-id models' sizes with the full table (a text-in graph also holds the words)
+            fitted.measure_full_sizes([out / v.file_name(task) for v in plan if v.file_name(task).endswith(".onnx")
+                                       and not v.runtime.takes_text])
         hub = hub_layout.write_hub_layout(out, architecture)
         chosen_coreml = [v.name for v in plan if v.family == variants.COREML_FAMILY]
         chosen_coreai = [v.name for v in plan if v.family == variants.COREAI_FAMILY]
@@ -246,6 +252,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      # export.vocabulary: fitted: the rows kept, the text counted, the cost against the full student
                      "vocabulary": fitted.record if fitted is not None else None,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
+                     "int8_word_table": context.notes.get("word_table"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "coreml_warnings": context.notes.get("coreml_warnings", []),
                      "coreai_entry_points": context.notes.get("coreai_lengths"),

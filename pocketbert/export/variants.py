@@ -20,7 +20,8 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.errors import ExportError
-from pocketbert.export import ane_program, coreai, coreml, executorch_export, int8_budget, onnx_export, parity
+from pocketbert.export import (ane_program, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
+                               table_rows)
 from pocketbert.export.text_in import qa_graph, tokenizer_check
 from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in.session import extensions_library
@@ -189,6 +190,7 @@ class BuildContext:
     description: str
     eval_cfg: dict = field(default_factory=dict)  # the span search's n_best and max_answer_length (QA)
     notes: dict = field(default_factory=dict)    # what builders report for the manifest
+    row_counts: Any = None   # each row of the student's table: its occurrences in the recipe's text (when asked)
     _programs: dict = field(default_factory=dict)
 
     def path(self, variant_name: str) -> Path:
@@ -299,8 +301,14 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
                 fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
                 float(ctx.export_cfg["int8_size_budget"]), latency_ratio, ctx.export_cfg["int8_latency_budget"])
             choice = {**choice, "calibration_examples": len(features)}
-        onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"])
+        share = float(ctx.export_cfg["embedding_int4_share"])
+        rows4 = table_rows.int4_rows(ctx.row_counts, share) if share else None
+        onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4)
     ctx.notes["int8_mixed_precision"] = choice
+    rows = ctx.model.get_input_embeddings().num_embeddings
+    four = 0 if rows4 is None else len(rows4)
+    ctx.notes["word_table"] = {"rows": rows, "int8_rows": rows - four, "int4_rows": four,
+                               "int4_group": table_rows.EMBEDDING_INT4_GROUP if four else None}
 
 
 def _one_row_feed(ctx: BuildContext, feature) -> dict:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.models import layer_count
-from pocketbert.core.recipe import Recipe, available_presets, read_recipe, section_dict, with_overrides
+from pocketbert.core.recipe import VOCABULARIES, Recipe, available_presets, read_recipe, section_dict, with_overrides
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import LADDER_COMPARE_DIR
@@ -41,6 +41,11 @@ class ExportSetting(_Strict):
     coreml_variants: Optional[list[str]] = Field(None, min_length=1)
     coreai_variants: Optional[list[str]] = None             # []: no Core AI program
     executorch_variants: Optional[list[str]] = None         # []: no ExecuTorch program
+    # a fitted vocabulary (export/vocabulary/): the table then shows the int8 file with the full one beside it
+    vocabulary: Optional[Literal[VOCABULARIES]] = None      # type: ignore[valid-type]
+    vocabulary_min_count: Optional[int] = Field(None, gt=0)
+    vocabulary_max_rows: Optional[int] = Field(None, gt=0)
+    vocabulary_recovery_steps: Optional[int] = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _variant_names(self):

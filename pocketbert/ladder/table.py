@@ -52,6 +52,20 @@ def _parity(export_dir: Path) -> dict | None:
             "worst_agreement": min(g["agreement"] for g in gates)}
 
 
+INT8_VARIANT = "onnx-int8"  # the export's name of the int8 ONNX model, whose file the table's size is
+
+
+def full_vocabulary_size(export_dir: Path) -> int | None:
+    """The rung's int8 ONNX model's size had it kept the full vocabulary, where its export fitted the vocabulary
+    (and measured that size); None for an export of the full vocabulary."""
+    if not (export_dir / MANIFEST).is_file():
+        return None
+    manifest = read_manifest(export_dir)
+    entry = (manifest["config"].get("variants") or {}).get(INT8_VARIANT) or {}
+    fitted = manifest["metrics"].get("vocabulary") or {}
+    return (fitted.get("full_vocabulary_sizes_bytes") or {}).get(entry.get("file"))
+
+
 def _bench(run_dir: Path) -> dict | None:
     path = run_dir / BENCH_DIR / BENCH_RESULTS
     if not path.is_file():
@@ -97,7 +111,9 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
             "cross_domain": row["cross_domain"], "kept_cross_domain": kept_across(row, teacher),
             "latency_ms": row["latency_ms"] if rung.ship else None,
             "latency_interval_ms": row["latency_interval_ms"] if rung.ship else None,
-            "size_bytes": row["size_bytes"] if rung.ship else None, "parameters": row["parameters"],
+            "size_bytes": row["size_bytes"] if rung.ship else None,
+            "size_full_vocabulary_bytes": full_vocabulary_size(export_dir) if rung.ship else None,
+            "parameters": row["parameters"],
             **rows_learned(student),
             "parity": _parity(export_dir) if rung.ship else None,
             "wall_time_s": {"distill": student.get("wall_time_s"),
@@ -175,7 +191,8 @@ def render_table(result: dict) -> str:
         lines += [f"Latencies come from different hosts ({'; '.join(result['hosts'])}): compare them with care.", ""]
     across = [cell for v in views[1:] for cell in (f"on {v}", f"kept on {v}")]
     head = ["rung", "student", f"{primary} in domain", "kept", *across, "latency (ms)",
-            f"× faster than {ref}", "file (MB)", "parameters (M)", "trained on", "parity gates", "marked"]
+            f"× faster than {ref}", "file (MB)", "with full vocabulary (MB)", "parameters (M)", "trained on",
+            "parity gates", "marked"]
     lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 4) + "---|---|"]
     for r in result["rungs"]:
         parity = r["parity"]
@@ -184,6 +201,7 @@ def render_table(result: dict) -> str:
                                                         _percent(r["kept_cross_domain"].get(v)))],
                  _number(r["latency_ms"], ".3f") if r["ship"] else "not shipped (control)",
                  _number(r["speedup_vs_reference"], ".1f"), _number(r["size_bytes"], ".1f", 1e6),
+                 _number(r.get("size_full_vocabulary_bytes") or (r["size_bytes"] if r["ship"] else None), ".1f", 1e6),
                  _number(r["parameters"], ".2f", 1e6), trained_on(r),
                  f"{parity['passed']}/{parity['models']} passed" if parity else "—", ", ".join(marks.get(r["rung"], []))]
         lines.append("| " + " | ".join(cells) + " |")
@@ -192,7 +210,8 @@ def render_table(result: dict) -> str:
         *[cell for v in views[1:] for cell in (_number(teacher["cross_domain"].get(v), ".4f"),
                                                 "100 %" if teacher["cross_domain"].get(v) else "—")],
         _number(teacher["latency_ms"], ".3f"),
-        "", _number(teacher["size_bytes"], ".1f", 1e6), _number(teacher["parameters"], ".2f", 1e6), "", "", ""]) + " |")
+        "", _number(teacher["size_bytes"], ".1f", 1e6), _number(teacher["size_bytes"], ".1f", 1e6),
+        _number(teacher["parameters"], ".2f", 1e6), "", "", ""]) + " |")
     lines += [""]
     for cost, label in (("latency_ms", "fastest"), ("size_bytes", "smallest download")):
         said = [f"{view}: {cheapest[cost][view] or f'none within {points:g} point'}" for view in views]
