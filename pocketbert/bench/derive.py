@@ -36,11 +36,9 @@ def _size(results: dict, model: str, model_format: str, precision: str) -> int |
 
 def _full_vocabulary_size(results: dict, model_format: str, precision: str) -> int | None:
     """The student file's size had it kept the full vocabulary, where the export fitted it and measured that."""
-    vocabulary = results.get("vocabulary") or {}
+    full_sizes = (results.get("vocabulary") or {}).get("full_vocabulary_sizes_bytes") or {}
     entry = results["models"].get(STUDENT, {}).get("files", {}).get(f"{model_format}-{precision}")
-    if not entry:
-        return None
-    return (vocabulary.get("full_vocabulary_sizes_bytes") or {}).get(Path(entry["path"]).name)
+    return full_sizes.get(Path(entry["path"]).name) if full_sizes and entry else None
 
 
 def measured_comparisons(results: dict) -> list[dict]:

@@ -199,7 +199,7 @@ class ExportSection(Section):
     # in the recipe's text, in 4 bits (export/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
         "The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 bits."))
-    vocabulary_recovery_learning_rate: float = Field(5.0e-5, gt=0.0, description=(
+    vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
         "Fitted vocabulary: the recovery distillation's learning rate."))
 
     @model_validator(mode="after")

@@ -305,10 +305,11 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
         rows4 = table_rows.int4_rows(ctx.row_counts, share) if share else None
         onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4)
     ctx.notes["int8_mixed_precision"] = choice
-    rows = ctx.model.get_input_embeddings().num_embeddings
+    table = ctx.model.get_input_embeddings()
     four = 0 if rows4 is None else len(rows4)
-    ctx.notes["word_table"] = {"rows": rows, "int8_rows": rows - four, "int4_rows": four,
-                               "int4_group": table_rows.EMBEDDING_INT4_GROUP if four else None}
+    ctx.notes["word_table"] = {"rows": table.num_embeddings, "int8_rows": table.num_embeddings - four,
+                               "int4_rows": four,
+                               "int4_group": table_rows.int4_group(table.embedding_dim) if four else None}
 
 
 def _one_row_feed(ctx: BuildContext, feature) -> dict:

@@ -172,7 +172,8 @@ def _export_options(e: ExportSetting) -> list[str]:
         options += ["--coreai-variants", ",".join(e.coreai_variants) or "none"]
     if e.executorch_variants is not None:
         options += ["--executorch-variants", ",".join(e.executorch_variants) or "none"]
-    for key in ("vocabulary", "vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps"):
+    for key in ("vocabulary", "vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps",
+                "embedding_int4_share"):
         if getattr(e, key) is not None:
             options += [f"--{key.replace('_', '-')}", str(getattr(e, key))]
     return options

@@ -46,6 +46,7 @@ class ExportSetting(_Strict):
     vocabulary_min_count: Optional[int] = Field(None, gt=0)
     vocabulary_max_rows: Optional[int] = Field(None, gt=0)
     vocabulary_recovery_steps: Optional[int] = Field(None, ge=0)
+    embedding_int4_share: Optional[float] = Field(None, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _variant_names(self):

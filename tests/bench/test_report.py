@@ -137,6 +137,20 @@ def test_headline_sentence():
         "The student is 1325 % faster and 6.3× smaller than BERT-base and keeps 98.4 % of its teacher's accuracy")
 
 
+def test_a_fitted_vocabulary_reports_the_shipped_size_and_the_full_one():
+    raw = synthetic_results()
+    # the export measured the student's fp32 file with the full table (the synthetic files are named by key)
+    raw["vocabulary"] = {"rows_before": 30522, "rows_after": 13285, "full_vocabulary_sizes_bytes": {"onnx-fp32": 140e6}}
+    results = derive.derive(raw)
+    rows = {(c["baseline"], c["precision"]): c for c in results["comparisons"]}
+    bert = rows[("bert-base", "fp32")]
+    assert bert["size_ratio"] == pytest.approx(438 / 70) and bert["size_ratio_full_vocabulary"] == pytest.approx(438 / 140)
+    assert rows[("bert-base", "int8")]["size_ratio_full_vocabulary"] is None  # not measured for that file
+    assert ("6.3× smaller (its vocabulary fitted to 13,285 of 30,522 rows; 3.1× with the full one) than BERT-base"
+            in headline_sentence(results))
+    assert derive.derive(synthetic_results())["comparisons"][0]["size_ratio_full_vocabulary"] is None
+
+
 def test_reports_render_from_results_json_alone(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(derive.derive(synthetic_results())))

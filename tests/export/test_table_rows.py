@@ -57,8 +57,8 @@ def test_each_row_is_read_back_within_its_own_quantization_step(tmp_path, table,
     for row_id, row in zip(ids.ravel(), got.reshape(-1, WIDTH)):
         original = table[row_id]
         if is4[row_id]:  # 7 steps each side of zero, a scale per group of values
-            step = np.repeat(np.abs(original.reshape(-1, table_rows.EMBEDDING_INT4_GROUP)).max(axis=1) / 7,
-                             table_rows.EMBEDDING_INT4_GROUP)
+            step = np.repeat(np.abs(original.reshape(-1, table_rows.int4_group(WIDTH))).max(axis=1) / 7,
+                             table_rows.int4_group(WIDTH))
         else:
             step = np.full(WIDTH, np.abs(original).max() / 127)
         assert np.all(np.abs(row - original) <= step / 2 + 1e-7), row_id
@@ -75,8 +75,18 @@ def test_the_4_bit_rows_halve_their_bytes(tmp_path, table):
     table_bytes = ROWS * WIDTH
     assert sizes[0.0] < table_bytes * 1.1  # one byte a value, and a scale a row
     # half a byte a value saved on the 4-bit rows, less the row map and their group scales (4 bytes each)
-    overhead = ROWS * 4 * (1 + WIDTH // table_rows.EMBEDDING_INT4_GROUP)
+    overhead = ROWS * 4 * (1 + WIDTH // table_rows.int4_group(WIDTH))
     assert sizes[0.0] - sizes[INT4_SHARE] > INT4_SHARE * table_bytes / 2 - overhead - ONNX_SLACK_BYTES
+
+
+def test_a_narrow_table_shares_a_scale_among_fewer_values():
+    from pocketbert.core.errors import ExportError
+    from pocketbert.export.table_rows import EMBEDDING_INT4_GROUP, int4_group
+
+    assert int4_group(384) == int4_group(192) == EMBEDDING_INT4_GROUP
+    assert (int4_group(32), int4_group(312)) == (32, 52)
+    with pytest.raises(ExportError, match="odd"):
+        int4_group(33)
 
 
 def test_the_rarest_rows_are_chosen_ties_to_the_higher_id():

@@ -18,6 +18,9 @@ MIN_COUNT = 2
 # would not be worth the option
 MOST_ROWS_KEPT_ON_SST2 = 0.6
 CAPPED_EXTRA_ROWS = 100
+RECOVERY_STEPS = 5
+INT4_SHARE = 0.5
+FULL_SIZE_SLACK = 1024  # bytes: the grown table's file and the full export's differ in names and lengths alone
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +192,7 @@ def test_a_recipe_that_does_not_ask_exports_the_full_vocabulary_as_before(export
 def test_a_fitted_export_passes_every_gate_and_is_smaller(exported_run, tmp_path, capsys, shared_data):
     run = linked_copy(exported_run, tmp_path / "run", ["teacher", "student"])
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
+                     "--vocabulary-recovery-steps", str(RECOVERY_STEPS), "--embedding-int4-share", str(INT4_SHARE),
                      *QUICK_EXPORT)
     assert result.exit_code == 0, error_line(result)
     export = run / "export"
@@ -206,6 +210,14 @@ def test_a_fitted_export_passes_every_gate_and_is_smaller(exported_run, tmp_path
     assert cost["examples"] == manifest["config"]["parity_examples"] and 0.0 <= cost["agreement"] <= 1.0
     assert set(cost["fitted_student"]) == set(cost["full_student"]) >= {"accuracy"}
     assert "vocabulary fitted: 30522 -> " in result.out
+    recovery = fitted["recovery"]
+    assert recovery["steps"] == RECOVERY_STEPS and recovery["texts_cut_differently"] > 0
+    # the fp32 graph with the full table is the full-vocabulary export's, byte for byte but for the table's values
+    full = exported_run / "export" / run_files.ONNX_FP32
+    assert abs(fitted["full_vocabulary_sizes_bytes"][run_files.ONNX_FP32] - full.stat().st_size) < FULL_SIZE_SLACK
+    assert fitted["full_vocabulary_sizes_bytes"][run_files.ONNX_INT8] > (export / run_files.ONNX_INT8).stat().st_size
+    table = manifest["metrics"]["int8_word_table"]
+    assert table["rows"] == rows and table["int4_rows"] == round(INT4_SHARE * rows)
 
     # tokenizer.json, vocab.txt, tokenizer_config.json, config.json and the golden file agree on the fitted ids
     tokenizer = json.loads((export / run_files.TOKENIZER_JSON).read_text())
