@@ -91,6 +91,10 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
                            for k, v in cost["fitted_student"].items() if isinstance(v, float))
         click.echo(f"  vocabulary fitted: {fitted['rows_before']} -> {fitted['rows_after']} rows; against the full "
                    f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric}")
+        for name, other in (fitted.get("against_full_student_across_domains") or {}).items():
+            click.echo(f"    on {other['examples']} {name} examples: agreement {other['agreement']:.4f}, " + ", ".join(
+                f"{k} {v:.4f} (full {other['full_student'][k]:.4f})" for k, v in other["fitted_student"].items()
+                if isinstance(v, float)))
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 

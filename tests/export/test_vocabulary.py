@@ -210,6 +210,7 @@ def test_a_fitted_export_passes_every_gate_and_is_smaller(exported_run, tmp_path
     assert cost["examples"] == manifest["config"]["parity_examples"] and 0.0 <= cost["agreement"] <= 1.0
     assert set(cost["fitted_student"]) == set(cost["full_student"]) >= {"accuracy"}
     assert "vocabulary fitted: 30522 -> " in result.out
+    assert fitted["against_full_student_across_domains"] == {}  # the tiny recipe names no cross-domain dataset
     recovery = fitted["recovery"]
     assert recovery["steps"] == RECOVERY_STEPS and recovery["texts_cut_differently"] > 0
     # the fp32 graph with the full table is the full-vocabulary export's, byte for byte but for the table's values

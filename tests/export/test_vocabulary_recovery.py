@@ -113,3 +113,24 @@ def test_a_task_answering_per_word_piece_is_refused_recovery():
     check_task(make_task("sentiment", ["negative", "positive"]))
     with pytest.raises(ConfigError, match="vocabulary_recovery_steps.*set it to 0"):
         check_task(make_task("qa"))
+
+
+CROSS_DOMAIN_EXAMPLES = 20
+
+
+def test_the_cost_is_measured_on_each_cross_domain_dataset_too(fitted, wordpiece_tokenizer, shared_data):
+    from pocketbert.export.vocabulary.cost import across_domains
+    from pocketbert.export.vocabulary.rows import fitted_student
+
+    task, _, full, kept, _, student, tokenizer = fitted
+    recipe = {"dataset": "sst2", "eval": {"cross_domain": ["imdb"], "cross_domain_max_examples": CROSS_DOMAIN_EXAMPLES}}
+    measured = across_domains(task, recipe, shared_data, SEED, full, wordpiece_tokenizer, student, tokenizer, 64, None,
+                              8, {})
+    assert set(measured) == {"imdb"} and measured["imdb"]["examples"] == CROSS_DOMAIN_EXAMPLES
+    assert set(measured["imdb"]["fitted_student"]) == set(measured["imdb"]["full_student"]) >= {"accuracy"}
+    # every row kept: the same answers
+    same = fitted_student(full, list(range(len(wordpiece_tokenizer))))
+    assert across_domains(task, recipe, shared_data, SEED, full, wordpiece_tokenizer, same, wordpiece_tokenizer, 64,
+                          None, 8, {})["imdb"]["agreement"] == 1.0
+    assert across_domains(task, {"dataset": "sst2", "eval": {}}, shared_data, SEED, full, wordpiece_tokenizer, student,
+                          tokenizer, 64, None, 8, {}) == {}

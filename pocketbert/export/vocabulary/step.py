@@ -21,13 +21,20 @@ class FittedVocabulary:
     full_tokenizer: Any
     record: dict          # for the export's manifest
     row_counts: Any       # each fitted row's occurrences in the recipe's text
+    recipe: dict          # its eval.cross_domain datasets are measured too
+    data_dir: Path | None
+    seed: int
 
     def measure(self, task, examples: list, features: list, logits: list, max_length: int, doc_stride: int | None,
                 batch_size: int, eval_cfg: dict) -> dict:
-        """The fitted student's answers (`logits` on its `features`) against the full student's: into the record."""
+        """The fitted student's answers (`logits` on its `features`) against the full student's, and on each
+        cross-domain dataset of the recipe: into the record."""
         self.record["against_full_student"] = cost.against_full(
             task, examples, self.full_model, self.full_tokenizer, features, logits, max_length, doc_stride,
             batch_size, eval_cfg)
+        self.record["against_full_student_across_domains"] = cost.across_domains(
+            task, self.recipe, self.data_dir, self.seed, self.full_model, self.full_tokenizer, self.model,
+            self.tokenizer, max_length, doc_stride, batch_size, eval_cfg)
         return self.record
 
     def measure_full_sizes(self, onnx_files: list[Path]) -> dict:
@@ -62,7 +69,8 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
         record["recovery"] = recovery.recover(
             fitted_model, model, tokenizer, task, recovery.training_texts(texts), kept.ids, forced, min_count, steps,
             float(export_cfg["vocabulary_recovery_learning_rate"]), int(recipe["distill"]["max_length"]), seed)
-    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, counted.counts[kept.ids])
+    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, counted.counts[kept.ids], recipe,
+                            data_dir, seed)
 
 
 def row_counts(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
