@@ -24,6 +24,8 @@ from pocketbert.core.errors import ExportError
 # one scale a row, 0.35 with one per 64 values (2,000 reviews, 2026-11-26).
 EMBEDDING_INT4_GROUP = 64
 PREFIX = "word_table/"      # names of the nodes and initializers this module adds
+# its initializers with a row (or a row's scales) for each word piece: what a larger vocabulary grows
+ROW_TENSORS = tuple(PREFIX + name for name in ("int8", "int8_scale", "int4", "int4_scale", "slot"))
 
 
 def word_table(graph):
@@ -157,3 +159,29 @@ def quantize_rows(path: Path, int4_ids: np.ndarray | None = None) -> dict:
     onnx.save(model, str(path))
     return {"rows": rows, "int8_rows": int(rows - four.sum()), "int4_rows": int(four.sum()),
             "int4_group": group}
+
+
+def size_with_rows(path: Path, rows: int, full_rows: int) -> int:
+    """The size in bytes of the ONNX model at `path` had its word-piece table `full_rows` rows instead of `rows`:
+    its table (a 2-D initializer of `rows` rows, in whatever precision) or the per-row tensors of quantize_rows,
+    each grown in proportion with zero rows, saved and measured. The file's size, not its answers."""
+    import tempfile
+
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    grown = 0
+    for i, tensor in enumerate(model.graph.initializer):
+        if tensor.name in ROW_TENSORS or (len(tensor.dims) == 2 and tensor.dims[0] == rows):
+            values = numpy_helper.to_array(tensor)
+            more = round(values.shape[0] * full_rows / rows) - values.shape[0]
+            extra = np.zeros((more, *values.shape[1:]), dtype=values.dtype)
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(np.concatenate([values, extra]), tensor.name))
+            grown += 1
+    if not grown:
+        raise ExportError(f"{path.name} holds no word-piece table of {rows} rows to measure with the full vocabulary")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / path.name
+        onnx.save(model, str(target))
+        return target.stat().st_size

@@ -94,3 +94,18 @@ def test_the_rarest_rows_are_chosen_ties_to_the_higher_id():
 
     assert int4_rows(np.array([5, 0, 3, 0, 9]), 0.4).tolist() == [1, 3]
     assert int4_rows(np.array([5, 0, 3, 0, 9]), 0.2).tolist() == [3]
+
+
+@pytest.mark.parametrize("share", [0.0, INT4_SHARE])
+def test_the_size_with_a_larger_vocabulary_is_the_size_of_that_table_stored_the_same_way(tmp_path, table, share):
+    from pocketbert.export import table_rows
+
+    def stored(rows: int) -> int:
+        path = _lookup_model(tmp_path / f"lookup-{rows}.onnx", table[np.arange(rows) % ROWS])
+        table_rows.quantize_rows(path, table_rows.int4_rows(np.arange(rows), share) if share else None)
+        return path.stat().st_size
+
+    small = _lookup_model(tmp_path / "small.onnx", table)
+    assert abs(table_rows.size_with_rows(small, ROWS, 3 * ROWS) - (3 * ROWS * WIDTH * 4)) < ONNX_SLACK_BYTES  # fp32
+    table_rows.quantize_rows(small, table_rows.int4_rows(np.arange(ROWS), share) if share else None)
+    assert abs(table_rows.size_with_rows(small, ROWS, 3 * ROWS) - stored(3 * ROWS)) < ONNX_SLACK_BYTES

@@ -28,6 +28,7 @@ rungs:
     label: static table
     preset: tiny
     set: {distill.recipe: static, distill.cos_weight: 0, static.pca_dims: 16}
+    export: {vocabulary: fitted}
 train: {max_train_examples: 32}
 export: {parity_examples: 16, coreml_examples: 2, coreml_variants: [fp16], coreai_variants: [], executorch_variants: []}
 bench:
@@ -99,6 +100,11 @@ def test_every_number_of_the_table_comes_from_the_rungs_files(ladder):
         assert all(g["n_examples"] <= 16 for g in gates.values())  # the ladder's parity setting reached export
         assert not (dirs[name] / "export" / "PocketBertSentiment.aimodel").exists()  # coreai_variants: []
     assert rows["narrow-random"]["latency_ms"] is None and not (dirs["narrow-random"] / "export").exists()
+    # the static rung shipped a fitted vocabulary: its file with the full table beside it; the default rung, full
+    fitted = read(dirs["static"] / "export" / "manifest.json")["metrics"]["vocabulary"]
+    assert rows["static"]["size_full_vocabulary_bytes"] == fitted["full_vocabulary_sizes_bytes"]["model.int8.onnx"]
+    assert rows["static"]["size_full_vocabulary_bytes"] > rows["static"]["size_bytes"]
+    assert rows["default"]["size_full_vocabulary_bytes"] is None
     teacher = read(run / "student" / "manifest.json")["metrics"]["teacher_eval"]["accuracy"]
     assert result["teacher"]["accuracy"] == teacher
     assert result["teacher"]["latency_ms"] == next(

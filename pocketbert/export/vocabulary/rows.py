@@ -9,7 +9,6 @@ vocabulary; the static student, nearly all table, shrinks the most.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 from pocketbert.core.errors import ExportError
 
@@ -50,29 +49,3 @@ def _renumber_config(config, renumber: dict[int, int]) -> None:
         elif name.endswith("_token_ids") and isinstance(value, list):
             setattr(config, name, [new_id(name, v) for v in value])
 
-
-def onnx_size_with_rows(path: Path, fitted_rows: int, full_rows: int) -> int:
-    """The size in bytes of ONNX file `path` had its word-piece table the full vocabulary's rows: every 2-D
-    initializer of `fitted_rows` rows (the table, in whatever precision the file stores it) grown to `full_rows`,
-    saved and measured. The grown rows are zeros: the file's size, not its answers."""
-    import tempfile
-
-    import numpy as np
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(path))
-    grown = 0
-    for i, tensor in enumerate(model.graph.initializer):
-        if len(tensor.dims) == 2 and tensor.dims[0] == fitted_rows:
-            table = numpy_helper.to_array(tensor)
-            extra = np.zeros((full_rows - fitted_rows, table.shape[1]), dtype=table.dtype)
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(np.concatenate([table, extra]), tensor.name))
-            grown += 1
-    if not grown:
-        raise ExportError(f"{path.name} holds no table of {fitted_rows} rows: the fitted vocabulary's table was not "
-                          "found in it")
-    with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / path.name
-        onnx.save(model, str(target))
-        return target.stat().st_size

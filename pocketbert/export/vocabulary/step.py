@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pocketbert.export import table_rows
 from pocketbert.export.vocabulary import choice, cost, counting, recovery, rows
 from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
 
@@ -38,10 +39,10 @@ class FittedVocabulary:
         return self.record
 
     def measure_full_sizes(self, onnx_files: list[Path]) -> dict:
-        """Each ONNX model's size had it kept the full vocabulary (rows.onnx_size_with_rows): into the record, so
+        """Each ONNX model's size had it kept the full vocabulary (table_rows.size_with_rows): into the record, so
         that a report can show both sizes."""
         self.record["full_vocabulary_sizes_bytes"] = {
-            path.name: rows.onnx_size_with_rows(path, self.record["rows_after"], self.record["rows_before"])
+            path.name: table_rows.size_with_rows(path, self.record["rows_after"], self.record["rows_before"])
             for path in onnx_files}
         return self.record
 
