@@ -52,7 +52,7 @@ def table_gather_name(path: Path) -> str:
 def int4_rows(counts: np.ndarray, share: float) -> np.ndarray:
     """The `share` of the rows least frequent in `counts` (ties: the higher id), as a sorted id array."""
     n = int(round(share * len(counts)))
-    order = sorted(range(len(counts)), key=lambda i: (int(counts[i]), -i))
+    order = sorted(range(len(counts)), key=lambda i: (float(counts[i]), -i))
     return np.sort(np.asarray(order[:n], dtype=np.int64))
 
 

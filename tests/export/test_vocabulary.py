@@ -259,3 +259,21 @@ def test_vocabulary_settings_that_cannot_apply_end_in_one_line_and_write_nothing
                      *QUICK_EXPORT)
     assert result.exit_code == 2 and "add --vocabulary fitted" in error_line(result)
     assert not (run / "export").exists()
+
+
+def test_under_a_cap_a_large_source_does_not_crowd_out_a_small_ones_pieces(wordpiece_tokenizer, forced):
+    """Pieces ranked by their share of the source where they are most common: a small source's own words stay
+    beside a source many times its size."""
+    from pocketbert.export.vocabulary import counting
+    from pocketbert.export.vocabulary.choice import choose_rows
+
+    small = ["the espresso was fine"] * 5
+    large = ["the movie was long and the plot was thin"] * 200
+    counted = counting.count_pieces(wordpiece_tokenizer, {"small": (5, small), "large": (200, large)})
+    vocab = wordpiece_tokenizer.get_vocab()
+    espresso = wordpiece_tokenizer.convert_tokens_to_ids(wordpiece_tokenizer.tokenize("espresso"))
+    cap = len(forced) + 5  # room for five pieces beyond the forced rows: the, was, es, ##press, fine
+    by_share = choose_rows(counted.counts, forced, 1, cap, counted.shares).ids
+    by_count = choose_rows(counted.counts, forced, 1, cap).ids
+    assert all(i in by_share for i in espresso) and vocab["fine"] in by_share
+    assert not all(i in by_count for i in espresso)  # by raw counts the large source's words take the room

@@ -3,7 +3,8 @@
 Always: the special tokens and every single-character piece, with and without the continuation prefix. WordPiece
 cuts a word by the longest piece that matches at each point, so with every character there alone a word is never
 [UNK] for want of a piece: the fitted tokenizer gives [UNK] only where the full one does. Then the pieces the
-counted text holds at least min_count times, and, under a cap on the rows, the most frequent of them.
+counted text holds at least min_count times, and, under a cap on the rows, the most common of them in the source
+where each is most common (counting.PieceCounts.shares).
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def forced_ids(vocab: dict[str, int], special_ids: list[int], prefix: str) -> se
     return single | set(special_ids)
 
 
-def choose_rows(counts: np.ndarray, forced: set[int], min_count: int, max_rows: int | None) -> KeptRows:
-    """The forced ids and those counted at least min_count times, the most frequent first under max_rows (ties:
-    the lower id, so that a fit is the same on every machine). A setting that would keep nothing beyond the forced
-    rows is a ConfigError."""
+def choose_rows(counts: np.ndarray, forced: set[int], min_count: int, max_rows: int | None,
+                rank: np.ndarray | None = None) -> KeptRows:
+    """The forced ids and those counted at least min_count times, under max_rows those of the highest `rank` first
+    (default: the counts; ties: the lower id, so that a fit is the same on every machine). A setting that would keep
+    nothing beyond the forced rows is a ConfigError."""
     rows_before = len(counts)
     if max_rows is not None and max_rows <= len(forced):
         raise ConfigError(f"export.vocabulary_max_rows {max_rows} leaves no room beside the {len(forced)} rows every "
@@ -52,7 +54,8 @@ def choose_rows(counts: np.ndarray, forced: set[int], min_count: int, max_rows: 
     if not frequent:
         raise ConfigError(f"export.vocabulary_min_count {min_count}: no word piece of the recipe's text occurs that "
                           f"often beyond the {len(forced)} rows always kept; lower it, or export the full vocabulary")
-    frequent.sort(key=lambda i: (-int(counts[i]), i))
+    order = counts if rank is None else rank
+    frequent.sort(key=lambda i: (-float(order[i]), i))
     room = len(frequent) if max_rows is None else max_rows - len(forced)
     kept = sorted(forced | set(frequent[:room]))
     return KeptRows(kept, rows_before, len(forced), min(room, len(frequent)), max(0, len(frequent) - room),

@@ -22,6 +22,9 @@ class PieceCounts:
 
     counts: np.ndarray
     splits: dict = field(default_factory=dict)  # split name -> {"examples", "texts", "pieces"}
+    # each id's largest share of one split's pieces: how common it is in the source where it is most common, so
+    # that a large source (20,000 reviews beside 67,349 sentences) does not crowd out a smaller one's pieces
+    shares: np.ndarray | None = None
 
 
 def example_texts(task, examples: list) -> list[str]:
@@ -52,15 +55,19 @@ def count_pieces(tokenizer, texts: dict[str, tuple[int, list[str]]]) -> PieceCou
     cutter.no_padding()
     size = cutter.get_vocab_size(with_added_tokens=True)
     counts = np.zeros(size, dtype=np.int64)
+    shares = np.zeros(size, dtype=np.float64)
     splits = {}
     for name, (examples, split_texts) in texts.items():
         distinct = list(dict.fromkeys(split_texts))
-        pieces = 0
+        split_counts = np.zeros(size, dtype=np.int64)
         for start in range(0, len(distinct), TOKENIZE_CHUNK):
             encoded = cutter.encode_batch(distinct[start:start + TOKENIZE_CHUNK], add_special_tokens=False)
             ids = np.fromiter((i for e in encoded for i in e.ids), dtype=np.int64)
-            counts += np.bincount(ids, minlength=size)
-            pieces += len(ids)
+            split_counts += np.bincount(ids, minlength=size)
+        pieces = int(split_counts.sum())
+        counts += split_counts
+        if pieces:
+            shares = np.maximum(shares, split_counts / pieces)
         splits[name] = {"examples": examples, "texts": len(distinct), "pieces": pieces}
-    return PieceCounts(counts, splits)
+    return PieceCounts(counts, splits, shares)
 

@@ -21,7 +21,7 @@ class FittedVocabulary:
     full_model: Any       # the student as trained, for the cost
     full_tokenizer: Any
     record: dict          # for the export's manifest
-    row_counts: Any       # each fitted row's occurrences in the recipe's text
+    row_counts: Any       # how common each fitted row is in the recipe's text (counting.PieceCounts.shares)
     recipe: dict          # its eval.cross_domain datasets are measured too
     data_dir: Path | None
     seed: int
@@ -60,7 +60,7 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
     special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
     forced = choice.forced_ids(vocab, sorted(special), prefix)
     min_count = int(export_cfg["vocabulary_min_count"])
-    kept = choice.choose_rows(counted.counts, forced, min_count, export_cfg["vocabulary_max_rows"])
+    kept = choice.choose_rows(counted.counts, forced, min_count, export_cfg["vocabulary_max_rows"], counted.shares)
     pieces = int(counted.counts.sum())
     record = {**kept.record(), "counted_on": counted.splits,
               # the counted text's pieces whose own row was kept: the rest are cut into smaller kept pieces
@@ -70,11 +70,11 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
         record["recovery"] = recovery.recover(
             fitted_model, model, tokenizer, task, recovery.training_texts(texts), kept.ids, forced, min_count, steps,
             float(export_cfg["vocabulary_recovery_learning_rate"]), int(recipe["distill"]["max_length"]), seed)
-    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, counted.counts[kept.ids], recipe,
+    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, counted.shares[kept.ids], recipe,
                             data_dir, seed)
 
 
 def row_counts(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
-    """Each row of the student's full table: its occurrences in the recipe's text (what export.embedding_int4_share
-    ranks the rows by)."""
-    return counting.count_pieces(tokenizer, counting.recipe_texts(task, data, recipe["transfer"], data_dir, seed)).counts
+    """How common each row of the student's full table is in the recipe's text (what export.embedding_int4_share
+    ranks the rows by: counting.PieceCounts.shares)."""
+    return counting.count_pieces(tokenizer, counting.recipe_texts(task, data, recipe["transfer"], data_dir, seed)).shares
