@@ -22,7 +22,7 @@ from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.export.vocabulary.step import fit_vocabulary, row_counts
+from pocketbert.export.vocabulary.step import fit_vocabulary, row_shares
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
 from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
@@ -160,9 +160,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     if export_cfg["vocabulary"] == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
         fitted = fit_vocabulary(model, tokenizer, task, data, recipe, data_dir, seed)
         model, tokenizer = fitted.model, fitted.tokenizer
-    counts = None
+    shares = None
     if export_cfg["embedding_int4_share"]:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
-        counts = fitted.row_counts if fitted is not None else row_counts(tokenizer, task, data, recipe, data_dir, seed)
+        shares = fitted.row_shares if fitted is not None else row_shares(tokenizer, task, data, recipe, data_dir, seed)
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
@@ -188,7 +188,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
-            export_cfg=export_cfg, eval_cfg=eval_cfg, row_counts=counts,
+            export_cfg=export_cfg, eval_cfg=eval_cfg, row_shares=shares,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         for variant in plan:
             steps.set_postfix_str(variant.name)

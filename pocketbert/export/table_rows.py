@@ -49,10 +49,11 @@ def table_gather_name(path: Path) -> str:
     return word_table(onnx.load(str(path), load_external_data=False).graph)[0].name
 
 
-def int4_rows(counts: np.ndarray, share: float) -> np.ndarray:
-    """The `share` of the rows least frequent in `counts` (ties: the higher id), as a sorted id array."""
-    n = int(round(share * len(counts)))
-    order = sorted(range(len(counts)), key=lambda i: (float(counts[i]), -i))
+def int4_rows(commonness: np.ndarray, share: float) -> np.ndarray:
+    """The `share` of the rows least common by `commonness` (a count or share per row; ties: the higher id), as a
+    sorted id array."""
+    n = int(round(share * len(commonness)))
+    order = sorted(range(len(commonness)), key=lambda i: (float(commonness[i]), -i))
     return np.sort(np.asarray(order[:n], dtype=np.int64))
 
 

@@ -190,7 +190,7 @@ class BuildContext:
     description: str
     eval_cfg: dict = field(default_factory=dict)  # the span search's n_best and max_answer_length (QA)
     notes: dict = field(default_factory=dict)    # what builders report for the manifest
-    row_counts: Any = None   # each row of the student's table: its occurrences in the recipe's text (when asked)
+    row_shares: Any = None   # how common each row of the table is in the recipe's text (counting.PieceCounts.shares)
     _programs: dict = field(default_factory=dict)
 
     def path(self, variant_name: str) -> Path:
@@ -302,7 +302,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
                 float(ctx.export_cfg["int8_size_budget"]), latency_ratio, ctx.export_cfg["int8_latency_budget"])
             choice = {**choice, "calibration_examples": len(features)}
         share = float(ctx.export_cfg["embedding_int4_share"])
-        rows4 = table_rows.int4_rows(ctx.row_counts, share) if share else None
+        rows4 = table_rows.int4_rows(ctx.row_shares, share) if share else None
         onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4)
     ctx.notes["int8_mixed_precision"] = choice
     table = ctx.model.get_input_embeddings()

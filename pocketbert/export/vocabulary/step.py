@@ -21,7 +21,7 @@ class FittedVocabulary:
     full_model: Any       # the student as trained, for the cost
     full_tokenizer: Any
     record: dict          # for the export's manifest
-    row_counts: Any       # how common each fitted row is in the recipe's text (counting.PieceCounts.shares)
+    row_shares: Any       # how common each fitted row is in the recipe's text (counting.PieceCounts.shares)
     recipe: dict          # its eval.cross_domain datasets are measured too
     data_dir: Path | None
     seed: int
@@ -74,7 +74,7 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
                             data_dir, seed)
 
 
-def row_counts(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
+def row_shares(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
     """How common each row of the student's full table is in the recipe's text (what export.embedding_int4_share
     ranks the rows by: counting.PieceCounts.shares)."""
     return counting.count_pieces(tokenizer, counting.recipe_texts(task, data, recipe["transfer"], data_dir, seed)).shares
