@@ -17,7 +17,7 @@ from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
 from pocketbert.core.recipe import complete_recipe, section_dict
 from pocketbert.core.errors import ConfigError, ExportError
-from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, variants
+from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, table_rows, variants
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
@@ -162,6 +162,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         model, tokenizer = fitted.model, fitted.tokenizer
     shares = None
     if export_cfg["embedding_int4_share"]:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
+        table_rows.int4_group(model.get_input_embeddings().embedding_dim)  # a width that cannot be packed: refused now
         shares = fitted.row_shares if fitted is not None else row_shares(tokenizer, task, data, recipe, data_dir, seed)
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:

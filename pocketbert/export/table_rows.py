@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.core.errors import ExportError
+from pocketbert.core.errors import ConfigError, ExportError
 
 # Values per 4-bit scale. Every row of the default student's table in 4 bits cost 1.4 points of IMDb accuracy with
 # one scale a row, 0.35 with one per 64 values (2,000 reviews, 2026-11-26).
@@ -78,8 +78,8 @@ def int4_group(width: int) -> int:
     below it (a narrow student's)."""
     fits = [g for g in range(2, EMBEDDING_INT4_GROUP + 1, 2) if width % g == 0]
     if not fits:
-        raise ExportError(f"the word-piece table's width {width} is odd: its rows cannot be packed two values a byte; "
-                          "set export.embedding_int4_share to 0")
+        raise ConfigError(f"export.embedding_int4_share: the word-piece table's width {width} is odd, so its rows "
+                          "cannot be packed two values a byte: set it to 0")
     return max(fits)
 
 

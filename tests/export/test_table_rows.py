@@ -80,12 +80,12 @@ def test_the_4_bit_rows_halve_their_bytes(tmp_path, table):
 
 
 def test_a_narrow_table_shares_a_scale_among_fewer_values():
-    from pocketbert.core.errors import ExportError
+    from pocketbert.core.errors import ConfigError
     from pocketbert.export.table_rows import EMBEDDING_INT4_GROUP, int4_group
 
     assert int4_group(384) == int4_group(192) == EMBEDDING_INT4_GROUP
     assert (int4_group(32), int4_group(312)) == (32, 52)
-    with pytest.raises(ExportError, match="odd"):
+    with pytest.raises(ConfigError, match="embedding_int4_share.*odd.*set it to 0"):
         int4_group(33)
 
 
