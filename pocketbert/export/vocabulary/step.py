@@ -21,7 +21,7 @@ class FittedVocabulary:
     full_model: Any       # the student as trained, for the cost
     full_tokenizer: Any
     record: dict          # for the export's manifest
-    row_shares: Any       # how common each fitted row is in the recipe's text (counting.PieceCounts.shares)
+    row_shares: Any       # how common each fitted row is in the recipe's text as the fitted tokenizer cuts it
     recipe: dict          # its eval.cross_domain datasets are measured too
     data_dir: Path | None
     seed: int
@@ -70,8 +70,10 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
         record["recovery"] = recovery.recover(
             fitted_model, model, tokenizer, task, recovery.training_texts(texts), kept.ids, forced, min_count, steps,
             float(export_cfg["vocabulary_recovery_learning_rate"]), int(recipe["distill"]["max_length"]), seed)
-    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, counted.shares[kept.ids], recipe,
-                            data_dir, seed)
+    # how often the app reads each kept row: the text cut by the fitted tokenizer, whose small pieces now also
+    # spell the words whose own piece was dropped
+    shipped = counting.count_pieces(fitted_tok, texts).shares
+    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, shipped, recipe, data_dir, seed)
 
 
 def row_shares(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
