@@ -67,6 +67,7 @@ def test_the_first_half_vocabulary_is_within_the_kept_rows_and_cuts_some_of_the_
     assert changed and alike and len(changed) + len(alike) == len(second)
 
 
+@pytest.mark.slow  # 40 training steps
 def test_recovery_trains_the_table_alone_toward_the_full_students_answers(fitted, wordpiece_tokenizer):
     import copy
 
@@ -118,6 +119,7 @@ def test_a_task_answering_per_word_piece_is_refused_recovery():
 CROSS_DOMAIN_EXAMPLES = 20
 
 
+@pytest.mark.slow  # reads IMDb
 def test_the_cost_is_measured_on_each_cross_domain_dataset_too(fitted, wordpiece_tokenizer, shared_data):
     from pocketbert.export.vocabulary.cost import across_domains
     from pocketbert.export.vocabulary.rows import fitted_student
