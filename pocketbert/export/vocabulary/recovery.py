@@ -41,15 +41,15 @@ def training_texts(texts: dict[str, tuple[int, list[str]]]) -> list[str]:
     return list(dict.fromkeys(t for name, (_, split) in texts.items() if name != EVAL_SPLIT for t in split))
 
 
-def split_by_cut(full_tokenizer, fitted_tokenizer, texts: list[str], max_length: int) -> tuple[list[str], list[str]]:
-    """(texts the fitted tokenizer cuts differently within max_length, texts it cuts as the full one does)."""
+def split_by_cut(full_tokenizer, other_tokenizer, texts: list[str], max_length: int) -> tuple[list[str], list[str]]:
+    """(texts `other_tokenizer` cuts differently within max_length, texts it cuts as the full one does)."""
     def cuts(tokenizer):
         ids = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
         return [tokenizer.convert_ids_to_tokens(row) for row in ids]
 
     changed, alike = [], []
-    for text, full, fitted in zip(texts, cuts(full_tokenizer), cuts(fitted_tokenizer)):
-        (changed if full != fitted else alike).append(text)
+    for text, full, other in zip(texts, cuts(full_tokenizer), cuts(other_tokenizer)):
+        (changed if full != other else alike).append(text)
     return changed, alike
 
 
