@@ -57,6 +57,7 @@ def measured_comparisons(results: dict) -> list[dict]:
                 continue
             s_size = _size(results, STUDENT, student["model_format"], student["precision"])
             b_size = _size(results, baseline, other["model_format"], other["precision"])
+            full = _full_vocabulary_size(results, student["model_format"], student["precision"])
             out.append({
                 "kind": "measured", "baseline": baseline, "device": student.get("device", HOST),
                 "runtime": student["runtime"], "model_format": student["model_format"],
@@ -66,9 +67,8 @@ def measured_comparisons(results: dict) -> list[dict]:
                 "latency_ratio": student["median_ms"] / other["median_ms"],
                 "percent_faster": 100.0 * (other["median_ms"] / student["median_ms"] - 1.0),
                 "size_ratio": b_size / s_size if s_size and b_size else None,
+                "size_ratio_full_vocabulary": b_size / full if full and b_size else None,
             })
-            full = _full_vocabulary_size(results, student["model_format"], student["precision"])
-            out[-1]["size_ratio_full_vocabulary"] = b_size / full if full and b_size else None
     return sorted(out, key=lambda r: (r["baseline"], r["device"], r["runtime"], r["model_format"], r["precision"],
                                       r["threads"] or 0, r["compute_units"] or ""))
 

@@ -183,7 +183,7 @@ class ExportSection(Section):
     # The student's word-embedding table as exported (export/vocabulary/): full, every row of the teacher's
     # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
     # the special tokens and every single-character piece (so no input gains an [UNK]), at most
-    # vocabulary_max_rows rows (the most frequent).
+    # vocabulary_max_rows rows (the most common in the source where each is most common).
     vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
         "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
     vocabulary_min_count: int = Field(2, gt=0, description=(
@@ -195,12 +195,12 @@ class ExportSection(Section):
     vocabulary_recovery_steps: int = Field(0, ge=0, description=(
         "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "
         "training and transfer text (0: none)."))
+    vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
+        "Fitted vocabulary: the recovery distillation's learning rate."))
     # The int8 ONNX model's word-piece table is stored per row in int8; this share of its rows, the least frequent
     # in the recipe's text, in 4 bits (export/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
         "The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 bits."))
-    vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
-        "Fitted vocabulary: the recovery distillation's learning rate."))
 
     @model_validator(mode="after")
     def _variant_names(self):

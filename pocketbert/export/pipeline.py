@@ -22,7 +22,8 @@ from pocketbert.export.app import qa_postprocess
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.export.vocabulary.step import fit_vocabulary, row_shares
+from pocketbert.export.vocabulary.counting import count_pieces, recipe_texts
+from pocketbert.export.vocabulary.step import fit_vocabulary
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
 from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
@@ -163,7 +164,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
     shares = None
     if export_cfg["embedding_int4_share"]:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
         table_rows.int4_group(model.get_input_embeddings().embedding_dim)  # a width that cannot be packed: refused now
-        shares = fitted.row_shares if fitted is not None else row_shares(tokenizer, task, data, recipe, data_dir, seed)
+        texts = fitted.texts if fitted is not None else recipe_texts(task, data, recipe["transfer"], data_dir, seed)
+        # as the shipped tokenizer cuts it: a fitted one's small pieces also spell the words whose piece it dropped
+        shares = count_pieces(tokenizer, texts).shares
 
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step")

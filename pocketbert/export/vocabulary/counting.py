@@ -21,10 +21,10 @@ class PieceCounts:
     """Occurrences of each token id (an array as long as the vocabulary) and what they were counted on."""
 
     counts: np.ndarray
-    splits: dict = field(default_factory=dict)  # split name -> {"examples", "texts", "pieces"}
     # each id's largest share of one split's pieces: how common it is in the source where it is most common, so
     # that a large source (20,000 reviews beside 67,349 sentences) does not crowd out a smaller one's pieces
-    shares: np.ndarray | None = None
+    shares: np.ndarray
+    splits: dict = field(default_factory=dict)  # split name -> {"examples", "texts", "pieces"}
 
 
 def example_texts(task, examples: list) -> list[str]:
@@ -69,5 +69,5 @@ def count_pieces(tokenizer, texts: dict[str, tuple[int, list[str]]]) -> PieceCou
         if pieces:
             shares = np.maximum(shares, split_counts / pieces)
         splits[name] = {"examples": examples, "texts": len(distinct), "pieces": pieces}
-    return PieceCounts(counts, splits, shares)
+    return PieceCounts(counts, shares, splits)
 

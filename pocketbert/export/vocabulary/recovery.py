@@ -93,11 +93,10 @@ def recover(fitted_model, full_model, full_tokenizer, task, texts: list[str], ke
     torch.manual_seed(seed)
     # The word-piece table alone: it is what reads the new cuts, and the layers stay as the full student's, so
     # texts cut as before keep their answers.
-    trainable = [fitted_model.get_input_embeddings().weight]
-    flags = [p.requires_grad for p in trainable]
-    for p in trainable:
-        p.requires_grad_(True)
-    optimizer = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=0.0)
+    table = fitted_model.get_input_embeddings().weight
+    was_trainable = table.requires_grad
+    table.requires_grad_(True)
+    optimizer = torch.optim.AdamW([table], lr=learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / steps)
     # No dropout: the fitted student should learn the full student's answers, not a noisy version of them.
     fitted_model.eval()
@@ -119,8 +118,7 @@ def recover(fitted_model, full_model, full_tokenizer, task, texts: list[str], ke
             schedule.step()
             losses.append(loss.item())
     finally:
-        for p, flag in zip(trainable, flags):
-            p.requires_grad_(flag)
+        table.requires_grad_(was_trainable)
     window = max(1, min(50, steps // 4))
     return record | {"steps": steps, "loss_first": sum(losses[:window]) / window,
                      "loss_last": sum(losses[-window:]) / window, "seconds": round(time.perf_counter() - started, 1)}

@@ -48,4 +48,3 @@ def _renumber_config(config, renumber: dict[int, int]) -> None:
             setattr(config, name, new_id(name, value))
         elif name.endswith("_token_ids") and isinstance(value, list):
             setattr(config, name, [new_id(name, v) for v in value])
-

@@ -21,7 +21,7 @@ class FittedVocabulary:
     full_model: Any       # the student as trained, for the cost
     full_tokenizer: Any
     record: dict          # for the export's manifest
-    row_shares: Any       # how common each fitted row is in the recipe's text as the fitted tokenizer cuts it
+    texts: dict           # the recipe's text it was fitted to, by split (counting.recipe_texts)
     recipe: dict          # its eval.cross_domain datasets are measured too
     data_dir: Path | None
     seed: int
@@ -70,13 +70,4 @@ def fit_vocabulary(model, tokenizer, task, data, recipe: dict, data_dir: Path | 
         record["recovery"] = recovery.recover(
             fitted_model, model, tokenizer, task, recovery.training_texts(texts), kept.ids, forced, min_count, steps,
             float(export_cfg["vocabulary_recovery_learning_rate"]), int(recipe["distill"]["max_length"]), seed)
-    # how often the app reads each kept row: the text cut by the fitted tokenizer, whose small pieces now also
-    # spell the words whose own piece was dropped
-    shipped = counting.count_pieces(fitted_tok, texts).shares
-    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, shipped, recipe, data_dir, seed)
-
-
-def row_shares(tokenizer, task, data, recipe: dict, data_dir: Path | None, seed: int):
-    """How common each row of the student's full table is in the recipe's text (what export.embedding_int4_share
-    ranks the rows by: counting.PieceCounts.shares)."""
-    return counting.count_pieces(tokenizer, counting.recipe_texts(task, data, recipe["transfer"], data_dir, seed)).shares
+    return FittedVocabulary(fitted_model, fitted_tok, model, tokenizer, record, texts, recipe, data_dir, seed)
