@@ -55,10 +55,8 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
         plan = flow.plan(spec, run_dir, out_dir, task, data_dir, device, rebench, transfer)
         steps = flow.run_plan(plan.steps, lambda line: click.echo(line, err=True))
         compare_path = flow.compare_results(plan.compare_dir)
-        result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs)
-        result.update(command=command_line(), spec=ladder_name, run_transfer=transfer.keys,
-                      run_transfer_source=transfer.source or None, steps=steps,
-                      wall_time_s=round(time.time() - started, 1))
+        result = table.ladder_result(spec, table.read_compare(compare_path), compare_path, plan.rung_dirs, transfer)
+        result.update(command=command_line(), spec=ladder_name, steps=steps, wall_time_s=round(time.time() - started, 1))
         # The table and plot are drawn from the JSON as it will be stored, all three before any is written: a plot that
         # fails leaves the earlier set whole.
         serialized = table.dumps(result)

@@ -44,10 +44,10 @@ def cheapest_within(rows: list[dict], teacher: dict, view: str, cost: str, point
     return min(close, key=lambda r: (r[cost], -metric(r, view)))["rung"] if close else None
 
 
-def _parity(export_dir: Path) -> dict | None:
-    if not (export_dir / MANIFEST).is_file():
+def _parity(export: dict | None) -> dict | None:
+    if export is None:
         return None
-    gates = read_manifest(export_dir)["metrics"]["parity"].values()
+    gates = export["metrics"]["parity"].values()
     return {"models": len(gates), "passed": sum(bool(g["passed"]) for g in gates),
             "worst_agreement": min(g["agreement"] for g in gates)}
 
@@ -55,14 +55,13 @@ def _parity(export_dir: Path) -> dict | None:
 INT8_VARIANT = "onnx-int8"  # the export's name of the int8 ONNX model, whose file the table's size is
 
 
-def full_vocabulary_size(export_dir: Path) -> int | None:
-    """The rung's int8 ONNX model's size had it kept the full vocabulary, where its export fitted the vocabulary
-    (and measured that size); None for an export of the full vocabulary."""
-    if not (export_dir / MANIFEST).is_file():
+def full_vocabulary_size(export: dict | None) -> int | None:
+    """The rung's int8 ONNX model's size had it kept the full vocabulary, where its export (manifest) fitted the
+    vocabulary and measured that size; None for an export of the full vocabulary."""
+    if export is None:
         return None
-    manifest = read_manifest(export_dir)
-    entry = (manifest["config"].get("variants") or {}).get(INT8_VARIANT) or {}
-    fitted = manifest["metrics"].get("vocabulary") or {}
+    entry = (export["config"].get("variants") or {}).get(INT8_VARIANT) or {}
+    fitted = export["metrics"].get("vocabulary") or {}
     return (fitted.get("full_vocabulary_sizes_bytes") or {}).get(entry.get("file"))
 
 
@@ -105,6 +104,8 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
         student = read_manifest(run / STUDENT_DIR)
         bench = _bench(run) if rung.ship else None
         export_dir = run / EXPORT_DIR
+        # the rung's export manifest, read once (a control ships nothing)
+        export = read_manifest(export_dir) if rung.ship and (export_dir / MANIFEST).is_file() else None
         rows.append({
             "rung": rung.name, "label": rung.label, "run": str(run), "ship": rung.ship, "kind": row["kind"],
             "accuracy": row["accuracy"], "kept": row["accuracy"] / teacher["accuracy"],
@@ -112,13 +113,12 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
             "latency_ms": row["latency_ms"] if rung.ship else None,
             "latency_interval_ms": row["latency_interval_ms"] if rung.ship else None,
             "size_bytes": row["size_bytes"] if rung.ship else None,
-            "size_full_vocabulary_bytes": full_vocabulary_size(export_dir) if rung.ship else None,
+            "size_full_vocabulary_bytes": full_vocabulary_size(export),
             "parameters": row["parameters"],
             **rows_learned(student),
-            "parity": _parity(export_dir) if rung.ship else None,
+            "parity": _parity(export),
             "wall_time_s": {"distill": student.get("wall_time_s"),
-                            "export": read_manifest(export_dir).get("wall_time_s") if rung.ship and
-                            (export_dir / MANIFEST).is_file() else None,
+                            "export": export.get("wall_time_s") if export else None,
                             "bench": (bench or {}).get("wall_time_s")},
             "bench_host": ((bench or {}).get("host") or {}).get("cpu"), "benched_at": (bench or {}).get("created"),
             "sources": row["sources"] + ([str(export_dir / MANIFEST)] if rung.ship else []),
