@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -46,13 +47,17 @@ TOTAL_BUDGET_S = 480  # issue 40: at most 8 minutes on one GPU, set-up included
 BUDGET_S = {
     "setup": 45,
     "stages": 90,
-    "large_batch": 35,
+    "profile": 60,  # the step's profile at the two batch sizes
+    "large_batch": 150,  # five distillations: both batch sizes, three seeds each (one is the stages')
     "resume": 90,  # with the control, the uninterrupted run again
     "resume_eager": 110,  # the same with CUDA graphs off, its uninterrupted run eager too
     "qa": 115,
     "bench_train": 45,
     "levers": 250,
+    # the lever table's torch.compile rows alone (and its all-off row, their base), in a call of their own
+    "compile": 200,
 }
+MIN_BUDGET_S, MAX_BUDGET_S = 60, 600  # a device call runs at most 10 minutes
 WRAP_UP_S = 5  # kept from the total for writing the JSON and the table
 # The dry run exercises every part's code on a CPU at toy sizes, where no GPU cap says how long a part takes (a
 # busy 2-core machine stretched the toy lever table past its 80 s): its caps are the GPU's times this. A cap of
@@ -254,12 +259,18 @@ def write_outputs(result: dict, out: Path) -> None:
 
 
 def parse_caps(items: list[str]) -> dict[str, float]:
+    """PART=SECONDS items; ValueError with the one line to print for a bad one."""
     caps = {}
     for item in items:
         name, _, seconds = item.partition("=")
-        if name not in BUDGET_S or not seconds:
-            raise SystemExit(f"--cap {item}: give PART=SECONDS, PART one of {', '.join(BUDGET_S)}")
-        caps[name] = float(seconds)
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = math.nan
+        if name not in BUDGET_S or not 0 < value <= MAX_BUDGET_S:
+            raise ValueError(f"--cap {item}: give PART=SECONDS, SECONDS above 0 and at most {MAX_BUDGET_S}, PART one "
+                             f"of {', '.join(BUDGET_S)}")
+        caps[name] = value
     return caps
 
 
@@ -277,11 +288,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", action="store_true",
                         help="keep the parts not run from the JSON already in --out (a second call on the GPU)")
     parser.add_argument("--keep-work", action="store_true", help="keep the runs, logs and unpacked kit")
+    parser.add_argument("--budget", type=float, default=TOTAL_BUDGET_S,
+                        help=f"seconds for the whole check, {MIN_BUDGET_S:g} to {MAX_BUDGET_S:g} (a device call's limit)")
     args = parser.parse_args(argv)
+    if not MIN_BUDGET_S <= args.budget <= MAX_BUDGET_S:
+        parser.error(f"--budget {args.budget:g}: give {MIN_BUDGET_S:g} to {MAX_BUDGET_S:g} seconds")
     started_wall = args.started or time.time()
     scale = DRY_CAP_SCALE if args.dry else 1
-    deadline = time.monotonic() + scale * TOTAL_BUDGET_S - (time.time() - started_wall)
-    caps = {**{part: scale * seconds for part, seconds in BUDGET_S.items()}, **parse_caps(args.cap)}
+    deadline = time.monotonic() + scale * args.budget - (time.time() - started_wall)
+    try:
+        caps = {**{part: scale * seconds for part, seconds in BUDGET_S.items()}, **parse_caps(args.cap)}
+    except ValueError as exc:
+        parser.error(str(exc))
     asked = list(BUDGET_S)[1:] if args.parts is None else [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in asked if p not in gpu_check_parts.PARTS]
     if unknown:
@@ -295,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
            "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     result = {"what": "make gpu-check (scripts/gpu_check.py): issue 40's GPU figures", "mode": "dry" if args.dry
               else "gpu", "date": time.strftime("%Y-%m-%d"), **git_state(),
-              "budget_s": {"total": scale * TOTAL_BUDGET_S, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
+              "budget_s": {"total": scale * args.budget, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
 
     def save() -> None:  # after every part, so a check stopped from outside keeps what it finished
         write_outputs(result if earlier is None else updated(earlier, result, asked), out)
@@ -315,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 elif result["parts"]["setup"]["status"] != DONE:
                     record = {"status": SKIPPED, "reason": "the set-up did not finish"}
                 elif cap <= 0:
-                    record = {"status": SKIPPED, "reason": f"the {scale * TOTAL_BUDGET_S} s of the whole check were spent"}
+                    record = {"status": SKIPPED, "reason": f"the {scale * args.budget} s of the whole check were spent"}
                 else:
                     record = run_part(check, name, gpu_check_parts.PARTS[name], cap)
                 result["parts"][name] = record

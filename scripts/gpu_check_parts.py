@@ -42,17 +42,19 @@ class Plan:
     bench_examples: int
     lever_examples: int
     lever_batch_sizes: tuple[int, ...]
+    extra_seeds: tuple[int, ...] = ()  # the large-batch rule's seeds beyond the stages' own
+    profile_examples: int = 16384  # enough steps that the shapes' captures are a small share of the profile
     levers_left_out: dict = field(default_factory=dict)  # lever name -> why this plan leaves it out
     distill_options: tuple[str, ...] = ()  # added to every sentiment distillation (the same for all: resume compares)
     compare_with_cpu: bool = True
 
 
-GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256,
+GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256, extra_seeds=(1, 2),
                 resume_kill_step=600,  # of 1,250 steps, at a checkpoint (every 200), as results/gpu/resume_check.json
                 bench_examples=4000, lever_examples=4096, lever_batch_sizes=(32, 256))
-DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64,
+DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64, extra_seeds=(1,),
                 resume_kill_step=2,  # of 4 steps, at a checkpoint (every 2)
-                bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64),
+                bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64), profile_examples=64,
                 levers_left_out={"torch.compile": "it compiles for a minute on a CPU, too long for the dry run"},
                 distill_options=("--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=32"),
                 compare_with_cpu=False)
@@ -129,28 +131,62 @@ def stages(check, fig: dict) -> None:
 
 
 def large_batch(check, fig: dict) -> None:
-    """`--batch-size N` against the recipe's batch on the same teacher: SST-2 dev and IMDb accuracy."""
+    """`--batch-size N` against the recipe's batch on the same teacher, each with the plan's seeds: SST-2 dev and
+    IMDb accuracy averaged over the seeds (one pair of runs is inside the seed-to-seed noise)."""
     plan, base, student = check.plan, check.needs("sst2_run"), check.needs("student")
-    small = stage_figures(student, 0.0)
-    run = check.work / "runs" / f"sst2-batch{plan.large_batch}"
-    done = check.cli("distill", "train", "distill", "--run", run, "--teacher", base / TEACHER_DIR,
-                     "--preset", plan.sentiment_preset, "--device", plan.device, "--data-dir", check.data_dir,
-                     "--batch-size", plan.large_batch, *plan.distill_options)
-    large = stage_figures(run / STUDENT_DIR, done.seconds)
-    rows = {}
-    for figures in (small, large):
-        train = figures["train"]
-        rows[str(train["global_batch_size"])] = {
-            "sst2_accuracy": accuracy(figures), "imdb_accuracy": imdb_student_accuracy(figures),
-            "examples_per_second": train["examples_per_second"], "learning_rate": train["learning_rate"],
-            "steps": train["steps"], "wall_time_s": figures["wall_time_s"]}
-    fig["rows"] = rows
-    drop = 100 * (accuracy(small) - accuracy(large))
+    first = stage_figures(student, 0.0)
+    stages_seed = manifest(student)["config"]["seed"]
+    runs: dict[int, list[dict]] = {}
+    for batch in (first["train"]["global_batch_size"], plan.large_batch):
+        for seed in (stages_seed, *plan.extra_seeds):
+            if batch == first["train"]["global_batch_size"] and seed == stages_seed:
+                runs.setdefault(batch, []).append({"seed": seed, **row_of(first)})
+                continue
+            run = check.work / "runs" / f"sst2-batch{batch}-seed{seed}"
+            done = check.cli(f"batch {batch}, seed {seed}", "train", "distill", "--run", run, "--teacher",
+                             base / TEACHER_DIR, "--preset", plan.sentiment_preset, "--device", plan.device,
+                             "--data-dir", check.data_dir, "--batch-size", batch, "--seed", seed, *plan.distill_options)
+            runs.setdefault(batch, []).append({"seed": seed, **row_of(stage_figures(run / STUDENT_DIR, done.seconds))})
+            fig["runs"] = {str(k): v for k, v in runs.items()}  # kept as they finish: a cap keeps what it had
+    small, large = (mean_row(runs[batch]) for batch in runs)
+    fig["rows"] = {str(batch): mean_row(rows) for batch, rows in runs.items()}
+    drop = 100 * (small["sst2_accuracy"] - large["sst2_accuracy"])
     fig["sst2_drop_points"] = round(drop, 2)
-    imdb = (imdb_student_accuracy(small), imdb_student_accuracy(large))
+    imdb = (small["imdb_accuracy"], large["imdb_accuracy"])
     fig["imdb_drop_points"] = round(100 * (imdb[0] - imdb[1]), 2) if None not in imdb else None
+    fig["seeds"] = len(runs[plan.large_batch])
     fig["target_points"] = LARGE_BATCH_TARGET_POINTS
     fig["within_target"] = drop <= LARGE_BATCH_TARGET_POINTS
+
+
+def row_of(figures: dict) -> dict:
+    train = figures["train"]
+    return {"sst2_accuracy": accuracy(figures), "imdb_accuracy": imdb_student_accuracy(figures),
+            "examples_per_second": train["examples_per_second"], "learning_rate": train["learning_rate"],
+            "steps": train["steps"], "wall_time_s": figures["wall_time_s"]}
+
+
+def mean_row(rows: list[dict]) -> dict:
+    """The seeds' mean of each figure (None where a run has none), and how many seeds it averages."""
+    def mean(key):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        return round(sum(values) / len(values), 5) if len(values) == len(rows) else None
+    return {**{key: mean(key) for key in ("sst2_accuracy", "imdb_accuracy", "examples_per_second", "wall_time_s")},
+            "learning_rate": rows[0]["learning_rate"], "steps": rows[0]["steps"], "seeds": len(rows)}
+
+
+def profile(check, fig: dict) -> None:
+    """scripts/profile_train.py on the default run's distillation step at the plan's batch sizes: host time,
+    time in PyTorch operators, GPU kernel time per step, the top operators; the Chrome traces beside the JSON."""
+    plan, run = check.plan, check.needs("sst2_run")
+    for batch in plan.lever_batch_sizes:
+        out = check.work / "profile" / f"batch{batch}"
+        check.script(f"profile, batch {batch}", "profile_train.py", "--run", run, "--preset", plan.sentiment_preset,
+                     "--examples", plan.profile_examples, "--batch-size", batch, "--device", plan.device,
+                     "--data-dir", check.data_dir, "--out", out)
+        found = [f for f in out.glob("*.json") if not f.name.endswith("_trace.json")] if out.is_dir() else []
+        if found:
+            fig[f"batch_{batch}"] = json.loads(found[0].read_text())
 
 
 def weight_difference(a: Path, b: Path) -> dict:
@@ -258,15 +294,29 @@ def bench_train(check, fig: dict) -> None:
 def levers(check, fig: dict) -> None:
     """scripts/training_levers.py for the student and the teacher at the plan's batch sizes: all off, each lever
     alone, the defaults, all on; examples/s with spread. Rows are kept as they are measured, cheapest first."""
+    lever_rows(check, fig, "levers", ())
+
+
+COMPILE_ROWS = ("all off", "+ torch.compile", "all on")
+
+
+def compile_rows(check, fig: dict) -> None:
+    """The lever table's torch.compile rows, and the all-off row they are measured against: torch.compile alone,
+    and with every other lever (CUDA graphs capturing the compiled step)."""
+    lever_rows(check, fig, "compile", COMPILE_ROWS)
+
+
+def lever_rows(check, fig: dict, name: str, rows: tuple[str, ...]) -> None:
     from training_levers import LEVERS
 
     plan, run = check.plan, check.needs("sst2_run")
-    out = check.work / "levers.json"
+    out = check.work / f"{name}.json"
     try:
-        check.script("levers", "training_levers.py", "--run", run, "--models", "student,teacher",
+        check.script(name, "training_levers.py", "--run", run, "--models", "student,teacher",
                      "--preset", plan.sentiment_preset, "--examples", plan.lever_examples, "--device", plan.device,
                      "--data-dir", check.data_dir, "--batch-sizes", ",".join(map(str, plan.lever_batch_sizes)),
-                     "--levers", ",".join(name for name in LEVERS if name not in plan.levers_left_out), "--json", out)
+                     "--levers", ",".join(name for name in LEVERS if name not in plan.levers_left_out), "--json", out,
+                     *(("--rows", ",".join(rows)) if rows else ()))
     finally:  # stopped by the cap, it keeps the rows it finished
         if out.is_file():
             result = json.loads(out.read_text())
@@ -274,5 +324,5 @@ def levers(check, fig: dict) -> None:
             fig["left_out"] = {**plan.levers_left_out, **result["levers_left_out"]}
 
 
-PARTS = {"stages": stages, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa,
-         "bench_train": bench_train, "levers": levers}
+PARTS = {"stages": stages, "profile": profile, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa,
+         "bench_train": bench_train, "levers": levers, "compile": compile_rows}

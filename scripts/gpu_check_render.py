@@ -101,16 +101,37 @@ def stages_section(fig: dict) -> list[str]:
 
 
 def large_batch_section(fig: dict) -> list[str]:
-    lines = ["| batch | SST-2 dev | IMDb | training loop | learning rate | steps | wall time |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| batch | seeds | SST-2 dev | IMDb | training loop | learning rate | steps | wall time |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for batch, row in (fig.get("rows") or {}).items():
-        lines.append(f"| {batch} | {number(row['sst2_accuracy'], 4)} | {number(row['imdb_accuracy'], 4)} | "
-                     f"{number(row['examples_per_second'])} examples/s | {row['learning_rate']:.3g} | {row['steps']} | "
-                     f"{number(row['wall_time_s'], 1, ' s')} |")
+        lines.append(f"| {batch} | {row.get('seeds', 1)} | {number(row['sst2_accuracy'], 4)} | "
+                     f"{number(row['imdb_accuracy'], 4)} | {number(row['examples_per_second'])} examples/s | "
+                     f"{row['learning_rate']:.3g} | {row['steps']} | {number(row['wall_time_s'], 1, ' s')} |")
+    runs = fig.get("runs") or {}
+    if runs:
+        each = "; ".join(f"batch {batch}: " + ", ".join(f"seed {r['seed']} {number(r['sst2_accuracy'], 4)}"
+                                                       for r in rows) for batch, rows in runs.items())
+        lines += ["", f"SST-2 dev of each run: {each}."]
     if "sst2_drop_points" in fig:
         verdict = "within" if fig["within_target"] else "outside"
-        lines += ["", f"The large batch loses {fig['sst2_drop_points']:.2f} points on SST-2 dev ({verdict} the "
-                      f"{fig['target_points']} point target) and {number(fig.get('imdb_drop_points'), 2)} on IMDb."]
+        lines += ["", f"Averaged over {fig.get('seeds', 1)} seed(s) each, the large batch loses "
+                      f"{fig['sst2_drop_points']:.2f} points on SST-2 dev ({verdict} the {fig['target_points']} point "
+                      f"target) and {number(fig.get('imdb_drop_points'), 2)} on IMDb."]
+    return lines
+
+
+def profile_section(fig: dict) -> list[str]:
+    lines = ["| batch | step | inside PyTorch operators (host) | outside them (host) | GPU kernels | operator calls | "
+             "examples/s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, summary in fig.items():
+        lines.append(f"| {summary['batch_size']} | {number(summary['step_ms'], 2, ' ms')} | "
+                     f"{number(summary['aten_self_ms_per_step'], 2, ' ms')} | "
+                     f"{number(summary['outside_aten_ms_per_step'], 2, ' ms')} | "
+                     f"{number(summary.get('gpu_kernel_ms_per_step'), 2, ' ms')} | "
+                     f"{number(summary['operator_calls_per_step'])} | {number(summary['examples_per_second'])} |")
+    for key, summary in fig.items():
+        top = ", ".join(f"{op['name']} {op['self_cpu_ms_per_step']:.3f} ms" for op in summary["top_operators"][:5])
+        lines += ["", f"Batch {summary['batch_size']}, the top host operators per step: {top}."]
     return lines
 
 
@@ -188,12 +209,14 @@ def levers_section(fig: dict) -> list[str]:
 
 
 SECTIONS = (("stages", "The default run's stages (teacher, then distillation; checkpoints written)", stages_section),
+            ("profile", "Where a distillation step's time goes (scripts/profile_train.py, CUDA graphs on)", profile_section),
             ("large_batch", "The large-batch rule (the same teacher)", large_batch_section),
             ("resume", "Resume after a kill", resume_section),
             ("resume_eager", "Resume after a kill, CUDA graphs off (the eager control)", resume_section),
             ("qa", "QA (SQuAD, the QA preset)", qa_section),
             ("bench_train", "`pocketbert bench train` (the student's distillation epoch)", bench_section),
-            ("levers", "Training levers (scripts/training_levers.py)", levers_section))
+            ("levers", "Training levers (scripts/training_levers.py)", levers_section),
+            ("compile", "torch.compile rows of the lever table (a call of their own)", levers_section))
 
 
 def render_table(result: dict) -> str:

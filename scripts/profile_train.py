@@ -29,7 +29,7 @@ TOP_OPERATORS = 15
 
 
 def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str,
-            eager: bool = False) -> dict:
+            eager: bool = False, batch_size: int | None = None) -> dict:
     from pocketbert.core.recipe import read_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
@@ -37,6 +37,8 @@ def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
     bench = distillation_bench(run_dir, read_recipe("sentiment", preset), examples, None, data_dir, device)
     if eager:
         bench.cfg = bench.cfg.model_copy(update={"cuda_graphs": False})
+    if batch_size:
+        bench.cfg = bench.cfg.model_copy(update={"batch_size": batch_size})
     with tempfile.TemporaryDirectory(prefix="pocketbert-profile-") as root:
         cached, _ = bench.cached_outputs(Path(root), "profile")
         step_loss, extras = bench.step_loss_for(cached)
@@ -91,9 +93,12 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--preset", default="default")
     parser.add_argument("--eager", action="store_true", help="launch every kernel from Python (no CUDA graphs)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: the recipe's")
     parser.add_argument("--out", type=Path, default=Path("results/profile"))
     args = parser.parse_args()
-    result = profile(args.run, args.examples, args.device, args.data_dir, args.preset, args.eager)
+    if args.batch_size is not None and not 1 <= args.batch_size <= args.examples:
+        parser.error(f"--batch-size {args.batch_size}: give 1 to --examples ({args.examples})")
+    result = profile(args.run, args.examples, args.device, args.data_dir, args.preset, args.eager, args.batch_size)
     summary = result["summary"]
     args.out.mkdir(parents=True, exist_ok=True)
     name = summary["device"].split(":")[0] + ("_eager" if args.eager and summary["device"].startswith("cuda") else "")

@@ -133,7 +133,7 @@ class Loop:
 
 def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, levers: dict[str, list[str]],
             batch_sizes: list[int] | None = None, preset: str = "default", left_out: dict | None = None,
-            written=None) -> dict:
+            written=None, only_rows: tuple[str, ...] = ()) -> dict:
     """Every row of every model (levers: model -> its levers) at every batch size; `written(result)` is called
     after each row with what is measured so far."""
     from pocketbert.core.recipe import read_recipe
@@ -151,6 +151,8 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
     # every cheap row of every model and batch before any slow one: a run cut short still has all the cheap rows
     order = [(m, b, label) for m in settings for b in batch_sizes for label in settings[m] if not is_slow(m, label)]
     order += [(m, b, label) for m in settings for b in batch_sizes for label in settings[m] if is_slow(m, label)]
+    if only_rows:  # a second sitting measures the rows the first did not reach
+        order = [entry for entry in order if entry[2] in only_rows]
     result = {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"),
               "device": str(bench.dev), "threads": torch.get_num_threads(), "torch": torch.__version__,
               "examples": len(bench.features), "batch_sizes": batch_sizes, "repeats": REPEATS,
@@ -191,6 +193,7 @@ def main() -> None:
     parser.add_argument("--preset", default="default", help="sentiment recipe preset")
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--json", type=Path, default=None, help="the JSON file to write (default: in --out)")
+    parser.add_argument("--rows", default="", help="only these rows (comma-separated labels, e.g. 'all off,all on')")
     args = parser.parse_args()
     wanted = [name.strip() for name in args.levers.split(",") if name.strip()]
     unknown = [name for name in wanted if name not in LEVERS]
@@ -204,17 +207,22 @@ def main() -> None:
         levers[model], left = levers_for(model, args.device, wanted)
         left_out.update({f"{model}: {name}": why for name, why in left.items()})
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else None
+    rows = tuple(label.strip() for label in args.rows.split(",") if label.strip())
+    known = {label for names in levers.values() for label in settings_for(names)}
+    if set(rows) - known:
+        parser.error(f"--rows: unknown row(s) {', '.join(sorted(set(rows) - known))}; the rows: {', '.join(sorted(known))}")
     device_name = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
     path = args.json or args.out / f"training_levers_{device_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     result = measure(args.run, args.examples, args.device, args.data_dir, levers, batch_sizes, args.preset, left_out,
-                     written=lambda r: write_json(path, r))
+                     written=lambda r: write_json(path, r), only_rows=rows)
     print(f"{result['examples']} examples, {result['device']}, {result['threads']} threads, median of {REPEATS}")
     for model, by_batch in result["rows"].items():
         for batch_size, rows in by_batch.items():
             for label, row in rows.items():
+                speedup = f"{row['speedup']:5.2f}x" if row.get("speedup") else "     -"
                 print(f"  {model} batch {batch_size:>4} {label:40s} {row['examples_per_second']:8.1f} examples/s  "
-                      f"{row['speedup']:5.2f}x  (spread {100 * row['spread']:.1f} %)")
+                      f"{speedup}  (spread {100 * row['spread']:.1f} %)")
     for name, why in left_out.items():
         print(f"  left out: {name} ({why})")
     print(f"-> {path}")

@@ -14,7 +14,7 @@ import torch
 
 from pocketbert.core.recipe import EvalSection, TrainingSection
 from pocketbert.core.errors import ConfigError, PocketbertError
-from pocketbert.train import checkpoint, cuda_graphs, distributed, precision
+from pocketbert.train import batches_ahead, checkpoint, cuda_graphs, distributed, precision
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import attention_kernel as training_attention  # the model trains with sdpa, leaves eager
 
@@ -275,12 +275,17 @@ def train(
     def queue_step(batch: dict[str, torch.Tensor]) -> None:
         train_step(forward_model, model, batch, step_loss, optimizer, scaler, averages, device, mode)
 
-    graphed = None if no_graphs else cuda_graphs.GraphedSteps(queue_step, lambda: optimizer.zero_grad(set_to_none=True))
+    def written_by_a_step() -> list[torch.Tensor]:
+        moments = [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+        return [*model.parameters(), *model.buffers(), *moments, *averages.values()]
 
-    def one_step(idx: list[int]) -> None:
-        batch = to_device(collate_padded(task, [features[i] for i in idx], pad_id, multiple, max_length), device)
-        if batch_extras is not None:
-            batch.update(batch_extras(idx, batch["input_ids"].shape[1]))
+    graphed = None if no_graphs else cuda_graphs.GraphedSteps(
+        queue_step, lambda: optimizer.zero_grad(set_to_none=True), written_by_a_step)
+
+    def collate(idx: list[int]) -> dict[str, np.ndarray]:
+        return collate_padded(task, [features[i] for i in idx], pad_id, multiple, max_length)
+
+    def one_step(batch: dict[str, torch.Tensor]) -> None:
         (graphed or queue_step)(batch)
         schedule.step()
 
@@ -292,12 +297,15 @@ def train(
     with contextlib.closing(bar), training_attention(model, cfg.attention), \
             distributed.collectives_bounded(), checkpoints_written(writer):
         for epoch in range(epochs):
-            for idx in epoch_batches(epoch):
+            batches = epoch_batches(epoch)
+            skipped = min(len(batches), max(0, start - step))  # steps a resumed run has already taken
+            step += skipped
+            for idx, batch in batches_ahead.prepared_batches(batches[skipped:], collate,
+                                                             lambda arrays: to_device(arrays, device), batch_extras,
+                                                             batches_ahead.steps_ahead_for(device)):
                 step += 1
-                if step <= start:
-                    continue
                 examples_done += len(idx)
-                one_step(idx)
+                one_step(batch)
                 saving = checkpoint_spec is not None and step % checkpoint_spec.every == 0 and step < total
                 if saving or step % SYNC_EVERY == 0:
                     running = read_back(step)

@@ -63,6 +63,13 @@ def test_the_dry_run_gives_every_part_its_figures(dry_run):
     assert set(rows) == {str(parts["stages"]["student"]["train"]["global_batch_size"]), str(plan.large_batch)}
     assert all(0 <= row["sst2_accuracy"] <= 1 and 0 <= row["imdb_accuracy"] <= 1 for row in rows.values())
     assert isinstance(parts["large_batch"]["within_target"], bool)
+    seeds = 1 + len(plan.extra_seeds)
+    assert parts["large_batch"]["seeds"] == seeds and all(row["seeds"] == seeds for row in rows.values())
+    assert all(len(runs) == seeds for runs in parts["large_batch"]["runs"].values())
+
+    for batch in plan.lever_batch_sizes:
+        step = parts["profile"][f"batch_{batch}"]
+        assert step["batch_size"] == batch and positive(step["step_ms"]) and step["top_operators"]
 
     resume = parts["resume"]
     assert resume["resumed_at_step"] == plan.resume_kill_step
@@ -89,6 +96,11 @@ def test_the_dry_run_gives_every_part_its_figures(dry_run):
             assert set(by_label) == {"all off", *cpu_levers, "all on"}
             assert all(positive(row["examples_per_second"]) and row["spread"] >= 0 for row in by_label.values())
     assert "torch.compile" in levers["left_out"] and "student: CUDA graphs" in levers["left_out"]
+
+    compiled = parts["compile"]
+    for model in ("student", "teacher"):
+        for by_label in compiled["rows"][model].values():  # torch.compile itself is left out of the dry plan
+            assert set(by_label) == {"all off", "all on"}
 
     assert (out / gpu_check.TABLE_NAME).read_text() == gpu_check_render.render_table(result)
 
