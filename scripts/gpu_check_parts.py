@@ -43,7 +43,7 @@ class Plan:
     lever_examples: int
     lever_batch_sizes: tuple[int, ...]
     extra_seeds: tuple[int, ...] = ()  # the large-batch rule's seeds beyond the stages' own
-    profile_examples: int = 16384  # enough steps that the shapes' captures are a small share of the profile
+    profile_examples: int = 4096
     levers_left_out: dict = field(default_factory=dict)  # lever name -> why this plan leaves it out
     distill_options: tuple[str, ...] = ()  # added to every sentiment distillation (the same for all: resume compares)
     compare_with_cpu: bool = True
