@@ -303,7 +303,8 @@ COMPILE_ROWS = ("all off", "+ torch.compile", "all on")
 def compile_rows(check, fig: dict) -> None:
     """The lever table's torch.compile rows, and the all-off row they are measured against: torch.compile alone,
     and with every other lever (CUDA graphs capturing the compiled step)."""
-    lever_rows(check, fig, "compile", COMPILE_ROWS)
+    lever_rows(check, fig, "compile", tuple(row for row in COMPILE_ROWS
+                                            if not (row.startswith("+ ") and row[2:] in check.plan.levers_left_out)))
 
 
 def lever_rows(check, fig: dict, name: str, rows: tuple[str, ...]) -> None:
