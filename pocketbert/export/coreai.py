@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -137,8 +139,18 @@ COMPRESSIONS = {
 
 
 def _palettize(opt, program, bits: int):
+    environment_tools_on_path()
     return opt.palettize_weights(program, None, n_bits=bits, granularity=opt.CompressionGranularity.PER_TENSOR,
                                  num_kmeans_workers=1, enable_fast_kmeans_mode=False, in_place=True)
+
+
+def environment_tools_on_path() -> None:
+    """coreai-opt's k-means is a C++ extension torch builds at its first use with ninja, looked up on PATH: the
+    environment's own ninja (installed with coreai-opt) is put there, as an activated environment has it, for a
+    `.venv/bin/pocketbert` run from a shell that never activated it."""
+    tools = Path(sys.executable).parent
+    if shutil.which("ninja") is None and (tools / "ninja").is_file():
+        os.environ["PATH"] = os.pathsep.join([str(tools), os.environ.get("PATH", "")])
 
 
 def compress(program, compression: str):
