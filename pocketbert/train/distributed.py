@@ -85,11 +85,25 @@ def init(device: torch.device) -> torch.device:
         global _wait_group
         backend = "nccl" if device.type == "cuda" else "gloo"
         wait = timeout_seconds()  # read both before joining: a bad value stops every process the same way
-        torch.distributed.init_process_group(backend=backend,
-                                             timeout=datetime.timedelta(seconds=step_timeout_seconds()))
+        _join(backend, step_timeout_seconds())
         _wait_group = torch.distributed.new_group(backend="gloo", timeout=datetime.timedelta(seconds=wait))
         atexit.register(torch.distributed.destroy_process_group)
     return device
+
+
+def _join(backend: str, timeout_s: float) -> None:
+    """init_process_group, whose setup faults (a peer that never comes, an address that does not resolve or
+    answer, a port in use) end in one line: they are the launch's, not a bug."""
+    import os
+
+    try:
+        torch.distributed.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    except (RuntimeError, OSError, ValueError) as exc:  # DistNetworkError, DistStoreError, socket.gaierror
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        raise ConfigError(f"process {rank()} of {world_size()} could not join the others at {where} within "
+                          f"{timeout_s:g} s ({first_line}): start every process with torchrun, check that "
+                          f"MASTER_ADDR resolves and the port is free, or set {STEP_TIMEOUT_ENV}") from None
 
 
 def barrier() -> None:
