@@ -1,10 +1,12 @@
-"""One writer per run: an advisory lock on every folder a command writes, held for the whole command.
+"""One writer per run, or readers: an advisory lock on every folder a command writes (exclusive) or only reads
+(shared), held for the whole command.
 
 The lock is `fcntl.flock` on a small file beside the folder (`.<name>.pocketbert-lock`), not inside it, so a
 folder's contents stay the command's own (an empty run stays empty, a ladder's folder holds only its rungs). The
 kernel drops a flock when its process dies, however it dies, so a crash or SIGKILL never leaves a stale lock: a
 lock file left behind is just re-taken. A second writer does not wait: it ends in one line naming the first
-writer's process, host and command, exit 2.
+holder's process, host and command, exit 2. The lock file is pocketbert's own: never opened through a link,
+refused when it is not a regular file, and written only once held.
 
 The lock file is removed by its holder while it still holds it; a process that opened the old file just before
 takes the lock on a file that is no longer at the path, notices (the path's inode differs from its own), and
