@@ -50,9 +50,9 @@ def writer(run: Path, tiny_base: Path, shared_data: Path) -> tuple:
 
 
 @pytest.fixture
-def run(exported_run, tmp_path) -> Path:
+def run(quick_exported_run, tmp_path) -> Path:
     copy = tmp_path / "runs" / "run"
-    shutil.copytree(exported_run, copy)
+    shutil.copytree(quick_exported_run, copy)
     return copy
 
 

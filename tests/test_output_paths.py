@@ -65,11 +65,11 @@ def forbidden_targets(area: Path, run: Path, other_command: str) -> dict[str, Pa
 
 
 @pytest.mark.parametrize("command", sorted(commands_with_an_out_option()), ids=" ".join)
-def test_no_output_replaces_what_is_not_its_own(command, exported_run, tmp_path, capsys):
+def test_no_output_replaces_what_is_not_its_own(command, quick_exported_run, tmp_path, capsys):
     assert command in WRITERS, f"`pocketbert {' '.join(command)}` writes an --out folder: add its arguments to WRITERS"
     area = tmp_path / "area"
     run = area / "run"
-    shutil.copytree(exported_run, run)
+    shutil.copytree(quick_exported_run, run)
     other_command = "compare" if command != ("compare",) else "bench kit"
     takes_overwrite = any("--overwrite" in p.opts for p in commands_with_an_out_option()[command].params)
     for what, target in forbidden_targets(area, run, other_command).items():
@@ -86,10 +86,10 @@ def test_no_output_replaces_what_is_not_its_own(command, exported_run, tmp_path,
             assert not (run / "export" / "inside").exists()
 
 
-def test_overwrite_replaces_a_kits_own_files_only(exported_run, tmp_path, capsys):
+def test_overwrite_replaces_a_kits_own_files_only(quick_exported_run, tmp_path, capsys):
     """The command's own output stays replaceable: an earlier kit is replaced, a file added to it is not lost."""
     run = tmp_path / "run"
-    shutil.copytree(exported_run, run)
+    shutil.copytree(quick_exported_run, run)
     out = tmp_path / "kit"
     first = run_cli(capsys, "bench", "kit", "--run", run, "--out", out)
     if first.exit_code == USAGE_ERROR and "holds no Core ML" in error_line(first):

@@ -175,8 +175,8 @@ def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[
     if not (overwrite or continues or makes_run):
         raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another {option}")
     if _made_by(target) != made_by:
-        raise RunDirError(f"{target} is not an earlier output of `pocketbert {made_by}` (no {OUTPUT_MARKER} "
-                          f"saying so), and it is never replaced: choose another {option}, or empty it yourself")
+        raise RunDirError(f"{option} replaces only an earlier output of `pocketbert {made_by}`, and {target} is not "
+                          f"one (no {OUTPUT_MARKER} saying so): choose another {option}, or empty it yourself")
     if continues or makes_run:
         return target
     nested = _stage_inside(target)
