@@ -84,6 +84,11 @@ def main(argv=None) -> None:
     from pocketbert.core.parent_watch import stop_with_parent
 
     stop_with_parent()
+    from pocketbert.core.launch_env import drop_invalid_thread_count
+
+    said = drop_invalid_thread_count()  # before torch loads, whose OpenMP would say it again in each process
+    if said:
+        click.echo(said, err=True)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     debug = False

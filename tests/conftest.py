@@ -18,7 +18,7 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
 
 # Fixtures that train or export through the CLI (a minute or more): a test that uses one is `slow` whether or not
 # its file says so, so `make test-fast` never builds them.
-SLOW_FIXTURES = {"exported_run"}
+SLOW_FIXTURES = {"exported_run", "quick_exported_run"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
@@ -136,3 +136,15 @@ def exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
             shared.mkdir()
             build(shared)
     return shared / "tiny"
+
+
+@pytest.fixture(scope="session")
+def quick_exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
+    """teacher_run's teacher, its tiny student and a QUICK_EXPORT (one Core ML program, ONNX and ORT): for tests
+    of what reads or sits beside any export (app folders, the device kit, locks). Read only: copy it."""
+    from helpers import QUICK_EXPORT, run_cli_steps, run_with_teacher
+
+    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("quick-exported") / "tiny")
+    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir", shared_data],
+                  ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
+    return run

@@ -120,7 +120,7 @@ OVERWRITE_REFUSALS = {  # test id: (command, --out, words the error line holds);
     "ios-over-the-export": ("ios", "{run}/export", ("is", "which `pocketbert export ios` reads")),
     "android-inside-the-export": ("android", "{run}/export/android", ("lies inside",)),
     "ios-over-the-folder-of-runs": ("ios", "{run}/..", ("holds",)),
-    "android-over-a-stage": ("android", "{run}/student", ("not one", MARKER)),
+    "android-over-a-stage": ("android", "{run}/student", ("is a stage folder",)),
 }
 
 
@@ -180,7 +180,7 @@ def test_overwrite_refuses_an_app_folder_holding_files_the_command_did_not_write
 
 def test_compare_never_overwrites_a_run_or_its_inputs(capsys, sst2_runs, run_copy, tmp_path):
     before = tree(tmp_path)
-    refused(run_cli(capsys, "compare", *sst2_runs, "--out", run_copy, "--overwrite"), "not one", MARKER)
+    refused(run_cli(capsys, "compare", *sst2_runs, "--out", run_copy, "--overwrite"), "is a run")
     refused(run_cli(capsys, "compare", *sst2_runs, "--out", sst2_runs[0], "--overwrite"), "is", "reads")
     refused(run_cli(capsys, "compare", *sst2_runs, "--out", sst2_runs[0].parent, "--overwrite"), "holds")
     assert tree(tmp_path) == before

@@ -10,6 +10,7 @@ import click
 
 from pocketbert.core.cli_options import COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir, thread_list
 from pocketbert.bench.results_diff import DEFAULT_THRESHOLD_PERCENT
+from pocketbert.core.run_files import DEVICE_KIT_DIR
 
 PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
 
@@ -147,7 +148,7 @@ def calibration_command(out):
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None,
               help="Folder to write (default: <run>/device_kit).")
 @overwrite_option
-@locks("run", "out")
+@locks("out", reads=("run",), default_out=DEVICE_KIT_DIR)
 def kit_command(run, out, overwrite):
     """A Swift package that loads each Apple program of the export on a Mac or an iPhone, prints where each
     operation is planned, times load, first and warm predictions, and writes a JSON `bench import` reads."""

@@ -17,8 +17,9 @@ from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.manifest import read_manifest
+from pocketbert.core.user_paths import output_folder, written_output
 from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
-from pocketbert.core.atomic_folder import atomic_folder, require_stage
+from pocketbert.core.atomic_folder import require_stage
 from pocketbert.core.run_files import (
     COREAI_ASSET_SUFFIX,
     COREML_PACKAGE_SUFFIX,
@@ -106,16 +107,19 @@ them; the kit times Core ML programs only.
 """
 
 
+MADE_BY = "bench kit"  # the marker that lets a later --overwrite replace the kit, and nothing else
+
+
 def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -> Path:
+    # where it goes is checked before anything is read: a refused --out is said first, and alone
+    final = output_folder(Path(out) if out is not None else Path(run_dir) / DEVICE_KIT_DIR, MADE_BY, overwrite,
+                          inputs=[Path(run_dir) / EXPORT_DIR], own_files=True)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     manifest = read_manifest(export_dir)
     programs = apple_programs(manifest)
     if not programs:
         raise RunDirError(f"{export_dir} holds no Core ML or Core AI program: export one "
                           "(pocketbert export --overwrite on a run whose recipe makes them)")
-    final = Path(out) if out is not None else Path(run_dir) / DEVICE_KIT_DIR
-    if final.exists() and not overwrite:
-        raise RunDirError(f"{final} already exists: pass --overwrite to replace it")
     task = make_task(manifest["config"]["task"], read_labels(export_dir))
     from pocketbert.core.recipe import section_dict
 
@@ -123,7 +127,7 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128), bench,
                         list(manifest["metrics"].get("coreai_entry_points") or []))
     templates = resources.files("pocketbert.bench").joinpath("kit_templates")
-    with atomic_folder(final) as tmp:
+    with written_output(final, MADE_BY, run=Path(run_dir).resolve()) as tmp:
         for template, target in KIT_FILES.items():
             path = tmp / target
             path.parent.mkdir(parents=True, exist_ok=True)

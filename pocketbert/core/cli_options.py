@@ -18,15 +18,24 @@ data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), de
 device_option = click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 
 
-def locks(*parameters: str):
-    """The command writes the folders these parameters name (a --run by its name or path, others as paths): one
-    writer per folder, held for the whole command (pocketbert/run_lock.py)."""
+def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None = None):
+    """The command writes the folders these parameters name (a --run by its name or path, others as paths), and
+    only reads those `reads` names: one writer per folder, or readers, held for the whole command
+    (pocketbert/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
+    (<run>/<default_out>), or the name beside it, as <run><default_out>, when it starts with '-'."""
     from pocketbert.core.run_lock import writes
 
     def folder(name: str, value) -> Path:
-        return resolve_run_dir(value) if name == "run" else Path(value)
+        return resolve_run_dir(value) if name in ("run", "runs") else Path(value)
 
-    return writes(*parameters, resolve=folder)
+    def defaults(kwargs: dict) -> dict:
+        if default_out is None or kwargs.get("run") is None:
+            return {}
+        run = resolve_run_dir(kwargs["run"])
+        out = run.parent / f"{run.name}{default_out}" if default_out.startswith("-") else run / default_out
+        return {name: out for name in parameters if name.startswith("out")}
+
+    return writes(*parameters, reads=reads, resolve=folder, defaults=defaults)
 
 
 # ---------------------------------------------------------------- option values, checked as they are parsed

@@ -92,6 +92,24 @@ def launch() -> Launch:
     return Launch(world, rank, local_rank, local_world)
 
 
+THREADS_ENV = "OMP_NUM_THREADS"
+
+
+def drop_invalid_thread_count() -> str | None:
+    """OpenMP's thread count, read before torch loads: a value that is not a positive whole number (or a
+    comma-separated list of them, as OpenMP takes) is removed from the environment, so that neither this
+    process's OpenMP runtimes nor the commands it starts complain about it each; returns the line saying so."""
+    raw = os.environ.get(THREADS_ENV)
+    if raw is None:
+        return None
+    items = [item.strip() for item in raw.split(",")]
+    if all(item.isdigit() and int(item) > 0 for item in items):
+        return None
+    del os.environ[THREADS_ENV]
+    return (f"warning: {THREADS_ENV}={raw!r} is not a positive whole number, so it is ignored and every core is "
+            f"used: set it to e.g. 1, or unset it")
+
+
 def checked(command):
     """A command that reads the environment's launch variables, refusing a bad set before its work starts."""
 

@@ -2,9 +2,10 @@
 
 - `--run`: a bare name lives under runs/, anything with a separator is a path; an empty one is refused (it
   would silently become ./runs).
-- `--out` (app folders, compare): `--overwrite` may replace only an earlier output of the same command, which
-  says so in its OUTPUT_MARKER file; never a run, a stage folder, an input of the command, or a folder that
-  holds any of them.
+- `--out` of every command (output_folder, the one check): a new or empty folder, or, with `--overwrite`, an
+  earlier output of the same command, which says so in its OUTPUT_MARKER file and holds only the files it
+  wrote; never a link, a file, a run, a stage folder, a path in a stage or below a run's top level, an input of
+  the command, or a folder that holds any of them.
 - Paths recorded in a manifest or recipe are absolute, or relative to the run, so a run can be read from any
   folder; paths read back from a run never lead outside it unless the user named them.
 """
@@ -121,28 +122,67 @@ def refuse_inputs(target: Path, made_by: str, inputs: Iterable[Path], option: st
                               f"choose another {option}")
 
 
+def _is_stage(folder: Path) -> bool:
+    """Whether `folder` is a stage's folder (teacher/, student/, export/ ...): it holds a manifest.json."""
+    return (folder / MANIFEST).is_file()
+
+
+def _is_run(folder: Path) -> bool:
+    """Whether `folder` is a run: a folder with a stage folder in it."""
+    try:
+        return folder.is_dir() and any(_is_stage(child) for child in folder.iterdir() if child.is_dir())
+    except OSError:
+        return False
+
+
+def _refuse_run_places(target: Path, option: str, own_run: bool = False) -> None:
+    """Refuse a target that is a run (unless `own_run`: the command's own earlier run) or a stage folder, or lies
+    in a stage folder, or deeper in a run than its top level (where commands put their default outputs:
+    <run>/ios, <run>/device_kit)."""
+    where = target.resolve()
+    if (_is_run(where) and not own_run) or _is_stage(where):
+        raise RunDirError(f"{option} {target} is {'a run' if _is_run(where) else 'a stage folder'}, which no "
+                          f"output may replace: choose another {option}")
+    for above in where.parents:
+        if _is_stage(above):
+            raise RunDirError(f"{option} {target} lies inside the stage folder {above}, which no output may change: "
+                              f"choose another {option}")
+        if _is_run(above) and above != where.parent:
+            raise RunDirError(f"{option} {target} lies inside the run {above}, below its top level: choose another "
+                              f"{option}")
+
+
 def output_folder(target: Path, made_by: str, overwrite: bool, inputs: Iterable[Path] = (),
-                  own_files: bool = False) -> Path:
+                  own_files: bool = False, continues: bool = False, makes_run: bool = False,
+                  option: str = "--out") -> Path:
     """`target` checked as the folder `pocketbert <made_by>` may write: absent, empty, or, with --overwrite, an
-    earlier output of the same command; never an input of the command, nor a folder that holds or lies in one.
-    own_files: the command records what it wrote (written_output), and --overwrite replaces nothing else."""
+    earlier output of the same command (its OUTPUT_MARKER says so); never a link, a file, a run, a stage folder,
+    a path inside a stage or below a run's top level, a folder holding a run, nor an input of the command.
+    own_files: the command records what it wrote (written_output), and --overwrite replaces nothing else.
+    continues: the command adds to its own earlier output (a ladder's folder) rather than replacing it.
+    makes_run: the output is a run (`train prune --out-run`), whose stages decide themselves what they replace."""
     target = Path(target)
-    refuse_inputs(target, made_by, inputs)
+    refuse_inputs(target, made_by, inputs, option)
+    if target.is_symlink():
+        raise RunDirError(f"{option} {target} is a link: give the folder it leads to, or another {option}")
+    _refuse_run_places(target, option, own_run=makes_run and target.is_dir() and _made_by(target) == made_by)
     if not target.exists():
         return target
     if not target.is_dir():
-        raise RunDirError(f"--out {target} is a file, not a folder: choose another --out")
+        raise RunDirError(f"{option} {target} is a file, not a folder: choose another {option}")
     if not any(target.iterdir()):
         return target
-    if not overwrite:
-        raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another --out")
+    if not (overwrite or continues or makes_run):
+        raise RunDirError(f"{target} already exists: pass --overwrite to replace it, or choose another {option}")
     if _made_by(target) != made_by:
-        raise RunDirError(f"--overwrite replaces only an earlier output of `pocketbert {made_by}`, and {target} is "
-                          f"not one (no {OUTPUT_MARKER} saying so): choose another --out, or empty it yourself")
+        raise RunDirError(f"{option} replaces only an earlier output of `pocketbert {made_by}`, and {target} is not "
+                          f"one (no {OUTPUT_MARKER} saying so): choose another {option}, or empty it yourself")
+    if continues or makes_run:
+        return target
     nested = _stage_inside(target)
     if nested is not None:
         raise RunDirError(f"{target} holds {nested}, which is not part of an output of `pocketbert {made_by}`: "
-                          "choose another --out")
+                          f"choose another {option}")
     if own_files:
         _foreign_files(target, made_by)
     return target

@@ -18,6 +18,7 @@ from pocketbert.core.cli_options import (
     run_option,
 )
 from pocketbert.core.recipe import VOCABULARIES
+from pocketbert.core.run_files import ANDROID_APP_DIR, IOS_APP_DIR
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -110,7 +111,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
 @executorch_option
 @out_option
 @overwrite_option
-@locks("run", "out")
+@locks("out", reads=("run",), default_out=IOS_APP_DIR)
 def ios(run, target, variant, executorch, out, overwrite):
     """The .mlpackage (or with --target ios27 the .aimodel), swift-transformers tokenizer files, labels and a Swift
     README; writes <run>/ios/."""
@@ -124,7 +125,7 @@ def ios(run, target, variant, executorch, out, overwrite):
 @executorch_option
 @out_option
 @overwrite_option
-@locks("run", "out")
+@locks("out", reads=("run",), default_out=ANDROID_APP_DIR)
 def android(run, executorch, out, overwrite):
     """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
     from pocketbert.export.app.app_folders import android_bundle

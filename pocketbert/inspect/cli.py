@@ -72,19 +72,17 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 @click.option("--precision", type=OneOf(("fp32", "fp16", "int8")), default="int8", show_default=True, help="fp32 or int8.")
 @click.option("--threads", type=THREADS, default=1, show_default=True, help="Thread count of the compared latency.")
 @overwrite_option
-@locks("out_dir")
+@locks("out_dir", reads=("runs",))
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""
     from pocketbert.inspect.run_comparison import MADE_BY, compare_runs, plot_pareto, render_table
-    from pocketbert.core.atomic_folder import atomic_folder
     from pocketbert.core.run_files import COMPARE_PLOT, COMPARE_RESULTS, COMPARE_TABLE
-    from pocketbert.core.user_paths import mark_output, output_folder
+    from pocketbert.core.user_paths import output_folder, written_output
 
     run_dirs = [resolve_run_dir(r) for r in runs]
-    output_folder(out_dir, MADE_BY, overwrite, inputs=run_dirs)
+    output_folder(out_dir, MADE_BY, overwrite, inputs=run_dirs, own_files=True)
     result = compare_runs(run_dirs, runtime, model_format, precision, threads)
-    with atomic_folder(out_dir) as out:
-        mark_output(out, MADE_BY)
+    with written_output(out_dir, MADE_BY) as out:
         (out / COMPARE_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
         stored = json.loads((out / COMPARE_RESULTS).read_text())
         (out / COMPARE_TABLE).write_text(render_table(stored))

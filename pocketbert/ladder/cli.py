@@ -37,14 +37,16 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     from pocketbert.core.run_files import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR
     from pocketbert.core.manifest import command_line, verified_stage
     from pocketbert.core.run_lock import folder_lock
+    from pocketbert.core.user_paths import output_folder
 
     run_dir = resolve_run_dir(run)
+    out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
+    output_folder(out_dir, flow.MADE_BY, overwrite=False, inputs=[run_dir], continues=True)  # before any work
     teacher_dir, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before any rung trains
     task = teacher["config"]["recipe"]["task"]
     spec = read_ladder(ladder_name)
     transfer = read_run_transfer(run_dir, spec.train.run_transfer)
     check_ladder(spec, task, AutoConfig.from_pretrained(str(teacher_dir)), transfer)
-    out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
     clash = [r.name for r in spec.rungs if not r.in_run and r.name == run_dir.name]
     if clash:
         raise ConfigError(f"the run is named like the rung {clash[0]}: rename the rung in the ladder file")

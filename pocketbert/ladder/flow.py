@@ -34,7 +34,7 @@ from pocketbert.core.run_files import (
     STUDENT_DIR,
     TEACHER_DIR,
 )
-from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, refuse_inputs
+from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, output_folder
 
 MADE_BY = "ladder"  # the ladder folder's marker: a later ladder continues only its own folder
 
@@ -87,18 +87,15 @@ def prepare_folder(ladder: Ladder, name: str, run_dir: Path, ladder_dir: Path,
                    transfer: RunTransfer = NO_TRANSFER) -> None:
     """The ladder's folder: made and marked, or an earlier ladder's of the same spec (continued). Never the run
     itself, nor a folder inside it or holding it, nor a folder of anything else."""
-    refuse_inputs(ladder_dir, MADE_BY, [run_dir])
+    output_folder(ladder_dir, MADE_BY, overwrite=False, inputs=[run_dir], continues=True)
     digest = spec_digest(ladder, transfer)
     inherited = json.dumps(transfer.keys, sort_keys=True)
     marker = Path(ladder_dir) / OUTPUT_MARKER
     if Path(ladder_dir).is_dir() and any(Path(ladder_dir).iterdir()):
         try:
-            recorded = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+            recorded = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             recorded = {}
-        if not isinstance(recorded, dict) or recorded.get("made_by") != MADE_BY:
-            raise RunDirError(f"{ladder_dir} is not a ladder's folder (no {OUTPUT_MARKER} of `pocketbert ladder`): "
-                              "choose another --out")
         before = recorded.get("run_transfer", "{}")  # a folder marked before the rungs inherited: none
         if recorded.get("spec_digest") != digest and before != inherited:
             # the run's recorded recipe is not the one the folder's rungs inherited: other unlabelled text

@@ -271,7 +271,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, set_items, resume, dev
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("run", "out_run")
+@locks("out_run", reads=("run",), default_out="-pruned")
 def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""

@@ -21,8 +21,9 @@ from pocketbert.core.errors import ConfigError, ModelError, require
 from pocketbert.core.manifest import verified_stage
 from pocketbert.core.atomic_folder import require_stage
 from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
-from pocketbert.core.user_paths import recorded_path, refuse_inputs
+from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, output_folder, recorded_path, refuse_inputs
 from pocketbert.core import stage_folder
+from pocketbert.train import distributed
 from pocketbert.core.architectures import architecture_of
 from pocketbert.core.recipe import Recipe, with_overrides
 
@@ -67,6 +68,9 @@ def prune_ffn(model, ratio: float, round_to: int = 8) -> dict:
             "layers": len(pairs)}
 
 
+MADE_BY = "train prune"  # the marker of a pruned run: a later prune may write its student again (--overwrite)
+
+
 def prune_student(run_dir: Path, recipe: Recipe, out_run: Path | None = None, data_dir: Path | None = None,
                   device: str | None = None, overwrite: bool = False,
                   teacher_dir: Path | None = None) -> tuple[Path, dict]:
@@ -86,6 +90,7 @@ def prune_student(run_dir: Path, recipe: Recipe, out_run: Path | None = None, da
     out_run = Path(out_run) if out_run else run_dir.parent / f"{run_dir.name}-pruned"
     # the pruned student's folder must not replace what pruning reads (--out-run equal to --run, say)
     refuse_inputs(out_run / STUDENT_DIR, "train prune", [student_dir, teacher_dir], "--out-run")
+    output_folder(out_run, MADE_BY, overwrite, makes_run=True, option="--out-run")  # never a user's folder
     student, tokenizer, task, info = stage_folder.load_stage_model(student_dir)
     architecture = architecture_of(info)
     if not architecture.supports_pruning:
@@ -107,4 +112,6 @@ def prune_student(run_dir: Path, recipe: Recipe, out_run: Path | None = None, da
         path, result = run_stage(registry.create(registry.DISTILBERT), StageRun(
             out_run, recovery, data_dir, teacher_dir=teacher_dir, device=device, overwrite=overwrite,
             metrics={"pruning": change}))
+    if distributed.is_main() and not (out_run / OUTPUT_MARKER).is_file():
+        mark_output(out_run, MADE_BY)
     return path, {**result, "pruning": change}
