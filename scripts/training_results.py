@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from pocketbert.inspect.compare import recipe_name
+from pocketbert.inspect.run_comparison import recipe_name
 
 
 def read(path: Path) -> dict | None:

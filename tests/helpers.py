@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 # An export with one Core ML program checked on one example, no Core AI and no ExecuTorch: for tests of what any
 # export writes. (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates
@@ -103,3 +104,18 @@ def named_in_readme(readme: str) -> set[str]:
     names |= set(re.findall(r'forResource: "([^"]+)"', readme))
     names |= set(re.findall(r'assets.open\("([^"]+)"\)', readme))
     return names
+
+
+JS_DIR = Path(__file__).resolve().parent / "js"  # make test installs transformers.js there
+NPM_UNREACHABLE = JS_DIR / "npm-unreachable.txt"  # the Makefile's note where npm install could not reach the registry
+
+
+def transformers_js_or_skip() -> None:
+    """transformers.js installed, or the test skipped with the reason npm gave; fails where nobody tried."""
+    import pytest
+
+    if (JS_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
+        return
+    if NPM_UNREACHABLE.is_file():
+        pytest.skip(NPM_UNREACHABLE.read_text().strip())
+    pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")

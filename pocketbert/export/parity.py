@@ -85,11 +85,17 @@ class ParityResult:
     seconds_per_sequence: float | None = None  # the runtime's time per model input (a QA example has several)
     by_length: dict | None = None  # a model of enumerated lengths: each length checked on its own (check_lengths)
     by_windows: dict | None = None  # QA in one call: questions of one window and of several, each on its own
+    app_runtimes: dict | None = None  # an .ort: the gate on each ONNX Runtime version the app folders name
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def failure(self) -> str:
+        older = [f"ONNX Runtime {v} ({r['platform']})" for v, r in (self.app_runtimes or {}).items()
+                 if not r.get("passed", True)]
+        if older and self.agreement >= (self.min_agreement or 0.0):
+            return (f"{self.artifact} gives other answers on {', '.join(older)} than on the export's runtime: "
+                    "ship the .onnx file instead, or export with that ONNX Runtime version")
         short = [f"length {n}: max |diff| {r['max_abs_diff']:.4g}" for n, r in (self.by_length or {}).items()
                  if not r["passed"]]
         if short and self.agreement >= (self.min_agreement or 0.0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy as np
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.errors import ExportError
-from pocketbert.export import (ane_program, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
+from pocketbert.export import (ane_program, app_runtimes, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
                                table_rows)
 from pocketbert.export.text_in import qa_graph, tokenizer_check
 from pocketbert.export.text_in import model as text_in_model
@@ -146,7 +147,49 @@ def _open_onnxruntime(path: Path, task):
     return ort_forward(ort_session(path), task)
 
 
+@dataclass(frozen=True)
+class AppOrtRuntime(Runtime):
+    """An `.ort` an app folder ships: gated on the export's ONNX Runtime, then on each version the app folders'
+    code is written for (export/app_runtimes.py), each held to the student by the same gate."""
+
+    def gate(self, variant: Variant, path: Path, given: GateInputs) -> parity.ParityResult:
+        result = super().gate(variant, path, given)
+        result.app_runtimes = {runtime.version: self._on(runtime, variant, path, given)
+                               for runtime in app_runtimes.APP_RUNTIMES}
+        result.passed = result.passed and all(r.get("passed", True) for r in result.app_runtimes.values())
+        return result
+
+    def _on(self, runtime: app_runtimes.AppRuntime, variant: Variant, path: Path, given: GateInputs) -> dict:
+        import onnxruntime
+
+        record = {"platform": runtime.platform, "package": runtime.package}
+        if runtime.version == onnxruntime.__version__:
+            return {**record, "the_export_runtime": True, "passed": True}
+        try:
+            session = app_runtimes.WorkerSession(path, runtime.version)
+        except app_runtimes.RuntimeUnavailable as exc:  # no registry here: said in the manifest and on the console
+            print(f"warning: {path.name} not gated on ONNX Runtime {runtime.version} ({runtime.platform}): {exc}",
+                  file=sys.stderr)
+            return {**record, "not_run": str(exc)}
+        try:
+            task = given.task
+
+            def forward(batch):
+                return task.stack_outputs(session.run({n: batch[n].astype("int64") for n in session.input_names}))
+
+            run_features = given.features[:given.n_features[self.parity_share]]
+            logits = batched_logits(task, run_features, given.pad_id, self.batch_size or given.batch_size, forward,
+                                    f"{path.name} on ONNX Runtime {runtime.version}")
+        finally:
+            session.close()
+        gated = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval_cfg,
+                               path.name, f"onnxruntime {runtime.version}", variant.precision, variant.gate)
+        return {**record, "max_abs_diff": gated.max_abs_diff, "agreement": gated.agreement,
+                "metrics": gated.metrics, "passed": gated.passed}
+
+
 ONNX_RUNTIME = Runtime("onnxruntime", _open_onnxruntime, None, "parity")
+APP_ORT_RUNTIME = AppOrtRuntime("onnxruntime", _open_onnxruntime, None, "parity")
 # Core ML on macOS; elsewhere the saved program evaluated with numpy, rows of one width together (coreml_forward
 # names which in .runtime).
 COREML_RUNTIME = Runtime("coreml", coreml.coreml_forward, None, "coreml",
@@ -424,8 +467,8 @@ def _coreai_builder(compression: str | None, source: Callable[[BuildContext], An
     return build
 
 
-def _onnx_variant(name, file_name, precision, build, gate, extra_files=()) -> Variant:
-    return Variant(name, ONNX_FAMILY, lambda task: file_name, ONNX_RUNTIME, precision, build, gate,
+def _onnx_variant(name, file_name, precision, build, gate, extra_files=(), runtime=ONNX_RUNTIME) -> Variant:
+    return Variant(name, ONNX_FAMILY, lambda task: file_name, runtime, precision, build, gate,
                    extra_files=extra_files)
 
 
@@ -462,11 +505,11 @@ _DEFINITIONS = [
     _onnx_variant("onnx-qdq", ONNX_QDQ, "int8-static", _build_qdq, parity.COMPRESSED_GATE),
     # The .ort is the int8 graph, for ONNX Runtime Mobile; its operator list makes a reduced runtime build.
     _onnx_variant("ort", ORT_MODEL, "int8", _ort_builder("onnx-int8", ORT_REQUIRED_OPERATORS), parity.COMPRESSED_GATE,
-                  (ORT_REQUIRED_OPERATORS,)),
+                  (ORT_REQUIRED_OPERATORS,), APP_ORT_RUNTIME),
     # The static QDQ graph as .ort: the int8 form accelerators' int8 kernels start from (export/mobile_usability.py
     # says how much of it NNAPI and XNNPACK would take).
     _onnx_variant("ort-qdq", ORT_QDQ_MODEL, "int8-static", _ort_builder("onnx-qdq", ORT_QDQ_REQUIRED_OPERATORS),
-                  parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,)),
+                  parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,), APP_ORT_RUNTIME),
     # Text in, logits out: the tokenizer inside the graph (tokenizer.json's ids), for apps that ship no tokenizer.
     Variant("onnx-text", ONNX_FAMILY, lambda task: ONNX_TEXT, TEXT_RUNTIME, "fp32", _text_in_builder("onnx"),
             parity.TEXT_IN_GATE),

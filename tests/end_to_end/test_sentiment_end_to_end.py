@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_exhaustive_tokenizer_check, error_line, linked_copy, named_in_readme, run_cli
+from helpers import (assert_exhaustive_tokenizer_check, error_line, linked_copy, named_in_readme, run_cli,
+                     transformers_js_or_skip, JS_DIR)
 
 from pocketbert.core.user_paths import OUTPUT_MARKER
 
@@ -128,14 +128,12 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
         assert correct / len(examples) == pytest.approx(parity[name]["metrics"]["accuracy"])
 
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"  # make test installs transformers.js there
 JS_EXAMPLES = 96
 MIN_JS_AGREEMENT = 0.99
 
 
 def transformers_js_labels(folder, dtype: str, texts: list[str]) -> list[str]:
-    if not (JS_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
-        pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")
+    transformers_js_or_skip()
     done = subprocess.run(["node", str(JS_DIR / "classify.mjs"), str(folder), dtype], input=json.dumps(texts),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

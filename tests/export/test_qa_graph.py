@@ -10,6 +10,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering
 
+from helpers import JS_DIR, transformers_js_or_skip
+
 from pocketbert.core.data import QAExample, read_squad_file
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session
 from pocketbert.core.models import load_tokenizer
@@ -181,7 +183,6 @@ def test_a_trained_shape_encoder_gives_the_python_pipelines_answers_on_squad(fol
     assert agreement >= MIN_SQUAD_AGREEMENT
 
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"  # make test installs transformers.js there
 
 
 def test_transformers_js_reads_one_window_where_the_model_in_one_call_reads_them_all(folder, crafted, tmp_path):
@@ -194,8 +195,7 @@ def test_transformers_js_reads_one_window_where_the_model_in_one_call_reads_them
 
     from transformers import BertConfig
 
-    if not (JS_DIR / "node_modules" / "@huggingface" / "transformers").is_dir():
-        pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")
+    transformers_js_or_skip()
     encoder, model = crafted
     hub = tmp_path / "crafted"
     (hub / "onnx").mkdir(parents=True)
