@@ -60,6 +60,7 @@ def differs(reference, tables):
 
 
 @pytest.mark.slow
+@pytest.mark.minutes
 def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
     """The Python reference, as a pocketbert-tokenize program, through the check the Swift and Kotlin programs
     take: every scalar value in 4 contexts (ids and offsets), the golden texts, a random sample."""

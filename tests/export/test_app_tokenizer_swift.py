@@ -16,6 +16,7 @@ from pocketbert.export.app import app_tokenizer_check, tokenizer_reference
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from tests.helpers import write_app_tokenizer
 
+pytestmark = pytest.mark.minutes  # a build and two exhaustive checks: started first
 SWIFT_SEARCHED = ("/opt/swift/usr/bin",)
 BUILD_SECONDS = 900
 ACCENTED_E = 0xE9
