@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -85,7 +86,7 @@ def linked_copy(run, copy, stages=None):
 def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
     """The text-in graph was checked on every Unicode scalar value in each context the recipe names, and agreed
     on all."""
-    from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES
+    from pocketbert.export.tokenizer_probes import FLAG_SEQUENCES
 
     check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
     contexts = manifest["config"]["tokenizer_check_contexts"]
@@ -119,3 +120,23 @@ def transformers_js_or_skip() -> None:
     if NPM_UNREACHABLE.is_file():
         pytest.skip(NPM_UNREACHABLE.read_text().strip())
     pytest.fail("transformers.js is not installed: run `make test`, which installs it into tests/js")
+
+
+APP_TOKENIZER_MAX_LENGTH = 128
+FITTED_IDS = [*range(0, 1500), *range(2000, 5000), *range(20000, 21000)]  # specials, pieces, a few words
+
+
+def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict[str, Path]:
+    """tokenizer.json, tokenizer.tables and the golden file of the full or the fitted vocabulary in `folder`."""
+    from pocketbert.export.app import tokenizer_files
+    from pocketbert.export.app.tokenizer_tables import write_tables
+    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+
+    tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
+    paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables",
+             "golden": folder / "tokenizer_golden.json"}
+    paths["json"].write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+    write_tables(paths["json"], paths["tables"], APP_TOKENIZER_MAX_LENGTH)
+    golden = tokenizer_files.golden(tokenizer, APP_TOKENIZER_MAX_LENGTH)
+    paths["golden"].write_text(json.dumps(golden), encoding="utf-8")
+    return paths
