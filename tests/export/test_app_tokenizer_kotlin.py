@@ -93,9 +93,9 @@ def test_offsets_of_accented_cjk_and_astral_text_are_the_tokenizers_code_point_o
 def test_truncation_keeps_the_closing_sep(jar, full):
     tokenizer_json, tables = full
     tokenizer = reference(tokenizer_json)
-    tokenizer.enable_truncation(TRUNCATED_LENGTH)
-    long_texts = [t for t in TEXTS if len(tokenizer.encode(t).ids) == TRUNCATED_LENGTH]
+    long_texts = [t for t in TEXTS if len(tokenizer.encode(t).ids) > TRUNCATED_LENGTH]
     assert long_texts
+    tokenizer.enable_truncation(TRUNCATED_LENGTH)
     sep = tokenizer.token_to_id("[SEP]")
     for text, ids in zip(long_texts, tokenize(jar, tables, long_texts, "--max-length", str(TRUNCATED_LENGTH))):
         assert ids == tokenizer.encode(text).ids and ids[-1] == sep and len(ids) == TRUNCATED_LENGTH
