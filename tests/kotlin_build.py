@@ -21,8 +21,21 @@ KOTLIN_TOKENIZER = Path(__file__).resolve().parents[1] / "pocketbert" / "export"
 TOKENIZE_MAIN = "ai.pocketbert.tokenizer.TokenizeMainKt"  # the class kotlinc makes of TokenizeMain.kt's main
 
 
+QA_ANSWER_CHECK = Path(__file__).resolve().parent / "kotlin" / "QaAnswerCheck.kt"
+QA_ANSWER_CHECK_MAIN = "QaAnswerCheckKt"
+
+
 def tokenizer_sources() -> list[Path]:
     return sorted(KOTLIN_TOKENIZER.glob("*.kt"))
+
+
+def app_kotlin_jar(folder: Path) -> Path:
+    """The Kotlin tokenizer, its command line, the QA routine (rendered into `folder`) and the QA check in one jar:
+    every Kotlin test of a session shares its one compile."""
+    from pocketbert.export.app import qa_postprocess
+
+    routine = qa_postprocess.write_routines(folder)[1]
+    return kotlin_jar([*tokenizer_sources(), routine, QA_ANSWER_CHECK], "pocketbert-kotlin")
 
 
 def kotlin_jar(sources: list[Path], name: str) -> Path:

@@ -9,10 +9,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kotlin_build import TOKENIZE_MAIN, kotlin_jar, needs_kotlinc, tokenizer_sources
+from helpers import UNICODE_SCALAR_VALUES
+from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
 pytestmark = [pytest.mark.slow, needs_kotlinc]  # kotlinc takes 30-60 s; the exhaustive check runs ~4.5M probes
 
+# The fitted tokenizer has the full one's normalizer and pre-tokenizer (the same code-point tables): only WordPiece's
+# matches change, which a code point alone and inside a word reach. Two contexts keep make test's budget (all four
+# took 97 s on 2 cores and also gave 0 mismatches).
+FITTED_CONTEXTS = ("alone", "inside a word")
 FITTED_STEP = 5  # the fitted vocabulary keeps every fifth piece beside the single characters and special tokens
 TRUNCATED_LENGTH = 8
 CLI_TIMEOUT_S = 120
@@ -22,8 +27,8 @@ TEXTS = ["Café naïve résumé à Zürich, déjà vu.", "東京と大阪、京�
 
 
 @pytest.fixture(scope="module")
-def jar() -> Path:
-    return kotlin_jar(tokenizer_sources(), "pocketbert-tokenize")
+def jar(tmp_path_factory) -> Path:
+    return app_kotlin_jar(tmp_path_factory.mktemp("kotlin"))
 
 
 def tables_for(tokenizer, folder: Path, max_length: int = 128) -> tuple[Path, Path]:
@@ -72,12 +77,14 @@ def reference(tokenizer_json: Path):
 @pytest.mark.parametrize("vocabulary", ["full", "fitted"])
 def test_every_code_point_in_every_context_is_cut_as_tokenizer_json_cuts_it(vocabulary, jar, request):
     from pocketbert.export.app import app_tokenizer_check
+    from pocketbert.export.tokenizer_probes import CONTEXTS
 
     tokenizer_json, tables = request.getfixturevalue(vocabulary)
-    result = app_tokenizer_check.run_check(tokenizer_json, ["java", "-cp", str(jar), TOKENIZE_MAIN, "--tables",
-                                                            str(tables)])
-    assert result["mismatch_count"] == 0, result
-    assert result["probes"] >= 4 * (0x110000 - 0x800)
+    contexts = tuple(CONTEXTS) if vocabulary == "full" else FITTED_CONTEXTS
+    result = app_tokenizer_check.check(["java", "-cp", str(jar), TOKENIZE_MAIN], tokenizer_json, tables,
+                                       contexts=contexts)
+    assert result["mismatch_count"] == 0, result["first_mismatches"]
+    assert result["probes"] >= len(contexts) * UNICODE_SCALAR_VALUES and result["random_texts"] > 0
 
 
 def test_offsets_of_accented_cjk_and_astral_text_are_the_tokenizers_code_point_offsets(jar, full, fitted):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kotlin_build import kotlin_jar, needs_kotlinc, tokenizer_sources
+from kotlin_build import QA_ANSWER_CHECK_MAIN, app_kotlin_jar, needs_kotlinc
 from transformers import BertConfig, BertForQuestionAnswering
 
 from pocketbert.core.data import read_squad_file
@@ -98,14 +98,13 @@ def test_the_kotlin_routine_with_the_kotlin_tokenizer_gives_the_golden_answer_te
     golden logits over them and returns the answer as the context's own text, cut by code points."""
     from pocketbert.export.app import tokenizer_tables
 
-    routine = qa_postprocess.write_routines(tmp_path)[1]
     plain = tmp_path / "qa_golden.txt"
     plain.write_text(qa_postprocess.plain_golden(json.loads(golden.read_text(encoding="utf-8"))), encoding="utf-8")
     wordpiece_tokenizer.save_pretrained(tmp_path)
     tables = tokenizer_tables.write_tables(tmp_path / "tokenizer.json", tmp_path / "tokenizer.tables", MAX_LENGTH)
-    jar = kotlin_jar([routine, REPO / "tests" / "kotlin" / "QaAnswerCheck.kt", *tokenizer_sources()], "qa-answer-check")
-    done = subprocess.run(["java", "-cp", str(jar), "QaAnswerCheckKt", str(plain), str(tables)], capture_output=True,
-                          text=True, encoding="utf-8", timeout=120)
+    jar = app_kotlin_jar(tmp_path)
+    done = subprocess.run(["java", "-cp", str(jar), QA_ANSWER_CHECK_MAIN, str(plain), str(tables)],
+                          capture_output=True, text=True, encoding="utf-8", timeout=120)
     assert done.returncode == 0, done.stderr
     assert_reproduces(golden, done.stdout)
     texts = [json.loads(line.split(maxsplit=4)[4]) for line in done.stdout.strip().splitlines()]
