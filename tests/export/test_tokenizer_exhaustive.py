@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pocketbert.core.tasks import text_in_string
 from pocketbert.core.errors import ExportError
+from pocketbert.export import tokenizer_probes
 from pocketbert.export.text_in import text_normalization, tokenizer_check
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph
@@ -74,7 +75,7 @@ def test_the_table_covers_the_classes_the_ops_read_otherwise(mapping):
 ])
 def test_the_check_fails_when_one_table_entry_changes(tokenizer_data, mapping, code, new_row):
     broken = replace(mapping, rows={**mapping.rows, code: new_row})
-    block = [chr(c) for c in range(code & ~0xFF, (code | 0xFF) + 1) if c not in text_normalization.SURROGATES]
+    block = [chr(c) for c in range(code & ~0xFF, (code | 0xFF) + 1) if c not in tokenizer_probes.SURROGATES]
     probes = [form.format(ch) for form in tokenizer_check.CONTEXTS.values() for ch in block]
     result = tokenizer_check.run_check(tokenizer_data, ("text",), False, probes, broken)
     assert result["mismatch_count"] >= 1
@@ -159,4 +160,4 @@ def test_the_recipe_names_every_context_the_check_has_and_each_choice_is_cached_
                for contexts in (one, tokenizer_check.CONTEXTS, {"alone": tokenizer_check.CONTEXTS["alone"]})}
     assert len(entries) == 3  # a check of fewer contexts is never read as the whole one's
     assert len(tokenizer_check.probes(one)) == len(tokenizer_check.probes()) - \
-        (len(tokenizer_check.CONTEXTS) - 1) * sum(1 for _ in text_normalization.code_points())
+        (len(tokenizer_check.CONTEXTS) - 1) * sum(1 for _ in tokenizer_probes.code_points())

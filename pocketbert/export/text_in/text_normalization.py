@@ -25,19 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketbert.core.errors import ExportError
+from pocketbert.export.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, SEPARATE, SPLIT, code_points,
+                                                normalizer_rows, word_classes)
 from pocketbert.export.text_in.session import text_session
 
-CODE_SPACE = 0x110000
-SURROGATES = range(0xD800, 0xE000)
 PAGE_BITS = 8
 PAGE = 1 << PAGE_BITS
 SPACE = 0x20
 NO_CODE_POINT = -1
 MAX_EXPANSION = 4  # code points one code point may become; more would be a normalizer no BERT tokenizer has
-PROBES_PER_TEXT = 20_000
 NAMED_IN_ERRORS = 8
-
-KEEP, SPLIT, SEPARATE, DROP = "kept in the word", "set apart", "a word boundary", "dropped"
+TEXT_IN_REFUSED = "export this model's token-id graphs only"
 
 
 @dataclass(frozen=True)
@@ -88,10 +86,6 @@ class CodePointMapping:
                 unique[:, half:].reshape(-1, self.width).astype(np.int8))
 
 
-def code_points():
-    """Every Unicode scalar value (surrogates are no characters)."""
-    return (c for c in range(CODE_SPACE) if c not in SURROGATES)
-
 
 def derive(data: dict, misread_in_words: Callable[[CodePointMapping, list[int]], list[int]]) -> CodePointMapping:
     """The mapping for tokenizer.json `data`. misread_in_words(mapping, code points) runs the graph built with a
@@ -99,11 +93,11 @@ def derive(data: dict, misread_in_words: Callable[[CodePointMapping, list[int]],
     from tokenizers import Tokenizer
 
     reference = Tokenizer.from_str(json.dumps(data))
-    rows = _normalizer_rows(reference)
+    rows = normalizer_rows(reference)
     reach_ops = sorted({c for c in code_points() if c not in rows} | {o for out in rows.values() for o in out})
-    reference_class = _classes(lambda text: [w for w, _ in reference.pre_tokenizer.pre_tokenize_str(text)]
-                               if reference.pre_tokenizer else text.split(" "), reach_ops)
-    ops_class = _classes(_basic_tokenizer_words(), reach_ops)
+    reference_class = word_classes(lambda text: [w for w, _ in reference.pre_tokenizer.pre_tokenize_str(text)]
+                                   if reference.pre_tokenizer else text.split(" "), reach_ops, TEXT_IN_REFUSED)
+    ops_class = word_classes(_basic_tokenizer_words(), reach_ops, TEXT_IN_REFUSED)
     in_vocabulary = _vocabulary_code_points(data)
     stand_in = _stand_in(reach_ops, rows, reference_class, ops_class, in_vocabulary)
 
@@ -138,15 +132,6 @@ def derive(data: dict, misread_in_words: Callable[[CodePointMapping, list[int]],
     return mapping
 
 
-def _normalizer_rows(reference) -> dict[int, tuple[int, ...]]:
-    normalize = reference.normalizer.normalize_str if reference.normalizer else (lambda s: s)
-    rows = {}
-    for c in code_points():
-        out = normalize(chr(c))
-        if out != chr(c):
-            rows[c] = tuple(map(ord, out))
-    return rows
-
 
 def _with_replacements(rows: dict, replace: dict, spaced: list, stood_in: list, stand_in) -> CodePointMapping:
     """The normalizer's rows with each code point they put out replaced as `replace` says."""
@@ -170,27 +155,6 @@ def _refuse(code_points_: list[int], why: str) -> None:
         raise ExportError(f"the text-in tokenizer graph cannot express this tokenizer.json on {named}{more} ({why}): "
                           "export this model's token-id graphs only (--only onnx,onnx-int8,...)")
 
-
-def _classes(words_of: Callable[[str], list[str]], probes: list[int]) -> dict[int, str]:
-    """How a word splitter treats each code point o in the word x<o>y: kept, set apart, a boundary or dropped."""
-    classes = {}
-    for start in range(0, len(probes), PROBES_PER_TEXT):
-        chunk = probes[start:start + PROBES_PER_TEXT]
-        words, i = words_of(" ".join(f"x{chr(o)}y" for o in chunk)), 0
-        for o in chunk:
-            ahead = words[i:i + 3]
-            if ahead[:1] == [f"x{chr(o)}y"]:
-                classes[o], i = KEEP, i + 1
-            elif ahead[:1] == ["xy"]:
-                classes[o], i = DROP, i + 1
-            elif ahead == ["x", chr(o), "y"]:
-                classes[o], i = SPLIT, i + 3
-            elif ahead[:2] == ["x", "y"]:
-                classes[o], i = SEPARATE, i + 2
-            else:
-                raise ExportError(f"the word splitter reads U+{o:04X} in a way the text-in graph cannot follow "
-                                  f"({ahead!r}): export this model's token-id graphs only")
-    return classes
 
 
 def _basic_tokenizer_words() -> Callable[[str], list[str]]:
@@ -251,7 +215,3 @@ def hard_cases(mapping: CodePointMapping) -> list[tuple[str, str]]:
     return [(name, f"a{chr(codes[0])}b and {chr(codes[0])} then {chr(codes[0]) * 3}.") for name, codes in cases
             if codes] + [("flag tag sequence", f"go {FLAG_SEQUENCES[0]} team{FLAG_SEQUENCES[1]}")]
 
-
-# England, Scotland, Wales: a black flag, tag letters and a cancel tag.
-FLAG_SEQUENCES = tuple("\U0001F3F4" + "".join(chr(0xE0000 + ord(ch)) for ch in region) + "\U000E007F"
-                       for region in ("gbeng", "gbsct", "gbwls"))

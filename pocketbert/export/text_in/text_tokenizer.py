@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
+from pocketbert.export.tokenizer_probes import halved_down
 from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
                                                   derive)
 
@@ -114,17 +115,6 @@ def cached_or_built(path: Path, read, build, keep=lambda value: True, dump=lambd
         lock.__exit__(None, None, None)
     return value
 
-
-def halved_down(items: list, differs) -> list[tuple]:
-    """(item, what differs) for each item of `items` on which `differs` (a list -> what differs, or None) finds a
-    difference: the whole list is checked, and halved down to single items where it differs."""
-    what = differs(items)
-    if what is None:
-        return []
-    if len(items) == 1:
-        return [(items[0], what)]
-    half = len(items) // 2
-    return halved_down(items[:half], differs) + halved_down(items[half:], differs)
 
 
 @lru_cache(maxsize=4)

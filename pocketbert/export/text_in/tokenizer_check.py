@@ -17,20 +17,14 @@ from pathlib import Path
 from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in import text_normalization, text_tokenizer
 from pocketbert.export.text_in.session import text_session
-from pocketbert.export.text_in.text_normalization import FLAG_SEQUENCES, code_points
+from pocketbert.export.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
 
-CONTEXTS = {"alone": "{0}", "between words": "a {0} b", "inside a word": "a{0}b", "repeated": "{0}{0}{0}"}
 # Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
 PROBES_PER_TEXT = 100
 WORKERS = 2
 NAMED_MISMATCHES = 5
 CACHE_FOLDER = "tokenizer-checks"
 
-
-def probes(contexts: dict[str, str] | None = None) -> list[str]:
-    """Every scalar value in each context, and the flag tag sequences."""
-    contexts = CONTEXTS if contexts is None else contexts
-    return [form.format(chr(c)) for form in contexts.values() for c in code_points()] + list(FLAG_SEQUENCES)
 
 
 def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use_cache: bool = True,
@@ -93,7 +87,7 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
         differs = what_differs(chunk[:half], chunk[half:]) if pair else what_differs(chunk)
         if differs is None:
             return []
-        return text_tokenizer.halved_down(chunk, what_differs) or [(" ".join(chunk), differs)]
+        return halved_down(chunk, what_differs) or [(" ".join(chunk), differs)]
 
     size = PROBES_PER_TEXT * len(text_inputs)
     chunks = [probe_texts[k:k + size] for k in range(0, len(probe_texts), size)]

@@ -1,0 +1,179 @@
+"""The exhaustive check of an app's own tokenizer program (Swift, Kotlin: any command that speaks the
+pocketbert-tokenize protocol) against tokenizer.json (the `tokenizers` library).
+
+The program is sent every Unicode scalar value in four contexts (and the flag tag sequences), many probes to a JSON
+line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that differs is
+halved, and the halves sent again in one run, down to its probes. Then the golden file's texts (encode() at the
+golden max_length: the golden ids) and a seeded sample of random texts (offsets; encode() truncated and not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+
+from pocketbert.core.errors import ExportError
+from pocketbert.export.tokenizer_probes import CONTEXTS, probes
+
+PROBES_PER_LINE = 1000
+RANDOM_TEXTS = 2000
+RANDOM_SEED = 0
+TRUNCATED_AT = 16
+NAMED_MISMATCHES = 5
+PROGRAM_SECONDS = 600
+CACHE_FOLDER = "app-tokenizer-checks"
+# Random texts mix the code points hand-written tokenizers get wrong with any scalar value at all.
+RANDOM_PIECES = ["the", "un", "believ", "able", "Café", "naïve", "e\u0301", "o\u0308\u0304", "İ", "ı", "ΟΔΟΣ", "ς",
+                 "中", "国", "日本", "한국", "😀", "👍🏽", "👩\u200d👩\u200d👧", "\u200b", "\u200c", "\u200d", "\t",
+                 "\n", "\r", "\x00", "\x07", "\x85", "\u00a0", "\u3000", "!", ",", ".", "'", "$", "€", "½", "ﬁ",
+                 "x" * 101, "Ⅻ", "\ufeff", "\U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F"]
+SURROGATE_START, SURROGATE_END = 0xD800, 0xE000
+
+
+def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path | None = None,
+          contexts: tuple[str, ...] = tuple(CONTEXTS), probes_per_line: int = PROBES_PER_LINE,
+          random_texts: int = RANDOM_TEXTS, seed: int = RANDOM_SEED) -> dict:
+    """probes, mismatch_count, the first mismatches (the probe, its code points, what differs) and seconds of
+    `command` (the program, before its --tables argument) against tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    started = time.perf_counter()
+    data = Path(tokenizer_json).read_text(encoding="utf-8")
+    reference = Tokenizer.from_str(data)
+    reference.no_truncation()
+    reference.no_padding()
+    program = [*command, "--tables", str(tables), "--json-lines"]
+
+    def expected(texts: list[str]) -> list[str]:
+        return [_offsets_line(w) for w in reference.encode_batch(texts, add_special_tokens=False)]
+
+    def with_offsets(texts: list[str], want: list[str] | None = None) -> list[str | None]:
+        """What differs on each text, ids and offsets of tokenize()."""
+        want = expected(texts) if want is None else want
+        return [None if _digest(g) == _digest(w) else f"gave {g[:200]}, tokenizer.json {w[:200]}"
+                for g, w in zip(_run(program + ["--offsets"], texts), want)]
+
+    every = probes({name: CONTEXTS[name] for name in contexts})
+    texts = [" ".join(every[k:k + probes_per_line]) for k in range(0, len(every), probes_per_line)]
+    digests = _cached_digests(data, contexts, probes_per_line, lambda: [_digest(line) for line in expected(texts)])
+    got = _run(program + ["--offsets"], texts)
+    differing = [every[k * probes_per_line:(k + 1) * probes_per_line] for k, line in enumerate(got)
+                 if _digest(line) != digests[k]]
+    found = _halved_down(differing, with_offsets)
+    sample = random_sample(random_texts, seed)
+    found += [(text, what) for text, what in zip(sample, with_offsets(sample)) if what]
+    found += _encoded(program, reference, sample, None) + _encoded(program, reference, sample, TRUNCATED_AT)
+    golden_texts = []
+    if golden is not None:
+        golden_data = json.loads(Path(golden).read_text(encoding="utf-8"))
+        golden_texts = golden_data["texts"]
+        got = _run(program + ["--max-length", str(golden_data["max_length"])], [row["text"] for row in golden_texts])
+        found += [(row["text"], _differs(json.loads(g), row["ids"])) for row, g in zip(golden_texts, got)
+                  if _differs(json.loads(g), row["ids"])]
+    return {"probes": len(every), "random_texts": len(sample), "golden_texts": len(golden_texts),
+            "lines": len(texts), "mismatch_count": len(found),
+            "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
+                                 for p, d in found[:NAMED_MISMATCHES]],
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _offsets_line(encoding) -> str:
+    """tokenize()'s answer as the protocol writes it, without spaces."""
+    return (f'{{"ids":{json.dumps(encoding.ids, separators=(",", ":"))},'
+            f'"offsets":{json.dumps(encoding.offsets, separators=(",", ":"))}}}')
+
+
+def _digest(line: str) -> str:
+    """A line's digest, spaces aside (a program may write its JSON with spaces: numbers and keys hold none)."""
+    return hashlib.blake2b("".join(line.split()).encode(), digest_size=12).hexdigest()
+
+
+def _cached_digests(data: str, contexts: tuple[str, ...], probes_per_line: int, build) -> list[str]:
+    """tokenizer.json's answers to the probe lines, as digests: computed once a machine for each tokenizer (the
+    Swift and the Kotlin checks, each export of it, share them)."""
+    from importlib.metadata import version
+
+    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.export import tokenizer_probes
+    from pocketbert.export.text_in.text_tokenizer import cached_or_built, tokenizer_rules
+
+    key = hashlib.sha256(b"\0".join([tokenizer_rules(json.loads(data)).encode(), json.dumps([list(contexts),
+                                      probes_per_line]).encode(), Path(__file__).read_bytes(),
+                                      Path(tokenizer_probes.__file__).read_bytes(),
+                                      version("tokenizers").encode()])).hexdigest()[:32]
+    return cached_or_built(cache_root() / CACHE_FOLDER / f"{key}.json", lambda text: json.loads(text)["digests"],
+                           lambda: build(), dump=lambda digests: {"digests": digests})
+
+
+def require_equal(result: dict, program: str) -> None:
+    """ExportError naming the first mismatches, when there are any."""
+    if result["mismatch_count"]:
+        named = "; ".join(f"{' '.join(m['code_points'][:8])} ({m['differs']})" for m in result["first_mismatches"])
+        raise ExportError(f"{program} differs from tokenizer.json on {result['mismatch_count']} probes, first "
+                          f"{named}: fix it against pocketbert/export/app/tokenizer_reference.py")
+
+
+def random_sample(count: int, seed: int) -> list[str]:
+    """Seeded texts of pieces, spaces and arbitrary scalar values."""
+    rng = random.Random(seed)
+
+    def any_scalar() -> str:
+        code = rng.randrange(0x110000 - (SURROGATE_END - SURROGATE_START))
+        return chr(code + (SURROGATE_END - SURROGATE_START) if code >= SURROGATE_START else code)
+
+    def piece() -> str:
+        roll = rng.random()
+        return any_scalar() if roll < 0.2 else " " if roll < 0.4 else rng.choice(RANDOM_PIECES)
+
+    return ["".join(piece() for _ in range(rng.randrange(0, 40))) for _ in range(count)]
+
+
+def _encoded(program: list[str], reference, texts: list[str], max_length: int | None) -> list[tuple[str, str]]:
+    """encode()'s ids, truncated at max_length or not."""
+    args = ["--max-length", str(max_length)] if max_length else []
+    got = [json.loads(line) for line in _run(program + args, texts)]
+    if max_length:
+        reference.enable_truncation(max_length)
+    want = reference.encode_batch(texts)
+    reference.no_truncation()
+    return [(text, what) for text, g, w in zip(texts, got, want) if (what := _differs(g, w.ids))]
+
+
+def _halved_down(lines: list[list[str]], differs) -> list[tuple[str, str]]:
+    """(probe, what differs) for each probe of a line that differs: differing lines are halved, and all the halves
+    sent in one run, until each differing line is one probe."""
+    found = []
+    while lines:
+        verdicts = differs([" ".join(line) for line in lines])
+        found += [(line[0], what) for line, what in zip(lines, verdicts) if what and len(line) == 1]
+        lines = [half for line, what in zip(lines, verdicts) if what and len(line) > 1
+                 for half in (line[:len(line) // 2], line[len(line) // 2:])]
+    return found
+
+
+def _differs(got, want) -> str | None:
+    if got == want:
+        return None
+    return f"gave {json.dumps(got)[:200]}, tokenizer.json {json.dumps(want)[:200]}"
+
+
+def _run(program: list[str], texts: list[str]) -> list:
+    """One JSON line per text from one run of the program."""
+    if not texts:
+        return []
+    sent = "".join(json.dumps(text, ensure_ascii=False) + "\n" for text in texts)
+    try:
+        done = subprocess.run(program, input=sent.encode("utf-8"), capture_output=True, timeout=PROGRAM_SECONDS)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExportError(f"the tokenizer program {program[0]} did not run ({exc}): build it first") from exc
+    if done.returncode != 0:
+        raise ExportError(f"the tokenizer program {program[0]} failed: {done.stderr.decode(errors='replace')[-300:]}")
+    lines = done.stdout.decode("utf-8").splitlines()
+    if len(lines) != len(texts):
+        raise ExportError(f"the tokenizer program {program[0]} answered {len(lines)} lines to {len(texts)}: it must "
+                          "write one JSON line per input line")
+    return lines

@@ -1,0 +1,155 @@
+import Foundation
+
+/// A word piece: its id and its code-point span in the input text.
+public struct Token: Equatable {
+    public let id: Int
+    public let start: Int
+    public let end: Int
+
+    public init(id: Int, start: Int, end: Int) {
+        self.id = id
+        self.start = start
+        self.end = end
+    }
+}
+
+/// What a BERT model reads: ids, token types, attention mask (no padding).
+public struct Encoding {
+    public let ids: [Int]
+    public let typeIds: [Int]
+    public let attentionMask: [Int]
+}
+
+/// BERT WordPiece as tokenizer.json gives it, read from tokenizer.tables. Each step transcribes
+/// pocketbert/export/app/tokenizer_reference.py under the same name.
+public final class BertTokenizer {
+    public let maxLength: Int
+    public let clsId: Int
+    public let sepId: Int
+    public let padId: Int
+    public let unkId: Int
+    private let tables: Tables
+    private static let other = UInt8(ascii: "o"), punctuation = UInt8(ascii: "p")
+
+    /// Reads tokenizer.tables.
+    public convenience init(contentsOf url: URL) throws {
+        try self.init(tablesBytes: [UInt8](try Data(contentsOf: url)))
+    }
+
+    /// The tables from the bytes of a tokenizer.tables file.
+    public init(tablesBytes: [UInt8]) throws {
+        tables = try Tables(bytes: tablesBytes)
+        maxLength = tables.maxLength
+        clsId = tables.clsId
+        sepId = tables.sepId
+        padId = tables.padId
+        unkId = tables.unkId
+    }
+
+    /// The word pieces of `text`, no special tokens.
+    public func tokenize(_ text: String) -> [Token] {
+        var tokens: [Token] = []
+        splitWords(text.unicodeScalars.map(\.value)) { word, sources in wordPieces(word, sources, into: &tokens) }
+        return tokens
+    }
+
+    /// [CLS] + the first maxLength - 2 pieces + [SEP] (nil: the tables' max_length).
+    public func encode(_ text: String, maxLength: Int? = nil) -> Encoding {
+        let limit = maxLength ?? self.maxLength
+        let ids = [clsId] + tokenize(text).prefix(max(limit - 2, 0)).map(\.id) + [sepId]
+        return Encoding(ids: ids, typeIds: Array(repeating: 0, count: ids.count),
+                        attentionMask: Array(repeating: 1, count: ids.count))
+    }
+
+    /// [CLS] first [SEP] second [SEP], type ids 0 then 1: the first text cut to maxLength - 3 pieces, the second
+    /// to what room is left.
+    public func encodePair(_ first: String, _ second: String, maxLength: Int? = nil) -> Encoding {
+        let limit = maxLength ?? self.maxLength
+        let a = tokenize(first).prefix(max(limit - 3, 0)).map(\.id)
+        let b = tokenize(second).prefix(max(limit - 3 - a.count, 0)).map(\.id)
+        let ids = [clsId] + a + [sepId] + b + [sepId]
+        return Encoding(ids: ids, typeIds: Array(repeating: 0, count: a.count + 2) + Array(repeating: 1, count: b.count + 1),
+                        attentionMask: Array(repeating: 1, count: ids.count))
+    }
+
+    /// Step 1: the code points `code` becomes, passed to `emit` one by one.
+    @inline(__always)
+    func mapped(_ code: UInt32, _ emit: (UInt32) -> Void) {
+        let value = Int(code)
+        let entry = tables.mapEntries[Int(tables.mapIndex[value >> Tables.pageBits]) << Tables.pageBits
+                                      | (value & Tables.pageMask)]
+        if entry == 0 {
+            emit(code)
+        } else if entry > Tables.removed && entry < -0x110000 {
+            for out in tables.expansions[Int(entry - Tables.firstExpansion)] { emit(out) }
+        } else if entry != Tables.removed {
+            emit(UInt32(Int32(value) + entry))
+        }
+    }
+
+    @inline(__always)
+    func codeClass(_ code: UInt32) -> UInt8 {
+        let value = Int(code)
+        return tables.classes[Int(tables.classIndex[value >> Tables.pageBits]) << Tables.pageBits
+                              | (value & Tables.pageMask)]
+    }
+
+    /// Steps 1 and 2: each word's code points and the index of the input code point each came from.
+    func splitWords(_ text: [UInt32], _ word: ([UInt32], [Int]) -> Void) {
+        var codes: [UInt32] = [], sources: [Int] = []
+        for (source, scalar) in text.enumerated() {
+            mapped(scalar) { code in
+                let kind = codeClass(code)
+                if kind == BertTokenizer.other {
+                    codes.append(code)
+                    sources.append(source)
+                    return
+                }
+                if !codes.isEmpty {
+                    word(codes, sources)
+                    codes.removeAll(keepingCapacity: true)
+                    sources.removeAll(keepingCapacity: true)
+                }
+                if kind == BertTokenizer.punctuation { word([code], [source]) }
+            }
+        }
+        if !codes.isEmpty { word(codes, sources) }
+    }
+
+    /// Steps 3 and 4: greedy longest match from the left; a word too long, or with a position no piece matches,
+    /// is one unk spanning the whole word.
+    func wordPieces(_ word: [UInt32], _ sources: [Int], into tokens: inout [Token]) {
+        let whole = Token(id: unkId, start: sources[0], end: sources[sources.count - 1] + 1)
+        if word.count > tables.maxWordChars {
+            tokens.append(whole)
+            return
+        }
+        let first = tokens.count
+        var start = 0
+        while start < word.count {
+            var end = word.count
+            var found: Int?
+            while end > start {
+                found = tables.vocab[start > 0 ? tables.prefix + word[start..<end] : Array(word[start..<end])]
+                if found != nil { break }
+                end -= 1
+            }
+            guard let id = found else {
+                tokens.removeSubrange(first...)
+                tokens.append(whole)
+                return
+            }
+            tokens.append(Token(id: id, start: sources[start], end: sources[end - 1] + 1))
+            start = end
+        }
+    }
+}
+
+/// The text between two code-point offsets (a QA answer's span in its context).
+public func substring(_ text: String, codePoints: Range<Int>) -> String {
+    let scalars = text.unicodeScalars
+    let lower = scalars.index(scalars.startIndex, offsetBy: max(codePoints.lowerBound, 0), limitedBy: scalars.endIndex)
+        ?? scalars.endIndex
+    let upper = scalars.index(lower, offsetBy: max(codePoints.count, 0), limitedBy: scalars.endIndex) ?? scalars.endIndex
+    return String(scalars[lower..<upper])
+}

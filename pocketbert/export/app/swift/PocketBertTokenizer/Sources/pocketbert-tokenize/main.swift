@@ -1,0 +1,99 @@
+// pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]
+// Reads standard input line by line (with --json-lines each line is a JSON string literal) and writes one JSON line
+// per input line: [ids...] of encode() (no truncation without --max-length), or with --offsets
+// {"ids":[...],"offsets":[[s,e],...]} of tokenize(). The checks in pocketbert/export/app/app_tokenizer_check.py
+// drive it.
+import Foundation
+import PocketBertTokenizer
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write((message + "\n").data(using: .utf8)!)
+    exit(2)
+}
+
+var tablesPath: String?, jsonLines = false, offsets = false, maxLength = Int.max
+var arguments = CommandLine.arguments.dropFirst().makeIterator()
+while let argument = arguments.next() {
+    switch argument {
+    case "--tables": tablesPath = arguments.next()
+    case "--json-lines": jsonLines = true
+    case "--offsets": offsets = true
+    case "--max-length":
+        guard let value = arguments.next().flatMap(Int.init), value >= 2 else { fail("--max-length takes a number >= 2") }
+        maxLength = value
+    default: fail("unknown argument \(argument): pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]")
+    }
+}
+guard let tablesPath else { fail("pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]") }
+let tokenizer: BertTokenizer
+do {
+    tokenizer = try BertTokenizer(contentsOf: URL(fileURLWithPath: tablesPath))
+} catch {
+    fail("\(error)")
+}
+
+/// The text of a JSON string literal (escapes, surrogate pairs and raw UTF-8 alike).
+func jsonString(_ line: Substring.UTF8View) -> String? {
+    var bytes = Array(line)
+    while let last = bytes.last, last == 0x20 || last == 0x0D { bytes.removeLast() }
+    guard bytes.count >= 2, bytes.first == 0x22, bytes.last == 0x22 else { return nil }
+    var out: [UInt8] = [], i = 1
+    out.reserveCapacity(bytes.count)
+    func hex4(_ at: Int) -> UInt32? {
+        guard at + 4 <= bytes.count - 1 else { return nil }
+        return UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16)
+    }
+    while i < bytes.count - 1 {
+        let byte = bytes[i]
+        guard byte == 0x5C else { out.append(byte); i += 1; continue }
+        let escape = bytes[i + 1]
+        i += 2
+        switch escape {
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "u"):
+            guard var code = hex4(i) else { return nil }
+            i += 4
+            if (0xD800..<0xDC00).contains(code) {
+                guard bytes[i] == 0x5C, bytes[i + 1] == UInt8(ascii: "u"), let low = hex4(i + 2),
+                      (0xDC00..<0xE000).contains(low) else { return nil }
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                i += 6
+            }
+            guard let scalar = Unicode.Scalar(code) else { return nil }
+            out.append(contentsOf: Array(String(Character(scalar)).utf8))
+        default: out.append(escape)  // \" \\ \/
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+var output: [UInt8] = []
+output.reserveCapacity(1 << 20)
+func write(_ text: String) { output.append(contentsOf: text.utf8) }
+func flush() {
+    FileHandle.standardOutput.write(Data(output))
+    output.removeAll(keepingCapacity: true)
+}
+
+while let line = readLine(strippingNewline: true) {
+    let text: String
+    if jsonLines {
+        guard let parsed = jsonString(line[...].utf8) else { fail("not a JSON string literal: \(line.prefix(80))") }
+        text = parsed
+    } else {
+        text = line
+    }
+    if offsets {
+        let tokens = tokenizer.tokenize(text)
+        write("{\"ids\":[" + tokens.map { String($0.id) }.joined(separator: ",") + "],\"offsets\":[")
+        write(tokens.map { "[\($0.start),\($0.end)]" }.joined(separator: ",") + "]}\n")
+    } else {
+        write("[" + tokenizer.encode(text, maxLength: maxLength).ids.map(String.init).joined(separator: ",") + "]\n")
+    }
+    if output.count > 1 << 20 { flush() }
+}
+flush()

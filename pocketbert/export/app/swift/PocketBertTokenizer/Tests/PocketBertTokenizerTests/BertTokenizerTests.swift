@@ -1,0 +1,73 @@
+import XCTest
+import PocketBertTokenizer
+
+/// A small tokenizer.tables written here: lower-casing A-Z, removing NUL, "é" -> "e", spaces around U+4E00,
+/// whitespace and punctuation classes, and a vocabulary of a few pieces.
+final class BertTokenizerTests: XCTestCase {
+    static let vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", ",", "world", "un", "##believ", "##able",
+                             "e", "\u{4E00}", "!", "\u{E9}"]
+
+    static func tables(maxWordChars: Int = 12) -> [UInt8] {
+        var identity = Array(repeating: "0", count: 256)
+        var first = identity
+        for code in 0x41...0x5A { first[code] = "32" }  // A-Z -> a-z
+        first[0] = "-"
+        first[0xE9] = String(0x65 - 0xE9)  // é -> e (accents stripped)
+        var cjk = identity
+        cjk[0] = "=20,4E00,20"
+        identity[0] = "0"
+        var classes = Array(repeating: UInt8(ascii: "o"), count: 256)
+        for code in [0x20, 0x09, 0x0A] { classes[code] = UInt8(ascii: "w") }
+        for code in [0x21, 0x2C, 0x2E] { classes[code] = UInt8(ascii: "p") }
+        let otherClasses = String(repeating: "o", count: 256)
+        var mapIndex = Array(repeating: "2", count: 4352)
+        mapIndex[0] = "0"
+        mapIndex[0x4E] = "1"
+        var classIndex = Array(repeating: "1", count: 4352)
+        classIndex[0] = "0"
+        let lines = ["pocketbert-tokenizer-tables 1", "unk 1", "cls 2", "sep 3", "pad 0", "prefix ##",
+                     "max_word_chars \(maxWordChars)", "max_length 8", "vocab \(vocabulary.count)"] + vocabulary
+            + ["map_pages 3", first.joined(separator: " "), cjk.joined(separator: " "), identity.joined(separator: " "),
+               "map_index " + mapIndex.joined(separator: " "), "class_pages 2", String(decoding: classes, as: UTF8.self),
+               otherClasses, "class_index " + classIndex.joined(separator: " ")]
+        return Array((lines.joined(separator: "\n") + "\n").utf8)
+    }
+
+    func testWordsPiecesAndOffsets() throws {
+        let tokenizer = try BertTokenizer(tablesBytes: Self.tables())
+        XCTAssertEqual(tokenizer.tokenize("Hello,\tWORLD!"),
+                       [Token(id: 4, start: 0, end: 5), Token(id: 5, start: 5, end: 6),
+                        Token(id: 6, start: 7, end: 12), Token(id: 12, start: 12, end: 13)])
+        XCTAssertEqual(tokenizer.tokenize("unbelievable").map(\.id), [7, 8, 9])
+        // a position no piece matches makes the whole word one unk, spanning it
+        XCTAssertEqual(tokenizer.tokenize("unbelievablx"), [Token(id: 1, start: 0, end: 12)])
+        // removed code points keep the offsets of the input; an expansion splits the word around U+4E00
+        XCTAssertEqual(tokenizer.tokenize("he\u{0}llo\u{4E00}e"),
+                       [Token(id: 4, start: 0, end: 6), Token(id: 11, start: 6, end: 7), Token(id: 10, start: 7, end: 8)])
+        // é becomes e: the precomposed é in the vocabulary is never looked up, and its decomposed form is no match
+        XCTAssertEqual(tokenizer.tokenize("\u{E9} e\u{301}").map(\.id), [10, 1])
+    }
+
+    func testLongWordsAndFraming() throws {
+        let tokenizer = try BertTokenizer(tablesBytes: Self.tables(maxWordChars: 4))
+        XCTAssertEqual(tokenizer.tokenize("hello un"), [Token(id: 1, start: 0, end: 5), Token(id: 7, start: 6, end: 8)])
+        let encoding = tokenizer.encode("un un un un un un un")
+        XCTAssertEqual(encoding.ids, [2, 7, 7, 7, 7, 7, 7, 3])
+        XCTAssertEqual(encoding.typeIds, Array(repeating: 0, count: 8))
+        XCTAssertEqual(tokenizer.encode("", maxLength: 4).ids, [2, 3])
+        let pair = tokenizer.encodePair("un", "un un un un un un", maxLength: 6)
+        XCTAssertEqual(pair.ids, [2, 7, 3, 7, 7, 3])
+        XCTAssertEqual(pair.typeIds, [0, 0, 0, 1, 1, 1])
+    }
+
+    func testSubstringByCodePoints() {
+        XCTAssertEqual(substring("a👍🏽 café", codePoints: 1..<3), "👍🏽")
+        XCTAssertEqual(substring("a👍🏽 café", codePoints: 4..<8), "café")
+        XCTAssertEqual(substring("abc", codePoints: 2..<9), "c")
+    }
+
+    func testRefusesOtherFiles() {
+        XCTAssertThrowsError(try BertTokenizer(tablesBytes: Array("vocab 1\n".utf8)))
+        XCTAssertThrowsError(try BertTokenizer(tablesBytes: Array(Self.tables().dropLast(200))))
+    }
+}

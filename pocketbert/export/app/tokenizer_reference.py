@@ -1,0 +1,207 @@
+"""The app tokenizer as a specification: BERT WordPiece read from tokenizer.tables alone (tokenizer_tables.py holds
+the format). The Swift and Kotlin tokenizers transcribe these functions step by step, under the same names.
+
+`python -m pocketbert.export.app.tokenizer_reference --tables PATH [--json-lines] [--max-length N] [--offsets]` is
+the command-line program the app tokenizers' programs answer as (app_tokenizer_check.py drives them all)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from pocketbert.core.errors import ExportError
+
+MAGIC = "pocketbert-tokenizer-tables 1"
+PAGE_BITS = 8
+PAGE_MASK = 0xFF
+OTHER, WHITESPACE, PUNCTUATION = "o", "w", "p"
+
+
+class Token(NamedTuple):
+    id: int
+    start: int  # code-point offsets into the input text
+    end: int
+
+
+@dataclass(frozen=True)
+class Encoding:
+    ids: list[int]
+    type_ids: list[int]
+    attention_mask: list[int]
+
+
+@dataclass(frozen=True)
+class Tables:
+    unk_id: int
+    cls_id: int
+    sep_id: int
+    pad_id: int
+    prefix: str
+    max_word_chars: int
+    max_length: int
+    vocab: dict[str, int]
+    map_pages: list[list[tuple[int, ...] | int]]  # an int: the code point plus it; a tuple: these code points
+    map_index: list[int]
+    class_pages: list[str]
+    class_index: list[int]
+
+
+def read_tables(text: str) -> Tables:
+    """The tables from the text of a tokenizer.tables file."""
+    lines = text.split("\n")
+    if lines[0] != MAGIC:
+        raise ExportError(f"not a tokenizer.tables file (it begins {lines[0][:40]!r}): export it again")
+    at = 1
+
+    def field(name: str) -> str:
+        nonlocal at
+        key, _, value = lines[at].partition(" ")
+        if key != name:
+            raise ExportError(f"tokenizer.tables line {at + 1} is {key!r}, not {name!r}: export it again")
+        at += 1
+        return value
+
+    def block(name: str) -> list[str]:
+        nonlocal at
+        count = int(field(name))
+        at += count
+        return lines[at - count:at]
+
+    unk, cls, sep, pad = (int(field(name)) for name in ("unk", "cls", "sep", "pad"))
+    prefix, max_word_chars, max_length = field("prefix"), int(field("max_word_chars")), int(field("max_length"))
+    vocab = {token: i for i, token in enumerate(block("vocab"))}
+    map_pages = [[_map_entry(entry) for entry in line.split(" ")] for line in block("map_pages")]
+    map_index = [int(n) for n in field("map_index").split(" ")]
+    class_pages = block("class_pages")
+    class_index = [int(n) for n in field("class_index").split(" ")]
+    return Tables(unk, cls, sep, pad, prefix, max_word_chars, max_length, vocab, map_pages, map_index, class_pages,
+                  class_index)
+
+
+def load(path: Path) -> Tables:
+    return read_tables(Path(path).read_text(encoding="utf-8"))
+
+
+def _map_entry(entry: str) -> tuple[int, ...] | int:
+    if entry == "-":
+        return ()
+    if entry.startswith("="):
+        return tuple(int(h, 16) for h in entry[1:].split(","))
+    return int(entry)
+
+
+def mapped(tables: Tables, code: int) -> tuple[int, ...]:
+    """Step 1: the code points `code` becomes."""
+    entry = tables.map_pages[tables.map_index[code >> PAGE_BITS]][code & PAGE_MASK]
+    return (code + entry,) if isinstance(entry, int) else entry
+
+
+def code_class(tables: Tables, code: int) -> str:
+    return tables.class_pages[tables.class_index[code >> PAGE_BITS]][code & PAGE_MASK]
+
+
+def split_words(tables: Tables, text: str) -> list[list[tuple[int, int]]]:
+    """Steps 1 and 2: the words, each a list of (code point, index of the input code point it came from)."""
+    words, word = [], []
+    for source, char in enumerate(text):
+        for code in mapped(tables, ord(char)):
+            kind = code_class(tables, code)
+            if kind == OTHER:
+                word.append((code, source))
+                continue
+            if word:
+                words.append(word)
+                word = []
+            if kind == PUNCTUATION:
+                words.append([(code, source)])
+    if word:
+        words.append(word)
+    return words
+
+
+def word_pieces(tables: Tables, word: list[tuple[int, int]]) -> list[Token]:
+    """Step 3 and 4: greedy longest match from the left; a word too long, or with a position no piece matches, is
+    one unk spanning the whole word."""
+    whole = [Token(tables.unk_id, word[0][1], word[-1][1] + 1)]
+    if len(word) > tables.max_word_chars:
+        return whole
+    chars = "".join(chr(code) for code, _ in word)
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            piece = chars[start:end] if start == 0 else tables.prefix + chars[start:end]
+            found = tables.vocab.get(piece)
+            if found is not None:
+                pieces.append(Token(found, word[start][1], word[end - 1][1] + 1))
+                break
+            end -= 1
+        if end == start:
+            return whole
+        start = end
+    return pieces
+
+
+def tokenize(tables: Tables, text: str) -> list[Token]:
+    """The word pieces of `text`, no special tokens."""
+    return [token for word in split_words(tables, text) for token in word_pieces(tables, word)]
+
+
+def encode(tables: Tables, text: str, max_length: int | None = None) -> Encoding:
+    """Step 5: [cls] + the first max_length - 2 pieces + [sep] (max_length None: the tables' max_length)."""
+    limit = tables.max_length if max_length is None else max_length
+    ids = [tables.cls_id, *(t.id for t in tokenize(tables, text)[:max(limit - 2, 0)]), tables.sep_id]
+    return Encoding(ids, [0] * len(ids), [1] * len(ids))
+
+
+def encode_pair(tables: Tables, first: str, second: str, max_length: int | None = None) -> Encoding:
+    """[cls] first [sep] second [sep], type ids 0 then 1; the first text cut to max_length - 3 pieces, the second
+    to what room is left."""
+    limit = tables.max_length if max_length is None else max_length
+    a = [t.id for t in tokenize(tables, first)][:max(limit - 3, 0)]
+    b = [t.id for t in tokenize(tables, second)][:max(limit - 3 - len(a), 0)]
+    ids = [tables.cls_id, *a, tables.sep_id, *b, tables.sep_id]
+    return Encoding(ids, [0] * (len(a) + 2) + [1] * (len(b) + 1), [1] * len(ids))
+
+
+def substring(text: str, start: int, end: int) -> str:
+    """The text between two code-point offsets (Python strings index code points already)."""
+    return text[start:end]
+
+
+def program() -> list[str]:
+    """The command that runs main() from this checkout, whatever the working folder (app_tokenizer_check's
+    `command`)."""
+    root = str(Path(__file__).resolve().parents[3])
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {root!r}); "
+            "from pocketbert.export.app.tokenizer_reference import main; main()"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The pocketbert-tokenize protocol: one JSON line out per line in."""
+    parser = argparse.ArgumentParser(prog="pocketbert-tokenize")
+    parser.add_argument("--tables", required=True, type=Path)
+    parser.add_argument("--json-lines", action="store_true")
+    parser.add_argument("--max-length", type=int)
+    parser.add_argument("--offsets", action="store_true")
+    args = parser.parse_args(argv)
+    tables = load(args.tables)
+    stdin = open(sys.stdin.fileno(), encoding="utf-8", newline="\n", closefd=False)
+    out = []
+    for line in stdin:
+        text = json.loads(line) if args.json_lines else line.rstrip("\n")
+        if args.offsets:
+            tokens = tokenize(tables, text)
+            out.append(json.dumps({"ids": [t.id for t in tokens], "offsets": [[t.start, t.end] for t in tokens]},
+                                  separators=(",", ":")))
+        else:
+            out.append(json.dumps(encode(tables, text, args.max_length or sys.maxsize).ids, separators=(",", ":")))
+    sys.stdout.write("".join(line + "\n" for line in out))
+
+
+if __name__ == "__main__":
+    main()

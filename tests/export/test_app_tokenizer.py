@@ -1,0 +1,139 @@
+"""tokenizer.tables and the Python reference that reads it: equal to tokenizer.json (the `tokenizers` library) on
+every code point in four contexts, for the real all-MiniLM vocabulary and a fitted one, with the same offsets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pocketbert.core.errors import ExportError
+from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, tokenizer_tables
+from pocketbert.export.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
+
+MAX_LENGTH = 128
+SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
+FITTED_IDS = [*range(0, 1500), *range(2000, 5000), *range(20000, 21000)]  # specials, pieces, a few words
+VARIED_TEXTS = [
+    "Café naïve résumé, señor Müller", "中国电影 很好看 and 日本語のテキスト", "great😀 movie 👍🏽 👩‍👩‍👧 ok",
+    "wonder\u200bful act\u200cing a\u200db", "e\u0301 o\u0308\u0304 x\u0301y \u0301start", "İstanbul ıi İI",
+    "ΟΔΟΣ ὈΔΥΣΣΕΎΣ σοφός", "tab\tnew\nline\r\x00end\x07 \x1f\x7f\x85", "a" + "b" * 120 + " c",
+    "unbelievably antidisestablishmentarianism", "한국어 텍스트", "ﬁne ﬂour Ⅻ ½", "\U0001F3F4\U000E0067\U000E0062"
+    "\U000E0065\U000E006E\U000E0067\U000E007F flag", "", "   ", "x" * 101, "5€ 3.5 1,000 $%&",
+]
+
+
+def tokenizer_data(wordpiece_tokenizer, fitted: bool) -> dict:
+    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+
+    tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
+    return json.loads(tokenizer.backend_tokenizer.to_str())
+
+
+def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict[str, Path]:
+    """tokenizer.json, tokenizer.tables and the golden file of the full or the fitted vocabulary in `folder`."""
+    from pocketbert.export.app import tokenizer_files
+    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+
+    tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
+    paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables",
+             "golden": folder / "tokenizer_golden.json"}
+    paths["json"].write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+    tokenizer_tables.write_tables(paths["json"], paths["tables"], MAX_LENGTH)
+    paths["golden"].write_text(json.dumps(tokenizer_files.golden(tokenizer, MAX_LENGTH)), encoding="utf-8")
+    return paths
+
+
+@pytest.fixture(scope="module", params=["full", "fitted"])
+def app_tokenizer(request, tmp_path_factory, wordpiece_tokenizer) -> dict[str, Path]:
+    return write_app_tokenizer(tmp_path_factory.mktemp(request.param), wordpiece_tokenizer,
+                               request.param == "fitted")
+
+
+def reference_and_tables(paths: dict[str, Path]):
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(str(paths["json"]))
+    reference.no_truncation()
+    reference.no_padding()
+    return reference, tokenizer_reference.load(paths["tables"])
+
+
+def differs(reference, tables):
+    def what(chunk: list[str]) -> str | None:
+        text = " ".join(chunk)
+        want = reference.encode(text, add_special_tokens=False)
+        got = tokenizer_reference.tokenize(tables, text)
+        if want.ids != [t.id for t in got]:
+            return "ids"
+        if want.offsets != [(t.start, t.end) for t in got]:
+            return "offsets"
+        return None
+    return what
+
+
+@pytest.mark.slow
+def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
+    """The Python reference, as a pocketbert-tokenize program, through the check the Swift and Kotlin programs
+    take: every scalar value in 4 contexts (ids and offsets), the golden texts, a random sample."""
+    result = app_tokenizer_check.check(tokenizer_reference.program(), app_tokenizer["json"], app_tokenizer["tables"],
+                                       app_tokenizer["golden"])
+    assert result["probes"] == 4 * SCALAR_VALUES + len(FLAG_SEQUENCES)
+    assert result["golden_texts"] >= 10 and result["random_texts"] == app_tokenizer_check.RANDOM_TEXTS
+    assert result["mismatch_count"] == 0, result["first_mismatches"]
+
+
+@pytest.mark.slow
+def test_reference_offsets_and_framing_equal_tokenizers(app_tokenizer):
+    reference, tables = reference_and_tables(app_tokenizer)
+    assert [m for text in VARIED_TEXTS for m in halved_down([text], differs(reference, tables))] == []
+    reference.enable_truncation(16)
+    for text in VARIED_TEXTS:
+        encoding = tokenizer_reference.encode(tables, text, 16)
+        assert encoding.ids == reference.encode(text).ids
+        assert encoding.ids[0] == tables.cls_id and encoding.ids[-1] == tables.sep_id
+    reference.no_truncation()
+    pair = tokenizer_reference.encode_pair(tables, "Où est le café?", "Le café 😀 est près de la Seine.", MAX_LENGTH)
+    want = reference.encode("Où est le café?", "Le café 😀 est près de la Seine.")
+    assert (pair.ids, pair.type_ids) == (want.ids, want.type_ids)
+    # QA's answer is the context's own text: the word pieces' code-point span, accents and case kept
+    tokens = tokenizer_reference.tokenize(tables, VARIED_TEXTS[0])
+    assert tokenizer_reference.substring(VARIED_TEXTS[0], tokens[0].start, tokens[-1].end) == VARIED_TEXTS[0]
+
+
+def test_check_halves_down_to_the_differing_probes():
+    lines = [["a", "b", "c"], ["d", "e"], ["f"]]
+    seen = []
+
+    def bad_letters(texts: list[str]) -> list[str | None]:
+        seen.append(len(texts))
+        return ["has e or f" if set(text) & {"e", "f"} else None for text in texts]
+
+    assert app_tokenizer_check._halved_down(lines, bad_letters) == [("f", "has e or f"), ("e", "has e or f")]
+    assert seen == [3, 2]  # one run of the program a round, not one a line
+
+
+@pytest.mark.slow
+def test_tables_store_identical_pages_once(wordpiece_tokenizer):
+    data = tokenizer_data(wordpiece_tokenizer, fitted=False)
+    text = tokenizer_tables.tables_text(data, MAX_LENGTH)
+    tables = tokenizer_reference.read_tables(text)
+    assert len(tables.map_index) == len(tables.class_index) == CODE_SPACE // 256
+    assert len(set(map(tuple, tables.map_pages))) == len(tables.map_pages) < len(tables.map_index) // 4
+    assert len(set(tables.class_pages)) == len(tables.class_pages)
+    assert tokenizer_reference.mapped(tables, ord("A")) == (ord("a"),)
+    assert tokenizer_reference.mapped(tables, 0x4E00) == (0x20, 0x4E00, 0x20)
+    assert tokenizer_reference.mapped(tables, 0) == ()
+    assert len(tables.vocab) == len(data["model"]["vocab"]) and tables.max_length == MAX_LENGTH
+
+
+@pytest.mark.parametrize("part, replacement", [("pre_tokenizer", {"type": "Whitespace"}),
+                                                ("normalizer", None),
+                                                ("model", {"type": "BPE", "vocab": {}, "merges": []}),
+                                                ("post_processor", {"type": "ByteLevel"})])
+def test_tables_refuse_other_pipelines(wordpiece_tokenizer, part, replacement):
+    data = {**tokenizer_data(wordpiece_tokenizer, fitted=False), part: replacement}
+    with pytest.raises(ExportError) as refused:
+        tokenizer_tables.bert_special_ids(data)
+    assert "\n" not in str(refused.value) and "BERT WordPiece" in str(refused.value)
