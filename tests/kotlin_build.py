@@ -15,7 +15,7 @@ from pocketbert.core.cache_dir import building, cache_root
 
 KOTLINC_MISSING = "kotlinc not installed: apt-get install kotlin (Debian; .ci/run does, as root)"
 needs_kotlinc = pytest.mark.skipif(shutil.which("kotlinc") is None, reason=KOTLINC_MISSING)
-COMPILE_TIMEOUT_S = 600  # 2 cores shared with other test workers: a compile alone takes 30-60 s
+COMPILE_TIMEOUT_S = 600  # 2 cores shared with other test workers: a compile alone takes 10-60 s
 
 KOTLIN_TOKENIZER = Path(__file__).resolve().parents[1] / "pocketbert" / "export" / "app" / "kotlin" / "tokenizer"
 TOKENIZE_MAIN = "ai.pocketbert.tokenizer.TokenizeMainKt"  # the class kotlinc makes of TokenizeMain.kt's main
