@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 # An export with one Core ML program checked on one example, no Core AI and no ExecuTorch: for tests of what any
 # export writes. (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates
@@ -103,3 +105,23 @@ def named_in_readme(readme: str) -> set[str]:
     names |= set(re.findall(r'forResource: "([^"]+)"', readme))
     names |= set(re.findall(r'assets.open\("([^"]+)"\)', readme))
     return names
+
+
+APP_TOKENIZER_MAX_LENGTH = 128
+FITTED_IDS = [*range(0, 1500), *range(2000, 5000), *range(20000, 21000)]  # specials, pieces, a few words
+
+
+def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict[str, Path]:
+    """tokenizer.json, tokenizer.tables and the golden file of the full or the fitted vocabulary in `folder`."""
+    from pocketbert.export.app import tokenizer_files
+    from pocketbert.export.app.tokenizer_tables import write_tables
+    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+
+    tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
+    paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables",
+             "golden": folder / "tokenizer_golden.json"}
+    paths["json"].write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+    write_tables(paths["json"], paths["tables"], APP_TOKENIZER_MAX_LENGTH)
+    golden = tokenizer_files.golden(tokenizer, APP_TOKENIZER_MAX_LENGTH)
+    paths["golden"].write_text(json.dumps(golden), encoding="utf-8")
+    return paths

@@ -52,7 +52,8 @@ NEEDS_A_DEVICE = [
     "a Core ML-delegated ExecuTorch program through ExecuTorch's Core ML backend (Apple hardware only)",
     "NNAPI, XNNPACK and onnxruntime-extensions-android on an Android phone",
     "compiling and running the Swift and Kotlin of the app folders",
-    "swift-transformers' tokenizer against tokenizer_golden.json, in the app's unit tests",
+    "PocketBertTokenizer (the iOS folder's Swift package) against tokenizer_golden.json on the device, in the app's "
+    "unit tests",
 ]
 
 

@@ -201,11 +201,16 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
     ios = tmp_path / "ios"
-    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "resources", "README.md", OUTPUT_MARKER}
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.mlpackage", "resources", "README.md", OUTPUT_MARKER,
+                                               "PocketBertTokenizer"}
     assert {p.name for p in (ios / "resources").iterdir()} == {"tokenizer.json", "tokenizer_config.json",
-                                                               "config.json", "labels.json", "tokenizer_golden.json"}
+                                                               "config.json", "labels.json", "tokenizer_golden.json",
+                                                               "tokenizer.tables"}
+    assert (ios / "PocketBertTokenizer" / "Package.swift").is_file()
+    assert (ios / "PocketBertTokenizer" / "Sources" / "PocketBertTokenizer" / "BertTokenizer.swift").is_file()
     readme = (ios / "README.md").read_text()
-    assert "AutoTokenizer.from(modelFolder:" in readme and "PocketBertSentiment(configuration:" in readme
+    assert "BertTokenizer(contentsOf:" in readme and "PocketBertSentiment(configuration:" in readme
+    assert "import Tokenizers" not in readme
     # the app's copy is the 6-bit model: it answers as that variant did in the export
     task = make_task("sentiment", json.loads((ios / "resources" / "labels.json").read_text()))
     ids = np.array([[101, 2023, 3185, 2001, 2307, 102]])

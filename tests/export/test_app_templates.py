@@ -11,6 +11,7 @@ import pytest
 
 from pocketbert.core.tasks import TASKS
 from pocketbert.export.app import app_readme
+from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # What app_tasks.QAApp.code_values gives a QA export (its windows, span search, bound and special tokens).
@@ -62,8 +63,9 @@ def test_a_built_wheel_holds_every_template(tmp_path):
                     str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
     names = set(zipfile.ZipFile(next(tmp_path.glob("pocketbert-*.whl"))).namelist())
     templates = {f"pocketbert/export/app/{p.relative_to(app_readme.TEMPLATES.parent).as_posix()}"
-                 for p in app_readme.TEMPLATES.rglob("*.txt")}
+                 for p in [*app_readme.TEMPLATES.rglob("*.txt"), *package_files()]}
     assert templates and templates <= names
+    assert "pocketbert/export/app/swift/PocketBertTokenizer/Package.swift" in names
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -120,3 +122,27 @@ def test_qa_swift_calls_the_answer_routine_as_it_is_declared():
     assert "windowStarts(c.size, q.size, maxLength, stride)" in kotlin
     assert "qaAnswer(startLogits, endLogits, contextIndex, nBest, maxAnswerLength)" in kotlin
     assert "private val cls = 101L" in kotlin and "private val stride = 24" in kotlin
+
+
+def test_swift_templates_tokenize_with_the_shipped_package():
+    """Every iOS template (sentiment and QA; Core ML, Core AI, ExecuTorch) reads tokenizer.tables with the
+    PocketBertTokenizer package, through calls its public declarations have; a QA answer is the context's own
+    text cut at code-point offsets."""
+    api = "\n".join(p.read_text() for p in (SWIFT_PACKAGE / "Sources" / "PocketBertTokenizer").glob("*.swift"))
+    for declaration in ("public convenience init(contentsOf url: URL) throws", "public func tokenize(_ text: String) -> [Token]",
+                        "public func encode(_ text: String, maxLength: Int? = nil) -> Encoding",
+                        "public func substring(_ text: String, codePoints: Range<Int>) -> String",
+                        "public let clsId: Int", "public let sepId: Int"):
+        assert declaration in api, declaration
+    swift = sorted(app_readme.TEMPLATES.glob("*/ios*.swift.txt"))
+    users = [p for p in swift if "tokenizer" in p.read_text()]
+    assert len(users) == 6
+    for path in users:
+        code = path.read_text()
+        assert "import PocketBertTokenizer" in code and "import Tokenizers" not in code, path
+        assert 'BertTokenizer(contentsOf: folder.appendingPathComponent("tokenizer.tables"))' in code, path
+        if path.parent.name == "qa":
+            assert "substring(context, codePoints: pieces[from].start..<pieces[to].end)" in code, path
+            assert "decode(" not in code, path
+        else:
+            assert "tokenizer.encode(text, maxLength: maxLength).ids" in code, path

@@ -11,10 +11,10 @@ import pytest
 from pocketbert.core.errors import ExportError
 from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, tokenizer_tables
 from pocketbert.export.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
+from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
+from tests.helpers import FITTED_IDS, write_app_tokenizer
 
-MAX_LENGTH = 128
 SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
-FITTED_IDS = [*range(0, 1500), *range(2000, 5000), *range(20000, 21000)]  # specials, pieces, a few words
 VARIED_TEXTS = [
     "Café naïve résumé, señor Müller", "中国电影 很好看 and 日本語のテキスト", "great😀 movie 👍🏽 👩‍👩‍👧 ok",
     "wonder\u200bful act\u200cing a\u200db", "e\u0301 o\u0308\u0304 x\u0301y \u0301start", "İstanbul ıi İI",
@@ -29,20 +29,6 @@ def tokenizer_data(wordpiece_tokenizer, fitted: bool) -> dict:
 
     tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
     return json.loads(tokenizer.backend_tokenizer.to_str())
-
-
-def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict[str, Path]:
-    """tokenizer.json, tokenizer.tables and the golden file of the full or the fitted vocabulary in `folder`."""
-    from pocketbert.export.app import tokenizer_files
-    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
-
-    tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
-    paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables",
-             "golden": folder / "tokenizer_golden.json"}
-    paths["json"].write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
-    tokenizer_tables.write_tables(paths["json"], paths["tables"], MAX_LENGTH)
-    paths["golden"].write_text(json.dumps(tokenizer_files.golden(tokenizer, MAX_LENGTH)), encoding="utf-8")
-    return paths
 
 
 @pytest.fixture(scope="module", params=["full", "fitted"])

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export.app import tokenizer_files
+from pocketbert.export.app import tokenizer_files, tokenizer_tables
 from pocketbert.core.run_files import (
     LABELS,
     MODEL_CONFIG,
@@ -16,13 +16,15 @@ from pocketbert.core.run_files import (
     TOKENIZER_FILES,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
+    TOKENIZER_TABLES,
     VOCAB,
 )
 
 
 def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> list[Path]:
-    """tokenizer.json, tokenizer_config.json, vocab.txt, config.json, labels.json and the tokenizer golden file
-    into out_dir; tokenizer.json truncates at the export's max_length and is checked against the golden file."""
+    """tokenizer.json, tokenizer_config.json, vocab.txt, tokenizer.tables, config.json, labels.json and the tokenizer
+    golden file into out_dir; tokenizer.json truncates at the export's max_length and is checked against the golden
+    file."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or type(backend.model).__name__ != "WordPiece":
         raise ExportError("the student's tokenizer is not a fast WordPiece (BERT) tokenizer; "
@@ -46,6 +48,7 @@ def write_app_files(model, tokenizer, task, out_dir: Path, max_length: int) -> l
     tokenizer_files.check_tokenizer_json(out_dir / TOKENIZER_JSON, expected)
     (out_dir / TOKENIZER_GOLDEN).write_text(json.dumps(expected, ensure_ascii=False, indent=2) + "\n",
                                             encoding="utf-8")
+    written.append(tokenizer_tables.write_tables(out_dir / TOKENIZER_JSON, out_dir / TOKENIZER_TABLES, max_length))
     model.config.to_json_file(out_dir / MODEL_CONFIG)
     (out_dir / LABELS).write_text(json.dumps(task.label_names, indent=2) + "\n")
     return written + [out_dir / TOKENIZER_GOLDEN, out_dir / MODEL_CONFIG, out_dir / LABELS]

@@ -10,6 +10,7 @@ from pathlib import Path
 from pocketbert.core.errors import ExportError
 from pocketbert.export import artifacts, mobile_usability
 from pocketbert.export.app import app_readme, app_tasks
+from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS, Variant
@@ -28,13 +29,16 @@ from pocketbert.core.run_files import (
     TOKENIZER_CONFIG,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
+    TOKENIZER_TABLES,
+    SWIFT_TOKENIZER_PACKAGE,
     coreai_asset_name,
     coreml_package_name,
 )
 from pocketbert.core.tasks import TASK_CLASSES
 from pocketbert.core.user_paths import output_folder, written_output
 
-TOKENIZER_FOR_SWIFT = (TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)  # what swift-transformers reads
+# PocketBertTokenizer reads tokenizer.tables; swift-transformers, the alternative docs/app.md shows, the other three
+TOKENIZER_FOR_SWIFT = (TOKENIZER_TABLES, TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)
 # The iOS folder keeps the files the app reads at run time in a subfolder: Xcode copies a folder reference as it
 # is, while the .mlpackage beside it must be added to the target itself, to be compiled and get its class.
 IOS_RESOURCES = "resources"
@@ -84,14 +88,18 @@ def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_na
 def _fill_ios_folder(tmp: Path, model: Path, model_name: str, export_dir: Path, resources: tuple[str, ...],
                      beside: tuple[str, ...] = ()) -> None:
     """The iOS folder's contents, Core ML or Core AI alike: the model folder under the name the Swift loads, the
-    resources the app bundles, and the task's files beside them (sources the app target compiles, files for its
-    tests)."""
+    resources the app bundles, the task's files beside them (sources the app target compiles, files for its
+    tests) and the Swift tokenizer package."""
     shutil.copytree(model, tmp / model_name)
     (tmp / IOS_RESOURCES).mkdir()
     for name in resources:
         shutil.copyfile(export_dir / name, tmp / IOS_RESOURCES / name)
     for name in beside:
         shutil.copyfile(export_dir / name, tmp / name)
+    for source in package_files():
+        target = tmp / SWIFT_TOKENIZER_PACKAGE / source.relative_to(SWIFT_PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
 
 @dataclass(frozen=True)
@@ -222,7 +230,10 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
     max_length = int(manifest["config"]["max_length"])
     with written_output(folder, f"export {IOS_APP_DIR}", run=run_dir) as tmp:
         _fill_ios_folder(tmp, model.path, model.base_name, export_dir, shipped, tuple(beside))
-        described = {TOKENIZER_JSON: "the WordPiece tokenizer (swift-transformers reads it)",
+        described = {TOKENIZER_TABLES: f"the WordPiece tokenizer, tabulated for {SWIFT_TOKENIZER_PACKAGE}'s "
+                                       "`BertTokenizer(contentsOf:)`",
+                     TOKENIZER_JSON: "the WordPiece tokenizer (the tokenizers library's file; swift-transformers "
+                                     "1.3.3 or later reads it)",
                      TOKENIZER_CONFIG: kind.tokenizer_settings,
                      MODEL_CONFIG: "model config; swift-transformers reads its model type",
                      LABELS: "label names in the order of the logits",
@@ -231,6 +242,8 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                      **{name: f"ExecuTorch program, int8 Linear layers (the alternative to {kind.runtime} below)"
                         for name in pte}}
         files = {model.base_name: kind.model_row(model),
+                 f"{SWIFT_TOKENIZER_PACKAGE}/": "Swift package, no dependencies: `BertTokenizer` (tokenize, encode, "
+                                              "code-point offsets) and `substring(_:codePoints:)`",
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}, **beside}
         proven = [f"`{model.path.name}` gave the student's answers on {parity['n_examples']} eval examples, "
                   f"{kind.how_run(parity)} (agreement {parity['agreement']:.4f}, max |diff| "
@@ -240,8 +253,10 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
             proven.append(f"{kind.by_length(model)} (" + ", ".join(
                 f"{kind.length_name(model, n)}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
                 for n, r in parity["by_length"].items()) + ")")
-        needs_device = [kind.not_run(), "swift-transformers' tokenizer against tokenizer_golden.json: run the golden "
-                        "texts through `tokenizer.encode(text:)` in a unit test", *app.ios_needs_device()]
+        needs_device = [kind.not_run(), f"{SWIFT_TOKENIZER_PACKAGE} on the device: run tokenizer_golden.json's texts "
+                        "through `BertTokenizer.encode(_:maxLength:)` in a unit test (pocketbert's own tests build "
+                        "the same Swift on Linux and check it against tokenizer.json on every code point)",
+                        *app.ios_needs_device()]
         alternative = [line for name in pte for line in app_readme.executorch_section(
             app_readme.SWIFT_EXECUTORCH, kind.runtime, task, name, max_length,
             json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))]

@@ -1,10 +1,12 @@
 """The README of an app folder (`export ios`, `export android`): what each file is, and code that tokenizes,
-predicts and decodes, in Swift (Core ML + swift-transformers) or Kotlin (ONNX Runtime Android)."""
+predicts and decodes, in Swift (Core ML + the PocketBertTokenizer package) or Kotlin (ONNX Runtime Android)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE, TOKENIZER_JSON, TOKENIZER_TABLES
 
 # The app code, one folder per task (templates/<task>/ios.swift.txt, android.kt.txt, ...), shipped as package data.
 # A template is the code as an app holds it; `{name}` marks what the export fills in (README text, not Python).
@@ -40,9 +42,11 @@ def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str,
     KOTLIN_EXECUTORCH; values fill the task's own placeholders, note follows the introduction."""
     code = fill(code_by_task[task], pte=pte, max_length=max_length,
                 labels_kotlin=", ".join(f'"{label}"' for label in labels), **(values or {}))
+    tokenizes = (f"{SWIFT_TOKENIZER_PACKAGE} from {TOKENIZER_TABLES}" if code_by_task is SWIFT_EXECUTORCH else
+                 TOKENIZER_JSON)
     return ["", f"## ExecuTorch instead of {instead_of} (not compiled here)", "",
             f"`{pte}` is the student as an ExecuTorch program (XNNPACK delegate, int8 Linear layers), gated at export "
-            f"on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with tokenizer.json{note}:", "",
+            f"on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with {tokenizes}{note}:", "",
             code]
 
 
@@ -130,8 +134,9 @@ def _resources_steps(resources: str) -> list[str]:
     return [f"Drag the `{resources}` folder in as a folder reference (blue), target ticked: it is copied as it is, "
             f"and `Bundle.main.url(forResource: \"{resources}\", withExtension: nil)!` is the `folder` the code "
             "takes.",
-            "Add the swift-transformers package (product `Tokenizers`); it reads tokenizer.json, "
-            "tokenizer_config.json and config.json from the folder."]
+            f"Add the `{SWIFT_TOKENIZER_PACKAGE}` folder as a local Swift package (File > Add Package Dependencies > "
+            f"Add Local..., product `{SWIFT_TOKENIZER_PACKAGE}`, no dependencies): its `BertTokenizer` reads "
+            f"`{TOKENIZER_TABLES}` from the folder and gives tokenizer.json's ids and each token's code-point span."]
 
 
 def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,

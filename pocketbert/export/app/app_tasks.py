@@ -161,17 +161,17 @@ class QAApp:
     def ios_steps(self) -> list[str]:
         return [f"Add `{SWIFT_ROUTINE}` to the app target (the code calls its `windowStarts` and `qaAnswer`) and "
                 f"`{QA_GOLDEN}` to the unit-test target. The code cuts the context into the windows the Python "
-                "pipeline makes, runs the model on each and lets `qaAnswer` pick the span; the answer is its word "
-                "pieces decoded (swift-transformers gives no character offsets; `qa_golden.json`'s `offsets` show "
-                "the mapping for a tokenizer that does)."]
+                "pipeline makes, runs the model on each and lets `qaAnswer` pick the span; the answer is the "
+                "context's own text between the span's first and last tokens' code-point offsets "
+                "(`substring(context, codePoints:)`), accents and case as written."]
 
     def ios_needs_device(self) -> list[str]:
         return [f"`{SWIFT_ROUTINE}` is not compiled here (Swift does not run on these machines; its JavaScript and "
                 "Kotlin twins, rendered from the same specification, run on golden files in pocketbert's tests): run "
                 f"each question of `{QA_GOLDEN}` through `windowStarts` and `qaAnswer` in a unit test; the winning "
                 "tokens' `offsets` must cut out its `answer`",
-                f"swift-transformers' ids for a question's context against `{QA_GOLDEN}`'s `context_tokens` and "
-                "`context_index`: the windows the Swift cuts come from them"]
+                f"`BertTokenizer.tokenize`'s ids for a question's context against `{QA_GOLDEN}`'s `context_tokens` "
+                "and `context_index`: the windows the Swift cuts come from them"]
 
     def executorch_note(self, language: str) -> str:
         """What the ExecuTorch section adds for an app in `language` (a QA_ROUTINES key)."""

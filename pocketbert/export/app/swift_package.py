@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SWIFT_PACKAGE = Path(__file__).parent / "swift" / "PocketBertTokenizer"
-PACKAGE_NAME = SWIFT_PACKAGE.name
+from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE
+
+SWIFT_PACKAGE = Path(__file__).parent / "swift" / SWIFT_TOKENIZER_PACKAGE
 SOURCE_SUFFIXES = (".swift",)
 
 

@@ -1,0 +1,87 @@
+"""The Swift PocketBertTokenizer package: its XCTest cases, and its pocketbert-tokenize program against tokenizer.json
+on every code point in four contexts, the golden texts and a random sample, for the full and a fitted vocabulary.
+Built once a session (release), in the tests' cache folder, keyed by the package sources' hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pocketbert.export.app import app_tokenizer_check, tokenizer_reference
+from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
+from tests.helpers import write_app_tokenizer
+
+SWIFT_SEARCHED = ("/opt/swift/usr/bin",)
+BUILD_SECONDS = 900
+ACCENTED_E = 0xE9
+
+
+def swift_executable() -> str | None:
+    return shutil.which("swift") or shutil.which("swift", path=os.pathsep.join(SWIFT_SEARCHED))
+
+
+@pytest.fixture(scope="session")
+def swift_package(private_cache) -> Path:
+    """The package copied into the cache folder under its sources' hash and built there (release): one build a
+    session, shared by the test processes."""
+    from pocketbert.core.cache_dir import building
+
+    swift = swift_executable()
+    if swift is None:
+        pytest.skip("no Swift toolchain (swift on PATH or in /opt/swift/usr/bin): the Swift tokenizer is not built")
+    digest = hashlib.sha256(b"".join(path.relative_to(SWIFT_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes()
+                                     for path in package_files())).hexdigest()[:16]
+    folder = private_cache / "swift-tokenizer" / digest
+    with building(folder):
+        if not (folder / "built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(SWIFT_PACKAGE, folder)
+            subprocess.run([swift, "build", "-c", "release"], cwd=folder, check=True, capture_output=True,
+                           timeout=BUILD_SECONDS)
+            (folder / "built").write_text("")
+    return folder
+
+
+def cli(package: Path) -> list[str]:
+    return [str(package / ".build" / "release" / "pocketbert-tokenize")]
+
+
+@pytest.mark.slow
+def test_swift_package_tests_pass(swift_package):
+    done = subprocess.run([swift_executable(), "test", "-c", "release"], cwd=swift_package, capture_output=True,
+                          text=True, timeout=BUILD_SECONDS)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Executed 4 tests, with 0 failures" in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocabulary", ["full", "fitted"])
+def test_swift_tokenizer_equals_tokenizers_on_every_code_point(swift_package, vocabulary, tmp_path,
+                                                               wordpiece_tokenizer):
+    paths = write_app_tokenizer(tmp_path, wordpiece_tokenizer, vocabulary == "fitted")
+    result = app_tokenizer_check.check(cli(swift_package), paths["json"], paths["tables"], paths["golden"])
+    assert result["probes"] > 4_000_000 and result["golden_texts"] >= 10
+    assert result["mismatch_count"] == 0, result["first_mismatches"]
+
+
+@pytest.mark.slow
+def test_swift_check_names_the_code_point_a_wrong_table_misreads(swift_package, tmp_path, wordpiece_tokenizer):
+    paths = write_app_tokenizer(tmp_path, wordpiece_tokenizer, fitted=False)
+    tables = tokenizer_reference.load(paths["tables"])
+    page = tables.map_index[0]
+    lines = paths["tables"].read_text(encoding="utf-8").split("\n")
+    row = lines.index("map_pages " + str(len(tables.map_pages))) + 1 + page
+    entries = lines[row].split(" ")
+    assert entries[ACCENTED_E] != "0"  # é becomes e: the wrong table keeps it
+    entries[ACCENTED_E] = "0"
+    lines[row] = " ".join(entries)
+    paths["tables"].write_text("\n".join(lines), encoding="utf-8")
+    result = app_tokenizer_check.check(cli(swift_package), paths["json"], paths["tables"], contexts=("alone",),
+                                       random_texts=0)
+    assert result["mismatch_count"] == 1
+    assert result["first_mismatches"][0]["code_points"] == [f"U+{ACCENTED_E:04X}"]
