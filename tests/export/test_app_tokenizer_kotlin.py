@@ -9,9 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import UNICODE_SCALAR_VALUES
+from helpers import UNICODE_SCALAR_VALUES, write_app_tokenizer
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
-from test_app_tokenizer import write_app_tokenizer
 
 pytestmark = [pytest.mark.slow, needs_kotlinc]  # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
 
