@@ -5,12 +5,12 @@ Node.js, Kotlin with kotlinc; Swift is rendered from the same specification but 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
+from kotlin_build import QA_ANSWER_CHECK_MAIN, app_kotlin_jar, needs_kotlinc
 from transformers import BertConfig, BertForQuestionAnswering
 
 from pocketbert.core.data import read_squad_file
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 MAX_LENGTH = 48
 QUESTIONS = 60
 EXTRA = ("Café naïve résumé: the zebra ran to Zürich and on to 東京, 大阪 and 京都 😀 before the rains came to "
-         "the old mills by the river. " * 3)
+         "the old mills by the river. " * 12)  # long enough to be among the golden file's questions of most windows
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +50,15 @@ def golden(tmp_path_factory, wordpiece_tokenizer, shared_data) -> Path:
 
 
 def assert_reproduces(golden_path: Path, printed: str) -> None:
-    """Each printed line (window starts, window, start, end) gives the golden windows' layout and answer text."""
+    """Each printed line (window starts, window, start, end; the Kotlin's then the answer text) gives the golden
+    windows' layout and answer text."""
     value = json.loads(golden_path.read_text(encoding="utf-8"))
     lines = printed.strip().splitlines()
     assert len(lines) == len(value["questions"])
     assert any(len(q["windows"]) > 2 for q in value["questions"])
     answered = 0
     for line, q in zip(lines, value["questions"]):
-        starts, window, start, end = line.split()
+        starts, window, start, end = line.split(maxsplit=4)[:4]
         starts = [int(x) for x in starts.split(",")]
         assert len(starts) == len(q["windows"]), q["question"]
         for first, w in zip(starts, q["windows"]):  # each window begins at the context token the rule says
@@ -90,16 +91,30 @@ def test_the_javascript_routine_reproduces_the_golden_answers(golden, tmp_path):
     assert_reproduces(golden, done.stdout)
 
 
-@pytest.mark.skipif(shutil.which("kotlinc") is None,
-                    reason="kotlinc not installed: apt-get install kotlin (Debian; .ci/run does, as root)")
-def test_the_kotlin_routine_reproduces_the_golden_answers(golden, tmp_path):
-    routine = qa_postprocess.write_routines(tmp_path)[1]
+@needs_kotlinc
+def test_the_kotlin_routine_with_the_kotlin_tokenizer_gives_the_golden_answer_texts(golden, wordpiece_tokenizer,
+                                                                                   tmp_path):
+    """The Kotlin cuts each question's windows with its own tokenizer (they must be the golden file's), scores the
+    golden logits over them and returns the answer as the context's own text, cut by code points."""
+    from pocketbert.export.app import tokenizer_tables
+
     plain = tmp_path / "qa_golden.txt"
     plain.write_text(qa_postprocess.plain_golden(json.loads(golden.read_text(encoding="utf-8"))), encoding="utf-8")
-    jar = tmp_path / "check.jar"
-    built = subprocess.run(["kotlinc", str(routine), str(REPO / "tests" / "kotlin" / "QaAnswerCheck.kt"),
-                            "-include-runtime", "-d", str(jar)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    done = subprocess.run(["java", "-jar", str(jar), str(plain)], capture_output=True, text=True, timeout=120)
+    wordpiece_tokenizer.save_pretrained(tmp_path)
+    tables = tokenizer_tables.write_tables(tmp_path / "tokenizer.json", tmp_path / "tokenizer.tables", MAX_LENGTH)
+    jar = app_kotlin_jar(tmp_path)
+    done = subprocess.run(["java", "-cp", str(jar), QA_ANSWER_CHECK_MAIN, str(plain), str(tables)],
+                          capture_output=True, text=True, encoding="utf-8", timeout=120)
     assert done.returncode == 0, done.stderr
     assert_reproduces(golden, done.stdout)
+    texts = [json.loads(line.split(maxsplit=4)[4]) for line in done.stdout.strip().splitlines()]
+    questions = json.loads(golden.read_text(encoding="utf-8"))["questions"]
+    assert texts == [q["answer"] for q in questions]
+    # an answer after an astral character: UTF-16 offsets would cut it one unit off per such character before it
+    after_astral = []
+    for line, q in zip(done.stdout.strip().splitlines(), questions):
+        window, start = (int(x) for x in line.split()[1:3])
+        astral = [i for i, c in enumerate(q["context"]) if ord(c) > 0xFFFF]
+        if window >= 0 and astral:
+            after_astral.append(q["windows"][window]["offsets"][start][0] > astral[0])
+    assert any(after_astral)

@@ -1,0 +1,248 @@
+// pocketbert's BERT tokenizer for apps: tokenizer.json's BertNormalizer, BertPreTokenizer, WordPiece and [CLS]/[SEP]
+// template, read from the tokenizer.tables file the export writes (its format: pocketbert/export/app/
+// tokenizer_tables.py). The tables were probed from the `tokenizers` library code point by code point, so this code
+// holds no Unicode data of its own and the host's Unicode version cannot change the ids. JVM/Android stdlib only.
+package ai.pocketbert.tokenizer
+
+import java.io.BufferedReader
+import java.io.File
+import java.io.Reader
+
+/** A word piece: its vocabulary id and the code points [start, end) of the input text it came from. */
+data class Token(val id: Int, val start: Int, val end: Int)
+
+/** What a model reads: ids, token types and attention mask, as the LongArrays ONNX Runtime's tensors take. */
+class Encoding(val ids: LongArray, val typeIds: LongArray, val attentionMask: LongArray)
+
+class BertTokenizer(tables: Reader) {
+    companion object {
+        private const val HEADER = "pocketbert-tokenizer-tables 1"
+        private const val PAGE = 256
+        private const val PAGES = 4352  // 0x110000 code points / 256
+        // Map entries that are not a delta: deltas lie within +-0x10FFFF, so these values cannot be one.
+        private const val REMOVED = -0x200000
+        private const val EXPANSION = -0x300000  // EXPANSION - k: the k-th code point sequence
+        private const val OTHER: Byte = 0
+        private const val WHITESPACE: Byte = 1
+        private const val PUNCTUATION: Byte = 2
+
+        fun fromFile(path: File): BertTokenizer = path.bufferedReader(Charsets.UTF_8).use { BertTokenizer(it) }
+    }
+
+    val maxLength: Int
+    val clsId: Int
+    val sepId: Int
+    val padId: Int
+    val unkId: Int
+    private val prefix: String
+    private val maxWordChars: Int
+    private val vocab: HashMap<String, Int>
+    private val longestToken: Int  // in code points, the prefix not counted: no longer candidate can match
+    private val mapIndex: IntArray  // page of the code space -> first entry of its map page in mapEntries
+    private val mapEntries: IntArray
+    private val expansions: List<IntArray>
+    private val classIndex: IntArray
+    private val classEntries: ByteArray
+
+    init {
+        val lines = (if (tables is BufferedReader) tables else BufferedReader(tables))
+        var lineNumber = 0
+        fun line(): String {
+            lineNumber++
+            return lines.readLine() ?: throw IllegalArgumentException("tokenizer tables end early at line $lineNumber")
+        }
+        fun field(key: String): String {
+            val text = line()
+            if (!text.startsWith("$key ")) {
+                throw IllegalArgumentException("tokenizer tables line $lineNumber: expected '$key', got '${text.take(40)}'")
+            }
+            return text.substring(key.length + 1)
+        }
+        fun intField(key: String) = field(key).trim().toInt()
+        fun pageIndex(key: String, pages: Int): IntArray {
+            val numbers = field(key).split(' ')
+            if (numbers.size != PAGES) throw IllegalArgumentException("tokenizer tables: $key holds ${numbers.size} pages, not $PAGES")
+            return IntArray(PAGES) { k ->
+                val page = numbers[k].toInt()
+                if (page < 0 || page >= pages) throw IllegalArgumentException("tokenizer tables: $key names page $page of $pages")
+                page * PAGE
+            }
+        }
+
+        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer tables file: the first line is not '$HEADER'")
+        unkId = intField("unk")
+        clsId = intField("cls")
+        sepId = intField("sep")
+        padId = intField("pad")
+        prefix = field("prefix")
+        maxWordChars = intField("max_word_chars")
+        maxLength = intField("max_length")
+        val size = intField("vocab")
+        vocab = HashMap(size * 2)
+        var longest = 0
+        for (id in 0 until size) {
+            val token = line()
+            vocab[token] = id
+            longest = maxOf(longest, token.codePointCount(0, token.length))
+        }
+        longestToken = longest
+
+        val mapPages = intField("map_pages")
+        mapEntries = IntArray(mapPages * PAGE)
+        val sequences = ArrayList<IntArray>()
+        for (page in 0 until mapPages) {
+            val entries = line().split(' ')
+            if (entries.size != PAGE) throw IllegalArgumentException("tokenizer tables line $lineNumber: ${entries.size} entries, not $PAGE")
+            for (k in 0 until PAGE) {
+                val entry = entries[k]
+                mapEntries[page * PAGE + k] = when {
+                    entry == "-" -> REMOVED
+                    entry.startsWith("=") -> {
+                        sequences.add(entry.substring(1).split(',').map { it.toInt(16) }.toIntArray())
+                        EXPANSION - (sequences.size - 1)
+                    }
+                    else -> entry.toInt()
+                }
+            }
+        }
+        expansions = sequences
+        mapIndex = pageIndex("map_index", mapPages)
+
+        val classPages = intField("class_pages")
+        classEntries = ByteArray(classPages * PAGE)
+        for (page in 0 until classPages) {
+            val entries = line()
+            if (entries.length != PAGE) throw IllegalArgumentException("tokenizer tables line $lineNumber: ${entries.length} classes, not $PAGE")
+            for (k in 0 until PAGE) {
+                classEntries[page * PAGE + k] = when (entries[k]) {
+                    'o' -> OTHER
+                    'w' -> WHITESPACE
+                    'p' -> PUNCTUATION
+                    else -> throw IllegalArgumentException("tokenizer tables line $lineNumber: class '${entries[k]}'")
+                }
+            }
+        }
+        classIndex = pageIndex("class_index", classPages)
+    }
+
+    /** The word pieces of `text`, no special tokens; offsets count code points. */
+    fun tokenize(text: String): List<Token> {
+        // Normalized code points, each with the index of the input code point it came from.
+        var points = IntArray(text.length + 16)
+        var sources = IntArray(text.length + 16)
+        var n = 0
+        var source = 0
+        var i = 0
+        while (i < text.length) {
+            val c = text.codePointAt(i)
+            i += Character.charCount(c)
+            val entry = mapEntries[mapIndex[c ushr 8] + (c and 0xFF)]
+            if (entry > REMOVED) {
+                if (n == points.size) {
+                    points = points.copyOf(n * 2)
+                    sources = sources.copyOf(n * 2)
+                }
+                points[n] = c + entry
+                sources[n] = source
+                n++
+            } else if (entry != REMOVED) {
+                val mapped = expansions[EXPANSION - entry]
+                if (n + mapped.size > points.size) {
+                    points = points.copyOf(maxOf(points.size * 2, n + mapped.size))
+                    sources = sources.copyOf(points.size)
+                }
+                for (p in mapped) {
+                    points[n] = p
+                    sources[n] = source
+                    n++
+                }
+            }
+            source++
+        }
+
+        val tokens = ArrayList<Token>()
+        var wordStart = 0
+        for (k in 0 until n) {
+            val c = points[k]
+            val kind = classEntries[classIndex[c ushr 8] + (c and 0xFF)]
+            if (kind == OTHER) continue
+            if (wordStart < k) pieces(points, sources, wordStart, k, tokens)
+            if (kind == PUNCTUATION) pieces(points, sources, k, k + 1, tokens)
+            wordStart = k + 1
+        }
+        if (wordStart < n) pieces(points, sources, wordStart, n, tokens)
+        return tokens
+    }
+
+    /** WordPiece on the word points[from, to): greedy longest match from the left, else one unknown token. */
+    private fun pieces(points: IntArray, sources: IntArray, from: Int, to: Int, tokens: MutableList<Token>) {
+        val wordStart = sources[from]
+        val wordEnd = sources[to - 1] + 1
+        if (to - from > maxWordChars) {
+            tokens.add(Token(unkId, wordStart, wordEnd))
+            return
+        }
+        val word = String(points, from, to - from)
+        val charAt = IntArray(to - from + 1)  // code point k of the word starts at char charAt[k]
+        for (k in 0 until to - from) charAt[k + 1] = charAt[k] + Character.charCount(points[from + k])
+        val found = ArrayList<Token>()
+        var start = 0
+        val length = to - from
+        while (start < length) {
+            var end = minOf(length, start + longestToken)
+            var id = -1
+            while (end > start) {
+                val piece = word.substring(charAt[start], charAt[end])
+                val match = vocab[if (start > 0) prefix + piece else piece]
+                if (match != null) {
+                    id = match
+                    break
+                }
+                end--
+            }
+            if (id < 0) {
+                tokens.add(Token(unkId, wordStart, wordEnd))
+                return
+            }
+            found.add(Token(id, sources[from + start], sources[from + end - 1] + 1))
+            start = end
+        }
+        tokens.addAll(found)
+    }
+
+    /** [CLS] + the first maxLength - 2 pieces of `text` + [SEP]; token types 0, attention 1. */
+    fun encode(text: String, maxLength: Int = this.maxLength): Encoding {
+        val tokens = tokenize(text)
+        val kept = minOf(tokens.size, maxOf(0, maxLength - 2))
+        val ids = LongArray(kept + 2)
+        ids[0] = clsId.toLong()
+        for (k in 0 until kept) ids[k + 1] = tokens[k].id.toLong()
+        ids[kept + 1] = sepId.toLong()
+        return Encoding(ids, LongArray(ids.size), LongArray(ids.size) { 1L })
+    }
+
+    /** [CLS] first [SEP] second [SEP], token types 0 then 1; `second` is cut to fit maxLength (the first never is). */
+    fun encodePair(first: String, second: String, maxLength: Int = this.maxLength): Encoding {
+        val a = tokenize(first)
+        val b = tokenize(second)
+        val keptB = minOf(b.size, maxOf(0, maxLength - 3 - a.size))
+        val ids = LongArray(a.size + keptB + 3)
+        val types = LongArray(ids.size)
+        ids[0] = clsId.toLong()
+        for (k in a.indices) ids[k + 1] = a[k].id.toLong()
+        ids[a.size + 1] = sepId.toLong()
+        for (k in 0 until keptB) {
+            ids[a.size + 2 + k] = b[k].id.toLong()
+            types[a.size + 2 + k] = 1L
+        }
+        ids[ids.size - 1] = sepId.toLong()
+        types[ids.size - 1] = 1L
+        return Encoding(ids, types, LongArray(ids.size) { 1L })
+    }
+}
+
+/** The code points [start, end) of `text` (Token offsets count code points; Kotlin strings index UTF-16 units). */
+fun substringByCodePoints(text: String, start: Int, end: Int): String {
+    val from = text.offsetByCodePoints(0, start)
+    return text.substring(from, text.offsetByCodePoints(from, end - start))
+}
