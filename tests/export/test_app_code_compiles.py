@@ -1,0 +1,259 @@
+"""Every iOS and Android app folder's code type-checks: `swift build` and `kotlinc` against compile stubs of the
+frameworks it calls (tests/app_stubs, each declaration citing its documentation), on Linux. A stub is the API's
+shape, not its behaviour: this proves the code is well-formed Swift/Kotlin calling the documented signatures, not
+that it runs.
+
+Sentiment folders are the CLI's own (`export ios` / `export android` on the session's exported tiny run); QA code is
+rendered by the same functions from the QA values the template tests use (the session has no QA export). Builds are
+cached by a hash of everything compiled, under pytest's cache folder: a second run with the same code is instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_app_templates import QA_VALUES
+
+from pocketbert.core.tasks import TASK_CLASSES
+from pocketbert.export.app import app_readme, qa_postprocess
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+STUBS = ROOT / "tests" / "app_stubs"
+SWIFT_STUB_MODULES = ("CoreML", "CoreAI", "ExecuTorch", "Tokenizers")
+SWIFT = shutil.which("swift") or ("/opt/swift/usr/bin/swift" if Path("/opt/swift/usr/bin/swift").is_file() else None)
+KOTLINC = shutil.which("kotlinc")
+# AutoCloseable.use: part of every Kotlin an Android app builds with today, a separate jar in Debian's Kotlin 1.3
+KOTLIN_JDK7 = [p for p in (Path("/usr/share/java/kotlin-stdlib-jdk7.jar"),
+                           Path(KOTLINC or ".").resolve().parent.parent / "lib" / "kotlin-stdlib-jdk7.jar")
+               if p.is_file()][:1]
+COMPILE_TIMEOUT_S = 900
+CODE_BLOCK = re.compile(r"```(swift|kotlin)\n(.*?)\n```", re.S)
+IMPORT = re.compile(r"^import (\w+)", re.M)
+
+needs_swift = pytest.mark.skipif(SWIFT is None, reason="swift not found: put Swift 6 on PATH (/opt/swift/usr/bin)")
+needs_kotlinc = pytest.mark.skipif(KOTLINC is None, reason="kotlinc not installed: apt-get install kotlin (Debian)")
+
+
+def folder_code(folder: Path, language: str) -> dict[str, str]:
+    """The app code a folder holds in `language`: each code block of its README as a file, and the source files
+    beside it (QaAnswer.swift, QaAnswer.kt)."""
+    suffix = {"swift": ".swift", "kotlin": ".kt"}[language]
+    code = {f"Readme{i}{suffix}": text for i, (lang, text) in
+            enumerate(CODE_BLOCK.findall((folder / "README.md").read_text(encoding="utf-8"))) if lang == language}
+    code.update({p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()) if p.suffix == suffix})
+    return code
+
+
+def readme_code(lines: list[str] | str, language: str) -> str:
+    return "\n".join(text for lang, text in CODE_BLOCK.findall("\n".join(lines) if isinstance(lines, list) else lines)
+                     if lang == language)
+
+
+def xcode_model_class(task: str, classifier: bool = False) -> str:
+    """The class Xcode generates from a .mlpackage (the task's class stem, inputs and outputs), as a stub: the
+    shape Apple's "Integrating a Core ML Model into Your App" describes
+    (https://developer.apple.com/documentation/coreml/integrating-a-core-ml-model-into-your-app)."""
+    spec = TASK_CLASSES[task]
+    name = spec.coreml_class_stem
+    outputs = ["    let label: String = \"\"", "    let label_probs: [String: Double] = [:]"] if classifier else [
+        f"    var {o}: MLMultiArray {{ fatalError(\"stub\") }}" for o in spec.output_names]
+    params = ", ".join(f"{i}: MLMultiArray" for i in spec.input_names)
+    return "\n".join([
+        "// STUB: the class Xcode generates from the .mlpackage; never shipped. Its shape, as Apple documents it:",
+        "// https://developer.apple.com/documentation/coreml/integrating-a-core-ml-model-into-your-app",
+        "import CoreML", "",
+        f"final class {name}Output {{", *outputs, "}", "",
+        f"final class {name} {{",
+        "    let model: MLModel",
+        "    init(configuration: MLModelConfiguration) throws { fatalError(\"stub\") }",
+        f"    func prediction({params}) throws -> {name}Output {{ fatalError(\"stub\") }}",
+        "}", ""])
+
+
+def _hash(*parts) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(repr(part).encode() if not isinstance(part, (bytes, str)) else str(part).encode())
+    return digest.hexdigest()[:20]
+
+
+def _stub_texts(language: str) -> dict[str, str]:
+    folder = STUBS / language
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _cache_folder(request, name: str, tmp_path_factory) -> Path:
+    """Under pytest's cache (kept between runs) when it is on; else the session's temporary folder."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir(name)) if cache is not None else tmp_path_factory.mktemp(name)
+
+
+def swift_package(root: Path, targets: dict[str, dict[str, str]]) -> None:
+    """A package of the stub modules and one library target per app code variant, each depending on the stubs its
+    files import."""
+    sources = root / "Sources"
+    for module in SWIFT_STUB_MODULES:
+        (sources / module).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STUBS / "swift" / f"{module}.swift", sources / module / f"{module}.swift")
+    declared = [f'.target(name: "{m}", path: "Sources/{m}")' for m in SWIFT_STUB_MODULES]
+    for target, files in targets.items():
+        folder = sources / target
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        imported = sorted({m for text in files.values() for m in IMPORT.findall(text)} & set(SWIFT_STUB_MODULES))
+        deps = ", ".join(f'"{m}"' for m in imported)
+        declared.append(f'.target(name: "{target}", dependencies: [{deps}], path: "Sources/{target}")')
+    (root / "Package.swift").write_text(
+        "// swift-tools-version:5.9\nimport PackageDescription\n\n"
+        "let package = Package(name: \"AppCodeCheck\", targets: [\n    " + ",\n    ".join(declared) + "\n])\n")
+
+
+def swift_build(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([SWIFT, "build", "--package-path", str(root), "-j", "2"], capture_output=True, text=True,
+                          timeout=COMPILE_TIMEOUT_S)
+
+
+def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subprocess.CompletedProcess:
+    """One kotlinc call for every variant: each variant's files go into a package of their own (the classes of two
+    variants share names), prepended before their imports; the stubs as they are."""
+    sources = root / "src"
+    shutil.rmtree(sources, ignore_errors=True)
+    for name, text in _stub_texts("kotlin").items():
+        (sources / "stubs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (sources / "stubs" / name).write_text(text)
+    for variant, files in variants.items():
+        for name, text in files.items():
+            path = sources / variant / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"package app.{variant}\n\n{text}\n", encoding="utf-8")
+    out = root / "classes"
+    shutil.rmtree(out, ignore_errors=True)
+    classpath = ["-cp", str(KOTLIN_JDK7[0])] if KOTLIN_JDK7 else []
+    return subprocess.run([KOTLINC, *classpath, str(sources), "-d", str(out)], capture_output=True, text=True,
+                          timeout=COMPILE_TIMEOUT_S)
+
+
+def compiled_once(cache: Path, key: str, build) -> str:
+    """Runs build() unless a build of these exact sources passed before; returns its output (empty when cached)."""
+    marker = cache / f"passed-{key}"
+    if marker.is_file():
+        return ""
+    result = build()
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    marker.write_text("ok")
+    return result.stdout
+
+
+# --- what is compiled -------------------------------------------------------------------------------------------
+
+IOS_CLI_VARIANTS = {  # `export ios` options on the tiny run: the default, the other shapes it made, ExecuTorch, Core AI
+    "IosDefault": [], "IosEnumerated": ["--variant", "enumerated"], "IosFlexible": ["--variant", "6bit"],
+    "IosExecuTorch": ["--executorch"], "IosCoreAI": ["--target", "ios27"], "IosCoreAIExecuTorch": ["--target",
+                                                                                                  "ios27",
+                                                                                                  "--executorch"]}
+ANDROID_CLI_VARIANTS = {"android_default": [], "android_executorch": ["--executorch"]}
+
+
+@pytest.fixture(scope="module")
+def sentiment_folders(exported_run, tmp_path_factory):
+    """The folders `export ios` / `export android` write from the session's tiny sentiment export."""
+    from pocketbert.cli import main
+
+    out = tmp_path_factory.mktemp("app-folders")
+    folders = {}
+    for name, options in {**{k: ["ios", *v] for k, v in IOS_CLI_VARIANTS.items()},
+                          **{k: ["android", *v] for k, v in ANDROID_CLI_VARIANTS.items()}}.items():
+        try:
+            main(["export", *options, "--run", str(exported_run), "--out", str(out / name)])
+        except SystemExit as exc:
+            assert exc.code in (0, None), (name, exc.code)
+        folders[name] = out / name
+    return folders
+
+
+def ios_targets(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Every iOS code variant: the sentiment folders' Swift, and the QA Swift of each shape and runtime."""
+    targets = {}
+    for name in (n for n in IOS_CLI_VARIANTS if n in folders):
+        files = folder_code(folders[name], "swift")
+        if "CoreAI" not in name:
+            files["GeneratedModel.swift"] = xcode_model_class("sentiment")
+        targets[f"Sentiment{name}"] = files
+    targets["SentimentIosClassifier"] = {
+        "Readme.swift": readme_code(app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "classifier", ()),
+                                    "swift"),
+        "GeneratedModel.swift": xcode_model_class("sentiment", classifier=True)}
+    routine = {"QaAnswer.swift": qa_postprocess.render("swift")}
+    qa_shapes = {"Functions": ("ane", (32, 96), True), "Enumerated": ("enumerated", (32, 96), False),
+                 "Fixed": ("fixed", (), False), "Flexible": ("fp16", (), False)}
+    for shape, (variant, lengths, functions) in qa_shapes.items():
+        targets[f"QaIos{shape}"] = {
+            "Readme.swift": readme_code(app_readme.swift_code("qa", "PocketBertQA", 96, variant, lengths, QA_VALUES,
+                                                              functions), "swift"),
+            "GeneratedModel.swift": xcode_model_class("qa"), **routine}
+    targets["QaIosCoreAI"] = {"Readme.swift": readme_code(app_readme.swift_coreai_code(
+        "qa", "PocketBertQA", 96, (32, 96), QA_VALUES), "swift"), **routine}
+    targets["QaIosExecuTorch"] = {"Readme.swift": readme_code(app_readme.executorch_section(
+        app_readme.SWIFT_EXECUTORCH, "Core ML", "qa", "model.int8.pte", 96, [], QA_VALUES), "swift"), **routine}
+    return targets
+
+
+def android_variants(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Every Android code variant: the sentiment folders' Kotlin, and the QA Kotlin of each runtime."""
+    variants = {f"sentiment_{name}": folder_code(folders[name], "kotlin") for name in ANDROID_CLI_VARIANTS
+                if name in folders}
+    variants["qa_android_default"] = {"Readme.kt": readme_code(app_readme.android_readme(
+        "qa", {}, [], 96, "model.qa.ort", "XNNPACK", [], {}, 1, values=QA_VALUES), "kotlin")}
+    variants["qa_android_executorch"] = {
+        "Readme.kt": readme_code(app_readme.executorch_section(app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", "qa",
+                                                               "model.int8.pte", 96, [], QA_VALUES), "kotlin"),
+        "QaAnswer.kt": qa_postprocess.render("kotlin")}
+    return variants
+
+
+# --- the tests --------------------------------------------------------------------------------------------------
+
+@needs_swift
+def test_every_ios_variants_swift_compiles(sentiment_folders, request, tmp_path_factory):
+    targets = ios_targets(sentiment_folders)
+    assert all(targets.values()) and len(targets) >= 12
+    cache = _cache_folder(request, "app-swift-build", tmp_path_factory)
+    compiled_once(cache, _hash(targets, _stub_texts("swift")), lambda: (swift_package(cache, targets),
+                                                                        swift_build(cache))[1])
+
+
+@needs_kotlinc
+def test_every_android_variants_kotlin_compiles(sentiment_folders, request, tmp_path_factory):
+    variants = android_variants(sentiment_folders)
+    assert all(variants.values()) and len(variants) == 4
+    cache = _cache_folder(request, "app-kotlin-build", tmp_path_factory)
+    compiled_once(cache, _hash(variants, _stub_texts("kotlin")), lambda: kotlin_compile(cache, variants))
+
+
+@needs_swift
+@needs_kotlinc
+def test_a_misspelled_call_fails_to_compile(tmp_path):
+    """The checks can fail: one framework call misspelled in each language is the compiler's error, named."""
+    swift = app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "fp16", ())
+    broken = readme_code(swift, "swift").replace("MLMultiArray(shape:", "MLMultiArray(shapes:")
+    assert broken != readme_code(swift, "swift")
+    swift_package(tmp_path / "swift", {"Broken": {"Readme.swift": broken,
+                                                  "GeneratedModel.swift": xcode_model_class("sentiment")}})
+    result = swift_build(tmp_path / "swift")
+    assert result.returncode != 0 and "shapes" in result.stdout + result.stderr, result.stdout[-3000:]
+
+    kotlin = readme_code(app_readme.android_readme("sentiment", {}, ["negative", "positive"], 64, "model.ort",
+                                                   "CPU", [], {}, 1), "kotlin")
+    broken = kotlin.replace("OrtEnvironment.getEnvironment()", "OrtEnvironment.getEnviroment()")
+    assert broken != kotlin
+    result = kotlin_compile(tmp_path / "kotlin", {"broken": {"Readme.kt": broken}})
+    assert result.returncode != 0 and "getEnviroment" in result.stdout + result.stderr, result.stderr[-3000:]
