@@ -63,6 +63,7 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 VOCAB = "vocab.txt"  # WordPiece vocabulary, one token a line, for apps that tokenize natively
 TOKENIZER_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, VOCAB)
 TOKENIZER_GOLDEN = "tokenizer_golden.json"  # texts and the ids they must give: checks for an app's tokenizer
+TOKENIZER_TABLES = "tokenizer.tables"  # tokenizer.json's rules tabulated per code point: the apps' BertTokenizer reads it
 MODEL_CONFIG = "config.json"
 WEIGHTS = "model.safetensors"  # save_pretrained's weights (the BiLSTM and static students save theirs under it too)
 WEIGHT_FILES = (WEIGHTS, "pytorch_model.bin", "model.safetensors.index.json")  # any of them: a folder has weights

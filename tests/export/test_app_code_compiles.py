@@ -36,6 +36,7 @@ KOTLIN_JDK7 = [p for p in (Path("/usr/share/java/kotlin-stdlib-jdk7.jar"),
 COMPILE_TIMEOUT_S = 900
 CODE_BLOCK = re.compile(r"```(swift|kotlin)\n(.*?)\n```", re.S)
 IMPORT = re.compile(r"^import (\w+)", re.M)
+PACKAGE = re.compile(r"^package [\w.]+", re.M)
 
 needs_swift = pytest.mark.skipif(SWIFT is None, reason="swift not found: put Swift 6 on PATH (/opt/swift/usr/bin)")
 needs_kotlinc = pytest.mark.skipif(KOTLINC is None, reason="kotlinc not installed: apt-get install kotlin (Debian)")
@@ -124,7 +125,8 @@ def swift_build(root: Path) -> subprocess.CompletedProcess:
 
 def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subprocess.CompletedProcess:
     """One kotlinc call for every variant: each variant's files go into a package of their own (the classes of two
-    variants share names), prepended before their imports; the stubs as they are."""
+    variants share names), prepended before their imports; a file that declares its package (the stubs,
+    BertTokenizer.kt) is compiled once, as it is."""
     sources = root / "src"
     shutil.rmtree(sources, ignore_errors=True)
     for name, text in _stub_texts("kotlin").items():
@@ -132,14 +134,15 @@ def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subproces
         (sources / "stubs" / name).write_text(text)
     for variant, files in variants.items():
         for name, text in files.items():
-            path = sources / variant / name
+            packaged = PACKAGE.search(text) is not None
+            path = sources / ("packaged" if packaged else variant) / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"package app.{variant}\n\n{text}\n", encoding="utf-8")
+            path.write_text(text if packaged else f"package app.{variant}\n\n{text}\n", encoding="utf-8")
     out = root / "classes"
     shutil.rmtree(out, ignore_errors=True)
     classpath = ["-cp", str(KOTLIN_JDK7[0])] if KOTLIN_JDK7 else []
-    return subprocess.run([KOTLINC, *classpath, str(sources), "-d", str(out)], capture_output=True, text=True,
-                          timeout=COMPILE_TIMEOUT_S)
+    return subprocess.run([KOTLINC, "-nowarn", *classpath, str(sources), "-d", str(out)], capture_output=True,
+                          text=True, timeout=COMPILE_TIMEOUT_S)
 
 
 def compiled_once(cache: Path, key: str, build) -> str:
@@ -155,12 +158,12 @@ def compiled_once(cache: Path, key: str, build) -> str:
 
 # --- what is compiled -------------------------------------------------------------------------------------------
 
-IOS_CLI_VARIANTS = {  # `export ios` options on the tiny run: the default, the other shapes it made, ExecuTorch, Core AI
-    "IosDefault": [], "IosEnumerated": ["--variant", "enumerated"], "IosFlexible": ["--variant", "6bit"],
-    "IosExecuTorch": ["--executorch"], "IosCoreAI": ["--target", "ios27"], "IosCoreAIExecuTorch": ["--target",
-                                                                                                  "ios27",
-                                                                                                  "--executorch"]}
-ANDROID_CLI_VARIANTS = {"android_default": [], "android_executorch": ["--executorch"]}
+# `export ios` options on the tiny run: the default (one function per length), the other shapes it made, ExecuTorch
+# beside Core ML and beside Core AI, Core AI.
+IOS_CLI_VARIANTS = {"IosDefault": [], "IosEnumerated": ["--variant", "enumerated"], "IosFlexible": ["--variant", "6bit"],
+                    "IosExecuTorch": ["--executorch"], "IosCoreAI": ["--target", "ios27"],
+                    "IosCoreAIExecuTorch": ["--target", "ios27", "--executorch"]}
+ANDROID_CLI_VARIANTS = {"android_default": [], "android_executorch": ["--executorch"], "android_text_in": ["--text-in"]}
 
 
 @pytest.fixture(scope="module")
@@ -208,15 +211,22 @@ def ios_targets(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
 
 
 def android_variants(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
-    """Every Android code variant: the sentiment folders' Kotlin, and the QA Kotlin of each runtime."""
+    """Every Android code variant: the sentiment folders' Kotlin, and the QA Kotlin of each model and runtime."""
+    from pocketbert.export.app import app_tasks
+
     variants = {f"sentiment_{name}": folder_code(folders[name], "kotlin") for name in ANDROID_CLI_VARIANTS
                 if name in folders}
-    variants["qa_android_default"] = {"Readme.kt": readme_code(app_readme.android_readme(
-        "qa", {}, [], 96, "model.qa.ort", "XNNPACK", [], {}, 1, values=QA_VALUES), "kotlin")}
+    routine = {"QaAnswer.kt": qa_postprocess.render("kotlin")}
+    variants["qa_android_default"] = {
+        "Readme.kt": readme_code(app_readme.kotlin_code("qa", [], 96, "model.ort", "XNNPACK", QA_VALUES,
+                                                        ort_version="1.31.1", tables="tokenizer.tables"), "kotlin"),
+        "BertTokenizer.kt": app_tasks.KOTLIN_TOKENIZER.read_text(encoding="utf-8"), **routine}
+    variants["qa_android_text_in"] = {"Readme.kt": readme_code(app_readme.kotlin_code(
+        "qa", [], 96, "model.qa.ort", "NNAPI", QA_VALUES, text_in=True), "kotlin")}
     variants["qa_android_executorch"] = {
         "Readme.kt": readme_code(app_readme.executorch_section(app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", "qa",
                                                                "model.int8.pte", 96, [], QA_VALUES), "kotlin"),
-        "QaAnswer.kt": qa_postprocess.render("kotlin")}
+        **routine}
     return variants
 
 
@@ -234,7 +244,7 @@ def test_every_ios_variants_swift_compiles(sentiment_folders, request, tmp_path_
 @needs_kotlinc
 def test_every_android_variants_kotlin_compiles(sentiment_folders, request, tmp_path_factory):
     variants = android_variants(sentiment_folders)
-    assert all(variants.values()) and len(variants) == 4
+    assert all(variants.values()) and len(variants) == 6
     cache = _cache_folder(request, "app-kotlin-build", tmp_path_factory)
     compiled_once(cache, _hash(variants, _stub_texts("kotlin")), lambda: kotlin_compile(cache, variants))
 
@@ -251,8 +261,8 @@ def test_a_misspelled_call_fails_to_compile(tmp_path):
     result = swift_build(tmp_path / "swift")
     assert result.returncode != 0 and "shapes" in result.stdout + result.stderr, result.stdout[-3000:]
 
-    kotlin = readme_code(app_readme.android_readme("sentiment", {}, ["negative", "positive"], 64, "model.ort",
-                                                   "CPU", [], {}, 1), "kotlin")
+    kotlin = readme_code(app_readme.kotlin_code("sentiment", ["negative", "positive"], 64, "model.text.ort", "CPU",
+                                                text_in=True), "kotlin")
     broken = kotlin.replace("OrtEnvironment.getEnvironment()", "OrtEnvironment.getEnviroment()")
     assert broken != kotlin
     result = kotlin_compile(tmp_path / "kotlin", {"broken": {"Readme.kt": broken}})
