@@ -97,8 +97,9 @@ def _cache_folder(request, name: str, tmp_path_factory) -> Path:
 
 
 def swift_package(root: Path, targets: dict[str, dict[str, str]]) -> None:
-    """A package of the stub modules and one library target per app code variant, each depending on the stubs its
-    files import."""
+    """A package of the stub modules and one target per app code variant, each depending on the stubs and the
+    package's targets its files import: a target with main.swift is an executable, one named *Tests a test
+    target; its .json files and Models/ folder are resources, as the bench kit's Package.swift declares them."""
     sources = root / "Sources"
     for module in SWIFT_STUB_MODULES:
         (sources / module).mkdir(parents=True, exist_ok=True)
@@ -107,20 +108,24 @@ def swift_package(root: Path, targets: dict[str, dict[str, str]]) -> None:
     for target, files in targets.items():
         folder = sources / target
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
         for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text, encoding="utf-8")
-        imported = sorted({m for text in files.values() for m in IMPORT.findall(text)} & set(SWIFT_STUB_MODULES))
-        deps = ", ".join(f'"{m}"' for m in imported)
-        declared.append(f'.target(name: "{target}", dependencies: [{deps}], path: "Sources/{target}")')
+        imported = {m for text in files.values() for m in IMPORT.findall(text)}
+        deps = ", ".join(f'"{m}"' for m in sorted(imported & {*SWIFT_STUB_MODULES, *targets}))
+        resources = sorted({name.split("/")[0] for name in files if name.endswith(".json") or "/" in name})
+        kind = "executableTarget" if "main.swift" in files else "testTarget" if target.endswith("Tests") else "target"
+        declared.append(f'.{kind}(name: "{target}", dependencies: [{deps}], path: "Sources/{target}"'
+                        + (f", resources: [{', '.join(f'.copy({chr(34)}{r}{chr(34)})' for r in resources)}]"
+                           if resources else "") + ")")
     (root / "Package.swift").write_text(
         "// swift-tools-version:5.9\nimport PackageDescription\n\n"
         "let package = Package(name: \"AppCodeCheck\", targets: [\n    " + ",\n    ".join(declared) + "\n])\n")
 
 
 def swift_build(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SWIFT, "build", "--package-path", str(root), "-j", "2"], capture_output=True, text=True,
-                          timeout=COMPILE_TIMEOUT_S)
+    return subprocess.run([SWIFT, "build", "--build-tests", "--package-path", str(root), "-j", "2"],
+                          capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
 
 
 def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subprocess.CompletedProcess:
@@ -180,7 +185,17 @@ def sentiment_folders(exported_run, tmp_path_factory):
         except SystemExit as exc:
             assert exc.code in (0, None), (name, exc.code)
         folders[name] = out / name
+    from pocketbert.bench.kit import write_kit
+
+    folders["kit"] = write_kit(exported_run, out / "kit")
     return folders
+
+
+def kit_targets(kit: Path) -> dict[str, dict[str, str]]:
+    """The bench kit's three targets as `pocketbert bench kit` wrote them (Sources/<target>/, Tests/<target>/)."""
+    return {target.name: {p.relative_to(target).as_posix(): p.read_text(encoding="utf-8")
+                          for p in sorted(target.rglob("*")) if p.is_file()}
+            for folder in ("Sources", "Tests") for target in sorted((kit / folder).iterdir())}
 
 
 def ios_targets(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
@@ -205,6 +220,8 @@ def ios_targets(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
             "GeneratedModel.swift": xcode_model_class("qa"), **routine}
     targets["QaIosCoreAI"] = {"Readme.swift": readme_code(app_readme.swift_coreai_code(
         "qa", "PocketBertQA", 96, (32, 96), QA_VALUES), "swift"), **routine}
+    if "kit" in folders:
+        targets.update(kit_targets(folders["kit"]))
     targets["QaIosExecuTorch"] = {"Readme.swift": readme_code(app_readme.executorch_section(
         app_readme.SWIFT_EXECUTORCH, "Core ML", "qa", "model.int8.pte", 96, [], QA_VALUES), "swift"), **routine}
     return targets

@@ -52,8 +52,88 @@ public protocol MLFeatureProvider {
     func featureValue(for featureName: String) -> MLFeatureValue?
 }
 
+// https://developer.apple.com/documentation/coreml/mldictionaryfeatureprovider
+open class MLDictionaryFeatureProvider: MLFeatureProvider {
+    // https://developer.apple.com/documentation/coreml/mldictionaryfeatureprovider/init(dictionary:)
+    public init(dictionary: [String: Any]) throws { fatalError("stub") }
+    public var featureNames: Set<String> { fatalError("stub") }
+    public func featureValue(for featureName: String) -> MLFeatureValue? { fatalError("stub") }
+}
+
+// https://developer.apple.com/documentation/coreml/mlcomputedevice (the bench kit reads it)
+public enum MLComputeDevice {
+    case cpu(MLCPUComputeDevice)
+    case gpu(MLGPUComputeDevice)
+    case neuralEngine(MLNeuralEngineComputeDevice)
+}
+// https://developer.apple.com/documentation/coreml/mlcpucomputedevice
+public final class MLCPUComputeDevice {}
+// https://developer.apple.com/documentation/coreml/mlgpucomputedevice
+public final class MLGPUComputeDevice {}
+// https://developer.apple.com/documentation/coreml/mlneuralenginecomputedevice
+public final class MLNeuralEngineComputeDevice {}
+
+// https://developer.apple.com/documentation/coreml/mlmodelstructure (the bench kit walks it)
+public enum MLModelStructure {
+    case neuralNetwork(Any)
+    case program(Program)
+    case pipeline(Any)
+    case unsupported
+
+    // https://developer.apple.com/documentation/coreml/mlmodelstructure/program
+    public struct Program {
+        // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/functions
+        public var functions: [String: Function] { fatalError("stub") }
+
+        // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/function
+        public struct Function {
+            // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/function/block
+            public var block: Block { fatalError("stub") }
+        }
+
+        // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/block
+        public struct Block {
+            // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/block/operations
+            public var operations: [Operation] { fatalError("stub") }
+        }
+
+        // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/operation
+        public struct Operation {
+            // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/operation/operatorname
+            public var operatorName: String { fatalError("stub") }
+        }
+    }
+}
+
+// https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n (macOS 14.4, iOS 17.4; the bench kit)
+public struct MLComputePlan {
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/load(contentsof:configuration:)
+    public static func load(contentsOf url: URL, configuration: MLModelConfiguration) async throws -> MLComputePlan {
+        fatalError("stub")
+    }
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/modelstructure
+    public var modelStructure: MLModelStructure { fatalError("stub") }
+
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/deviceusage
+    public struct DeviceUsage {
+        public let preferred: MLComputeDevice
+        public let supported: [MLComputeDevice]
+    }
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/deviceusage(for:)-7cdlm
+    public func deviceUsage(for operation: MLModelStructure.Program.Operation) -> DeviceUsage? { fatalError("stub") }
+
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/cost
+    public struct Cost {
+        public let weight: Double
+    }
+    // https://developer.apple.com/documentation/coreml/mlcomputeplan-1w21n/estimatedcost(of:)
+    public func estimatedCost(of operation: MLModelStructure.Program.Operation) -> Cost? { fatalError("stub") }
+}
+
 // https://developer.apple.com/documentation/coreml/mlmodel
 open class MLModel {
+    // https://developer.apple.com/documentation/coreml/mlmodel/compilemodel(at:)-6442s
+    open class func compileModel(at modelURL: URL) async throws -> URL { fatalError("stub") }
     // https://developer.apple.com/documentation/coreml/mlmodel/init(contentsof:configuration:)
     public init(contentsOf url: URL, configuration: MLModelConfiguration) throws { fatalError("stub") }
     // https://developer.apple.com/documentation/coreml/mlmodel/prediction(from:)
