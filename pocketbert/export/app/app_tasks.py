@@ -2,11 +2,13 @@
 the files beside it, the code's settings, what the export proved of it and what only a device can show.
 
 Keyed by the task's name (the manifest's config.task), as app_readme keys its code; app_folders.py does the same
-steps for every task with what this table gives.
-- sentiment: the text-in model (tokenizer inside, logits out);
-- qa: the one-call model (question and context strings in; windows, span search and answer text inside, as the
-  Python pipeline), and for the runtimes that run the model window by window (Core ML, Core AI, ExecuTorch) the
-  answer routine rendered from the same rules (QaAnswer.swift / QaAnswer.kt) with its golden file.
+steps for every task with what this table gives. The Android folder runs the int8 model.ort (token ids in) with
+pocketbert's Kotlin tokenizer and its tables; with --text-in, the text-in model instead:
+- sentiment: model.ort, logits out (text-in: model.text.ort, the tokenizer inside);
+- qa: model.ort window by window (text-in: the one-call model, question and context strings in; windows, span
+  search and answer text inside, as the Python pipeline); for the runtimes that run the model window by window
+  (ONNX Runtime's ids-in model, Core ML, Core AI, ExecuTorch) the answer routine rendered from the same rules
+  (QaAnswer.swift / QaAnswer.kt) with its golden file.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def _ids_proven(shipped: dict, ort_version: str) -> list[str]:
 
 
 class SentimentApp:
-    """Text in, a label out: model.text.ort, the labels and the tokenizer's golden ids."""
+    """Text in, a label out: model.ort with BertTokenizer (or model.text.ort), the labels and the tokenizer's golden
+    ids."""
 
     text_in_model = ORT_TEXT_MODEL
     text_in_operators = ORT_TEXT_REQUIRED_OPERATORS
@@ -126,8 +129,8 @@ SWIFT_ROUTINE, KOTLIN_ROUTINE = QA_ROUTINES["swift"], QA_ROUTINES["kotlin"]
 
 
 class QAApp:
-    """Question and context in, the answer out: model.qa.ort on Android; the per-window models with the answer
-    routine and its golden file elsewhere."""
+    """Question and context in, the answer out: the per-window models with the answer routine and its golden file
+    (model.ort with BertTokenizer on Android; with --text-in, model.qa.ort in one call)."""
 
     text_in_model = ORT_QA_MODEL
     text_in_operators = ORT_QA_REQUIRED_OPERATORS
