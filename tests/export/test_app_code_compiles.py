@@ -11,6 +11,7 @@ cached by a hash of everything compiled, under pytest's cache folder: a second r
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -34,9 +35,11 @@ KOTLIN_JDK7 = [p for p in (Path("/usr/share/java/kotlin-stdlib-jdk7.jar"),
                            Path(KOTLINC or ".").resolve().parent.parent / "lib" / "kotlin-stdlib-jdk7.jar")
                if p.is_file()][:1]
 COMPILE_TIMEOUT_S = 900
+OUTPUT_KEPT = 20_000  # characters of a build's output kept in its record: the compiler's errors come last
 CODE_BLOCK = re.compile(r"```(swift|kotlin)\n(.*?)\n```", re.S)
 IMPORT = re.compile(r"^import (\w+)", re.M)
 PACKAGE = re.compile(r"^package [\w.]+", re.M)
+COMPILER_ERROR = re.compile(r"^\S+:\d+:\d+: error: (.*)$", re.M)  # swift and kotlinc alike: path:line:column
 
 needs_swift = pytest.mark.skipif(SWIFT is None, reason="swift not found: put Swift 6 on PATH (/opt/swift/usr/bin)")
 needs_kotlinc = pytest.mark.skipif(KOTLINC is None, reason="kotlinc not installed: apt-get install kotlin (Debian)")
@@ -150,15 +153,16 @@ def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subproces
                           text=True, timeout=COMPILE_TIMEOUT_S)
 
 
-def compiled_once(cache: Path, key: str, build) -> str:
-    """Runs build() unless a build of these exact sources passed before; returns its output (empty when cached)."""
-    marker = cache / f"passed-{key}"
-    if marker.is_file():
-        return ""
+def compiled(cache: Path, key: str, build) -> tuple[int, str]:
+    """The exit status and output of build(), run once per key: an earlier build of these exact sources (with the
+    same stubs and compiler) answers from its record."""
+    record = cache / f"build-{key}.json"
+    if record.is_file():
+        return tuple(json.loads(record.read_text()))
     result = build()
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
-    marker.write_text("ok")
-    return result.stdout
+    answer = (result.returncode, (result.stdout + result.stderr)[-OUTPUT_KEPT:])
+    record.write_text(json.dumps(answer))
+    return answer
 
 
 # --- what is compiled -------------------------------------------------------------------------------------------
@@ -171,24 +175,30 @@ IOS_CLI_VARIANTS = {"IosDefault": [], "IosEnumerated": ["--variant", "enumerated
 ANDROID_CLI_VARIANTS = {"android_default": [], "android_executorch": ["--executorch"], "android_text_in": ["--text-in"]}
 
 
-@pytest.fixture(scope="module")
-def sentiment_folders(exported_run, tmp_path_factory):
-    """The folders `export ios` / `export android` write from the session's tiny sentiment export."""
+def _cli_folders(run: Path, out: Path, platform: str, variants: dict[str, list[str]]) -> dict[str, Path]:
     from pocketbert.cli import main
 
-    out = tmp_path_factory.mktemp("app-folders")
-    folders = {}
-    for name, options in {**{k: ["ios", *v] for k, v in IOS_CLI_VARIANTS.items()},
-                          **{k: ["android", *v] for k, v in ANDROID_CLI_VARIANTS.items()}}.items():
+    for name, options in variants.items():
         try:
-            main(["export", *options, "--run", str(exported_run), "--out", str(out / name)])
+            main(["export", platform, *options, "--run", str(run), "--out", str(out / name)])
         except SystemExit as exc:
             assert exc.code in (0, None), (name, exc.code)
-        folders[name] = out / name
+    return {name: out / name for name in variants}
+
+
+@pytest.fixture(scope="module")
+def ios_folders(exported_run, tmp_path_factory):
+    """The folders `export ios` writes from the session's tiny sentiment export, and its `bench kit` package."""
     from pocketbert.bench.kit import write_kit
 
-    folders["kit"] = write_kit(exported_run, out / "kit")
-    return folders
+    out = tmp_path_factory.mktemp("ios-folders")
+    return {**_cli_folders(exported_run, out, "ios", IOS_CLI_VARIANTS), "kit": write_kit(exported_run, out / "kit")}
+
+
+@pytest.fixture(scope="module")
+def android_folders(exported_run, tmp_path_factory):
+    """The folders `export android` writes from the session's tiny sentiment export."""
+    return _cli_folders(exported_run, tmp_path_factory.mktemp("android-folders"), "android", ANDROID_CLI_VARIANTS)
 
 
 def kit_targets(kit: Path) -> dict[str, dict[str, str]]:
@@ -247,40 +257,51 @@ def android_variants(folders: dict[str, Path]) -> dict[str, dict[str, str]]:
     return variants
 
 
+def errors(output: str) -> set[str]:
+    """The compiler's distinct error messages, without their places (swift prints each twice: once per job)."""
+    return set(COMPILER_ERROR.findall(output))
+
+
 # --- the tests --------------------------------------------------------------------------------------------------
 
 @needs_swift
-def test_every_ios_variants_swift_compiles(sentiment_folders, request, tmp_path_factory):
-    targets = ios_targets(sentiment_folders)
-    assert all(targets.values()) and len(targets) >= 12
+def test_every_ios_variants_swift_compiles(ios_folders, request, tmp_path_factory):
+    targets = ios_targets(ios_folders)
+    assert all(targets.values()) and len(targets) == 16  # 6 CLI folders, 7 rendered, the kit's 3 targets
     cache = _cache_folder(request, "app-swift-build", tmp_path_factory)
-    compiled_once(cache, _hash(targets, _stub_texts("swift")), lambda: (swift_package(cache, targets),
-                                                                        swift_build(cache))[1])
+    status, output = compiled(cache, _hash(SWIFT, targets, _stub_texts("swift")),
+                              lambda: (swift_package(cache / "package", targets), swift_build(cache / "package"))[1])
+    assert status == 0, output
 
 
 @needs_kotlinc
-def test_every_android_variants_kotlin_compiles(sentiment_folders, request, tmp_path_factory):
-    variants = android_variants(sentiment_folders)
-    assert all(variants.values()) and len(variants) == 6
+def test_every_android_variants_kotlin_compiles(android_folders, request, tmp_path_factory):
+    variants = android_variants(android_folders)
+    assert all(variants.values()) and len(variants) == 6  # 3 CLI folders, 3 rendered
     cache = _cache_folder(request, "app-kotlin-build", tmp_path_factory)
-    compiled_once(cache, _hash(variants, _stub_texts("kotlin")), lambda: kotlin_compile(cache, variants))
+    status, output = compiled(cache, _hash(KOTLINC, variants, _stub_texts("kotlin")),
+                              lambda: kotlin_compile(cache / "build", variants))
+    assert status == 0, output
 
 
 @needs_swift
 @needs_kotlinc
-def test_a_misspelled_call_fails_to_compile(tmp_path):
+def test_a_misspelled_call_fails_to_compile(request, tmp_path_factory):
     """The checks can fail: one framework call misspelled in each language is the compiler's error, named."""
-    swift = app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "fp16", ())
-    broken = readme_code(swift, "swift").replace("MLMultiArray(shape:", "MLMultiArray(shapes:")
-    assert broken != readme_code(swift, "swift")
-    swift_package(tmp_path / "swift", {"Broken": {"Readme.swift": broken,
-                                                  "GeneratedModel.swift": xcode_model_class("sentiment")}})
-    result = swift_build(tmp_path / "swift")
-    assert result.returncode != 0 and "shapes" in result.stdout + result.stderr, result.stdout[-3000:]
+    swift = readme_code(app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "fp16", ()), "swift")
+    broken = {"Broken": {"Readme.swift": swift.replace("MLMultiArray(shape:", "MLMultiArray(shapes:"),
+                         "GeneratedModel.swift": xcode_model_class("sentiment")}}
+    assert broken["Broken"]["Readme.swift"] != swift
+    cache = _cache_folder(request, "app-broken-build", tmp_path_factory)
+    status, output = compiled(cache, _hash(SWIFT, broken, _stub_texts("swift")),
+                              lambda: (swift_package(cache / "swift", broken), swift_build(cache / "swift"))[1])
+    assert status != 0 and "shapes:" in output and len(errors(output)) == 1, output  # that call, nothing else
 
     kotlin = readme_code(app_readme.kotlin_code("sentiment", ["negative", "positive"], 64, "model.text.ort", "CPU",
                                                 text_in=True), "kotlin")
-    broken = kotlin.replace("OrtEnvironment.getEnvironment()", "OrtEnvironment.getEnviroment()")
-    assert broken != kotlin
-    result = kotlin_compile(tmp_path / "kotlin", {"broken": {"Readme.kt": broken}})
-    assert result.returncode != 0 and "getEnviroment" in result.stdout + result.stderr, result.stderr[-3000:]
+    broken = {"broken": {"Readme.kt": kotlin.replace("OrtEnvironment.getEnvironment()",
+                                                     "OrtEnvironment.getEnviroment()")}}
+    assert broken["broken"]["Readme.kt"] != kotlin
+    status, output = compiled(cache, _hash(KOTLINC, broken, _stub_texts("kotlin")),
+                              lambda: kotlin_compile(cache / "kotlin", broken))
+    assert status != 0 and "unresolved reference: getEnviroment" in output and len(errors(output)) == 1, output
