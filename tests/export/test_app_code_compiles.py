@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 STUBS = ROOT / "tests" / "app_stubs"
 SWIFT_STUB_MODULES = ("CoreML", "CoreAI", "ExecuTorch", "Tokenizers")
+# pocketbert's own Swift tokenizer package (package data): app code that imports it builds against the real thing
+SWIFT_TOKENIZER = ROOT / "pocketbert" / "export" / "app" / "swift" / "PocketBertTokenizer"
 SWIFT = shutil.which("swift") or ("/opt/swift/usr/bin/swift" if Path("/opt/swift/usr/bin/swift").is_file() else None)
 KOTLINC = shutil.which("kotlinc")
 # AutoCloseable.use: part of every Kotlin an Android app builds with today, a separate jar in Debian's Kotlin 1.3
@@ -93,6 +95,12 @@ def _stub_texts(language: str) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _tokenizer_package_texts() -> dict[str, str]:
+    """The Swift tokenizer package's files, part of what a build that depends on it compiles (none yet: empty)."""
+    return {p.relative_to(SWIFT_TOKENIZER).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(SWIFT_TOKENIZER.rglob("*.swift"))} if SWIFT_TOKENIZER.is_dir() else {}
+
+
 def _cache_folder(request, name: str, tmp_path_factory) -> Path:
     """Under pytest's cache (kept between runs) when it is on; else the session's temporary folder."""
     cache = getattr(request.config, "cache", None)
@@ -115,15 +123,20 @@ def swift_package(root: Path, targets: dict[str, dict[str, str]]) -> None:
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text, encoding="utf-8")
         imported = {m for text in files.values() for m in IMPORT.findall(text)}
-        deps = ", ".join(f'"{m}"' for m in sorted(imported & {*SWIFT_STUB_MODULES, *targets}))
+        deps = ", ".join([f'"{m}"' for m in sorted(imported & {*SWIFT_STUB_MODULES, *targets})]
+                         + [f'.product(name: "{m}", package: "{m}")' for m in sorted(imported) if m == SWIFT_TOKENIZER.name])
         resources = sorted({name.split("/")[0] for name in files if name.endswith(".json") or "/" in name})
         kind = "executableTarget" if "main.swift" in files else "testTarget" if target.endswith("Tests") else "target"
         declared.append(f'.{kind}(name: "{target}", dependencies: [{deps}], path: "Sources/{target}"'
                         + (f", resources: [{', '.join(f'.copy({chr(34)}{r}{chr(34)})' for r in resources)}]"
                            if resources else "") + ")")
+    uses_tokenizer = any(SWIFT_TOKENIZER.name in IMPORT.findall(text) for files in targets.values()
+                         for text in files.values())
+    dependencies = f'.package(path: "{SWIFT_TOKENIZER}")' if uses_tokenizer else ""
     (root / "Package.swift").write_text(
         "// swift-tools-version:5.9\nimport PackageDescription\n\n"
-        "let package = Package(name: \"AppCodeCheck\", targets: [\n    " + ",\n    ".join(declared) + "\n])\n")
+        f"let package = Package(name: \"AppCodeCheck\", dependencies: [{dependencies}], targets: [\n    "
+        + ",\n    ".join(declared) + "\n])\n")
 
 
 def swift_build(root: Path) -> subprocess.CompletedProcess:
@@ -269,7 +282,7 @@ def test_every_ios_variants_swift_compiles(ios_folders, request, tmp_path_factor
     targets = ios_targets(ios_folders)
     assert all(targets.values()) and len(targets) == 16  # 6 CLI folders, 7 rendered, the kit's 3 targets
     cache = _cache_folder(request, "app-swift-build", tmp_path_factory)
-    status, output = compiled(cache, _hash(SWIFT, targets, _stub_texts("swift")),
+    status, output = compiled(cache, _hash(SWIFT, targets, _stub_texts("swift"), _tokenizer_package_texts()),
                               lambda: (swift_package(cache / "package", targets), swift_build(cache / "package"))[1])
     assert status == 0, output
 
