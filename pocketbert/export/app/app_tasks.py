@@ -46,7 +46,7 @@ IDS_FILES = {TOKENIZER_TABLES: "tokenizer.json's rules as tables, read by BertTo
 
 def _not_compiled(contrib_ops: list[str]) -> list[str]:
     """What only a phone shows of the text-in folder."""
-    return ["the Kotlin is compiled here against stubs of ONNX Runtime's and Android's APIs (kotlinc, in "
+    return ["the Kotlin is type-checked here against stubs of ONNX Runtime's and Android's APIs (kotlinc, in "
             "pocketbert's tests), not run; neither NNAPI nor XNNPACK ran (the Linux onnxruntime has neither): run "
             "the app's tests on a phone",
             f"onnxruntime-extensions-android must carry the model's {', '.join(contrib_ops)} ops (its BERT- and "
@@ -55,7 +55,7 @@ def _not_compiled(contrib_ops: list[str]) -> list[str]:
 
 def _ids_not_run() -> list[str]:
     """What only a phone shows of the ids-in folder."""
-    return ["the Kotlin is compiled here against stubs of ONNX Runtime's and Android's APIs (kotlinc, in "
+    return ["the Kotlin is type-checked here against stubs of ONNX Runtime's and Android's APIs (kotlinc, in "
             "pocketbert's tests), not run; neither NNAPI nor XNNPACK ran (the Linux onnxruntime has neither): run "
             "the app's tests on a phone",
             f"BertTokenizer on Android's runtime: run the texts of {TOKENIZER_GOLDEN} through `encode` in a unit "
