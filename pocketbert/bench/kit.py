@@ -3,8 +3,8 @@
 It loads each Core ML program (and lists each Core AI program) of the export, prints where Core ML plans each
 operation (MLComputePlan), times load, the first prediction and warm predictions with the bench's own
 warm-up and stopping rules (stats.py, whose interval ranks it carries in kit_config.json), and writes one
-JSON (KIT_MEASUREMENT) that `pocketbert bench import` reads. pocketbert cannot compile Swift: the README says
-so, the sources name every Apple API they call, and tests check the JSON schema through `bench import`.
+JSON (KIT_MEASUREMENT) that `pocketbert bench import` reads. pocketbert type-checks the Swift against stubs and
+never runs it: the README says so, the sources name every Apple API they call, and tests check the JSON schema through `bench import`.
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ Measures the Apple programs of `{run_dir}/export` on a Mac or an iPhone: where C
 It writes `{KIT_MEASUREMENT}`, which `pocketbert bench import` reads into the run's report, beside the placement
 check's prediction.
 
-**pocketbert cannot compile this package**: it was written on a machine without an Apple SDK, and no line of
-its Swift has been built or run by pocketbert. Every Apple API it calls is named, with where it is documented,
-at the top of `Sources/PocketbertKitCore/KitCore.swift`. pocketbert's tests check the JSON it writes (its
-schema) through `bench import`.
+**pocketbert has not built this package with Apple's SDK, nor run it**: its machines have none. Its tests
+type-check the Swift (`swift build` on Linux, against stubs of the Core ML calls it makes, each citing Apple's
+documentation); every Apple API it calls is named, with where it is documented, at the top of
+`Sources/PocketbertKitCore/KitCore.swift`. pocketbert's tests check the JSON it writes (its schema) through
+`bench import`.
 
 Programs:
 {listed}

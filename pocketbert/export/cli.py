@@ -22,6 +22,10 @@ from pocketbert.core.run_files import ANDROID_APP_DIR, IOS_APP_DIR
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
+text_in_option = click.option("--text-in", is_flag=True,
+                              help="Ship the text-in model (the tokenizer inside, onnxruntime-extensions) instead of "
+                                   "the ids-in one with BertTokenizer.kt; that package's Android build is not 16 KB "
+                                   "aligned, which Google Play refuses for Android 15+ targets.")
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -123,11 +127,16 @@ def ios(run, target, variant, executorch, out, overwrite):
 @export.command()
 @run_option
 @executorch_option
+@text_in_option
 @out_option
 @overwrite_option
 @locks("out", reads=("run",), default_out=ANDROID_APP_DIR)
-def android(run, executorch, out, overwrite):
-    """model.text.ort (the tokenizer inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
+def android(run, executorch, text_in, out, overwrite):
+    """model.ort (token ids in) with BertTokenizer.kt and its tables (or with --text-in the model with the tokenizer
+    inside), its operator list, labels and a Kotlin README; writes <run>/android/."""
     from pocketbert.export.app.app_folders import android_bundle
+    from pocketbert.export.app.app_readme import TEXT_IN_WARNING
 
-    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite, executorch)}")
+    if text_in:
+        click.echo(f"warning: {TEXT_IN_WARNING}", err=True)
+    click.echo(f"wrote {android_bundle(resolve_run_dir(run), out, overwrite, executorch, text_in)}")

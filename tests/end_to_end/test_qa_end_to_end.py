@@ -63,7 +63,20 @@ def test_qa_android_folder_answers_in_one_call(qa_run, capsys, tmp_path):
     from pocketbert.export.text_in import qa_graph
 
     export = qa_run / "export"
-    assert run_cli(capsys, "export", "android", "--run", qa_run, "--out", tmp_path / "android").exit_code == 0
+    # by default: the window model with BertTokenizer, the answer routine and the golden files, ONNX Runtime alone
+    assert run_cli(capsys, "export", "android", "--run", qa_run, "--out", tmp_path / "android-ids").exit_code == 0
+    ids_in = tmp_path / "android-ids"
+    assert {p.name for p in ids_in.iterdir()} == {"model.ort", "model.required_operators.config", "tokenizer.tables",
+                                                  "BertTokenizer.kt", "QaAnswer.kt", "qa_golden.json",
+                                                  "tokenizer_golden.json", "README.md", OUTPUT_MARKER}
+    for name in ("model.ort", "QaAnswer.kt", "tokenizer.tables"):
+        assert (ids_in / name).read_bytes() == (export / name).read_bytes(), name
+    readme = (ids_in / "README.md").read_text()
+    assert "qaAnswer(startLogits, endLogits, contextIndex, nBest, maxAnswerLength)" in readme
+    assert "extensions" not in readme.lower()
+    # --text-in: the one-call model
+    assert run_cli(capsys, "export", "android", "--run", qa_run, "--text-in",
+                   "--out", tmp_path / "android").exit_code == 0
     android = tmp_path / "android"
     assert {p.name for p in android.iterdir()} == {"model.qa.ort", "model.qa.required_operators.config",
                                                    "qa_golden.json", "tokenizer_golden.json", "README.md",
@@ -106,7 +119,7 @@ def test_qa_ios_folders_carry_the_answer_routine(qa_run, capsys, tmp_path, optio
         assert (ios / name).read_bytes() == (export / name).read_bytes(), name
     readme = (ios / "README.md").read_text()
     assert "windowStarts(contextTokens:" in readme and "qaAnswer(startLogits:" in readme
-    assert "`QaAnswer.swift` is not compiled here" in readme
+    assert "`QaAnswer.swift` is type-checked here, not run" in readme
     # (Core AI's Swift names its program by its stem: forResource: "PocketBertQA", withExtension: "aimodel")
     missing = [n for n in named_in_readme(readme) if not (ios / n).exists() and not (ios / f"{n}.aimodel").exists()]
     assert not missing

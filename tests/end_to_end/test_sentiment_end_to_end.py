@@ -216,8 +216,24 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     expected = coreml_forward(sentiment_run / "export" / "PocketBertSentiment.6bit.mlpackage", task)(batch)
     assert np.array_equal(coreml_forward(ios / "PocketBertSentiment.mlpackage", task)(batch), expected)
 
-    result = run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android")
+    # Android, by default: the ids-in int8 model, pocketbert's Kotlin tokenizer and its tables, ONNX Runtime alone
+    result = run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android-ids")
     assert result.exit_code == 0, result.err
+    ids_in = tmp_path / "android-ids"
+    assert {p.name for p in ids_in.iterdir()} == {"model.ort", "model.required_operators.config", "tokenizer.tables",
+                                                  "BertTokenizer.kt", "labels.json", "tokenizer_golden.json",
+                                                  "README.md", OUTPUT_MARKER}
+    assert (ids_in / "model.ort").read_bytes() == (sentiment_run / "export" / "model.ort").read_bytes()
+    readme = (ids_in / "README.md").read_text()
+    proven_on = json.loads((sentiment_run / "export" / "manifest.json").read_text())["versions"]["onnxruntime"]
+    assert f'implementation("com.microsoft.onnxruntime:onnxruntime-android:{proven_on}")' in readme
+    assert f"in onnxruntime {proven_on}" in readme
+    assert "extensions" not in readme.lower() and not [n for n in named_in_readme(readme) if not (ids_in / n).exists()]
+
+    # --text-in: the tokenizer inside the model, with the alignment warning
+    result = run_cli(capsys, "export", "android", "--run", sentiment_run, "--text-in", "--out", tmp_path / "android")
+    assert result.exit_code == 0, result.err
+    assert "16 KB" in result.err and len([line for line in result.err.splitlines() if "warning" in line]) == 1
     android = tmp_path / "android"
     assert {p.name for p in android.iterdir()} == {"model.text.ort", "model.text.required_operators.config",
                                                    "labels.json", "tokenizer_golden.json", "README.md", OUTPUT_MARKER}
@@ -255,7 +271,7 @@ def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_pat
     ios = tmp_path / "ios"
     assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.aimodel", "resources", "README.md", OUTPUT_MARKER}
     readme = (ios / "README.md").read_text()
-    assert "NOT COMPILED HERE" in readme and "coreai-build" in readme and "AIModel.specialize(contentsOf:" in readme
+    assert "NOT BUILT WITH APPLE'S SDK HERE" in readme and "coreai-build" in readme and "AIModel.specialize(contentsOf:" in readme
     lengths = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["coreai_entry_points"]
     assert f"private static let lengths = [{', '.join(map(str, lengths))}]" in readme
     # the app's copy is the exported program: it answers as the export's gate saw
@@ -287,7 +303,8 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
     longest = next(r for r in golden["texts"] if r["probe"] == "longer than max_length")
     assert len(longest["ids"]) == max_length and longest["ids"][-1] == 102  # truncated, [SEP] kept
     assert run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios").exit_code == 0
-    assert run_cli(capsys, "export", "android", "--run", sentiment_run, "--out", tmp_path / "android").exit_code == 0
+    assert run_cli(capsys, "export", "android", "--run", sentiment_run, "--text-in",
+                   "--out", tmp_path / "android").exit_code == 0
     folders = [export, tmp_path / "ios" / "resources", tmp_path / "android"]
     for folder in folders:
         assert json.loads((folder / "tokenizer_golden.json").read_text(encoding="utf-8")) == golden
@@ -380,7 +397,7 @@ def test_app_folders_can_carry_the_executorch_program(sentiment_run, capsys, tmp
     shipped = tmp_path / platform / folder / "model.int8.pte"
     assert shipped.read_bytes() == (sentiment_run / "export" / "model.int8.pte").read_bytes()
     readme = (tmp_path / platform / "README.md").read_text()
-    assert "ExecuTorch instead of" in readme and "(not compiled here)" in readme
+    assert "ExecuTorch instead of" in readme and "(type-checked here, not run)" in readme
     assert not [n for n in named_in_readme(readme) if not (tmp_path / platform / n).exists()]
     # the shipped program answers on ExecuTorch's runtime
     task = make_task("sentiment", json.loads((sentiment_run / "export" / "labels.json").read_text()))

@@ -26,6 +26,7 @@ from pocketbert.core.run_files import (
     MODEL_CONFIG,
     ONNX_INT8,
     ONNX_QDQ,
+    ORT_MODEL,
     TOKENIZER_CONFIG,
     TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
@@ -151,8 +152,8 @@ class CoreMLTarget:
         return f"main_len{n}" if model.definition.multifunction else n
 
     def not_run(self) -> str:
-        return ("the Swift code is not compiled here; Core ML itself (and which compute unit it picks) runs only on "
-                "Apple hardware")
+        return ("the Swift code is type-checked here against stubs of Core ML's API, not built with Apple's SDK; "
+                "Core ML itself (and which compute unit it picks) runs only on Apple hardware")
 
     def readme(self, model: _IOSModel, **common) -> str:
         return app_readme.ios_readme(model_class=model.base_name.removesuffix(".mlpackage"), variant=model.variant,
@@ -199,8 +200,9 @@ class CoreAITarget:
         return f"main_len{n}"
 
     def not_run(self) -> str:
-        return ("the Swift code is not compiled here, and Core AI's runtime (which runs only on Apple platforms) did "
-                "not run the program; `coreai-build` did not compile it")
+        return ("the Swift code is type-checked here against stubs of Core AI's API, not built with Apple's SDK; "
+                "Core AI's runtime (which runs only on Apple platforms) did not run the program; `coreai-build` did "
+                "not compile it")
 
     def readme(self, model: _IOSModel, **common) -> str:
         return app_readme.ios_coreai_readme(asset_stem=model.base_name.removesuffix(".aimodel"),
@@ -281,42 +283,53 @@ def _extension_ops(required_operators: Path) -> list[str]:
             for op in line.split(";", 2)[2].split(",")]
 
 
-def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False, executorch: bool = False) -> Path:
-    """The task's text-in ONNX Runtime Mobile model (sentiment: model.text.ort; QA: model.qa.ort, the answer in one
-    call), its operator list, the files app_tasks names and a README whose Kotlin picks the execution provider ONNX
-    Runtime's verdict supports; with executorch, the int8 ExecuTorch program and tokenizer.json too, and Kotlin for
-    them."""
+def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = False, executorch: bool = False,
+                   text_in: bool = False) -> Path:
+    """The task's int8 ONNX Runtime Mobile model with token ids in (model.ort), BertTokenizer.kt and the tables it
+    reads, its operator list, the files app_tasks names and a README whose Kotlin picks the execution provider ONNX
+    Runtime's verdict supports and names the onnxruntime it was proven on; with text_in, the text-in model instead
+    (sentiment: model.text.ort; QA: model.qa.ort, the answer in one call), which needs onnxruntime-extensions; with
+    executorch, the int8 ExecuTorch program and tokenizer.json too, and Kotlin for them."""
     export_dir, manifest = _export_facts(run_dir)
     task = manifest["config"]["task"]
     app = app_tasks.app_of(task)
     target = _app_folder(run_dir, export_dir, ANDROID_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.KOTLIN_EXECUTORCH, executorch)
     parity = manifest["metrics"]["parity"]
-    if app.android_model not in parity:
-        raise ExportError(f"the export has no {app.android_model} ({app.android_model_is}): re-run `pocketbert "
-                          "export` with this version")
+    model = app.text_in_model if text_in else ORT_MODEL
+    if model not in parity:
+        what = app.text_in_model_is if text_in else "int8 model for ONNX Runtime Mobile"
+        raise ExportError(f"the export has no {model} ({what}): re-run `pocketbert export` with this version")
+    files = app.android_files(pte, text_in)
+    exported = [name for name in files if name != app_tasks.KOTLIN_TOKENIZER.name]
+    if not text_in and not (export_dir / TOKENIZER_TABLES).is_file():
+        raise ExportError(f"the export has no {TOKENIZER_TABLES} (what the app's tokenizer reads): re-run `pocketbert "
+                          "export` with this version, or add --text-in")
     usability = manifest["metrics"]["ort_mobile_usability"]
-    # The text-in models are the tokenizer (QA: and the windows and the search) around the dynamic int8 graph: its
-    # verdict is that graph's.
+    # The text-in models are the tokenizer (QA: and the windows and the search) around the dynamic int8 graph, and
+    # model.ort is that graph: the verdict is that graph's.
     provider = mobile_usability.preferred_provider(usability[ONNX_INT8])
     verdicts = [f"- `{graph}`, {name}: {usability[graph][name]['advice']}"
                 for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
                 for name in mobile_usability.ANDROID_PROVIDERS if name in usability[graph]]
-    shipped = parity[app.android_model]
-    files = app.android_files(pte)
-    artifacts.verified(export_dir, manifest, list(files), run_dir)  # before any of them is read or copied
+    shipped = parity[model]
+    artifacts.verified(export_dir, manifest, exported, run_dir)  # before any of them is read or copied
     labels = json.loads((export_dir / LABELS).read_text()) if LABELS in files else []
     values = app.code_values(export_dir, manifest)
-    contrib_ops = _extension_ops(export_dir / app.android_operators)
+    contrib_ops = _extension_ops(export_dir / app.text_in_operators) if text_in else []
     max_length = int(manifest["config"]["max_length"])
+    ort_version = manifest["versions"]["onnxruntime"]
     with written_output(target, f"export {ANDROID_APP_DIR}", run=run_dir) as tmp:
-        for name in files:
+        for name in exported:
             shutil.copyfile(export_dir / name, tmp / name)
+        if not text_in:
+            shutil.copyfile(app_tasks.KOTLIN_TOKENIZER, tmp / app_tasks.KOTLIN_TOKENIZER.name)
         (tmp / APP_README).write_text(app_readme.android_readme(
-            task, files, labels, max_length, app.android_model, provider, verdicts, shipped["metrics"],
-            shipped["n_examples"], app.android_proven(shipped), app.android_needs_device(contrib_ops, shipped, pte),
+            task, files, labels, max_length, model, provider, verdicts, shipped["metrics"],
+            shipped["n_examples"], app.android_proven(shipped, text_in, ort_version),
+            app.android_needs_device(contrib_ops, shipped, pte, text_in),
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", task, name, max_length, labels, values,
                 app.executorch_note("kotlin"))],
-            app.android_input_step(max_length, values), values))
+            app.android_input_step(max_length, values, text_in), values, text_in, ort_version, TOKENIZER_TABLES))
     return target

@@ -38,13 +38,13 @@ KOTLIN_EXECUTORCH = _by_task("android_executorch.kt.txt")
 
 def executorch_section(code_by_task: dict, instead_of: str, task: str, pte: str, max_length: int,
                        labels: list[str], values: dict | None = None, note: str = "") -> list[str]:
-    """The README lines of the ExecuTorch alternative (not compiled here): code_by_task is SWIFT_EXECUTORCH or
+    """The README lines of the ExecuTorch alternative (type-checked against stubs, not run): code_by_task is SWIFT_EXECUTORCH or
     KOTLIN_EXECUTORCH; values fill the task's own placeholders, note follows the introduction."""
     code = fill(code_by_task[task], pte=pte, max_length=max_length,
                 labels_kotlin=", ".join(f'"{label}"' for label in labels), **(values or {}))
     tokenizes = (f"{SWIFT_TOKENIZER_PACKAGE} from {TOKENIZER_TABLES}" if code_by_task is SWIFT_EXECUTORCH else
                  TOKENIZER_JSON)
-    return ["", f"## ExecuTorch instead of {instead_of} (not compiled here)", "",
+    return ["", f"## ExecuTorch instead of {instead_of} (type-checked here, not run)", "",
             f"`{pte}` is the student as an ExecuTorch program (XNNPACK delegate, int8 Linear layers), gated at export "
             f"on ExecuTorch's own runtime. It takes token ids, so the app tokenizes with {tokenizes}{note}:", "",
             code]
@@ -166,6 +166,12 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
     ], shape_tradeoffs(max_length, lengths, variant) + list(placement), proven, needs_device, alternative)
 
 
+# `export android --text-in`: why the default folder ships the ids-in model instead.
+TEXT_IN_WARNING = ("onnxruntime-extensions' Android package (0.13.0, its only release) is not 16 KB-page aligned: Google "
+                   "Play refuses updates of apps that target Android 15+ with unaligned native libraries (since "
+                   "2025-11-01).")
+
+
 def kotlin_provider(choice: str, threads: int = 2) -> str:
     """The SessionOptions line that puts the model on the execution provider the export's verdict chose."""
     return {
@@ -177,18 +183,44 @@ def kotlin_provider(choice: str, threads: int = 2) -> str:
     }[choice]
 
 
+def kotlin_code(task: str, labels: list[str], max_length: int, model_file: str, provider: str,
+                values: dict | None = None, text_in: bool = False, ort_version: str = "", tables: str = "") -> str:
+    """The task's Kotlin for ONNX Runtime Android: by default the ids-in model with BertTokenizer.kt reading
+    `tables` (templates/<task>/android_ids.kt.txt); text_in: the model with the tokenizer inside
+    (onnxruntime-extensions, templates/<task>/android.kt.txt)."""
+    if text_in:
+        imports, session = template("android_imports.kt.txt"), template("android_session.kt.txt")
+    else:
+        imports = fill(template("android_ids_imports.kt.txt"), ort_version=ort_version, tables=tables)
+        session = template("android_ids_session.kt.txt")
+    session = fill(session, model_file=model_file, provider=kotlin_provider(provider), tables=tables)
+    return fill(template("android.kt.txt" if text_in else "android_ids.kt.txt", task), imports=imports,
+                session=session, max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels),
+                **(values or {}))
+
+
 def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
                    provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
                    needs_device: list[str] = (), alternative: list[str] = (), input_step: str = "",
-                   values: dict | None = None) -> str:
-    session = fill(template("android_session.kt.txt"), model_file=model_file, provider=kotlin_provider(provider))
-    code = fill(template("android.kt.txt", task), imports=template("android_imports.kt.txt"), session=session,
-                max_length=max_length, labels_kotlin=", ".join(f'"{label}"' for label in labels), **(values or {}))
+                   values: dict | None = None, text_in: bool = False, ort_version: str = "",
+                   tables: str = "") -> str:
+    """text_in: the folder ships the model with the tokenizer inside; else the ids-in model and BertTokenizer.kt
+    with its `tables`. ort_version: the onnxruntime the export proved the model on."""
+    code = kotlin_code(task, labels, max_length, model_file, provider, values, text_in, ort_version, tables)
+    if text_in:
+        load = (f"`{model_file}` loads with the full ONNX Runtime Android package and the onnxruntime-extensions "
+                "Android package (the tokenizer is inside the model), or with a reduced ONNX Runtime build made "
+                "from the operator list beside it (ONNX Runtime's build script, `--include_ops_by_config`). "
+                f"{TEXT_IN_WARNING}")
+    else:
+        load = (f"`{model_file}` loads with ONNX Runtime's own Android package, "
+                f"`com.microsoft.onnxruntime:onnxruntime-android:{ort_version}` (the version the export proved it "
+                "on: an `.ort` file is not guaranteed to load in an older runtime), or with a reduced ONNX Runtime "
+                "build made from the operator list beside it (ONNX Runtime's build script, "
+                f"`--include_ops_by_config`). Add `BertTokenizer.kt` to the app's sources; `{tables}` is what it "
+                "reads.")
     return _readme("Android", files, code, "int8", metrics, n_examples, [
-        f"Copy the files into `app/src/main/assets/`; `{model_file}` loads with the full ONNX Runtime Android "
-        "package and the onnxruntime-extensions Android package (the tokenizer is inside the model), or with a "
-        "reduced ONNX Runtime build made from the operator list beside it (ONNX Runtime's build script, "
-        "`--include_ops_by_config`).",
+        f"Copy the model and data files into `app/src/main/assets/`. {load}",
         input_step or f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} "
                       "tokens.",
     ], ["", "Execution providers, as ONNX Runtime's own checks judge the int8 graphs (nodes each provider would "
