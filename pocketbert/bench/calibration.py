@@ -130,7 +130,7 @@ def calibration_rows(points: list[dict], profiles: dict) -> list[dict]:
         floor = None if reason else point_floor(point, profiles[point["device"]])
         rows.append({**{k: point[k] for k in REQUIRED if k != "shape"},
                      "regime": point["regime"], "soc_class": point.get("soc_class"),
-                     "shape": describe_shape(point), "quote": point.get("quote"),
+                     "shape": describe_shape(point), "shape_fields": dict(point["shape"]), "quote": point.get("quote"),
                      "floor_ms": floor["floor_ms"] if floor else None, "bound": floor["bound"] if floor else None,
                      "gflops": floor["flops"] / 1e9 if floor else None,
                      "factor": point["measured_ms"] / floor["floor_ms"] if floor else None,
