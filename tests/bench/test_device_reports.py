@@ -160,3 +160,19 @@ def test_each_apple_program_shows_its_unit_regions_boundaries_and_added_cost():
     md = render_markdown(build_document(derive.derive(results), {}))
     assert "| S.aimodel | neural engine | " in md and "| 6 | 5 | 4.15–9.90 |" in md
     assert "a fitted vocabulary clears the axis limit" in md and "apple/coremltools#2758" in md
+
+
+def test_the_kit_measures_the_app_stages_bench_import_reads(tmp_path):
+    import re
+
+    from pocketbert.bench.kit import CONFIG_PATH, KIT_FILES, write_kit
+    from pocketbert.bench.phone_import import IDLE_MIN_S, KILLED_STAGES, SUSTAINED_MIN_CALLS
+
+    folder = write_kit(_run_with_export(tmp_path))
+    config = json.loads((folder / CONFIG_PATH).read_text())
+    assert config["idle_s"] > IDLE_MIN_S and config["sustained_calls"] >= SUSTAINED_MIN_CALLS
+    assert 0 < config["sustained_window"] <= config["sustained_calls"]
+    swift = (folder / KIT_FILES["KitCore.swift.txt"]).read_text()
+    for key in ('"after_idle"', '"first_call_ms"', '"sustained"', '"samples_ms"', '"killed"'):
+        assert key in swift
+    assert set(re.findall(r'mark\(program, units, "(\w+)"\)', swift)) == set(KILLED_STAGES)
