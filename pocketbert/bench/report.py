@@ -134,7 +134,8 @@ def app_sections(results: dict) -> list[tuple]:
     doc.append(("h2", "Latency as an app sees it — estimated for phones"))
     doc.append(("p", "Steady: the calibrated estimate (else the floor) of a warm prediction. The first call after "
                      "the device idled adds the Neural Engine's re-wake; sustained use (≥1,000 calls) multiplies by "
-                     "its burst-to-sustained slowdown; each only where a published source gives it, '–' elsewhere."))
+                     "its burst-to-sustained slowdown; each only where a published source gives it, '–' elsewhere. Load and the "
+                     "first prediction have no published factor: the kit measures them (below)."))
     doc.append(("table", ["device", "unit", "precision", "steady ms", "first call after idle ms",
                           "sustained ms", "sources"],
                 [[_device_name(results, r["device"]), r["compute_unit"], r["precision"],
