@@ -22,13 +22,17 @@ def estimated_stages(estimates: list[dict], regimes: dict) -> list[dict]:
     """Per phone, unit and precision, the student's steady estimate (calibrated, else the floor) with the first
     call after idle and the sustained figure where a published regime covers the unit."""
     idle, sustained = regimes.get("cold_after_idle") or {}, regimes.get("sustained") or {}
+    call_floor = regimes.get("call_floor") or {}
     rows = []
     for e in estimates:
         if e["model"] != STUDENT:
             continue
         steady = e.get("calibrated_ms") or e["floor_ms"]
+        steady_is = "calibrated" if e.get("calibrated_ms") else "floor"
+        if call_floor.get("compute_unit") == e["compute_unit"] and steady < call_floor["ms"]:
+            steady, steady_is = call_floor["ms"], "the per-call floor"  # no call is faster, whatever its FLOPs
         row = {"device": e["device"], "compute_unit": e["compute_unit"], "precision": e["precision"],
-               "steady_ms": steady, "steady_is": "calibrated" if e.get("calibrated_ms") else "floor",
+               "steady_ms": steady, "steady_is": steady_is,
                "after_idle_ms": None, "idle_s": None, "after_idle_source": None,
                "sustained_ms": None, "sustained_after_calls": None, "sustained_source": None}
         if idle.get("compute_unit") == e["compute_unit"]:

@@ -132,7 +132,8 @@ def app_sections(results: dict) -> list[tuple]:
 
     stages = (results.get("app_latency") or {}).get("estimated") or []
     doc.append(("h2", "Latency as an app sees it — estimated for phones"))
-    doc.append(("p", "Steady: the calibrated estimate (else the floor) of a warm prediction. The first call after "
+    doc.append(("p", "Steady: the calibrated estimate (else the floor) of a warm prediction, and never below the "
+                     "Neural Engine's ~0.23 ms per-call floor (arXiv 2606.22283) on its rows. The first call after "
                      "the device idled adds the Neural Engine's re-wake; sustained use (≥1,000 calls) multiplies by "
                      "its burst-to-sustained slowdown; each only where a published source gives it, '–' elsewhere. Load and the "
                      "first prediction have no published factor: the kit measures them (below)."))
@@ -173,7 +174,8 @@ def app_sections(results: dict) -> list[tuple]:
     doc.append(("h2", "Android, per SoC class — estimated from published figures"))
     doc.append(("p", "No peak rates are published for these SoCs' NPUs, so no floor applies: the student's figure is "
                      "the published one scaled by the student's FLOPs over the published model's (DistilBERT's at its "
-                     "published length), an estimate, not a measurement."))
+                     "published length), an estimate, not a measurement. FLOP scaling ignores a call's fixed costs, "
+                     "so it flatters a model much smaller than the published one."))
     doc.append(("table", ["SoC class", "device", "unit", "precision", "runtime", "published ms (sequence)",
                           "student, scaled ms (sequence)", "source"],
                 [[r["class_name"], r["device_name"], r["compute_unit"], r["precision"], r["runtime"],

@@ -176,3 +176,21 @@ def test_the_kit_measures_the_app_stages_bench_import_reads(tmp_path):
     for key in ('"after_idle"', '"first_call_ms"', '"sustained"', '"samples_ms"', '"killed"'):
         assert key in swift
     assert set(re.findall(r'mark\(program, units, "(\w+)"\)', swift)) == set(KILLED_STAGES)
+
+
+TINY_STUDENT = (0.05, 2.0, 0.6)  # GFLOPs, fp32 and int8 MB: a student whose calibrated figures fall below it
+
+
+def test_no_neural_engine_estimate_beats_the_published_per_call_floor():
+    from tests.bench.test_report import cost
+
+    results = synthetic_results()
+    results["graph_costs"]["headline"]["student"] = cost(*TINY_STUDENT)
+    derive.derive(results)
+    floor = results["calibration"]["regimes"]["call_floor"]["ms"]
+    stages = results["app_latency"]["estimated"]
+    ane = [r for r in stages if r["compute_unit"] == "neural_engine"]
+    assert ane and all(r["steady_ms"] >= floor for r in ane)
+    assert any(r["steady_is"] == "the per-call floor" for r in ane)
+    # other units have no published per-call floor: their figures stay as calibrated
+    assert any(r["steady_ms"] < floor for r in stages if r["compute_unit"] != "neural_engine")
