@@ -24,7 +24,7 @@ class PlacementVerdict:
     neural_engine_op_share: float  # of its operations, the share predicted on the Neural Engine
     neural_engine_flop_share: float  # of its FLOPs, the same
     rules_fired: tuple[str, ...] = field(default_factory=tuple)
-    # recorded by exports from this version on; absent (None) in older manifests
+    # None where the manifest does not record them
     regions: int | None = None        # runs of consecutive Neural Engine operations
     boundaries: int | None = None     # runs off the Neural Engine between two regions
     added_cost_ms: tuple[float, float] | None = None  # predicted cost of regions and boundaries, low-high
