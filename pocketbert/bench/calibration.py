@@ -2,9 +2,14 @@
 
 For each published point with a device profile, a stated sequence length and a complete shape, pocketbert
 computes the floor from the shape alone (model_shape) on the profile (roofline), and measured / floor is that
-point's factor. Factors pool per (device family, compute unit, precision): the calibrated estimate of a floor
-is floor × the geometric mean of its key's factors, with the smallest and largest factor as its spread.
-A key with no point gives no estimate: the report then shows the floor alone.
+point's factor. Factors pool per (device family, compute unit, precision) over the steady and burst points: the
+calibrated estimate of a floor is floor × the geometric mean of its key's factors.
+
+The calibration is tested, not fitted: each point is predicted from the others (leave-one-out: its key's factor
+fitted without it and without any point of the same source on the same device), and its error is printed beside
+it. The estimate's range is that leave-one-out spread: the smallest and largest measured / predicted of the key's
+points. A key with no point gives no estimate: the report then shows the floor alone; a key whose points cannot
+predict each other gives an estimate without a range.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from pocketbert.bench.model_shape import SHAPE_KINDS
 CALIBRATION_FILE = "calibration.yaml"
 REQUIRED = ("id", "model", "device", "device_name", "family", "compute_unit", "precision", "runtime",
             "sequence_length", "batch", "shape", "measured_ms", "source", "read")
-
+REGIMES = ("steady", "burst", "sustained")
+FITTED_REGIMES = ("steady", "burst")  # warm predictions before any sustained slowdown: what the factors fit
+APPLE_TARGET = 0.30  # every Apple point's leave-one-out error should be within ±30 % (reported, never tuned)
 
 @dataclass(frozen=True)
 class CalibrationKey:
@@ -42,8 +49,8 @@ class CalibrationFactor:
     compute_unit: str
     precision: str
     factor: float
-    low: float
-    high: float
+    low: float | None   # the factor times the smallest measured / predicted (leave-one-out); None: no spread
+    high: float | None
     points: int
     ids: list[str]
 
@@ -51,9 +58,21 @@ class CalibrationFactor:
         return asdict(self)
 
 
+def _load() -> dict:
+    return yaml.safe_load(resources.files("pocketbert.bench").joinpath(CALIBRATION_FILE).read_text()) or {}
+
+
+def load_regimes() -> dict:
+    """The published cold-start and sustained factors (calibration.yaml's regimes), each with its source."""
+    regimes = _load().get("regimes") or {}
+    for name, regime in regimes.items():
+        if not str(regime.get("source", "")).startswith("http"):
+            raise ConfigError(f"{CALIBRATION_FILE}: regime {name} must cite its source by address")
+    return regimes
+
+
 def load_points() -> list[dict]:
-    text = resources.files("pocketbert.bench").joinpath(CALIBRATION_FILE).read_text()
-    points = (yaml.safe_load(text) or {}).get("points") or []
+    points = _load().get("points") or []
     for i, point in enumerate(points):
         missing = [k for k in REQUIRED if k not in point]
         if missing:
@@ -63,6 +82,8 @@ def load_points() -> list[dict]:
         if point["shape"].get("kind") not in SHAPE_KINDS:
             raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']}: shape kind must be one of "
                               f"{', '.join(SHAPE_KINDS)}")
+        if point.setdefault("regime", "steady") not in REGIMES:
+            raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']}: regime must be one of {', '.join(REGIMES)}")
         if not isinstance(point["measured_ms"], (int, float)) or point["measured_ms"] <= 0:
             raise ConfigError(f"{CALIBRATION_FILE}: point {point['id']}: measured_ms must be a positive number")
     return points
@@ -77,17 +98,17 @@ def shape_of(point: dict):
 
 
 def why_no_floor(point: dict, profiles: dict) -> str | None:
+    if point["sequence_length"] is None:
+        return "the source does not state the sequence length"
+    if shape_of(point) is None:
+        unknown = [k for k, v in point["shape"].items() if v is None]
+        return f"the source does not give the model's {', '.join(unknown)}"
     profile = profiles.get(point["device"])
     if profile is None:
         return "no device profile (its peak rates are not published)"
     if point["compute_unit"] not in profile["compute"] \
             or point["precision"] not in profile["compute"][point["compute_unit"]]:
         return f"the profile has no {point['compute_unit']} {point['precision']} peak"
-    if point["sequence_length"] is None:
-        return "the source does not state the sequence length"
-    if shape_of(point) is None:
-        unknown = [k for k, v in point["shape"].items() if v is None]
-        return f"the source does not give the model's {', '.join(unknown)}"
     return None
 
 
@@ -108,7 +129,8 @@ def calibration_rows(points: list[dict], profiles: dict) -> list[dict]:
         reason = why_no_floor(point, profiles)
         floor = None if reason else point_floor(point, profiles[point["device"]])
         rows.append({**{k: point[k] for k in REQUIRED if k != "shape"},
-                     "shape": describe_shape(point), "quote": point.get("quote"),
+                     "regime": point["regime"], "soc_class": point.get("soc_class"),
+                     "shape": describe_shape(point), "shape_fields": dict(point["shape"]), "quote": point.get("quote"),
                      "floor_ms": floor["floor_ms"] if floor else None, "bound": floor["bound"] if floor else None,
                      "gflops": floor["flops"] / 1e9 if floor else None,
                      "factor": point["measured_ms"] / floor["floor_ms"] if floor else None,
@@ -123,24 +145,57 @@ def describe_shape(point: dict) -> str:
     return ", ".join(f"{k} {'?' if v is None else v}" for k, v in point["shape"].items() if k != "kind")
 
 
+def _key(row: dict) -> CalibrationKey:
+    return CalibrationKey(row["family"], row["compute_unit"], row["precision"])
+
+
+def _geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def leave_one_out(rows: list[dict]) -> None:
+    """Each fitted point predicted from the others of its key, leaving out every point of its source on its device;
+    adds predicted_ms, loo_error (predicted / measured - 1), loo_points and loo_none_because to each row."""
+    for row in rows:
+        others = [o for o in rows if o is not row and o["factor"] is not None and o["regime"] in FITTED_REGIMES
+                  and _key(o) == _key(row) and (o["source"], o["device"]) != (row["source"], row["device"])]
+        reason = (f"no floor: {row['no_floor_because']}" if row["factor"] is None
+                  else "a sustained point sets the sustained factor; it is not fitted" if row["regime"] not in
+                  FITTED_REGIMES else None if others else "no other source on another device shares its key")
+        predicted = None if reason else row["floor_ms"] * _geometric_mean([o["factor"] for o in others])
+        row.update(predicted_ms=predicted, loo_points=[o["id"] for o in others] if not reason else [],
+                   loo_error=None if reason else predicted / row["measured_ms"] - 1, loo_none_because=reason)
+
+
 def pooled_factors(rows: list[dict]) -> list[CalibrationFactor]:
     by_key: dict[CalibrationKey, list[dict]] = {}
     for row in rows:
-        if row["factor"] is not None:
+        if row["factor"] is not None and row["regime"] in FITTED_REGIMES:
             by_key.setdefault(CalibrationKey(row["family"], row["compute_unit"], row["precision"]), []).append(row)
     out = []
     for key, members in sorted(by_key.items(), key=lambda kv: kv[0].text()):
-        factors = [r["factor"] for r in members]
-        geometric = math.exp(sum(math.log(f) for f in factors) / len(factors))
-        out.append(CalibrationFactor(key.family, key.compute_unit, key.precision, geometric, min(factors),
-                                     max(factors), len(factors), [r["id"] for r in members]))
+        geometric = _geometric_mean([r["factor"] for r in members])
+        # the leave-one-out spread: measured / predicted of each point the others could predict
+        ratios = [r["measured_ms"] / r["predicted_ms"] for r in members if r.get("predicted_ms")]
+        out.append(CalibrationFactor(key.family, key.compute_unit, key.precision, geometric,
+                                     geometric * min(ratios) if ratios else None,
+                                     geometric * max(ratios) if ratios else None, len(members),
+                                     [r["id"] for r in members]))
     return out
+
+
+def apple_misses(rows: list[dict]) -> list[dict]:
+    """The Apple points whose leave-one-out error is beyond APPLE_TARGET."""
+    return [r for r in rows if r["family"] == "apple" and r.get("loo_error") is not None
+            and abs(r["loo_error"]) > APPLE_TARGET]
 
 
 def calibration_table(profiles: dict) -> dict:
     """The table `bench calibration` prints and bench records in results.json: points and pooled factors."""
     rows = calibration_rows(load_points(), profiles)
-    return {"points": rows, "factors": [f.to_dict() for f in pooled_factors(rows)]}
+    leave_one_out(rows)
+    return {"points": rows, "factors": [f.to_dict() for f in pooled_factors(rows)], "regimes": load_regimes(),
+            "apple_target": APPLE_TARGET, "apple_misses": [r["id"] for r in apple_misses(rows)]}
 
 
 def calibrate(floor_ms: float, family: str | None, compute_unit: str, precision: str,
@@ -152,6 +207,8 @@ def calibrate(floor_ms: float, family: str | None, compute_unit: str, precision:
     if match is None:
         return {"calibrated_ms": None, "calibrated_low_ms": None, "calibrated_high_ms": None,
                 "calibration_points": 0, "calibration_ids": []}
-    return {"calibrated_ms": floor_ms * match["factor"], "calibrated_low_ms": floor_ms * match["low"],
-            "calibrated_high_ms": floor_ms * match["high"], "calibration_points": match["points"],
-            "calibration_ids": match["ids"]}
+    spread = match["low"] is not None
+    return {"calibrated_ms": floor_ms * match["factor"],
+            "calibrated_low_ms": floor_ms * match["low"] if spread else None,
+            "calibrated_high_ms": floor_ms * match["high"] if spread else None,
+            "calibration_points": match["points"], "calibration_ids": match["ids"]}

@@ -17,20 +17,37 @@ def _ms(value) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
+def loo_text(point: dict) -> str:
+    """A point's leave-one-out error, or why it has none."""
+    if point.get("loo_error") is None:
+        return f"– ({point.get('loo_none_because')})"
+    return f"{100 * point['loo_error']:+.0f} %"
+
+
+def factor_range(f: dict) -> str:
+    return "– (no point predicts another)" if f["low"] is None else f"{f['low']:.2f}–{f['high']:.2f}"
+
+
 def render_calibration() -> tuple[str, dict]:
-    """(markdown, table): every point with its floor and factor, then the factors pooled per key."""
+    """(markdown, table): every point with its floor, factor and leave-one-out error, then the factors pooled per
+    key with their leave-one-out spread, then the Apple points beyond the target."""
     table = calibration.calibration_table(profiles.load_profiles()["devices"])
-    lines = ["| point | device | unit | precision | sequence | shape | published ms | floor ms | bound | factor | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| point | device | unit | precision | regime | sequence | shape | published ms | floor ms | bound | "
+             "factor | leave-one-out ms | leave-one-out error | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in table["points"]:
         factor = f"{p['factor']:.2f}" if p["factor"] is not None else f"– ({p['no_floor_because']})"
-        lines.append(f"| {p['id']} | {p['device_name']} | {p['compute_unit']} | {p['precision']} | "
+        lines.append(f"| {p['id']} | {p['device_name']} | {p['compute_unit']} | {p['precision']} | {p['regime']} | "
                      f"{p['sequence_length'] or '?'} | {p['shape']} | {_ms(p['measured_ms'])} | {_ms(p['floor_ms'])} | "
-                     f"{p['bound'] or '–'} | {factor} | {p['source']} |")
-    lines += ["", "| family / unit / precision | factor (geometric mean) | range | points |", "|---|---|---|---|"]
+                     f"{p['bound'] or '–'} | {factor} | {_ms(p['predicted_ms'])} | {loo_text(p)} | {p['source']} |")
+    lines += ["", "| family / unit / precision | factor (geometric mean) | range (leave-one-out spread) | points |",
+              "|---|---|---|---|"]
     for f in table["factors"]:
         lines.append(f"| {f['family']} / {f['compute_unit']} / {f['precision']} | {f['factor']:.2f} | "
-                     f"{f['low']:.2f}–{f['high']:.2f} | {f['points']} ({', '.join(f['ids'])}) |")
+                     f"{factor_range(f)} | {f['points']} ({', '.join(f['ids'])}) |")
+    target = round(100 * table["apple_target"])
+    misses = table["apple_misses"]
+    lines += ["", f"Apple points beyond ±{target} % leave-one-out: " + (", ".join(misses) if misses else "none")]
     return "\n".join(lines) + "\n", table
 
 

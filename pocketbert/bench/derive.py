@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.bench import calibration, roofline
+from pocketbert.bench import app_latency, calibration, roofline
 from pocketbert.bench.placement_verdict import UNCHECKED, unit_for
 
 STUDENT, BERT_BASE, TEACHER, HALF_DEPTH = "student", "bert-base", "teacher", "half-depth"
@@ -190,6 +190,11 @@ def derive(results: dict) -> dict:
     results["calibration"] = calibration.calibration_table(results["profiles"])
     results["estimates"] = {"devices": device_estimates(results), "host": host_estimates(results)}
     results["estimated_comparisons"] = estimated_comparisons(results["estimates"]["devices"], student_verdict(results))
+    student_cost = results["graph_costs"]["headline"].get(STUDENT) or {}
+    results["app_latency"] = {
+        "estimated": app_latency.estimated_stages(results["estimates"]["devices"], results["calibration"]["regimes"]),
+        "android": app_latency.android_classes(results["calibration"]["points"], student_cost.get("flops"),
+                                               results["protocol"]["sequence_length"])}
     results["architecture_check"] = architecture_check(results)
     results["variants"] = export_variants(results)
     return results

@@ -17,6 +17,7 @@ from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.manifest import read_manifest
+from pocketbert.bench.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
 from pocketbert.core.user_paths import output_folder, written_output
 from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
 from pocketbert.core.atomic_folder import require_stage
@@ -40,6 +41,8 @@ KIT_FILES = {
 }
 CONFIG_PATH = "Sources/PocketbertKitCore/kit_config.json"
 MODELS_PATH = "Tests/PocketbertKitTests/Models"
+IDLE_S = IDLE_MIN_S + 1.0  # the pause before the "first call after idle": past the Neural Engine's 5 s re-wake
+SUSTAINED_WINDOW = 200     # the last calls of the sustained run that are kept as its samples
 
 
 
@@ -62,6 +65,7 @@ def kit_config(programs: list[dict], inputs: list[str], sequence_length: int, be
     return {"warmup": int(bench["warmup"]), "min_repeats": int(bench["min_repeats"]), "max_repeats": max_repeats,
             "time_cap_s": float(bench["time_cap_s"]), "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH,
             "median_interval_ranks": [list(median_rank_interval(n)) for n in range(1, max_repeats + 1)],
+            "idle_s": IDLE_S, "sustained_calls": SUSTAINED_MIN_CALLS, "sustained_window": SUSTAINED_WINDOW,
             "programs": [{**{k: p[k] for k in ("program", "runtime", "precision")}, "inputs": inputs, "batch": 1,
                           "sequence_length": sequence_length, "compute_units": list(COMPUTE_UNITS),
                           "functions": entry_points if p["runtime"] == "coreai" else None} for p in programs]}
@@ -72,8 +76,11 @@ def _readme(programs: list[dict], run_dir: Path) -> str:
     return f"""# pocketbert device kit
 
 Measures the Apple programs of `{run_dir}/export` on a Mac or an iPhone: where Core ML plans each operation
-(`MLComputePlan`), load time, the first prediction, and warm predictions with `pocketbert bench`'s own rules
-(warm-up, then repeats until the median's 95 % interval is within 2 % of it, or the repeat or time cap).
+(`MLComputePlan`), load time, the first prediction, warm predictions with `pocketbert bench`'s own rules
+(warm-up, then repeats until the median's 95 % interval is within 2 % of it, or the repeat or time cap), the
+first call after a {IDLE_S:g} s idle pause, and the last {SUSTAINED_WINDOW} of {SUSTAINED_MIN_CALLS:,} sustained
+calls. A launch killed during a measurement (a failed Neural Engine compile kills the process at its first
+prediction) is recorded as killed by the next launch, which skips that program and setting.
 It writes `{KIT_MEASUREMENT}`, which `pocketbert bench import` reads into the run's report, beside the placement
 check's prediction.
 

@@ -26,6 +26,54 @@ KIT_SCHEMA_KEY = "pocketbert_kit"  # the kit's JSON (bench kit): its schema vers
 KIT_SCHEMA = 1
 KIT_RUNTIMES = {"coreml": "mlpackage", "coreai": "aimodel"}  # runtime -> model format, as results.json says them
 PLACEMENT_UNITS = ("neural_engine", "gpu", "cpu", "unknown")
+IDLE_MIN_S = 5.0          # the Neural Engine re-wakes after > 5 s idle (arXiv 2606.22283): a shorter pause is warm
+SUSTAINED_MIN_CALLS = 1000  # the Neural Engine's sustained state begins ~830 calls into a run (coreai-model-zoo)
+KILLED_STAGES = ("load", "first_prediction", "warm")
+
+
+def _count(raw, where: str, least: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < least:
+        raise ConfigError(f"{where} must be a whole number of at least {least} (got {raw!r})")
+    return raw
+
+
+def _app_stages(program: dict, here: str) -> dict:
+    """The stages past warm-up the kit measures where asked: the first call after an idle pause, sustained use,
+    and the tokenizer's own time; each absent (None) where the kit did not measure it."""
+    idle = program.get("after_idle")
+    if idle is not None:
+        idle = _object(idle, f"{here}: after_idle")
+        idle_s = _positive(idle.get("idle_s"), f"{here}: after_idle.idle_s")
+        if idle_s < IDLE_MIN_S:
+            raise ConfigError(f"{here}: after_idle.idle_s must be at least {IDLE_MIN_S:g} s (got {idle_s:g}); a "
+                              "shorter pause measures a warm call")
+        idle = {"idle_s": idle_s, "first_call_ms": _positive(idle.get("first_call_ms"),
+                                                             f"{here}: after_idle.first_call_ms")}
+    sustained = program.get("sustained")
+    if sustained is not None:
+        sustained = _object(sustained, f"{here}: sustained")
+        samples = sustained.get("samples_ms")
+        if not isinstance(samples, list) or not samples:
+            raise ConfigError(f"{here}: sustained.samples_ms must be a non-empty list of milliseconds")
+        calls = _count(sustained.get("calls"), f"{here}: sustained.calls", SUSTAINED_MIN_CALLS)
+        stats = summarize([_positive(v, f"{here}: sustained.samples_ms") for v in samples], "sustained").to_dict()
+        sustained = {"calls": calls, "p50_ms": stats["median_ms"], "p90_ms": stats["p90_ms"]}
+    tokenizer = program.get("tokenizer_samples_ms")
+    if tokenizer is not None:
+        if not isinstance(tokenizer, list) or not tokenizer:
+            raise ConfigError(f"{here}: tokenizer_samples_ms must be a non-empty list of milliseconds")
+        tokenizer = summarize([_positive(v, f"{here}: tokenizer_samples_ms") for v in tokenizer],
+                              "tokenizer").median_ms
+    return {"after_idle": idle, "sustained": sustained, "tokenizer_ms": tokenizer}
+
+
+def _killed(raw, here: str) -> dict | None:
+    if raw is None:
+        return None
+    raw = _object(raw, f"{here}: killed")
+    if raw.get("stage") not in KILLED_STAGES:
+        raise ConfigError(f"{here}: killed.stage must be one of {', '.join(KILLED_STAGES)} (got {raw.get('stage')!r})")
+    return {"stage": raw["stage"], "note": str(raw.get("note") or "")}
 
 
 def _compute_units(raw, where: str) -> str:
@@ -146,14 +194,22 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
         runtime = program.get("runtime")
         if runtime not in KIT_RUNTIMES:
             raise ConfigError(f"{here}: runtime must be one of {', '.join(KIT_RUNTIMES)} (got {runtime!r})")
+        lengths = [program.get(k) for k in ("batch", "sequence_length")]
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+            raise ConfigError(f"{here}: batch and sequence_length must be positive whole numbers")
+        killed = _killed(program.get("killed"), here)
+        if killed is not None:  # the process died: what it reached is all there is
+            rows.append({"format": "kit", "program": str(program.get("program") or ""), "runtime": runtime,
+                         "model_format": KIT_RUNTIMES[runtime], "precision": str(program.get("precision") or ""),
+                         "batch": lengths[0], "sequence_length": lengths[1], "device_name": device.strip(),
+                         "os": data.get("os"), "compute_units": _compute_units(program.get("compute_units"), here),
+                         "killed": killed})
+            continue
         samples = program.get("warm_samples_ms")
         if not isinstance(samples, list) or not samples:
             raise ConfigError(f"{here}: warm_samples_ms must be a non-empty list of milliseconds")
         stats = summarize([_positive(s, f"{here}: warm_samples_ms") for s in samples],
                           str(program.get("stop_reason") or "kit")).to_dict()
-        lengths = [program.get(k) for k in ("batch", "sequence_length")]
-        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
-            raise ConfigError(f"{here}: batch and sequence_length must be positive whole numbers")
         rows.append({**stats, "format": "kit", "program": str(program.get("program") or ""),
                      "runtime": runtime, "model_format": KIT_RUNTIMES[runtime],
                      "precision": str(program.get("precision") or ""), "batch": lengths[0],
@@ -162,7 +218,8 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
                      "cold_start": {"load_ms": _positive(program.get("load_ms"), f"{here}: load_ms"),
                                     "first_inference_ms": _positive(program.get("first_prediction_ms"),
                                                                     f"{here}: first_prediction_ms")},
-                     "measured_placement": _kit_placement(program.get("placement"), here)})
+                     "measured_placement": _kit_placement(program.get("placement"), here),
+                     **_app_stages(program, here)})
     return rows
 
 

@@ -24,9 +24,16 @@ class PlacementVerdict:
     neural_engine_op_share: float  # of its operations, the share predicted on the Neural Engine
     neural_engine_flop_share: float  # of its FLOPs, the same
     rules_fired: tuple[str, ...] = field(default_factory=tuple)
+    # None where the manifest does not record them
+    regions: int | None = None        # runs of consecutive Neural Engine operations
+    boundaries: int | None = None     # runs off the Neural Engine between two regions
+    added_cost_ms: tuple[float, float] | None = None  # predicted cost of regions and boundaries, low-high
+    axis_limit: str | None = None     # what the axis limit by chip generation means for its lookup table
+    risks: tuple[str, ...] = field(default_factory=tuple)  # stated risks with their sources
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "rules_fired": list(self.rules_fired)}
+        return {**asdict(self), "rules_fired": list(self.rules_fired), "risks": list(self.risks),
+                "added_cost_ms": list(self.added_cost_ms) if self.added_cost_ms else None}
 
     @classmethod
     def from_dict(cls, program: str, raw: dict) -> PlacementVerdict | None:
@@ -40,8 +47,14 @@ class PlacementVerdict:
         if not (0.0 <= ops <= 1.0 and 0.0 <= flops <= 1.0):
             return None
         rules = raw.get("rules_fired") or []  # the export records {rule: operations it fired on}
+        cost = raw.get("added_cost_ms")
+        cost = (float(cost[0]), float(cost[1])) if isinstance(cost, list) and len(cost) == 2 else None
+        counts = [raw.get(k) if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool) else None
+                  for k in ("regions", "boundaries")]
+        risks = raw.get("risks") if isinstance(raw.get("risks"), list) else []
         return cls(program, raw["predicted_unit"], ops, flops,
-                   tuple(str(r) for r in rules) if isinstance(rules, (list, dict)) else ())
+                   tuple(str(r) for r in rules) if isinstance(rules, (list, dict)) else (), counts[0], counts[1],
+                   cost, str(raw["axis_limit"]) if raw.get("axis_limit") else None, tuple(str(r) for r in risks))
 
 
 def verdicts_from_manifest(manifest: dict) -> dict[str, dict]:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from pocketbert.bench import derive, plots
+from pocketbert.bench.calibration_report import loo_text
 from pocketbert.bench.runners import runtime_text, setting_text
 from pocketbert.core.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
@@ -101,6 +102,88 @@ def _predicted(results: dict, measurement: dict, verdict: dict | None) -> str:
     return f"{chosen['predicted_unit'].replace('_', ' ')} ({100 * chosen['neural_engine_op_share']:.0f} % of ops on the NE)"
 
 
+def _cost(verdict: dict) -> str:
+    cost = verdict.get("added_cost_ms")
+    return "–" if not cost else "0" if cost[1] == 0 else f"{cost[0]:.2f}–{cost[1]:.2f}"
+
+
+def _stage(value, detail: str = "") -> str:
+    return "–" if value is None else f"{_ms(value)}{detail}"
+
+
+def app_sections(results: dict) -> list[tuple]:
+    """The Apple programs' placement, latency as an app sees it (estimated and measured), Android per SoC class."""
+    doc: list[tuple] = [("h2", "Apple programs: where each is predicted to run")]
+    verdicts = (results.get("placement") or {}).get("verdicts") or {}
+    if verdicts:
+        doc.append(("p", "The export's placement check, read from each saved program (docs/placement.md). A region "
+                         "is a run of consecutive Neural Engine operations (Core AI submits each region: ~0.23 ms "
+                         "each, arXiv 2606.22283); a boundary a run off the Neural Engine between two regions "
+                         "(0.6–1.75 ms each, apple/coreai-torch#66). The added cost is over a single region."))
+        doc.append(("table", ["program", "predicted unit", "NE share (ops)", "regions", "boundaries",
+                              "predicted added ms", "axis limit", "rules fired", "risks"],
+                    [[name, v["predicted_unit"].replace("_", " "), f"{100 * v['neural_engine_op_share']:.0f} %",
+                      "–" if v.get("regions") is None else str(v["regions"]),
+                      "–" if v.get("boundaries") is None else str(v["boundaries"]), _cost(v),
+                      v.get("axis_limit") or "–", ", ".join(v["rules_fired"]) or "none",
+                      "; ".join(v.get("risks") or []) or "none"] for name, v in verdicts.items()]))
+    else:
+        doc.append(("p", "Unchecked: the export recorded no placement verdict."))
+
+    stages = (results.get("app_latency") or {}).get("estimated") or []
+    doc.append(("h2", "Latency as an app sees it — estimated for phones"))
+    doc.append(("p", "Steady: the calibrated estimate (else the floor) of a warm prediction, and never below the "
+                     "Neural Engine's ~0.23 ms per-call floor (arXiv 2606.22283) on its rows. The first call after "
+                     "the device idled adds the Neural Engine's re-wake; sustained use (≥1,000 calls) multiplies by "
+                     "its burst-to-sustained slowdown; each only where a published source gives it, '–' elsewhere. Load and the "
+                     "first prediction have no published factor: the kit measures them (below)."))
+    doc.append(("table", ["device", "unit", "precision", "steady ms", "first call after idle ms",
+                          "sustained ms", "sources"],
+                [[_device_name(results, r["device"]), r["compute_unit"], r["precision"],
+                  f"{_ms(r['steady_ms'])} ({r['steady_is']})",
+                  _stage(r["after_idle_ms"], f" (> {r['idle_s']} s idle)" if r["idle_s"] else ""),
+                  _stage(r["sustained_ms"], f" (after ~{r['sustained_after_calls']} calls)"
+                         if r["sustained_after_calls"] else ""),
+                  "; ".join(x for x in (r["after_idle_source"], r["sustained_source"]) if x) or "–"]
+                 for r in stages]))
+
+    kit = [m for m in results["measurements"] if m.get("device", derive.HOST) != derive.HOST
+           and m.get("source", "").endswith("(kit)")]
+    killed = results.get("killed") or []
+    doc.append(("h3", "Latency as an app sees it — measured by the device kit"))
+    if kit or killed:
+        doc.append(("table", ["device", "program", "compute units", "load ms", "first prediction ms", "p50 ms",
+                              "p90 ms", "first call after idle ms", "sustained p50 / p90 ms", "tokenizer ms",
+                              "killed"],
+                    [[m.get("device_name") or m["device"], m.get("program") or "–", m.get("compute_units") or "–",
+                      _ms((m.get("cold_start") or {}).get("load_ms")),
+                      _ms((m.get("cold_start") or {}).get("first_inference_ms")), _ms(m["median_ms"]),
+                      _ms(m.get("p90_ms")),
+                      _stage((m.get("after_idle") or {}).get("first_call_ms"),
+                             f" ({m['after_idle']['idle_s']:g} s idle)" if m.get("after_idle") else ""),
+                      "–" if not m.get("sustained") else f"{_ms(m['sustained']['p50_ms'])} / "
+                      f"{_ms(m['sustained']['p90_ms'])} ({m['sustained']['calls']} calls)",
+                      _ms(m.get("tokenizer_ms")), "no"] for m in kit]
+                    + [[k.get("device_name") or k["device"], k.get("program") or "–", k.get("compute_units") or "–",
+                        *["–"] * 7, f"killed at {k['killed']['stage'].replace('_', ' ')}"
+                        + (f": {k['killed']['note']}" if k["killed"].get("note") else "")] for k in killed]))
+    else:
+        doc.append(("p", "None yet: `pocketbert bench kit` writes the Swift package that measures these stages."))
+
+    android = (results.get("app_latency") or {}).get("android") or []
+    doc.append(("h2", "Android, per SoC class — estimated from published figures"))
+    doc.append(("p", "No peak rates are published for these SoCs' NPUs, so no floor applies: the student's figure is "
+                     "the published one scaled by the student's FLOPs over the published model's (DistilBERT's at its "
+                     "published length), an estimate, not a measurement. FLOP scaling ignores a call's fixed costs, "
+                     "so it flatters a model much smaller than the published one."))
+    doc.append(("table", ["SoC class", "device", "unit", "precision", "runtime", "published ms (sequence)",
+                          "student, scaled ms (sequence)", "source"],
+                [[r["class_name"], r["device_name"], r["compute_unit"], r["precision"], r["runtime"],
+                  f"{_ms(r['published_ms'])} ({r['published_sequence']})",
+                  f"{_ms(r['student_scaled_ms'])} ({r['student_sequence']})", r["source"]] for r in android]))
+    return doc
+
+
 def build_document(results: dict, images: dict) -> list[tuple]:
     host, proto, acc = results["host"], results["protocol"], results["accuracy"]
     kept = acc["fraction_of_teacher_kept"]
@@ -139,8 +222,9 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     doc.append(("h2", "Student against BERT-base and the teacher — estimated for phones"))
     doc.append(("p", "Floor: the fastest each phone could possibly run each model (roofline, see below). "
                      "Calibrated: the floor times the measured/floor factor of published measurements on the same "
-                     "device family, compute unit and precision, with the range of their factors; '–' where no "
-                     "published point shares the key. A Neural Engine row uses the student's floor on the unit the "
+                     "device family, compute unit and precision; its range is the leave-one-out spread (each "
+                     "published point predicted from the others), '–' where no point of the key predicts another "
+                     "or no published point shares the key. A Neural Engine row uses the student's floor on the unit the "
                      "placement check predicts its Core ML program on; 'unchecked' means the export recorded no "
                      "verdict. BERT-base has no exported program, so its Neural Engine figures are unchecked."))
     rows = [[_device_name(results, c["device"]), c["baseline"], c["compute_unit"], c["precision"], c["placement"],
@@ -154,6 +238,8 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                           "student floor ms", "student calibrated ms", "calibrated range ms", "baseline floor ms",
                           "baseline calibrated ms", "floor ratio", "faster (floors)", "smaller", "accuracy kept"],
                 rows))
+
+    doc += app_sections(results)
 
     check = results.get("architecture_check")
     if check:
@@ -277,14 +363,20 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                  for e in results["estimates"]["devices"]]))
     doc.append(("h3", "Calibration: published measurements beside pocketbert's floors"))
     doc.append(("p", "Each published latency beside the floor pocketbert computes from the model's shape alone on "
-                     "that device's profile; measured / floor is the point's factor. `pocketbert bench calibration` "
-                     "prints the same table."))
-    doc.append(("table", ["point", "device", "unit", "precision", "sequence", "published ms", "floor ms", "factor",
-                          "source"],
-                [[p["id"], p["device_name"], p["compute_unit"], p["precision"], str(p["sequence_length"] or "?"),
-                  _ms(p["measured_ms"]), _ms(p["floor_ms"]),
-                  f"{p['factor']:.2f}" if p["factor"] is not None else f"– ({p['no_floor_because']})", p["source"]]
+                     "that device's profile; measured / floor is the point's factor. Leave-one-out: the point "
+                     "predicted from the other points of its key (without any point of its own source on its own "
+                     "device); its error is predicted / published − 1. `pocketbert bench calibration` prints the "
+                     "same table."))
+    doc.append(("table", ["point", "device", "unit", "precision", "regime", "sequence", "published ms", "floor ms",
+                          "factor", "leave-one-out ms", "leave-one-out error", "source"],
+                [[p["id"], p["device_name"], p["compute_unit"], p["precision"], p.get("regime", "steady"),
+                  str(p["sequence_length"] or "?"), _ms(p["measured_ms"]), _ms(p["floor_ms"]),
+                  f"{p['factor']:.2f}" if p["factor"] is not None else f"– ({p['no_floor_because']})",
+                  _ms(p.get("predicted_ms")), loo_text(p), p["source"]]
                  for p in results["calibration"]["points"]]))
+    misses = results["calibration"].get("apple_misses") or []
+    target = round(100 * results["calibration"].get("apple_target", 0.3))
+    doc.append(("p", f"Apple points beyond ±{target} % leave-one-out: {', '.join(misses) if misses else 'none'}."))
     if "roofline" in images:
         doc.append(("img", images["roofline"], "roofline floors per phone"))
     doc.append(("h3", "This host: measured beside its floor (fp32)"))

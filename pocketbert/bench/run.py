@@ -223,6 +223,16 @@ def _verify_export(run_dir: Path, export_dir: Path, manifest: dict) -> None:
 
 
 def collect_imports(run_dir: Path) -> list[dict]:
+    """The imported rows that measured something (a program the kit saw killed is kept apart: killed_imports)."""
+    return [row for row in _imported(run_dir) if not row.get("killed")]
+
+
+def killed_imports(run_dir: Path) -> list[dict]:
+    """The imported programs whose process was killed on the device (the kit's 'killed' entries)."""
+    return [row for row in _imported(run_dir) if row.get("killed")]
+
+
+def _imported(run_dir: Path) -> list[dict]:
     folder = Path(run_dir) / BENCH_IMPORTS_DIR
     advice = "remove it, or bring the measurement in again with `pocketbert bench import`"
     return [read_json_object(p, RunDirError, advice, "imported measurement")
@@ -340,6 +350,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                              for name, r in export_manifest["metrics"]["parity"].items()},
             },
             "measurements": list(bench.rows.values()) + tokenization + collect_imports(run_dir),
+            "killed": killed_imports(run_dir),
             "cold_start": cold,
             "architecture_pair": architecture_pair,
             "graph_costs": costs,
@@ -505,6 +516,7 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
         return target, None
     existing["measurements"] = [m for m in existing["measurements"] if m.get("device", derive.HOST) == derive.HOST]
     existing["measurements"] += collect_imports(run_dir)
+    existing["killed"] = killed_imports(run_dir)
     derive.derive(existing)
     with staged_output(run_dir, BENCH_DIR, overwrite=True) as out:
         (out / BENCH_RESULTS).write_text(dumps_strict(existing, indent=2) + "\n")

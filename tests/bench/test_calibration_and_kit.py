@@ -64,7 +64,11 @@ def test_calibration_factors_from_the_published_table():
     assert all(math.isfinite(p["floor_ms"]) and p["floor_ms"] > 0 and math.isfinite(p["factor"])
                and p["factor"] == pytest.approx(p["measured_ms"] / p["floor_ms"]) for p in calibrated)
     factors = {(f["family"], f["compute_unit"], f["precision"]): f for f in t["factors"]}
-    assert factors[("apple-iphone", "neural_engine", "fp16")]["factor"] == pytest.approx(distil["factor"])
+    # iPhone, iPad and Mac Neural Engines pool; the sustained point is held apart (it sets the sustained factor)
+    apple_ane = factors[("apple", "neural_engine", "fp16")]
+    fitted = [points[i]["factor"] for i in apple_ane["ids"]]
+    assert "granite97m-coreai-ane-mac-sustained" not in apple_ane["ids"] and distil["factor"] in fitted
+    assert apple_ane["factor"] == pytest.approx(math.prod(fitted) ** (1 / len(fitted)))
     assert factors[("android-arm", "cpu", "fp32")]["ids"] == ["mobilebert-pixel4-tflite"]
 
 

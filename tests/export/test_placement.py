@@ -224,6 +224,11 @@ def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path
     # coreai-torch's layer_norm composite computes in fp32: each one is a round trip off the Neural Engine
     assert result.verdict == placement.SPLIT and "fp32-in-fp16" in result.fired
     assert all(f.handoffs == 5 for f in result.functions)
+    # Core AI submits each Neural Engine region: 6 regions and 5 boundaries, priced per region and boundary
+    assert all((f.regions, f.boundaries) == (6, 5) for f in result.functions)
+    low, high = result.added_cost_ms()
+    assert low == pytest.approx(5 * placement.REGION_MS + 5 * placement.BOUNDARY_MS[0])
+    assert high == pytest.approx(5 * placement.REGION_MS + 5 * placement.BOUNDARY_MS[1])
     assert all(op.unit == placement_rules.CPU_OR_GPU for f in result.functions for op in f.operations
                if op.name.split("/")[0] != op.name and "fp32-in-fp16" in op.rules)
     assert placement.check(tmp_path / "s.aimodel", without("fp32-in-fp16")).passes

@@ -8,6 +8,13 @@ units, hollance/neural-engine docs/unsupported-layers.md), while operations befo
 Neural Engine operation (the embedding lookup, as in Apple's own ANE DistilBERT, placement_rules.APPLE_ANE_README)
 are not.
 
+Regions and boundaries: a region is a run of consecutive operations (program order) predicted on the Neural
+Engine, a boundary each run off it between two regions. Core AI hands the Neural Engine one submission per region
+(25 a pass against Core ML's one for the same encoder on an iPhone 17 Pro, john-rocky/coreai-model-zoo knowledge
+notes), each costing at least the engine's per-call floor (~0.23 ms, arXiv 2606.22283); each operation that
+leaves the Neural Engine costs a fixed 0.6-1.75 ms (apple/coreai-torch#66). The predicted added cost of a
+function is therefore counted per region and per boundary, never per operation.
+
 Verdicts, best first: "neural_engine" (one Neural Engine region, at most edges elsewhere), "split" (handoffs),
 "off_neural_engine" (nothing predicted there), "may_fail" (a risk rule: the program may not run at all). A program
 passes when it is "neural_engine"; cost rules are reported and never fail it.
@@ -25,6 +32,12 @@ from pocketbert.core.run_files import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
 VERDICTS = ("neural_engine", "split", "off_neural_engine", "may_fail")  # best first
 NEURAL_ENGINE_VERDICT, SPLIT, OFF, MAY_FAIL = VERDICTS
 EXAMPLES = 3  # operations named per fired rule
+REGION_MS = 0.23  # the Neural Engine's per-call floor, one per Core AI submission (arXiv 2606.22283)
+BOUNDARY_MS = (0.6, 1.75)  # each operation that leaves the Neural Engine (apple/coreai-torch#66)
+SUBMITS_PER_REGION = {"Core AI": True, "Core ML": False}  # Core ML hands the engine one submission a pass
+COMPILE_KILL_RISK = ("a Neural Engine compile that fails on the device lets the model load and kills the process at "
+                     "its first prediction (apple/coremltools#2758): run the first prediction on each target device "
+                     "(the device kit does) before shipping")
 
 
 @dataclass
@@ -58,6 +71,9 @@ class FunctionPlacement:
     verdict: str
     fired: list[FiredRule]
     operations: list[OpPlacement] = field(repr=False, default_factory=list)
+    regions: int = 0      # runs of consecutive Neural Engine operations
+    boundaries: int = 0   # runs off the Neural Engine between two regions
+    largest_table: int = 0  # rows of the largest gather table (the embedding lookup), 0 without one
 
     @property
     def share_ops(self) -> float:
@@ -108,6 +124,18 @@ class ProgramPlacement:
                     off[unit] = off.get(unit, 0) + max(op.flops, 1)
         return max(off, key=off.get) if off else placement_rules.CPU
 
+    def added_cost_ms(self) -> tuple[float, float]:
+        """The predicted cost of regions and boundaries over a single Neural Engine region, for the function that
+        costs most (a prediction runs one function)."""
+        per_region = REGION_MS if SUBMITS_PER_REGION[self.format] else 0.0
+        costs = [((max(f.regions - 1, 0)) * per_region + f.boundaries * BOUNDARY_MS[0],
+                  (max(f.regions - 1, 0)) * per_region + f.boundaries * BOUNDARY_MS[1]) for f in self.functions]
+        return max(costs, default=(0.0, 0.0))
+
+    def risks(self) -> list[str]:
+        """Stated risks that no rule on the saved program can decide; each with its source."""
+        return [COMPILE_KILL_RISK] if any(f.ops_on_neural_engine for f in self.functions) else []
+
     def summary(self) -> dict:
         """The verdict without the per-operation lists: for the manifest (where bench reads it:
         bench/placement_verdict.py), parity.json and READMEs."""
@@ -117,7 +145,12 @@ class ProgramPlacement:
                 "neural_engine_op_share": round(share_ops, 4),
                 "neural_engine_flop_share": round(share_flops, 4),
                 "handoffs": sum(f.handoffs for f in self.functions), "functions": len(self.functions),
-                "rules_fired": self._fired_counts()}
+                "rules_fired": self._fired_counts(),
+                "regions": max((f.regions for f in self.functions), default=0),
+                "boundaries": max((f.boundaries for f in self.functions), default=0),
+                "added_cost_ms": [round(c, 3) for c in self.added_cost_ms()],
+                "axis_limit": axis_limit_note(max((f.largest_table for f in self.functions), default=0)),
+                "risks": self.risks()}
 
     def _fired_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -144,13 +177,49 @@ def predict(function: program_view.Function, rules: list[Rule] | None = None) ->
         moved = next((r.fallback for r in fired if r.effect == PLACEMENT), None)
         placed.append(OpPlacement(op.name, op.op_type, moved or NEURAL_ENGINE, op.flops, [r.id for r in fired]))
     handoffs = _mark_handoffs(function, placed)
+    regions, boundaries = _regions(placed)
     on = [p for p in placed if p.unit == NEURAL_ENGINE]
     fired = [FiredRule(r.id, r.effect, r.description, r.source, len(hits), [p.name for p in hits[:EXAMPLES]])
              for r in rules if (hits := [p for p in placed if r.id in p.rules])]
     verdict = (MAY_FAIL if any(r.effect == RISK for r in fired) else OFF if not on
                else SPLIT if handoffs else NEURAL_ENGINE_VERDICT)
     return FunctionPlacement(function.name, len(placed), len(on), sum(p.flops for p in placed),
-                             sum(p.flops for p in on), handoffs, verdict, fired, placed)
+                             sum(p.flops for p in on), handoffs, verdict, fired, placed, regions, boundaries,
+                             _largest_table(function))
+
+
+def _regions(placed: list[OpPlacement]) -> tuple[int, int]:
+    """(regions, boundaries) in program order: runs on the Neural Engine, and runs off it between two of them."""
+    runs = []
+    for p in placed:
+        on = p.unit == NEURAL_ENGINE
+        if not runs or runs[-1] != on:
+            runs.append(on)
+    regions = sum(runs)
+    first, last = (runs.index(True), len(runs) - 1 - runs[::-1].index(True)) if regions else (0, -1)
+    return regions, sum(1 for on in runs[first:last + 1] if not on)
+
+
+def _largest_table(function: program_view.Function) -> int:
+    rows = [op.reads[0].tensor.shape[int(op.attributes.get("axis", 0) or 0) if op.op_type == "gather" else 0] or 0
+            for op in function.ops if op.op_type in ("gather", "gather_nd") and op.reads and op.reads[0].tensor.shape]
+    return max(rows, default=0)
+
+
+def axis_limit_note(rows: int) -> str:
+    """What the Neural Engine's axis limit (16,384 through the A15, 65,536 from the A16) means for the program's
+    largest lookup table, in the verdict's words."""
+    older, newer = placement_rules.MAX_EXTENT, placement_rules.MAX_EXTENT_FROM_A16
+    if rows == 0:
+        return "no lookup table"
+    if rows <= older:
+        return (f"largest lookup table {rows:,} rows: within {older:,} (A15 and earlier) and {newer:,} (A16 on); "
+                "a fitted vocabulary clears the axis limit")
+    if rows <= newer:
+        return (f"largest lookup table {rows:,} rows: above {older:,}, so the lookup leaves the Neural Engine on "
+                f"the A15 and earlier; within {newer:,} from the A16 (fit the vocabulary to {older:,} rows or "
+                "fewer to clear it everywhere)")
+    return f"largest lookup table {rows:,} rows: above {newer:,}, off the Neural Engine on every chip"
 
 
 def _mark_handoffs(function: program_view.Function, placed: list[OpPlacement]) -> int:

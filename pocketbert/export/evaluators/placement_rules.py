@@ -24,6 +24,11 @@ RISK = "risk"            # the program may not run at all on a device
 # (an iPhone 15 log in pytorch/executorch#7907); Core ML itself refuses input dimensions above 16,384
 # (microsoft/onnxruntime#19543, citing apple/coremltools#1003).
 MAX_EXTENT = 16384
+# The same axis limit by chip generation: 16,384 through the A15, 65,536 from the A16 (arXiv 2606.22283, a
+# reverse-engineered guide: Mac chips measured, A-series predicted). MAX_EXTENT, the older limit, decides the
+# rule; the verdict says which generations a table between the two reaches (placement.axis_limit_note).
+MAX_EXTENT_FROM_A16 = 65536
+ANE_GUIDE = "arXiv 2606.22283 (a reverse-engineered guide to the Neural Engine; Mac chips measured, A-series predicted)"
 MAX_RANK = 4  # the Neural Engine's layout is 4-D, (B, C, 1, S) (Apple, "Deploying Transformers on the Apple
 #               Neural Engine"); Core ML itself stops at rank 5 (apple/coremltools#1723, #2291)
 
@@ -66,6 +71,23 @@ def _gathers_large_table(op: Op, function: Function) -> bool:
     table = op.reads[0].tensor.shape
     axis = int(op.attributes.get("axis", 0) or 0) if op.op_type == "gather" else 0
     return bool(table) and (table[axis] or 0) > MAX_EXTENT
+
+
+def _compressed_reads(op: Op, function: Function) -> set[str]:
+    return {function.compressed_weights[r.name] for r in op.reads if r.name in function.compressed_weights}
+
+
+PALETTE_RISK_BITS = 4
+PALETTE_RISK_IOS = 18
+
+
+def _palettized_4bit_ios18(op: Op, function: Function) -> bool:
+    return (function.ios_target or 0) >= PALETTE_RISK_IOS \
+        and f"palettized-{PALETTE_RISK_BITS}bit" in _compressed_reads(op, function)
+
+
+def _int8_weights(op: Op, function: Function) -> bool:
+    return "int8" in _compressed_reads(op, function)
 
 
 def _flexible(op: Op, function: Function) -> bool:
@@ -141,6 +163,11 @@ RULES: list[Rule] = [
     Rule("enumerated-shape", "an input of enumerated shapes: such programs convert and save, then fail at "
          "prediction", "apple/coremltools#2730 (open: EnumeratedShapes / FlexibleShapeInfo models fail at inference "
          "from every Apple API, an E5RT \"unknown strides\" error); #2764", RISK, None, _enumerated),
+    Rule("palettized-4bit-ios18", f"a {PALETTE_RISK_BITS}-bit palettized weight in a program targeting iOS "
+         f"{PALETTE_RISK_IOS} or later: such packages crash when the Neural Engine loads them",
+         "apple/coremltools#2688, #2716", RISK, None, _palettized_4bit_ios18),
+    Rule("int8-weights-folded", "int8 weights: on the A13 and M1 the Neural Engine folds them to fp16 before it "
+         "computes, so they save storage and give no speed-up there", ANE_GUIDE, COST, None, _int8_weights),
     Rule("transpose-near-matmul", "a reshape or transpose next to a matrix product (the (batch, sequence, "
          "channels) layout splitting heads): a memory copy on the Neural Engine",
          f"{APPLE_ANE_ARTICLE}: the (B, C, 1, S) layout, 1x1 convolutions and per-head attention avoid reshapes and "

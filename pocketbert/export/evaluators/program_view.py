@@ -75,6 +75,9 @@ class Function:
     inputs: dict[str, Tensor]
     input_shapes: dict[str, str]  # input -> "fixed", "range" or "enumerated"
     ops: list[Op]
+    # weights stored compressed, by the name of the value they decompress to: "palettized-<bits>bit" or "int8"
+    compressed_weights: dict[str, str] = field(default_factory=dict)
+    ios_target: int | None = None  # the iOS version the program's specification targets (Core ML); None: unknown
 
     @functools.cached_property
     def producers(self) -> dict[str, int]:
@@ -134,6 +137,25 @@ def _mil_tensor(var) -> Tensor:
     return Tensor(shape, dtype)
 
 
+# Core ML specification versions and the iOS release that introduced each (coremltools' target enum)
+SPEC_TO_IOS = {4: 13, 5: 14, 6: 15, 7: 16, 8: 17, 9: 18, 10: 26}
+
+
+def _compression(op) -> str | None:
+    """What a constexpr operation decompresses: a palette of 2^bits entries, or int8 values scaled to floats."""
+    if op.op_type == "constexpr_lut_to_dense":
+        lut = op.inputs["lut"].shape
+        entries = lut[0] if len(lut) == 1 else lut[-2]  # iOS 16: (entries,); iOS 18: (..., entries, vector size)
+        return f"palettized-{int(entries).bit_length() - 1}bit"
+    if op.op_type in ("constexpr_affine_dequantize", "constexpr_blockwise_shift_scale"):
+        data = op.inputs.get("quantized_data") or op.inputs.get("data")
+        from coremltools.converters.mil.mil import types
+
+        if data is not None and types.builtin_to_string(data.dtype) in ("int8", "uint8"):
+            return "int8"
+    return None
+
+
 def _input_shapes(description) -> dict[str, str]:
     kinds = {"shapeRange": "range", "enumeratedShapes": "enumerated"}
     return {i.name: kinds.get(i.type.multiArrayType.WhichOneof("ShapeFlexibility"), "fixed")
@@ -157,19 +179,24 @@ def read_mlpackage(path: Path) -> list[Function]:
     for name, function in program.functions.items():
         shapes = _input_shapes(described.get(name, spec.description))
         constant: set[str] = set()
+        compressed: dict[str, str] = {}
         ops = []
         for op in function.operations:
             reads = [Operand(v.name, _mil_tensor(v), v.name in constant) for v in input_vars(op)]
             if op.op_type == "const" or op.op_type.startswith("constexpr_") or (reads and all(
                     r.constant for r in reads)):
                 constant.update(v.name for v in op.outputs)
+                kind = _compression(op) if op.op_type.startswith("constexpr_") else None
+                if kind:
+                    compressed.update((v.name, kind) for v in op.outputs)
                 continue
             writes = [Operand(v.name, _mil_tensor(v), False) for v in op.outputs]
             attributes = {k: v.val for k, v in op.inputs.items()
                           if not isinstance(v, (list, tuple)) and v.name in constant and np.ndim(v.val) == 0}
             ops.append(Op(op.name, op.op_type, reads, writes, flops(op.op_type, reads, writes, attributes),
                           attributes))
-        functions.append(Function(name, {k: _mil_tensor(v) for k, v in function.inputs.items()}, shapes, ops))
+        functions.append(Function(name, {k: _mil_tensor(v) for k, v in function.inputs.items()}, shapes, ops,
+                                  compressed, SPEC_TO_IOS.get(spec.specificationVersion)))
     return functions
 
 
