@@ -15,6 +15,7 @@ from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
 from tests.helpers import FITTED_IDS, write_app_tokenizer
 
 SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
+REFERENCE_CONTEXT = "inside a word"  # where splitting, pieces and unknown words all meet
 VARIED_TEXTS = [
     "Café naïve résumé, señor Müller", "中国电影 很好看 and 日本語のテキスト", "great😀 movie 👍🏽 👩‍👩‍👧 ok",
     "wonder\u200bful act\u200cing a\u200db", "e\u0301 o\u0308\u0304 x\u0301y \u0301start", "İstanbul ıi İI",
@@ -63,10 +64,11 @@ def differs(reference, tables):
 @pytest.mark.minutes
 def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
     """The Python reference, as a pocketbert-tokenize program, through the check the Swift and Kotlin programs
-    take: every scalar value in 4 contexts (ids and offsets), the golden texts, a random sample."""
+    take: every scalar value inside a word (ids and offsets), the golden texts, a random sample. The Swift and
+    Kotlin programs, which read the same tables, take all 4 contexts; pure Python pays ~25 s of CPU a context."""
     result = app_tokenizer_check.check(tokenizer_reference.program(), app_tokenizer["json"], app_tokenizer["tables"],
-                                       app_tokenizer["golden"])
-    assert result["probes"] == 4 * SCALAR_VALUES + len(FLAG_SEQUENCES)
+                                       app_tokenizer["golden"], contexts=(REFERENCE_CONTEXT,))
+    assert result["probes"] == SCALAR_VALUES + len(FLAG_SEQUENCES)
     assert result["golden_texts"] >= 10 and result["random_texts"] == app_tokenizer_check.RANDOM_TEXTS
     assert result["mismatch_count"] == 0, result["first_mismatches"]
 
