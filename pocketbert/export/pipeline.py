@@ -19,6 +19,7 @@ from pocketbert.core.recipe import complete_recipe, section_dict
 from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, table_rows, variants
 from pocketbert.export.app import qa_postprocess
+from pocketbert.export.app import app_programs
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
@@ -26,7 +27,8 @@ from pocketbert.export.vocabulary.counting import count_pieces, recipe_texts
 from pocketbert.export.vocabulary.step import fit_vocabulary
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
-from pocketbert.core.run_files import EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN
+from pocketbert.core.run_files import (EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN, TOKENIZER_JSON,
+                                       TOKENIZER_TABLES)
 from pocketbert.core.user_paths import recorded_dataset
 
 # The .ort files are the dynamic int8 and the static QDQ graphs; the fp32 one shows what an accelerator could
@@ -174,6 +176,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         timings: dict = {"build_s": {}, "gate_s": {}}  # where the export's wall time goes, for the manifest
         phase = time.perf_counter()
         app_files = write_app_files(model, tokenizer, task, out, max_length)
+        # the Swift and Kotlin tokenizers the app folders ship, built where their toolchain is: every code point
+        app_tokenizers = app_programs.app_tokenizer_checks(out / TOKENIZER_JSON, out / TOKENIZER_TABLES,
+                                                           out / TOKENIZER_GOLDEN)
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))
@@ -275,6 +280,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                                      if "qa_in_graph" in context.notes else None),
                      # every Unicode scalar value in four contexts: the text-in graph against tokenizer.json
                      "text_in_tokenizer_exhaustive": context.notes.get("text_in_exhaustive"),
+                     # the same for the app folders' own tokenizers, compiled here (or why not)
+                     "app_tokenizer_exhaustive": app_tokenizers,
                      "proven_here": PROVEN_HERE, "needs_a_device": NEEDS_A_DEVICE,
                      # proven here: tokenizer.json, loaded as any client loads it, gives the golden ids;
                      # an app's own tokenizer (Swift, Kotlin) needs the golden file run on the device

@@ -4,49 +4,26 @@ Built once a session (release), in the tests' cache folder, keyed by the package
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from pocketbert.export.app import app_tokenizer_check, tokenizer_reference
-from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
+from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_reference
 from tests.helpers import write_app_tokenizer
 
 pytestmark = pytest.mark.minutes  # a build and two exhaustive checks: started first
-SWIFT_SEARCHED = ("/opt/swift/usr/bin",)
-BUILD_SECONDS = 900
 ACCENTED_E = 0xE9
-
-
-def swift_executable() -> str | None:
-    return shutil.which("swift") or shutil.which("swift", path=os.pathsep.join(SWIFT_SEARCHED))
 
 
 @pytest.fixture(scope="session")
 def swift_package(private_cache) -> Path:
-    """The package copied into the cache folder under its sources' hash and built there (release, with its
-    tests): one build a session, shared by the test processes."""
-    from pocketbert.core.cache_dir import building
-
-    swift = swift_executable()
-    if swift is None:
-        pytest.skip("no Swift toolchain (swift on PATH or in /opt/swift/usr/bin): the Swift tokenizer is not built")
-    digest = hashlib.sha256(b"".join(path.relative_to(SWIFT_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes()
-                                     for path in package_files())).hexdigest()[:16]
-    folder = private_cache / "swift-tokenizer" / digest
-    with building(folder):
-        if not (folder / "built").is_file():
-            shutil.rmtree(folder, ignore_errors=True)
-            shutil.copytree(SWIFT_PACKAGE, folder)
-            # one build of the library, the program and the tests: `swift test` then only runs them
-            subprocess.run([swift, "build", "-c", "release", "--build-tests"], cwd=folder, check=True,
-                           capture_output=True, timeout=BUILD_SECONDS)
-            (folder / "built").write_text("")
-    return folder
+    """The package built as the export builds it (release, with its tests, in the cache under its sources' hash):
+    one build a session, shared by the test processes and the session's exports."""
+    try:
+        return app_programs.swift_package_build()
+    except app_programs.ToolchainMissing as exc:
+        pytest.skip(f"{exc}: the Swift tokenizer is not built")
 
 
 def cli(package: Path) -> list[str]:
@@ -55,8 +32,8 @@ def cli(package: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_swift_package_tests_pass(swift_package):
-    done = subprocess.run([swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
-                          capture_output=True, text=True, timeout=BUILD_SECONDS)
+    done = subprocess.run([app_programs.swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
+                          capture_output=True, text=True, timeout=app_programs.BUILD_TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Executed 4 tests, with 0 failures" in done.stdout + done.stderr
 
