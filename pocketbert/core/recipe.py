@@ -155,8 +155,8 @@ class EvalSection(Section):
 
 
 VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
-# export.tokenizer_check_contexts: where the text-in graph's exhaustive check puts each code point
-# (export/text_in/tokenizer_check.py CONTEXTS spells each).
+# export.tokenizer_check_contexts: where the exhaustive tokenizer checks (the text-in graph's, the app tokenizers')
+# put each code point (export/tokenizer_probes.py CONTEXTS spells each).
 TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
 
 
@@ -176,8 +176,9 @@ class ExportSection(Section):
     # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
     # context is cut there (the model's context_cut output says so, the manifest records the policy).
     qa_max_context_tokens: int = Field(4096, gt=0)
-    # The exhaustive check of the text-in tokenizer graph: every code point in each of these contexts (all four took
-    # 73 s for one text and 186 s for a QA pair on 2 cores, docs/export.md; cached per tokenizer and contexts).
+    # The exhaustive checks of the text-in tokenizer graph and of the app folders' Swift and Kotlin tokenizers: every
+    # code point in each of these contexts (the graph's four took 73 s for one text and 186 s for a QA pair on 2
+    # cores, docs/export.md; the app programs' ~10 s each; cached per tokenizer and contexts).
     tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
     # The student's word-embedding table as exported (export/vocabulary/): full, every row of the teacher's

@@ -178,7 +178,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         app_files = write_app_files(model, tokenizer, task, out, max_length)
         # the Swift and Kotlin tokenizers the app folders ship, built where their toolchain is: every code point
         app_tokenizers = app_programs.app_tokenizer_checks(out / TOKENIZER_JSON, out / TOKENIZER_TABLES,
-                                                           out / TOKENIZER_GOLDEN)
+                                                           out / TOKENIZER_GOLDEN,
+                                                           tuple(export_cfg["tokenizer_check_contexts"]))
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))

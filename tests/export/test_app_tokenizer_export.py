@@ -10,19 +10,23 @@ import pytest
 
 from pocketbert.core.run_files import EXPORT_DIR, MANIFEST
 from pocketbert.export.app import app_programs
+from pocketbert.export.tokenizer_probes import FLAG_SEQUENCES
 
 pytestmark = pytest.mark.slow  # the session's exported run
 
-EVERY_PROBE = 4_000_000  # every scalar value in four contexts: 4 x 1,112,064, and the flag sequences
+SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
 
 
 def test_the_export_checks_each_app_tokenizer_it_can_build(exported_run):
-    checks = json.loads((exported_run / EXPORT_DIR / MANIFEST).read_text())["metrics"]["app_tokenizer_exhaustive"]
+    manifest = json.loads((exported_run / EXPORT_DIR / MANIFEST).read_text())
+    checks = manifest["metrics"]["app_tokenizer_exhaustive"]
+    contexts = manifest["config"]["tokenizer_check_contexts"]  # the tiny preset's: one
     assert set(checks) == set(app_programs.PROGRAMS)
     toolchains = {"swift": app_programs.swift_executable(), "kotlin": shutil.which("kotlinc")}
     for language, toolchain in toolchains.items():
         if toolchain is None:
             assert "not_run" in checks[language]
             continue
-        assert checks[language]["mismatch_count"] == 0 and checks[language]["probes"] > EVERY_PROBE
+        assert checks[language]["mismatch_count"] == 0
+        assert checks[language]["probes"] == len(contexts) * SCALAR_VALUES + len(FLAG_SEQUENCES)
         assert checks[language]["golden_texts"] >= 10 and checks[language]["random_texts"] > 0

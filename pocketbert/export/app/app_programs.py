@@ -108,9 +108,9 @@ def kotlin_program() -> list[str]:
 PROGRAMS = {"swift": swift_program, "kotlin": kotlin_program}
 
 
-def app_tokenizer_checks(tokenizer_json: Path, tables: Path, golden: Path) -> dict:
-    """Each app language's program against tokenizer.json on every code point (app_tokenizer_check.check), or why
-    it was not run; an ExportError when one differs."""
+def app_tokenizer_checks(tokenizer_json: Path, tables: Path, golden: Path, contexts: tuple[str, ...]) -> dict:
+    """Each app language's program against tokenizer.json on every code point in each of `contexts`
+    (app_tokenizer_check.check), or why it was not run; an ExportError when one differs."""
     from pocketbert.export.app import app_tokenizer_check
 
     results = {}
@@ -120,7 +120,7 @@ def app_tokenizer_checks(tokenizer_json: Path, tables: Path, golden: Path) -> di
         except ToolchainMissing as exc:
             results[language] = {"not_run": str(exc)}
             continue
-        result = app_tokenizer_check.cached_check(command, tokenizer_json, tables, golden, language)
+        result = app_tokenizer_check.cached_check(command, tokenizer_json, tables, golden, language, contexts)
         app_tokenizer_check.require_equal(result, f"the {language.capitalize()} tokenizer")
         results[language] = {k: v for k, v in result.items() if k != "first_mismatches"}
     return results

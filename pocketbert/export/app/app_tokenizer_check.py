@@ -109,19 +109,21 @@ def _cached_digests(data: str, contexts: tuple[str, ...], probes_per_line: int, 
                            lambda: build(), dump=lambda digests: {"digests": digests})
 
 
-def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path, name: str) -> dict:
+def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path, name: str,
+                 contexts: tuple[str, ...] = tuple(CONTEXTS)) -> dict:
     """check()'s result for `command` (a program built under its sources' hash, which its path holds) on these
     files: run once a machine, then read back, as each export of one tokenizer is checked again."""
     from pocketbert.core.cache_dir import cache_root
     from pocketbert.export.text_in.text_tokenizer import cached_or_built
 
-    key = hashlib.sha256(b"\0".join([name.encode(), json.dumps(command).encode(), Path(__file__).read_bytes(),
+    key = hashlib.sha256(b"\0".join([name.encode(), json.dumps([command, list(contexts)]).encode(),
+                                      Path(__file__).read_bytes(),
                                       *(Path(p).read_bytes() for p in (tokenizer_json, tables, golden))])).hexdigest()
     built = []
 
     def run() -> dict:
         built.append(True)
-        return check(command, tokenizer_json, tables, golden)
+        return check(command, tokenizer_json, tables, golden, contexts)
 
     result = cached_or_built(cache_root() / CACHE_FOLDER / f"result-{key[:32]}.json", json.loads, run)
     return {**result, "cached": not built}
