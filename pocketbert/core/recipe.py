@@ -443,6 +443,19 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
 
 
+def section_overrides(name: str, set_items: tuple[str, ...], example: str) -> dict:
+    """`--set <name>.KEY=VALUE` pairs as keys of that one section (a stage that reads its section alone), checked
+    with the recipe's rules before any work: another section's key, an unknown key or a bad value is one line."""
+    overrides = {}
+    for key, value in parse_set_options(set_items).items():
+        section, _, leaf = key.partition(".")
+        if section != name or not leaf or "." in leaf:
+            raise ConfigError(f"--set takes keys of the {name} section here, like {example} (got '{key}')")
+        overrides[leaf] = value
+    section_dict(name, overrides, "--set")
+    return overrides
+
+
 def check_class_weights(section: TrainingSection, label_names: list[str], where: str) -> None:
     """A per-class focal_alpha has one weight per class of the data; checked as soon as the classes are known,
     before any training."""
