@@ -265,10 +265,12 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
     seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= longest})
     batch_sweep = sorted(set(cfg["batch_sweep"]))
+    reference_source = reference_source or cfg.get("reference")
+    identity = reference.checked_reference(reference_source, task, int(student_config["vocab_size"]))  # before any work
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
         models, files = _models_and_files(run_dir, task, cfg, export_dir, export_manifest, student_dir, student_manifest,
-                                          student_config, reference_source)
+                                          student_config, reference_source, identity)
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
@@ -356,7 +358,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
 
 
 def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_manifest: dict, student_dir: Path,
-                      student_manifest: dict, student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
+                      student_manifest: dict, student_config: dict, reference_source: str | None,
+                      identity: str | None = None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
     progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
     # the export's files as its manifest lists them (no ExecuTorch programs for a BiLSTM, or where the recipe
@@ -364,7 +367,7 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_m
     student_files = _with_pytorch(student_export_files(export_dir, export_manifest), student_dir)
     # BERT-base's ExecuTorch programs (two minutes of export on 2 cores) only where the student has some to compare
     with_pte = any(f"pte-{p}" in student_files for p in PTE_FILES)
-    bert_dir, bert_describe = reference.bert_base(task, reference_source or cfg.get("reference"), with_pte)
+    bert_dir, bert_describe = reference.bert_base(task, reference_source, with_pte, identity)
     progress.update()
     bert_config = read_json_object(bert_dir / reference.PYTORCH_DIR / MODEL_CONFIG, RunDirError,
                                    "delete the reference cache folder and bench again", "reference config.json")
