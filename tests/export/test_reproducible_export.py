@@ -53,3 +53,16 @@ def test_an_export_under_load_is_byte_identical_to_the_first(exported_run, tmp_p
         assert choice["trials"] and choice["fp32_mac_cost"] == int8_budget.FP32_MAC_COST
         assert all(t["latency_ratio"] == int8_budget.graph_latency_ratio(macs, t["fp32_nodes"])
                    for t in choice["trials"])
+
+    # A file the export's manifest does not list is ignored by what reads the export: never copied, never a crash.
+    stray = {"stray.onnx": b"not a model", "notes.txt": b"mine", "Extra.mlpackage": None}
+    for name, content in stray.items():
+        if content is None:
+            (run / "export" / name).mkdir()
+        else:
+            (run / "export" / name).write_bytes(content)
+    for command in (["export", "android"], ["export", "ios"], ["bench", "kit"]):
+        result = run_cli(capsys, *command, "--run", run)
+        assert result.exit_code == 0, (command, error_line(result))
+    for folder in (run / "android", run / "ios", run / "device_kit"):
+        assert folder.is_dir() and not any(p.name in stray for p in folder.rglob("*")), folder
