@@ -69,11 +69,9 @@ def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | No
     from pocketbert.core.recipe import section_dict
 
     cfg = section_dict("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
-    if threads:
-        cfg["threads"] = threads
-    if time_cap_s:
-        cfg["time_cap_s"] = time_cap_s
-    return cfg
+    given = {k: v for k, v in (("threads", threads), ("time_cap_s", time_cap_s)) if v}
+    # --threads and --time-cap held to the section's bounds too (no repeated count, a cap a bench can finish)
+    return section_dict("bench", {**cfg, **given}, "--threads/--time-cap") if given else cfg
 
 
 def _model_summary(config: dict) -> dict:
