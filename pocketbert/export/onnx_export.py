@@ -192,10 +192,15 @@ ORT_BYTES_VARY = ("the same model, not the same bytes: ONNX Runtime orders an .o
                   "address-seeded hash, and this system cannot fix the converter's address layout")
 
 
+APPLE_BYTES_VARY = ("the same program, not the same bytes: coremltools names a package's items by random UUIDs "
+                    "(Manifest.json) and records the conversion date in its metadata")
+
+
 def reproducibility() -> dict:
     """What the manifest promises of the export's files when the same run is exported again."""
     return {"onnx": "byte-identical: nothing the export chooses is timed",
-            "ort": ORT_BYTES_FIXED if ort_order_is_fixed() else ORT_BYTES_VARY}
+            "ort": ORT_BYTES_FIXED if ort_order_is_fixed() else ORT_BYTES_VARY,
+            "mlpackage": APPLE_BYTES_VARY}
 
 
 def _without_temporary_paths(config: Path, ort_name: str) -> None:
