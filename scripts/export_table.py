@@ -32,6 +32,11 @@ def rows(run: Path) -> list[str]:
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: python scripts/export_table.py RUN_DIR [RUN_DIR ...]")
+    missing = [arg for arg in sys.argv[1:] if not (Path(arg) / "export" / "manifest.json").is_file()
+               or not (Path(arg) / "student" / "manifest.json").is_file()]
+    if missing:  # an option or a path that is no exported run: one line, before any row
+        sys.exit(f"error: {missing[0]} is not an exported run (no export/ and student/ manifests); "
+                 "usage: python scripts/export_table.py RUN_DIR [RUN_DIR ...]")
     print("| run | artifact | runtime | size | of fp32 | metric on its runtime | agreement | per sequence |")
     print("|---|---|---|---:|---:|---|---:|---:|")
     for arg in sys.argv[1:]:

@@ -67,4 +67,7 @@ def main(run: Path, data_dir: Path) -> dict:
 
 
 if __name__ == "__main__":
+    usage = "usage: python scripts/qa_in_graph_gate.py RUN_DIR DATA_DIR > results/qa_in_graph/<date>.json"
+    if len(sys.argv) != 3 or not (Path(sys.argv[1]) / "export").is_dir() or not Path(sys.argv[2]).is_dir():
+        sys.exit(f"error: give an exported run and the data folder; {usage}")
     print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2])), indent=2))

@@ -33,4 +33,7 @@ def gather(run: Path) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "export" / "parity.json").is_file():
+        sys.exit("error: give an exported run (with export/parity.json); usage: python "
+                 "scripts/qa_in_graph_results.py RUN_DIR > results/qa_in_graph/<date>.json")
     print(json.dumps(gather(Path(sys.argv[1])), indent=2))

@@ -71,4 +71,10 @@ def main(static_dir: str, other_dir: str) -> dict:
 
 
 if __name__ == "__main__":
+    usage = "usage: python scripts/static_latency.py STATIC_EXPORT_DIR OTHER_EXPORT_DIR > results/static/latency.json"
+    if len(sys.argv) != 3:
+        sys.exit(usage)
+    missing = [arg for arg in sys.argv[1:] if not (Path(arg) / "vocab.txt").is_file()]
+    if missing:
+        sys.exit(f"error: {missing[0]} is not an export folder (no vocab.txt); {usage}")
     print(json.dumps(main(*sys.argv[1:3]), indent=2))

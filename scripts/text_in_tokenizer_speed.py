@@ -80,4 +80,7 @@ def main(data_dir: Path, baseline: str) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3) or not (Path(sys.argv[1]) / "sst2" / "dev.tsv").is_file():
+        sys.exit("error: give the data folder (with sst2/dev.tsv) and optionally a commit; usage: python "
+                 "scripts/text_in_tokenizer_speed.py DATA_DIR [COMMIT] > results/text_in/tokenizer_speed.json")
     print(json.dumps(main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "HEAD~1"), indent=1))

@@ -62,8 +62,15 @@ if __name__ == "__main__":
     while args:
         arg = args.pop(0)
         if arg == "--command":
-            where, _, text = args.pop(0).partition("=")
+            where, _, text = (args.pop(0) if args else "").partition("=")
+            if not where or not text:
+                sys.exit("error: --command takes RUN/STAGE='pocketbert ...'")
             given[where] = text
+        elif arg.startswith("-"):
+            sys.exit(f"error: no option {arg}; usage: python scripts/training_results.py RUN_DIR [RUN_DIR ...] "
+                     "[--command RUN/STAGE='pocketbert ...']")
+        elif not (Path(arg) / "student" / "manifest.json").is_file():
+            sys.exit(f"error: {arg} is not a trained run (no student/manifest.json)")
         else:
             runs.append(arg)
     if not runs:

@@ -181,3 +181,21 @@ def test_a_batch_larger_than_the_data_is_capped_with_its_learning_rate(capsys, t
     assert train["batch_size_asked"] == HUGE_BATCH and train["global_batch_size"] == examples
     assert train["learning_rate"] == pytest.approx(rate * (examples / base) ** 0.5)
     assert f"a batch of {HUGE_BATCH} is more than the {examples} training examples" in result.err
+
+
+@pytest.mark.parametrize("args, words", [
+    # export --set takes every key of the export section, checked before the run is even looked at
+    (["export", "--set", "export.int8_size_budgt=0.4"], ["unknown key export.int8_size_budgt"]),
+    (["export", "--set", "export.int8_size_budget=7"], ["export.int8_size_budget", "<= 1.0"]),
+    (["export", "--set", "distill.epochs=2"], ["keys of the export section"]),
+    (["export", "--set", "export.coreml_variants=[fp16,fp16]"], ["export.coreml_variants names fp16 more than once"]),
+    (["export", "--set", "export.max_length=100000000"], ["export.max_length", "<= 8192"]),
+    (["export", "--parity-examples", "3", "--set", "export.parity_examples=4"], ["both set parity_examples"]),
+    # every bench value bounded to what can finish, every list free of repeats
+    (["bench", "--set", "bench.time_cap_s=1e9"], ["bench.time_cap_s", "<= 600"]),
+    (["bench", "--set", "bench.threads=[1,1]"], ["bench.threads names 1 more than once"]),
+    (["bench", "--set", "bench.threads=[100000]"], ["threads must be a list of whole numbers from 1 to 256"]),
+    (["bench", "--set", "bench.warmup=1000000000"], ["bench.warmup", "<= 100000"]),
+])
+def test_export_and_bench_settings_are_bounded_and_checked_before_any_work(capsys, tmp_path, args, words):
+    _refused(run_cli(capsys, *args, "--run", tmp_path / "no-such-run"), *words)

@@ -62,17 +62,9 @@ def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
 
 def bench_overrides(set_items: tuple[str, ...]) -> dict:
     """--set bench.KEY=VALUE pairs as bench-section keys, checked with the recipe's rules before any timing."""
-    from pocketbert.core.recipe import parse_set_options, section_dict
-    from pocketbert.core.errors import ConfigError
+    from pocketbert.core.recipe import section_overrides
 
-    overrides = {}
-    for key, value in parse_set_options(set_items).items():
-        section, _, leaf = key.partition(".")
-        if section != "bench" or not leaf or "." in leaf:
-            raise ConfigError(f"bench --set takes keys of the bench section, like bench.time_cap_s=2 (got '{key}')")
-        overrides[leaf] = value
-    section_dict("bench", overrides, "--set")  # an unknown key or a bad value: one line, before any work
-    return overrides
+    return section_overrides("bench", set_items, "bench.time_cap_s=2")
 
 
 @bench.command("import")

@@ -16,7 +16,7 @@ from pathlib import Path
 from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.manifest import read_manifest
+from pocketbert.core.manifest import ARTIFACTS, read_manifest
 from pocketbert.bench.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
 from pocketbert.core.user_paths import output_folder, written_output
 from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
@@ -53,8 +53,9 @@ def apple_programs(manifest: dict) -> list[dict]:
     for name, entry in sorted(table.items()):
         suffix = Path(str(entry.get("file", ""))).suffix if isinstance(entry, dict) else ""
         if suffix in KIT_RUNTIMES:
+            recorded = (manifest.get(ARTIFACTS) or {}).get(entry["file"]) or {}
             programs.append({"variant": name, "program": entry["file"], "runtime": KIT_RUNTIMES[suffix],
-                             "precision": entry["precision"]})
+                             "precision": entry["precision"], "sha256": recorded.get("sha256")})
     return programs
 
 
@@ -66,7 +67,7 @@ def kit_config(programs: list[dict], inputs: list[str], sequence_length: int, be
             "time_cap_s": float(bench["time_cap_s"]), "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH,
             "median_interval_ranks": [list(median_rank_interval(n)) for n in range(1, max_repeats + 1)],
             "idle_s": IDLE_S, "sustained_calls": SUSTAINED_MIN_CALLS, "sustained_window": SUSTAINED_WINDOW,
-            "programs": [{**{k: p[k] for k in ("program", "runtime", "precision")}, "inputs": inputs, "batch": 1,
+            "programs": [{**{k: p[k] for k in ("program", "sha256", "runtime", "precision")}, "inputs": inputs, "batch": 1,
                           "sequence_length": sequence_length, "compute_units": list(COMPUTE_UNITS),
                           "functions": entry_points if p["runtime"] == "coreai" else None} for p in programs]}
 

@@ -11,6 +11,7 @@ Two inputs are read:
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
@@ -23,7 +24,7 @@ COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUni
 }
 IMPORT_FORMATS = ("coremltools", "xcode", "kit")
 KIT_SCHEMA_KEY = "pocketbert_kit"  # the kit's JSON (bench kit): its schema version under this key
-KIT_SCHEMA = 1
+KIT_SCHEMA = 2  # 2: each program names the sha256 of the program it measured
 KIT_RUNTIMES = {"coreml": "mlpackage", "coreai": "aimodel"}  # runtime -> model format, as results.json says them
 PLACEMENT_UNITS = ("neural_engine", "gpu", "cpu", "unknown")
 IDLE_MIN_S = 5.0          # the Neural Engine re-wakes after > 5 s idle (arXiv 2606.22283): a shorter pause is warm
@@ -74,6 +75,10 @@ def _killed(raw, here: str) -> dict | None:
     if raw.get("stage") not in KILLED_STAGES:
         raise ConfigError(f"{here}: killed.stage must be one of {', '.join(KILLED_STAGES)} (got {raw.get('stage')!r})")
     return {"stage": raw["stage"], "note": str(raw.get("note") or "")}
+# A measurement file is a few kilobytes (the kit's: 300 samples and a plan of some thousand operations per program
+# and setting); a file larger than this is not one, and is refused before it is read.
+MAX_MEASUREMENT_BYTES = 16 * 1024 * 1024
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _compute_units(raw, where: str) -> str:
@@ -144,17 +149,39 @@ def parse_phone_measurement(data: dict, where: str) -> dict:
             "compute_units": _compute_units(report.get("compute_units"), where), "cold_start": cold}
 
 
+def read_measurement(path: Path) -> dict:
+    """The file's JSON object, its size checked before a byte is read."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        size = 0  # a missing or unreadable file: read_json_object says which, in one line
+    if size > MAX_MEASUREMENT_BYTES:
+        raise ConfigError(f"{path} is {size} bytes; a measurement is at most {MAX_MEASUREMENT_BYTES} "
+                          "(the kit's JSON or a benchmark's): name the measurement file")
+    return read_json_object(path, ConfigError, "export the measurement as JSON", "phone measurement")
+
+
+def _program_sha256(raw, where: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not SHA256.fullmatch(raw):
+        raise ConfigError(f"{where}: sha256 must be the 64 hex digits the export's manifest records for the "
+                          f"program (got {raw!r})")
+    return raw
+
+
 def import_phone_file(path: Path, device_key: str, model: str, precision: str, batch: int,
-                      sequence_length: int) -> dict:
+                      sequence_length: int, data: dict | None = None) -> dict:
     """One measurement row in the results schema, marked as measured on the named device."""
     where = str(path)
-    data = read_json_object(path, ConfigError, "export the measurement as JSON", "phone measurement")
+    data = read_measurement(path) if data is None else data
     parsed = parse_phone_measurement(data, where)
     cold = parsed.pop("cold_start")
     return {"model": model, "runtime": "coreml", "model_format": "mlpackage", "precision": precision,
             "threads": None, "batch": batch, "sequence_length": sequence_length, "tokenization": "excluded",
             "sweep": "headline", "device": device_key, "source": f"imported from {Path(path).name} ({parsed['format']})",
-            "cold_start": cold, **{k: v for k, v in parsed.items() if k != "format"}}
+            "cold_start": cold, "program_sha256": _program_sha256(data.get("program_sha256"), f"{where}: program"),
+            **{k: v for k, v in parsed.items() if k != "format"}}
 
 
 def _kit_placement(raw, where: str) -> dict | None:
@@ -210,7 +237,15 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
             raise ConfigError(f"{here}: warm_samples_ms must be a non-empty list of milliseconds")
         stats = summarize([_positive(s, f"{here}: warm_samples_ms") for s in samples],
                           str(program.get("stop_reason") or "kit")).to_dict()
+        lengths = [program.get(k) for k in ("batch", "sequence_length")]
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+            raise ConfigError(f"{here}: batch and sequence_length must be positive whole numbers")
+        sha256 = _program_sha256(program.get("sha256"), here)
+        if sha256 is None:
+            raise ConfigError(f"{here}: no sha256 of the program measured; measure with a kit this version writes "
+                              "(pocketbert bench kit --overwrite)")
         rows.append({**stats, "format": "kit", "program": str(program.get("program") or ""),
+                     "program_sha256": sha256,
                      "runtime": runtime, "model_format": KIT_RUNTIMES[runtime],
                      "precision": str(program.get("precision") or ""), "batch": lengths[0],
                      "sequence_length": lengths[1], "device_name": device.strip(), "os": data.get("os"),
@@ -227,9 +262,9 @@ def import_phone_rows(path: Path, device_key: str, model: str, precision: str, b
                       sequence_length: int) -> list[dict]:
     """The rows one file brings: one for an Xcode or coremltools file, one per program for the kit's JSON (its
     own precision, runtime, shape and compute units win over the command line's)."""
-    data = read_json_object(path, ConfigError, "export the measurement as JSON", "phone measurement")
+    data = read_measurement(path)
     if KIT_SCHEMA_KEY not in data:
-        return [import_phone_file(path, device_key, model, precision, batch, sequence_length)]
+        return [import_phone_file(path, device_key, model, precision, batch, sequence_length, data)]
     return [{"model": model, "threads": None, "tokenization": "excluded", "sweep": "headline", "device": device_key,
              "source": f"imported from {Path(path).name} (kit)", **{k: v for k, v in row.items() if k != "format"}}
             for row in parse_kit_measurement(data, str(path))]

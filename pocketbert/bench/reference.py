@@ -27,6 +27,46 @@ PYTORCH_DIR = "pytorch"
 PTE_MAX_SEQUENCE = 512  # BERT-base's ExecuTorch programs take any length its positions allow
 DESCRIBE_FILE = "describe.txt"
 INT8_FORM = "dynamic int8, per channel, every weight product"  # part of the cache key: a change rebuilds
+# The largest reference bench times in a sitting: BERT-large's 335 million parameters, with room for its heads.
+MAX_REFERENCE_PARAMETERS = 400_000_000
+
+
+def checked_reference(source: str | None, task, student_vocab_size: int) -> str | None:
+    """The --reference checkpoint checked before any work, and what it is for the cache key (a local folder by its
+    files' sha256, so a folder changed in place is exported again): it exists, is a BERT-family encoder that reads
+    every token id the student's vocabulary gives, and is a size a bench can finish."""
+    from pocketbert.core.architectures import BERT_FAMILY_MODEL_TYPES
+    from pocketbert.core.errors import ModelError
+    from pocketbert.core.files import read_json_object
+    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.models import resolve_model_source
+
+    if source is None:
+        return None
+    local = Path(source).expanduser()
+    if source.startswith((".", "/", "~")) and not local.exists():
+        raise ModelError(f"--reference {source} does not exist: name a save_pretrained folder or a hub name")
+    resolved = resolve_model_source(source)
+    if not Path(resolved).is_dir():
+        return resolved  # a hub name: checked when it is loaded
+    config = read_json_object(Path(resolved) / MODEL_CONFIG, ModelError, "re-save the reference model",
+                              "reference config.json")
+    where = f"--reference {source}"
+    if config.get("model_type") not in BERT_FAMILY_MODEL_TYPES:
+        raise ModelError(f"{where} is a {config.get('model_type') or 'model of unknown type'} checkpoint; the "
+                         f"reference is a BERT-family encoder ({', '.join(BERT_FAMILY_MODEL_TYPES)})")
+    numbers = {k: config.get(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size")}
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in numbers.values()):
+        raise ModelError(f"{where}: config.json must give {', '.join(numbers)} as positive whole numbers")
+    if numbers["vocab_size"] < student_vocab_size:
+        raise ModelError(f"{where} reads {numbers['vocab_size']} token ids and the student's vocabulary has "
+                         f"{student_vocab_size}: name a reference with the student's vocabulary")
+    hidden, layers = numbers["hidden_size"], numbers["num_hidden_layers"]
+    parameters = numbers["vocab_size"] * hidden + layers * (4 * hidden * hidden + 2 * hidden * numbers["intermediate_size"])
+    if parameters > MAX_REFERENCE_PARAMETERS:
+        raise ModelError(f"{where} has about {parameters / 1e6:.0f} million parameters; a reference is at most "
+                         f"{MAX_REFERENCE_PARAMETERS / 1e6:.0f} million (BERT-large's size): name a smaller one")
+    return f"{resolved} sha256 {sha256_of(Path(resolved))}"
 
 
 def _from_config(task, layers: int):
@@ -87,9 +127,10 @@ def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool, with_p
         (tmp / DESCRIBE_FILE).write_text(describe)
 
 
-def bert_base(task, source: str | None = None, with_pte: bool = True) -> tuple[Path, str]:
+def bert_base(task, source: str | None = None, with_pte: bool = True, identity: str | None = None) -> tuple[Path, str]:
     """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config; its
-    ExecuTorch programs with_pte (a cache entry without them is built again, with them, when they are asked)."""
+    ExecuTorch programs with_pte (a cache entry without them is built again, with them, when they are asked).
+    identity: what `source` is (checked_reference), keyed in place of its name."""
     from pocketbert.core.models import load_for_task
 
     def build():
@@ -98,7 +139,8 @@ def bert_base(task, source: str | None = None, with_pte: bool = True) -> tuple[P
         return _from_config(task, BERT_BASE_CONFIG["num_hidden_layers"]), task, \
             "bert-base architecture from its config (random weights)"
 
-    return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), source, BERT_BASE_CONFIG),
+    return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), identity or source,
+                                                  BERT_BASE_CONFIG),
                           build, with_int8=True, with_pytorch=True, with_pte=with_pte)
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from pocketbert.core.stage_folder import read_labels
-from pocketbert.core.errors import RunDirError
+from pocketbert.core.errors import ConfigError, RunDirError
 from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export import artifacts
 from pocketbert.core.manifest import (
+    ARTIFACTS,
     git_commit,
     package_versions,
     path_size,
@@ -46,6 +47,7 @@ from pocketbert.core.run_files import (
     EXECUTORCH_INT8,
     EXPORT_DIR,
     LABELS,
+    MANIFEST,
     MODEL_CONFIG,
     ONNX_FP32,
     ONNX_INT8,
@@ -67,11 +69,9 @@ def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | No
     from pocketbert.core.recipe import section_dict
 
     cfg = section_dict("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
-    if threads:
-        cfg["threads"] = threads
-    if time_cap_s:
-        cfg["time_cap_s"] = time_cap_s
-    return cfg
+    given = {k: v for k, v in (("threads", threads), ("time_cap_s", time_cap_s)) if v}
+    # --threads and --time-cap held to the section's bounds too (no repeated count, a cap a bench can finish)
+    return section_dict("bench", {**cfg, **given}, "--threads/--time-cap") if given else cfg
 
 
 def _model_summary(config: dict) -> dict:
@@ -273,10 +273,12 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
     seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= longest})
     batch_sweep = sorted(set(cfg["batch_sweep"]))
+    reference_source = reference_source or cfg.get("reference")
+    identity = reference.checked_reference(reference_source, task, int(student_config["vocab_size"]))  # before any work
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
         models, files = _models_and_files(run_dir, task, cfg, export_dir, export_manifest, student_dir, student_manifest,
-                                          student_config, reference_source)
+                                          student_config, reference_source, identity)
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
@@ -365,7 +367,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
 
 
 def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_manifest: dict, student_dir: Path,
-                      student_manifest: dict, student_config: dict, reference_source: str | None) -> tuple[dict, dict]:
+                      student_manifest: dict, student_config: dict, reference_source: str | None,
+                      identity: str | None = None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
     progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
     # the export's files as its manifest lists them (no ExecuTorch programs for a BiLSTM, or where the recipe
@@ -373,7 +376,7 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_m
     student_files = _with_pytorch(student_export_files(export_dir, export_manifest), student_dir)
     # BERT-base's ExecuTorch programs (two minutes of export on 2 cores) only where the student has some to compare
     with_pte = any(f"pte-{p}" in student_files for p in PTE_FILES)
-    bert_dir, bert_describe = reference.bert_base(task, reference_source or cfg.get("reference"), with_pte)
+    bert_dir, bert_describe = reference.bert_base(task, reference_source, with_pte, identity)
     progress.update()
     bert_config = read_json_object(bert_dir / reference.PYTORCH_DIR / MODEL_CONFIG, RunDirError,
                                    "delete the reference cache folder and bench again", "reference config.json")
@@ -480,6 +483,43 @@ def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep:
     return {"headline": {m: costs[f"{batch}x{seq_len}"] for m, costs in by_shape.items()}, "by_shape": by_shape}
 
 
+def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
+    """A row that names the program it measured (its sha256) must name one of this run's export, by that name."""
+    named = [row for row in rows if row.get("program_sha256")]
+    if not named:
+        return
+    manifest_path = Path(run_dir) / EXPORT_DIR / MANIFEST
+    if not manifest_path.is_file():
+        raise RunDirError(f"{file} measured an export, and {run_dir} has none to check it against: import it into "
+                          "the run whose export it measured")
+    recorded = {entry.get("sha256"): name for name, entry in
+                (read_manifest(Path(run_dir) / EXPORT_DIR).get(ARTIFACTS) or {}).items() if isinstance(entry, dict)}
+    for row in named:
+        program = recorded.get(row["program_sha256"])
+        if program is None or (row.get("program") and row["program"] != program):
+            raise ConfigError(f"{file} measured {row.get('program') or 'a program'} with sha256 "
+                              f"{row['program_sha256'][:12]}…, which {run_dir}/export does not hold: import it into "
+                              "the run whose export it measured, or measure this export (pocketbert bench kit)")
+
+
+def _import_names(imports: Path, rows: list[dict], device_key: str, model: str, file: Path) -> list[tuple[str, str]]:
+    """Each row's file name (one per setting) and text. Two measurements of one setting are never folded into one:
+    twice in the file, or a different one already imported, is refused (the same one again changes nothing)."""
+    named = []
+    for row in rows:
+        fmt = "" if row["model_format"] == "mlpackage" else f"-{row['model_format']}"
+        name = (f"{device_key}-{model}{fmt}-{row['compute_units'].lower()}-{row['precision']}-b{row['batch']}"
+                f"-s{row['sequence_length']}.json")
+        if name in dict(named):
+            raise ConfigError(f"{file} measures one setting twice ({name[:-5]}): keep one measurement of it")
+        text = dumps_strict(row, indent=2) + "\n"
+        if (imports / name).is_file() and (imports / name).read_text(errors="replace") != text:
+            raise ConfigError(f"{imports / name} already holds a measurement of this setting: remove it to "
+                              "replace it with this one")
+        named.append((name, text))
+    return named
+
+
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
                              sequence_length: int | None) -> tuple[Path, Path | None]:
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
@@ -494,16 +534,15 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
             raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
         sequence_length = existing["protocol"]["sequence_length"]
     rows = import_phone_rows(file, device_key, model, precision, batch, sequence_length)
+    _check_measured_export(run_dir, rows, file)
     imports = Path(run_dir) / BENCH_IMPORTS_DIR
+    named = _import_names(imports, rows, device_key, model, file)
     made = not imports.exists()
     imports.mkdir(parents=True, exist_ok=True)
     written = []
     try:
-        for row in rows:
-            fmt = "" if row["model_format"] == "mlpackage" else f"-{row['model_format']}"
-            name = (f"{device_key}-{model}{fmt}-{row['compute_units'].lower()}-{row['precision']}-b{row['batch']}"
-                    f"-s{row['sequence_length']}.json")
-            write_text_atomically(imports / name, dumps_strict(row, indent=2) + "\n")  # no half file if killed
+        for name, text in named:
+            write_text_atomically(imports / name, text)  # no half file if killed
             written.append(imports / name)
     except BaseException:
         for path in written:

@@ -160,8 +160,27 @@ VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
 TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
 
 
+# Bounds on what an export or a bench can finish: beyond them a setting is a typo, refused in one line before any
+# work. The longest sequence any BERT-family encoder pocketbert exports takes (ModernBERT's 8,192 positions); more
+# threads than any phone or workstation core count; a bench configuration timed for at most ten minutes.
+MAX_SEQUENCE = 8192
+MAX_THREADS = 256
+MAX_BATCH = 4096
+MAX_REPEATS = 100_000
+MAX_TIME_CAP_S = 600.0
+MAX_RECOVERY_STEPS = 100_000
+
+
+def _no_repeats(section: BaseModel, prefix: str, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        values = getattr(section, key)
+        repeated = sorted({str(v) for v in values or [] if list(values).count(v) > 1})
+        if repeated:
+            raise ValueError(f"{prefix}{key} names {', '.join(repeated)} more than once; list each once")
+
+
 class ExportSection(Section):
-    max_length: Optional[int] = Field(None, gt=0)  # None: the student's training length
+    max_length: Optional[int] = Field(None, gt=0, le=MAX_SEQUENCE)  # None: the student's training length
     parity_examples: Optional[int] = Field(None, gt=0)
     coreml_parity_examples: Optional[int] = Field(None, gt=0)  # None: every parity example; 0 cannot check
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
@@ -193,7 +212,7 @@ class ExportSection(Section):
         "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
     # A short distillation after fitting (export/vocabulary/recovery.py): where a dropped piece cuts a word into
     # smaller ones, the fitted student learns to give the full student's answers again.
-    vocabulary_recovery_steps: int = Field(0, ge=0, description=(
+    vocabulary_recovery_steps: int = Field(0, ge=0, le=MAX_RECOVERY_STEPS, description=(
         "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "
         "training and transfer text (0: none)."))
     vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
@@ -205,23 +224,25 @@ class ExportSection(Section):
 
     @model_validator(mode="after")
     def _variant_names(self):
+        _no_repeats(self, "export.", ("coreml_variants", "coreai_variants", "executorch_variants",
+                                      "tokenizer_check_contexts"))
         check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
         return self
 
 
 class BenchSection(Section):
-    sequence_length: int = Field(128, gt=0)
-    batch_size: int = Field(1, gt=0)
+    sequence_length: int = Field(128, gt=0, le=MAX_SEQUENCE)
+    batch_size: int = Field(1, gt=0, le=MAX_BATCH)
     threads: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1)
     pytorch_threads: list[int] = Field(default_factory=lambda: [1, 2], min_length=1)
-    warmup: int = Field(3, ge=0)
-    min_repeats: int = Field(10, gt=0)
-    max_repeats: int = Field(300, gt=0)
-    time_cap_s: float = Field(4.0, gt=0)
+    warmup: int = Field(3, ge=0, le=MAX_REPEATS)
+    min_repeats: int = Field(10, gt=0, le=MAX_REPEATS)
+    max_repeats: int = Field(300, gt=0, le=MAX_REPEATS)
+    time_cap_s: float = Field(4.0, gt=0, le=MAX_TIME_CAP_S)
     sequence_sweep: list[int] = Field(default_factory=lambda: [32, 64, 128, 256, 512], min_length=1)
     batch_sweep: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
-    sweep_threads: int = Field(1, gt=0)
-    cold_start_repeats: int = Field(3, gt=0)
+    sweep_threads: int = Field(1, gt=0, le=MAX_THREADS)
+    cold_start_repeats: int = Field(3, gt=0, le=MAX_REPEATS)
     tokenization_examples: int = Field(200, ge=0)
     architecture_check: bool = True
     # The model the student is timed against: a BERT-base checkpoint (hub name or folder); None builds BERT-base's
@@ -231,9 +252,12 @@ class BenchSection(Section):
 
     @model_validator(mode="after")
     def _positive_lists(self):
-        for key in ("threads", "pytorch_threads", "sequence_sweep", "batch_sweep"):
-            if min(getattr(self, key)) < 1:
-                raise ValueError(f"{key} must be a list of positive integers")
+        bounds = {"threads": MAX_THREADS, "pytorch_threads": MAX_THREADS, "sequence_sweep": MAX_SEQUENCE,
+                  "batch_sweep": MAX_BATCH}
+        for key, most in bounds.items():
+            if min(getattr(self, key)) < 1 or max(getattr(self, key)) > most:
+                raise ValueError(f"{key} must be a list of whole numbers from 1 to {most}")
+        _no_repeats(self, "bench.", tuple(bounds))
         return self
 
 
@@ -442,6 +466,19 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
     except ValidationError as exc:
         error = exc.errors()[0]
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
+
+
+def section_overrides(name: str, set_items: tuple[str, ...], example: str) -> dict:
+    """`--set <name>.KEY=VALUE` pairs as keys of that one section (a stage that reads its section alone), checked
+    with the recipe's rules before any work: another section's key, an unknown key or a bad value is one line."""
+    overrides = {}
+    for key, value in parse_set_options(set_items).items():
+        section, _, leaf = key.partition(".")
+        if section != name or not leaf or "." in leaf:
+            raise ConfigError(f"--set takes keys of the {name} section here, like {example} (got '{key}')")
+        overrides[leaf] = value
+    section_dict(name, overrides, "--set")
+    return overrides
 
 
 def check_class_weights(section: TrainingSection, label_names: list[str], where: str) -> None:

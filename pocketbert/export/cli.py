@@ -61,16 +61,19 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--embedding-int4-share", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
               help="The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 "
                    "bits (the rest per row in int8; default: the recipe's, else 0).")
+@click.option("--set", "set_items", multiple=True, metavar="export.KEY=VALUE",
+              help="Override any key of the recipe's export section, e.g. export.int8_latency_budget=null.")
 @click.pass_context
 @locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
            executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, vocabulary_recovery_steps,
-           embedding_int4_share, overwrite):
+           embedding_int4_share, set_items, overwrite):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.manifest import read_manifest
+    from pocketbert.core.recipe import section_overrides
     from pocketbert.export.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:
@@ -82,9 +85,16 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
              "vocabulary_max_rows": vocabulary_max_rows, "vocabulary_recovery_steps": vocabulary_recovery_steps,
              "embedding_int4_share": embedding_int4_share}
+    given = {k: v for k, v in given.items() if v is not None}
+    settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")  # before any work
+    flags = {**given, "parity_examples": parity_examples, "coreml_parity_examples": coreml_examples,
+             "coreml_variants": coreml_variants, "coreai_variants": coreai_variants,
+             "executorch_variants": executorch_variants}
+    twice = sorted(key for key in settings if flags.get(key) is not None)
+    if twice:
+        raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
-                               coreml_variants, coreai, {k: v for k, v in given.items() if v is not None},
-                               executorch)
+                               coreml_variants, coreai, {**settings, **given}, executorch)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

@@ -152,6 +152,67 @@ def convert_fp16(source: Path, target: Path) -> Path:
     return target
 
 
+# Linux's personality flag that turns address-space randomization off for a process (sys/personality.h).
+ADDR_NO_RANDOMIZE = 0x0040000
+QUERY_PERSONALITY = 0xFFFFFFFF
+
+
+def _fixed_address_layout():
+    """What the converter's process runs before it starts: ONNX Runtime writes the .ort's kernel type strings in
+    the order of a hash map seeded from addresses, so with randomized addresses each conversion orders them anew
+    (the same model, other bytes). A fixed layout gives the same bytes on every run of one build. libc is
+    resolved here, in the parent: the forked child only calls it."""
+    import ctypes
+
+    personality = ctypes.CDLL(None, use_errno=True).personality
+
+    def hook() -> None:
+        current = personality(QUERY_PERSONALITY)
+        if current != -1:
+            personality(current | ADDR_NO_RANDOMIZE)
+    return hook
+
+
+CONVERTER_ENVIRONMENT = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "SYSTEMROOT", "TMPDIR")  # what it may need
+
+
+def _converter_environment() -> dict:
+    import os
+
+    return {"PYTHONHASHSEED": "0", **{k: os.environ[k] for k in CONVERTER_ENVIRONMENT if k in os.environ}}
+
+
+def ort_order_is_fixed() -> bool:
+    """Whether .ort files come out byte for byte the same on every export here (the manifest says so)."""
+    return sys.platform.startswith("linux")
+
+
+ORT_BYTES_FIXED = "the same on every export by this build: the converter runs with a fixed address layout"
+ORT_BYTES_VARY = ("the same model, not the same bytes: ONNX Runtime orders an .ort's kernel type strings by an "
+                  "address-seeded hash, and this system cannot fix the converter's address layout")
+
+
+APPLE_BYTES_VARY = ("the same program, not the same bytes: coremltools names a package's items by random UUIDs "
+                    "(Manifest.json) and records the conversion date in its metadata")
+
+
+def reproducibility() -> dict:
+    """What the manifest promises of the export's files when the same run is exported again."""
+    return {"onnx": "byte-identical: nothing the export chooses is timed",
+            "ort": ORT_BYTES_FIXED if ort_order_is_fixed() else ORT_BYTES_VARY,
+            "mlpackage": APPLE_BYTES_VARY}
+
+
+def _without_temporary_paths(config: Path, ort_name: str) -> None:
+    """The operator list names the files it was read from: the converter's temporary paths, other on every run.
+    They are named by the shipped file instead."""
+    lines = config.read_text().splitlines()
+    header = [f"# - {ort_name}" + ("" if "with_runtime_opt" in line else " (before runtime optimizations)")
+              for line in lines if line.startswith("# - ")]
+    rest = [line for line in lines if not line.startswith("# - ")]
+    config.write_text("\n".join(rest[:1] + header + rest[1:]) + "\n")
+
+
 def convert_to_ort(source: Path, ort_path: Path, operators_path: Path,
                    custom_op_library: str | None = None) -> tuple[Path, Path]:
     """An .ort flatbuffer for ONNX Runtime Mobile, and the operator list for a reduced runtime build.
@@ -160,13 +221,16 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path,
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.onnx"
         shutil.copyfile(source, staged)
+        # Relative names, a fixed environment and hash seed: the converter's own allocations (and so the order
+        # it writes) do not move with the caller's environment or the temporary folder's name.
         proc = subprocess.run(
-            [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(staged),
+            [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", staged.name,
              # Runtime: the .ort keeps ONNX Runtime's graph optimizations as records it replays when loaded, so
              # an app that hands nodes to NNAPI or CoreML still gets the CPU optimizations for the rest.
              "--optimization_style", "Runtime",
              *(["--custom_op_library", custom_op_library] if custom_op_library else [])],
-            capture_output=True, text=True,
+            capture_output=True, text=True, cwd=tmp, env=_converter_environment(),
+            preexec_fn=_fixed_address_layout() if ort_order_is_fixed() else None,
         )
         produced = next(iter(sorted(Path(tmp).glob("*.ort"))), None)  # model.with_runtime_opt.ort
         configs = sorted(Path(tmp).glob("*.config"))
@@ -174,5 +238,6 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path,
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise ExportError(f"ONNX Runtime could not convert {source.name} to .ort: {last[0]}")
         shutil.move(produced, ort_path)
+        _without_temporary_paths(configs[0], ort_path.name)
         shutil.move(configs[0], operators_path)
     return ort_path, operators_path

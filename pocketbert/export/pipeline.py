@@ -263,6 +263,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                      # export.vocabulary: fitted: the rows kept, the text counted, the cost against the full student
                      "vocabulary": fitted.record if fitted is not None else None,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
+                     "reproducibility": onnx_export.reproducibility(),
                      "int8_word_table": context.notes.get("word_table"),
                      "coreml_enumerated_lengths": context.notes.get("coreml_enumerated_lengths"),
                      "coreml_warnings": context.notes.get("coreml_warnings", []),

@@ -192,3 +192,61 @@ def test_report_columns_keep_floor_and_calibrated_apart_and_check_placement():
     assert "falls back to the GPU (fp32 op in an fp16 program)" in row["placement"]
     # no GPU profile for the iPhone 15 Pro: the student's Neural Engine figure is withheld, not assumed
     assert _ane_row(results, "iphone-15-pro")["student_floor_ms"] is None
+
+
+def _kit_file(tmp_path, name, edit) -> Path:
+    data = json.loads(FIXTURE.read_text())
+    edit(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_kit_names_each_program_by_the_sha256_its_export_recorded(tmp_path):
+    run = _run_with_export(tmp_path)
+    config = json.loads((write_kit(run) / CONFIG_PATH).read_text())
+    recorded = json.loads(RECORDED_EXPORT_MANIFEST.read_text())["artifacts"]
+    assert all(p["sha256"] == recorded[p["program"]]["sha256"] for p in config["programs"])
+    core = (write_kit(run, tmp_path / "kit2") / KIT_FILES["KitCore.swift.txt"]).read_text()
+    assert '"sha256": program.sha256' in core and '"pocketbert_kit": 2' in core  # echoed into the JSON it writes
+
+
+def test_a_measurement_of_another_export_is_refused(tmp_path):
+    run = _run_with_export(tmp_path)
+    other = _kit_file(tmp_path, "other.json", lambda d: [p.update(sha256="0" * 64) for p in d["programs"]])
+    with pytest.raises(ConfigError, match="does not hold: import it into the run whose export it measured"):
+        import_phone_measurement(run, other, "iphone-15-pro", "student", "fp16", 1, 128)
+    renamed = _kit_file(tmp_path, "renamed.json",
+                        lambda d: [p.update(program="PocketBertSentiment.6bit.mlpackage") for p in d["programs"]])
+    with pytest.raises(ConfigError, match="does not hold"):  # the hash of one program under another's name
+        import_phone_measurement(run, renamed, "iphone-15-pro", "student", "fp16", 1, 128)
+    unnamed = _kit_file(tmp_path, "unnamed.json", lambda d: [p.pop("sha256") for p in d["programs"]])
+    with pytest.raises(ConfigError, match="no sha256 of the program measured"):
+        import_phone_measurement(run, unnamed, "iphone-15-pro", "student", "fp16", 1, 128)
+    assert not (run / "bench_imports").exists()
+
+
+def test_two_measurements_of_one_setting_are_never_one_row(tmp_path):
+    run = _run_with_export(tmp_path)
+    twice = _kit_file(tmp_path, "twice.json", lambda d: d["programs"][1].update(compute_units="ALL"))
+    with pytest.raises(ConfigError, match="measures one setting twice"):
+        import_phone_measurement(run, twice, "iphone-15-pro", "student", "fp16", 1, 128)
+    saved, _ = import_phone_measurement(run, FIXTURE, "iphone-15-pro", "student", "fp16", 1, 128)
+    before = {p.name: p.read_bytes() for p in saved.glob("*.json")}
+    import_phone_measurement(run, FIXTURE, "iphone-15-pro", "student", "fp16", 1, 128)  # the same one again
+    slower = _kit_file(tmp_path, "slower.json", lambda d: d["programs"][0].update(
+        warm_samples_ms=[s * 2 for s in d["programs"][0]["warm_samples_ms"]]))
+    with pytest.raises(ConfigError, match="already holds a measurement of this setting"):
+        import_phone_measurement(run, slower, "iphone-15-pro", "student", "fp16", 1, 128)
+    assert {p.name: p.read_bytes() for p in saved.glob("*.json")} == before
+
+
+def test_a_huge_measurement_file_is_refused_before_it_is_read(tmp_path):
+    from pocketbert.bench.phone_import import MAX_MEASUREMENT_BYTES
+
+    run = _run_with_export(tmp_path)
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_MEASUREMENT_BYTES + 1)  # sparse: no bytes written, and not JSON either
+    with pytest.raises(ConfigError, match=f"is {MAX_MEASUREMENT_BYTES + 1} bytes; a measurement is at most"):
+        import_phone_measurement(run, huge, "iphone-15-pro", "student", "fp16", 1, 128)
