@@ -1,6 +1,6 @@
 """The QA post-processing routines (export/app/qa_postprocess.py) for apps whose model cannot hold it: each language's
 routine, rendered from the one specification, gives the golden file's windows and answers (JavaScript under
-Node.js, Kotlin with kotlinc; Swift is rendered from the same specification but cannot run here)."""
+Node.js, Kotlin with kotlinc, Swift with the Swift toolchain's `swift build`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from kotlin_build import QA_ANSWER_CHECK_MAIN, app_kotlin_jar, needs_kotlinc
+from swift_build import needs_swift, qa_answer_check
 from transformers import BertConfig, BertForQuestionAnswering
 
 from pocketbert.core.data import read_squad_file
@@ -19,7 +20,7 @@ from pocketbert.core.tasks import QATask
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.text_in import qa_graph
 
-pytestmark = pytest.mark.slow  # runs Node.js and the Kotlin compiler
+pytestmark = pytest.mark.slow  # runs Node.js and the Kotlin and Swift compilers
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_LENGTH = 48
@@ -91,30 +92,55 @@ def test_the_javascript_routine_reproduces_the_golden_answers(golden, tmp_path):
     assert_reproduces(golden, done.stdout)
 
 
-@needs_kotlinc
-def test_the_kotlin_routine_with_the_kotlin_tokenizer_gives_the_golden_answer_texts(golden, wordpiece_tokenizer,
-                                                                                   tmp_path):
-    """The Kotlin cuts each question's windows with its own tokenizer (they must be the golden file's), scores the
-    golden logits over them and returns the answer as the context's own text, cut by code points."""
+def checked_inputs(golden: Path, tokenizer, folder: Path) -> tuple[Path, Path]:
+    """The golden file in its plain form and the tokenizer's tables: what the Kotlin and Swift checks read."""
     from pocketbert.export.app import tokenizer_tables
 
-    plain = tmp_path / "qa_golden.txt"
+    plain = folder / "qa_golden.txt"
     plain.write_text(qa_postprocess.plain_golden(json.loads(golden.read_text(encoding="utf-8"))), encoding="utf-8")
-    wordpiece_tokenizer.save_pretrained(tmp_path)
-    tables = tokenizer_tables.write_tables(tmp_path / "tokenizer.json", tmp_path / "tokenizer.tables", MAX_LENGTH)
-    jar = app_kotlin_jar(tmp_path)
-    done = subprocess.run(["java", "-cp", str(jar), QA_ANSWER_CHECK_MAIN, str(plain), str(tables)],
-                          capture_output=True, text=True, encoding="utf-8", timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert_reproduces(golden, done.stdout)
-    texts = [json.loads(line.split(maxsplit=4)[4]) for line in done.stdout.strip().splitlines()]
+    tokenizer.save_pretrained(folder)
+    return plain, tokenizer_tables.write_tables(folder / "tokenizer.json", folder / "tokenizer.tables", MAX_LENGTH)
+
+
+def assert_answer_texts(golden: Path, printed: str) -> None:
+    """The golden windows' layout and answers, and each answer as the context's own text (the line's JSON string),
+    one of them after an astral character."""
+    assert_reproduces(golden, printed)
+    lines = printed.strip().splitlines()
+    texts = [json.loads(line.split(maxsplit=4)[4]) for line in lines]
     questions = json.loads(golden.read_text(encoding="utf-8"))["questions"]
     assert texts == [q["answer"] for q in questions]
     # an answer after an astral character: UTF-16 offsets would cut it one unit off per such character before it
     after_astral = []
-    for line, q in zip(done.stdout.strip().splitlines(), questions):
+    for line, q in zip(lines, questions):
         window, start = (int(x) for x in line.split()[1:3])
         astral = [i for i, c in enumerate(q["context"]) if ord(c) > 0xFFFF]
         if window >= 0 and astral:
             after_astral.append(q["windows"][window]["offsets"][start][0] > astral[0])
     assert any(after_astral)
+
+
+@needs_kotlinc
+def test_the_kotlin_routine_with_the_kotlin_tokenizer_gives_the_golden_answer_texts(golden, wordpiece_tokenizer,
+                                                                                   tmp_path):
+    """The Kotlin cuts each question's windows with its own tokenizer (they must be the golden file's), scores the
+    golden logits over them and returns the answer as the context's own text, cut by code points."""
+    plain, tables = checked_inputs(golden, wordpiece_tokenizer, tmp_path)
+    jar = app_kotlin_jar(tmp_path)
+    done = subprocess.run(["java", "-cp", str(jar), QA_ANSWER_CHECK_MAIN, str(plain), str(tables)],
+                          capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert_answer_texts(golden, done.stdout)
+
+
+@needs_swift
+def test_the_swift_routine_with_the_swift_tokenizer_gives_the_golden_answer_texts(golden, wordpiece_tokenizer,
+                                                                                 tmp_path):
+    """The Swift (QaAnswer.swift with the PocketBertTokenizer package) cuts each question's windows with its own
+    tokenizer (they must be the golden file's), scores the golden logits over them and returns the answer as the
+    context's own text, cut by code points."""
+    plain, tables = checked_inputs(golden, wordpiece_tokenizer, tmp_path)
+    done = subprocess.run([str(qa_answer_check()), str(plain), str(tables)], capture_output=True, text=True,
+                          encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert_answer_texts(golden, done.stdout)

@@ -18,6 +18,12 @@ public struct Encoding {
     public let ids: [Int]
     public let typeIds: [Int]
     public let attentionMask: [Int]
+
+    public init(ids: [Int], typeIds: [Int], attentionMask: [Int]) {
+        self.ids = ids
+        self.typeIds = typeIds
+        self.attentionMask = attentionMask
+    }
 }
 
 /// BERT WordPiece as tokenizer.json gives it, read from tokenizer.tables. Each step transcribes
