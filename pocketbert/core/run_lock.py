@@ -112,17 +112,27 @@ def _own_file(path: Path, folder: Path, shared: bool) -> int | None:
     return fd
 
 
+# How a process torchrun started joins its group: set by the stage that trains in process groups (train/cli.py),
+# which the core does not import.
+_group_joiner: Callable[[str | None], object] | None = None
+
+
+def join_launched_groups_with(joiner: Callable[[str | None], object]) -> None:
+    """joiner(device) joins the process group torchrun's variables name (train's pick_device)."""
+    global _group_joiner
+    _group_joiner = joiner
+
+
 def _join_launched_group(device: str | None) -> None:
     """A process torchrun started as rank > 0 joins its group before the locks (then it skips them: rank 0 holds
     the run for all). A shell's leftover RANK=1 thus waits for a peer that never comes and ends in one line,
-    instead of writing without the lock."""
+    instead of writing without the lock. A command of a stage that never trains in a group registers no joiner:
+    it takes its locks as any process does."""
     from pocketbert.core.launch_env import launch
 
     here = launch()
-    if here.world_size > 1 and here.rank > 0:
-        from pocketbert.train.trainer import pick_device
-
-        pick_device(device)
+    if here.world_size > 1 and here.rank > 0 and _group_joiner is not None:
+        _group_joiner(device)
 
 
 @contextmanager

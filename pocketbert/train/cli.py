@@ -17,8 +17,17 @@ from pocketbert.core.cli_options import (
     run_option,
 )
 from pocketbert.core.tasks import TASKS
-from pocketbert.core import launch_env
+from pocketbert.core import launch_env, run_lock
 from pocketbert.train.options import Flag, Flags, WithRecipeFlags, overrides, with_flags
+
+
+def _join_group(device: str | None) -> None:
+    from pocketbert.train.trainer import pick_device
+
+    pick_device(device)
+
+
+run_lock.join_launched_groups_with(_join_group)  # a train command torchrun started joins its group before locking
 
 
 def _recipe(task, preset, config, given: dict, set_items):
