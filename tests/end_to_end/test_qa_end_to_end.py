@@ -151,7 +151,7 @@ def test_qa_app_folders_refuse_an_export_without_the_one_call_model(qa_run, caps
         said[platform] = error_line(refused)
         assert refused.exit_code == 2 and "re-run `pocketbert export" in said[platform], refused.err
         assert [p.name for p in tmp_path.iterdir()] == ["old"]  # no folder, not even a temporary one
-    assert "has no model.qa.ort" in said["android"] and "QaAnswer.swift" in said["ios"]
+    assert "QaAnswer.kt" in said["android"] and "QaAnswer.swift" in said["ios"]
 
 
 MIN_QA_TEXT_IN_AGREEMENT = 0.99

@@ -11,6 +11,7 @@ from helpers import (assert_exhaustive_tokenizer_check, error_line, linked_copy,
                      transformers_js_or_skip, JS_DIR)
 
 from pocketbert.core.user_paths import OUTPUT_MARKER
+from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
@@ -269,7 +270,8 @@ def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_pat
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
     ios = tmp_path / "ios"
-    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.aimodel", "resources", "README.md", OUTPUT_MARKER}
+    assert {p.name for p in ios.iterdir()} == {"PocketBertSentiment.aimodel", "resources", "README.md", OUTPUT_MARKER,
+                                               SWIFT_TOKENIZER_PACKAGE}
     readme = (ios / "README.md").read_text()
     assert "NOT BUILT WITH APPLE'S SDK HERE" in readme and "coreai-build" in readme and "AIModel.specialize(contentsOf:" in readme
     lengths = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["coreai_entry_points"]
@@ -347,7 +349,7 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
         assert not missing, f"{app} README names {missing}, which export {app} did not write"
     swift = (tmp_path / "ios" / "README.md").read_text()
     kotlin = (tmp_path / "android" / "README.md").read_text()
-    assert "encoded.last!" in swift  # long inputs keep their [SEP]
+    assert "tokenizer.encode(text, maxLength: maxLength)" in swift  # BertTokenizer cuts long inputs, keeping [SEP]
     # the iOS folder's default program is the Neural Engine layout, one function per length: the Swift pads to the
     # smallest length that fits and runs that length's function
     lengths = json.loads((export / "manifest.json").read_text())["metrics"]["coreml_enumerated_lengths"]["lengths"]
