@@ -223,12 +223,14 @@ def _visible_to_all(folder: Path, what: str) -> list[int]:
             (folder / token).write_text(token)
         except OSError as exc:
             problem = f"cannot write {what} {folder}: {exc.strerror or exc}"
-    token, problem = gather((token, problem))[0]
+    # on the group of the long wait: processes reach a stage's start at their own pace (a process torchrun started
+    # as rank > 0 joins before its locks, rank 0 after them), which the short step timeout is not for
+    token, problem = gather((token, problem), _wait_group)[0]
     if problem:  # every process stops with process 0's reason, none waits for it
         raise ConfigError(f"{problem}; point it at a writable folder")
     path = folder / token
     sees = path.is_file() and path.read_text() == token
-    seen = gather(sees)  # also a barrier: process 0 removes the token only once all have looked
+    seen = gather(sees, _wait_group)  # also a barrier: process 0 removes the token only once all have looked
     if is_main():
         path.unlink(missing_ok=True)
     return [r for r, ok in enumerate(seen) if not ok]
