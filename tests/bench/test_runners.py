@@ -75,7 +75,7 @@ def test_bench_settings_are_checked():
     assert bench_config({}, [1, 4], 2.0)["threads"] == [1, 4]
     with pytest.raises(ConfigError, match="unknown key bench.treads"):
         bench_config({"bench": {"treads": [1]}}, None, None)
-    with pytest.raises(ConfigError, match="sequence_sweep must be a list of positive integers"):
+    with pytest.raises(ConfigError, match="sequence_sweep must be a list of whole numbers from 1 to"):
         bench_config({"bench": {"sequence_sweep": [0, 128]}}, None, None)
 
 
