@@ -19,7 +19,15 @@ from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, TRAIN_
 CPU_REFERENCE_FILE = "results/training.json"
 CPU_REFERENCE_RUN = "runs/sst2-xdomain"
 NOISE_STANDARD_ERRORS = 2  # "within noise": |GPU - CPU| at most this many binomial standard errors of the CPU's
-LARGE_BATCH_TARGET_POINTS = 0.3  # issue 40: batch 256 within 0.3 points of batch 32 on SST-2 dev
+LARGE_BATCH_TARGET_POINTS = 0.3  # batch 256 within 0.3 points of batch 32 on SST-2 dev
+# The GPU recipe's targets: the teacher on SST-2 dev (MiniLM-L6-H384's published SST-2 dev is 91.5, microsoft/unilm
+# minilm), the student's share of it, and `make distill export` from nothing to a gated export.
+SHIP_TEACHER_TARGET = 0.905
+SHIP_STUDENT_SHARE_TARGET = 0.99
+SHIP_SECONDS_TARGET = 180
+# What `pocketbert export` imports to build and gate the default formats; a lent GPU machine that lacks them (and
+# cannot reach a registry) times the training stages alone and says so.
+EXPORT_MODULES = ("onnx", "onnxruntime", "coremltools", "executorch")
 # Resume under CUDA graphs: a resumed run replays graphs from other steps than the uninterrupted one, and an eager
 # step rounds differently from a replayed one (results/README.md, On a GPU), so bitwise equality is not promised
 # there. Accepted: every weight within this of the uninterrupted run's (about a bf16 rounding of a weight near 0.1).
@@ -47,6 +55,9 @@ class Plan:
     levers_left_out: dict = field(default_factory=dict)  # lever name -> why this plan leaves it out
     distill_options: tuple[str, ...] = ()  # added to every sentiment distillation (the same for all: resume compares)
     compare_with_cpu: bool = True
+    ship_preset: str = "gpu"
+    ship_options: tuple[str, ...] = ()  # added to both of the ship part's training stages
+    ship_export_options: tuple[str, ...] = ()  # added to its export
 
 
 GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256, extra_seeds=(1, 2),
@@ -57,7 +68,11 @@ DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_b
                 bench_examples=64, lever_examples=64, lever_batch_sizes=(16, 64), profile_examples=64,
                 levers_left_out={"torch.compile": "it compiles for a minute on a CPU, too long for the dry run"},
                 distill_options=("--cross-domain", "imdb", "--set", "eval.cross_domain_max_examples=32"),
-                compare_with_cpu=False)
+                compare_with_cpu=False, ship_preset="tiny",
+                ship_options=("--epochs", "3", "--stop-patience", "1", "--validation-examples", "64"),
+                ship_export_options=("--coreml-variants", "fp16", "--coreai-variants", "none",
+                                     "--executorch-variants", "none", "--parity-examples", "16",
+                                     "--coreml-examples", "4"))
 
 
 class NeedsEarlierPart(Exception):
@@ -128,6 +143,39 @@ def stages(check, fig: dict) -> None:
     check.made["student"] = run / STUDENT_DIR
     if plan.compare_with_cpu:
         fig["against_cpu"] = {role: against_cpu(check.repo, fig[role], role) for role in ("teacher", "student")}
+
+
+def ship(check, fig: dict) -> None:
+    """`make distill export` of the GPU recipe from nothing, timed by stage: the teacher and the student trained
+    until their held-out validation score stops improving, then the export, where this machine can build it."""
+    import importlib.util
+
+    plan, run = check.plan, check.work / "runs" / "sst2-ship"
+    common = ("--preset", plan.ship_preset, "--device", plan.device, "--data-dir", check.data_dir, *plan.ship_options)
+    fig["preset"], fig["targets"] = plan.ship_preset, {
+        "teacher_accuracy": SHIP_TEACHER_TARGET, "student_share": SHIP_STUDENT_SHARE_TARGET,
+        "seconds": SHIP_SECONDS_TARGET}
+    done = check.cli("teacher", "train", "teacher", "--run", run, "--model", check.base_model, *common)
+    fig["teacher"] = stage_figures(run / TEACHER_DIR, done.seconds) | {
+        "epochs": metrics(run / TEACHER_DIR).get("train", {}).get("epochs")}
+    done = check.cli("distill", "train", "distill", "--run", run, *common)
+    fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds) | {
+        "epochs": metrics(run / STUDENT_DIR).get("train", {}).get("epochs")}
+    teacher, student = accuracy(fig["teacher"]), accuracy(fig["student"])
+    fig["student_share"] = round(student / teacher, 4) if teacher and student is not None else None
+    missing = [m for m in EXPORT_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        fig["export"] = {"ran": False, "why": f"this machine's Python lacks {', '.join(missing)} and reaches no "
+                                              f"registry; the export is timed on the CPU"}
+    else:
+        done = check.cli("export", "export", "--run", run, "--data-dir", check.data_dir, *plan.ship_export_options)
+        fig["export"] = {"ran": True, "process_seconds": round(done.seconds, 2)}
+    stages_s = [fig["teacher"]["process_seconds"], fig["student"]["process_seconds"],
+                fig["export"].get("process_seconds", 0.0)]
+    fig["seconds"] = round(sum(stages_s), 2)
+    fig["met"] = {"teacher_accuracy": teacher is not None and teacher >= SHIP_TEACHER_TARGET,
+                  "student_share": (fig["student_share"] or 0) >= SHIP_STUDENT_SHARE_TARGET,
+                  "seconds": fig["export"]["ran"] and fig["seconds"] <= SHIP_SECONDS_TARGET}
 
 
 def large_batch(check, fig: dict) -> None:
@@ -326,4 +374,4 @@ def lever_rows(check, fig: dict, name: str, rows: tuple[str, ...]) -> None:
 
 
 PARTS = {"stages": stages, "profile": profile, "large_batch": large_batch, "resume": resume, "resume_eager": resume_eager, "qa": qa,
-         "bench_train": bench_train, "levers": levers, "compile": compile_rows}
+         "bench_train": bench_train, "levers": levers, "compile": compile_rows, "ship": ship}

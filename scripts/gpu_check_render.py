@@ -216,6 +216,34 @@ def levers_section(fig: dict) -> list[str]:
     return lines + ([""] + [f"- {note}" for note in notes] if notes else [])
 
 
+def ship_section(fig: dict) -> list[str]:
+    targets, met = fig.get("targets") or {}, fig.get("met") or {}
+    lines = ["| stage | process wall time | training loop | epochs (best) | validation by epoch | SST-2 dev |",
+             "|---|---:|---:|---:|---|---:|"]
+    for role in ("teacher", "student"):
+        stage = fig.get(role)
+        if stage:
+            epochs = stage.get("epochs") or {}
+            scores = ", ".join(f"{v:.4f}" for v in (epochs.get("validation") or {}).values()) or DASH
+            lines.append(f"| {role} | {number(stage.get('process_seconds'), 1, ' s')} | {rate(stage['train'])} | "
+                         f"{epochs.get('epochs_trained', DASH)} ({epochs.get('best_epoch', DASH)}) | {scores} | "
+                         f"{number(accuracy_of(stage), 4)} |")
+    export = fig.get("export") or {}
+    lines.append(f"| export | {number(export.get('process_seconds'), 1, ' s') if export.get('ran') else DASH} | | | | |")
+    notes = [f"Preset `{fig.get('preset')}`. Teacher target {targets.get('teacher_accuracy')}: "
+             f"{'met' if met.get('teacher_accuracy') else 'not met'}; student {number(fig.get('student_share'), 4)} "
+             f"of the teacher (target {targets.get('student_share')}): {'met' if met.get('student_share') else 'not met'}; "
+             f"{number(fig.get('seconds'), 1, ' s')} in all (target {targets.get('seconds')} s with the export): "
+             f"{'met' if met.get('seconds') else 'not met'}."]
+    if not export.get("ran") and export.get("why"):
+        notes.append(f"Export not run here: {export['why']}.")
+    return lines + [""] + notes
+
+
+def accuracy_of(stage: dict) -> float | None:
+    return (stage.get("eval") or {}).get("accuracy")
+
+
 SECTIONS = (("stages", "The default run's stages (teacher, then distillation; checkpoints written)", stages_section),
             ("profile", "Where a distillation step's time goes (scripts/profile_train.py, CUDA graphs on)", profile_section),
             ("large_batch", "The large-batch rule (the same teacher)", large_batch_section),
@@ -224,7 +252,8 @@ SECTIONS = (("stages", "The default run's stages (teacher, then distillation; ch
             ("qa", "QA (SQuAD, the QA preset)", qa_section),
             ("bench_train", "`pocketbert bench train` (the student's distillation epoch)", bench_section),
             ("levers", "Training levers (scripts/training_levers.py)", levers_section),
-            ("compile", "torch.compile rows of the lever table (a call of their own)", levers_section))
+            ("compile", "torch.compile rows of the lever table (a call of their own)", levers_section),
+            ("ship", "`make distill export` from nothing, each stage trained until its validation score stopped improving", ship_section))
 
 
 def render_table(result: dict) -> str:

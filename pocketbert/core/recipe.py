@@ -43,6 +43,13 @@ class TrainingSection(Section):
     batch_size: int = Field(32, gt=0)
     epochs: int = Field(1, gt=0, description="Override the recipe's epochs.")
     max_train_examples: Optional[int] = Field(None, gt=0, description="Train on a seeded subset of this size.")
+    # Epochs until the score stops improving: with stop_patience set, `epochs` is the most trained, validation
+    # rows are held out of the training split (the dev set the stage reports stays unseen), and the best epoch's
+    # weights are kept (train/epoch_stop.py).
+    stop_patience: Optional[int] = Field(
+        None, gt=0, description="Stop after this many epochs without a better validation score; keep the best.")
+    validation_examples: int = Field(
+        2000, gt=0, description="Training examples held out to score each epoch when --stop-patience is set.")
     learning_rate: float = Field(1.0e-4, gt=0)
     warmup_ratio: float = Field(0.0, ge=0.0, le=1.0)
     weight_decay: float = Field(0.0, ge=0)

@@ -23,6 +23,8 @@ BENCH_DIR = "bench"
 CHECKPOINTS_DIR = "checkpoints"  # checkpoints/<stage>/last.pt while a training stage runs; removed when it ends
 CHECKPOINT_FILE = "last.pt"  # a training stage's latest checkpoint, in checkpoints/<stage>/
 CHECKPOINT_PARTIAL = CHECKPOINT_FILE + ".partial"  # written first, renamed over CHECKPOINT_FILE when complete
+EPOCH_SCORES_FILE = "epochs.json"  # with epoch stopping: each finished epoch's validation score, in checkpoints/<stage>/
+BEST_WEIGHTS_FILE = "best.pt"  # with epoch stopping: the best epoch's weights so far, beside EPOCH_SCORES_FILE
 
 MANIFEST = "manifest.json"
 LABELS = "labels.json"

@@ -66,6 +66,7 @@ class RecipeChoice(click.Choice):
 def training_flags(section: str) -> Flags:
     """What every training command offers, for `section`'s keys."""
     return {"dataset": "dataset", "epochs": f"{section}.epochs", "max_train_examples": f"{section}.max_train_examples",
+            "stop_patience": f"{section}.stop_patience", "validation_examples": f"{section}.validation_examples",
             "seed": "seed", "hard_loss": f"{section}.hard_loss", "focal_gamma": f"{section}.focal_gamma",
             # a single weight on the command line (a list of them: --set)
             "focal_alpha": Flag(f"{section}.focal_alpha", kind=NON_NEGATIVE)}

@@ -136,7 +136,7 @@ def as_record(section: BaseModel) -> dict:
 
 def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
     """Train one stage with `recipe`; returns the stage folder and the recipe's result."""
-    from pocketbert.train import checkpoint, distributed, trainer
+    from pocketbert.train import checkpoint, distributed, epoch_stop, trainer
 
     started = time.time()
     run.recipe = recipe.complete(with_recipe_sections(run.recipe))
@@ -155,9 +155,13 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
         loop = recipe.loop_settings(run)
         spec = trainer.checkpoint_spec_for(run.run_dir, recipe.stage_dir, loop, recipe.checkpoint_identity(run),
                                            features, run.resume)
+        stop = epoch_stopper(recipe, run, loop, spec, dev) if loop.stop_patience else None
         stats = trainer.train(model, recipe.task, features, recipe.tokenizer.pad_token_id, loop, dev, step_loss,
                               run.seed, recipe.progress, spec, unused_parameters=recipe.unused_parameters(),
-                              batch_extras=batch_extras)
+                              batch_extras=batch_extras, after_epoch=stop)
+        if stop is not None:
+            stop.keep_best(model)
+            stats["epochs"] = stop.report()
         recipe.evaluate(run, model, dev)
         if out is not None:  # process 0 alone writes the stage
             recipe.save(run, model, out)
@@ -166,5 +170,29 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
                            config={RECIPE_NAME: recipe.name, "recipe": recipe_dict(run.recipe), **config},
                            inputs=inputs, metrics={**metrics, **run.metrics})
     if distributed.is_main():
+        epoch_stop.discard(spec.folder if spec else None)
         checkpoint.discard(spec)
     return Path(run.run_dir) / recipe.stage_dir, recipe.result()
+
+
+def epoch_stopper(recipe: TrainingRecipe, run: StageRun, loop: TrainingSection, spec, dev):
+    """What scores each epoch on the validation rows held out of the recipe's labelled data."""
+    from pocketbert.core.errors import ConfigError
+    from pocketbert.train import distributed, epoch_stop, trainer
+
+    data = getattr(recipe, "data", None)
+    if data is None:
+        raise ConfigError(f"stop_patience needs labelled training data, which the {recipe.name} recipe does not read: "
+                          f"remove it")
+    if spec is not None and not spec.resume and distributed.is_main():
+        epoch_stop.discard(spec.folder)  # a fresh start: an earlier attempt's scores are not this run's
+    examples = trainer.validation_examples(data, loop, run.seed)
+    features = recipe.task.features(recipe.tokenizer, examples, loop.max_length, loop.doc_stride)
+    metric = recipe.task.primary_metric
+
+    def score(model) -> float:
+        return float(trainer.evaluate(model, recipe.task, examples, features, recipe.tokenizer.pad_token_id,
+                                      run.recipe.eval, dev, "validation")[metric])
+
+    return epoch_stop.EpochStop(score, loop.stop_patience, metric, spec.folder if spec else None,
+                                spec.fingerprint if spec else "", distributed.is_main())

@@ -14,7 +14,7 @@ import torch
 
 from pocketbert.core.recipe import EvalSection, TrainingSection
 from pocketbert.core.errors import ConfigError, PocketbertError
-from pocketbert.train import batches_ahead, checkpoint, cuda_graphs, distributed, precision
+from pocketbert.train import batches_ahead, checkpoint, cuda_graphs, distributed, epoch_stop, precision
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import attention_kernel as training_attention  # the model trains with sdpa, leaves eager
 
@@ -62,10 +62,17 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
 
 
 def labelled_examples(data, cfg: TrainingSection, seed: int) -> list:
-    """The stage's seeded subset of the training split."""
+    """The stage's seeded subset of the training split (less the validation rows, when epochs are scored)."""
     from pocketbert.core.data import subsample
 
-    return subsample(data.train, cfg.max_train_examples, seed)
+    pool = data.train if cfg.stop_patience is None else epoch_stop.held_out_split(
+        data.train, cfg.validation_examples, seed)[0]
+    return subsample(pool, cfg.max_train_examples, seed)
+
+
+def validation_examples(data, cfg: TrainingSection, seed: int) -> list:
+    """The training split's rows held out to score each epoch (train/epoch_stop.py)."""
+    return epoch_stop.held_out_split(data.train, cfg.validation_examples, seed)[1]
 
 
 def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: EvalSection, seed: int):
@@ -195,6 +202,7 @@ def train(
     checkpoint_spec: checkpoint.CheckpointSpec | None = None,
     unused_parameters: bool | None = None,
     batch_extras: Callable[[list[int], int], dict[str, torch.Tensor]] | None = None,
+    after_epoch: Callable[[int, torch.nn.Module], bool] | None = None,
 ) -> dict[str, float]:
     """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics.
 
@@ -204,7 +212,8 @@ def train(
     (cached teacher outputs) comes from batch_extras(indices, width), device tensors added to the batch.
     unused_parameters: whether the loss leaves some parameters without a gradient (default: the task's head
     says). With a checkpoint spec, state is saved every `every` steps and, when resuming, training continues
-    after the saved step: same batches, same dropout draws, same final weights.
+    after the saved step: same batches, same dropout draws, same final weights. after_epoch(epoch, model), called
+    at the end of each epoch this run reaches, stops training when it returns True.
     """
     from tqdm.auto import tqdm
 
@@ -314,6 +323,8 @@ def train(
                                     writer)
                 bar.update()
                 checkpoint.kill_if_asked("kill_after_step", step, writer)
+            if after_epoch is not None and step >= start and after_epoch(epoch, model):
+                break
         running = read_back(step) if averages else running  # waits for the device: the clock below is honest
     seconds = time.perf_counter() - started
     model.eval()
@@ -358,10 +369,16 @@ def train_step(forward_model, model, batch: dict[str, torch.Tensor], step_loss, 
 
 
 def learning_rate_on_device(optimizer, device: torch.device) -> None:
-    """Every parameter group's learning rate as a device tensor, which the schedule fills in place."""
+    """Every parameter group's learning rate as a tensor on `device`, which the schedule fills in place. A
+    checkpoint loads it as a host tensor, which the fused AdamW reads as a number: a CUDA graph captured after a
+    resume would then replay the rate of its capture step for the rest of the run."""
+    wanted = torch.device(device)
     for group in optimizer.param_groups:
-        if not isinstance(group["lr"], torch.Tensor):
-            group["lr"] = torch.tensor(float(group["lr"]), device=device)
+        rate = group["lr"]
+        placed = isinstance(rate, torch.Tensor) and rate.device.type == wanted.type and (
+            wanted.index is None or rate.device.index == wanted.index)
+        if not placed:
+            group["lr"] = torch.tensor(float(rate), device=device)
 
 
 def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg: EvalSection,

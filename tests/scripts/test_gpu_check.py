@@ -58,6 +58,13 @@ def test_the_dry_run_gives_every_part_its_figures(dry_run):
         assert positive(stage["wall_time_s"]) and positive(stage["train"]["examples_per_second"])
         assert 0 <= stage["eval"]["accuracy"] <= 1
     assert set(parts["stages"]["student"]["cross_domain"]["imdb"]) == {"student", "teacher"}
+    ship = parts["ship"]
+    for role in ("teacher", "student"):  # each stage trained epochs until its validation score stopped improving
+        epochs = ship[role]["epochs"]
+        assert 1 <= epochs["best_epoch"] <= epochs["epochs_trained"] <= 3
+        assert len(epochs["validation"]) == epochs["epochs_trained"]
+    assert ship["export"]["ran"] and positive(ship["seconds"])
+    assert set(ship["met"]) == {"teacher_accuracy", "student_share", "seconds"}
 
     rows = parts["large_batch"]["rows"]
     assert set(rows) == {str(parts["stages"]["student"]["train"]["global_batch_size"]), str(plan.large_batch)}

@@ -170,3 +170,20 @@ def test_a_rehearsal_leaves_no_trace_and_the_next_step_is_the_one_without_it():
         one_real_step(model, optimizer, averages, task, batch)
         runs.append([p.detach().clone() for p in model.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+def test_a_resumed_optimizers_learning_rate_is_put_back_on_the_training_device():
+    """A checkpoint loads the rate as a host tensor, which the fused AdamW reads as a number: captured so, a
+    graph would replay its capture step's rate for the rest of the run. The meta device stands in for a GPU."""
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    saved = torch.optim.AdamW(weights, lr=torch.tensor(3e-4)).state_dict()
+    resumed = torch.optim.AdamW(weights, lr=torch.tensor(1.0))
+    resumed.load_state_dict(saved)
+    assert resumed.param_groups[0]["lr"].device.type == "cpu"
+    trainer.learning_rate_on_device(resumed, torch.device("meta"))
+    rate = resumed.param_groups[0]["lr"]
+    assert isinstance(rate, torch.Tensor) and rate.device.type == "meta"
+    on_host = torch.optim.AdamW(weights, lr=torch.tensor(3e-4))
+    kept = on_host.param_groups[0]["lr"]
+    trainer.learning_rate_on_device(on_host, torch.device("cpu"))  # already where it trains: the same tensor
+    assert on_host.param_groups[0]["lr"] is kept
