@@ -114,7 +114,7 @@ lint: $(STAMP)
 clean-run:
 	rm -rf $(RUN_DIR)
 
-# make gpu-check: issue 40's GPU figures in at most 8 minutes, set-up included -> results/gpu/gpu_check.json, .md
+# make gpu-check: the GPU figures in at most 8 minutes, set-up included -> results/gpu/gpu_check.json, .md
 # (docs/gpu.md). DRY=1: every part at toy sizes on the CPU (the tests run it too). PARTS=stages,levers: only those;
 # CAPS="levers=300": other caps in seconds; BUDGET=570: the whole check's seconds (at most 600, a device call's
 # limit); UPDATE=1 keeps the parts not run from the JSON there. With a kit in $(GPU_KIT) (make gpu-kit, where PyPI answers) it runs on

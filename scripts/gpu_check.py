@@ -1,4 +1,4 @@
-"""`make gpu-check`: the GPU figures of issue 40 in one command that fits in 8 minutes, set-up included.
+"""`make gpu-check`: the GPU figures in one command that fits in 8 minutes, set-up included.
 
     python scripts/gpu_check.py [--kit .gpu-kit] [--data-dir DATA] [--parts a,b] [--cap part=SECONDS]
     python scripts/gpu_check.py --dry [--data-dir DATA]     every part at toy sizes on the CPU, in about a minute
@@ -40,7 +40,7 @@ if str(REPO_ROOT) not in sys.path:
 import gpu_check_parts  # noqa: E402  (beside this file)
 import gpu_check_render  # noqa: E402
 
-TOTAL_BUDGET_S = 480  # issue 40: at most 8 minutes on one GPU, set-up included
+TOTAL_BUDGET_S = 480  # at most 8 minutes on one GPU, set-up included
 # Each part's cap in seconds, in the order the parts run: the figures the issue asks first come first, the lever
 # table (whose torch.compile rows alone could take minutes) last. The parts before it took 247 s of their 420 s of
 # caps on an H200 (2026-11-26); the lever table takes what is left, up to its cap, and the total stops it there.
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="pocketbert-gpu-check-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    result = {"what": "make gpu-check (scripts/gpu_check.py): issue 40's GPU figures", "mode": "dry" if args.dry
+    result = {"what": "make gpu-check (scripts/gpu_check.py): the GPU figures", "mode": "dry" if args.dry
               else "gpu", "date": time.strftime("%Y-%m-%d"), **git_state(),
               "budget_s": {"total": scale * args.budget, "parts": caps}, "plan": dataclasses.asdict(plan), "parts": {}}
 

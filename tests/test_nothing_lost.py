@@ -1,4 +1,4 @@
-"""Nothing lost (issue 24): --out with --overwrite replaces only an earlier output of the same command; app
+"""Nothing lost: --out with --overwrite replaces only an earlier output of the same command; app
 folders and bench take only the files whose hashes the export recorded; compare reads no path outside the runs
 it was given; a run is read from any folder. Every refusal: exit 2, one `error:` line, nothing written or deleted.
 """

@@ -1,4 +1,4 @@
-"""No stage trusts the folder it reads (issue 37): each stage records the sha256 of every file it wrote, and the
+"""No stage trusts the folder it reads: each stage records the sha256 of every file it wrote, and the
 next one checks them before any work; a folder whose config.json and weights disagree, or whose files name the
 classes differently, is refused in one line rather than loaded as another model. A folder written before stages
 recorded their files is read with one line saying so, and still gets the config, weights and labels checks."""

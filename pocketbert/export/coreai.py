@@ -97,7 +97,7 @@ def convert_module(module, task, lengths: tuple[int, ...], what: str, fp16: bool
 
 # transformers' attention kernel that calls torch's scaled_dot_product_attention (with the additive mask): coreai-torch
 # keeps that op whole (its get_decomp_table) and converts it to its attention composite, which a device runs as one
-# fused kernel; eager attention would reach it as matmul -> softmax -> matmul (issue 38).
+# fused kernel; eager attention would reach it as matmul -> softmax -> matmul.
 FUSED_ATTENTION = "sdpa"
 
 

@@ -28,7 +28,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "kit_measurement.json"
 SHAPE_VS_GRAPH_TOLERANCE = 0.02  # the shape's count leaves out element-wise ops, the pooler and the classifier
 BERT_BASE = EncoderShape(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522)
 GRANITE_97M_PARAMETERS = 97_441_152  # the checkpoint's count (coreai-model-zoo's Granite authoring graph checks it)
-MIN_CALIBRATED_POINTS = 5  # issue 41: at least five published points carry a floor and a factor
+MIN_CALIBRATED_POINTS = 5  # at least five published points carry a floor and a factor
 
 
 def table():

@@ -136,7 +136,7 @@ def _near_matrix_product(op: Op, function: Function) -> bool:
 RULES: list[Rule] = [
     Rule("fp32-in-fp16", "an fp32 operation inside an fp16 program: the Neural Engine computes in fp16",
          "coremltools guide \"Typed Execution Workflow Example\" (a float 32 typed model executes on the GPU and "
-         "CPU); hollance/neural-engine docs/16-bit.md (the ANE appears to use float16 for everything); issue 41: "
+         "CPU); hollance/neural-engine docs/16-bit.md (the ANE appears to use float16 for everything); "
          "john-rocky/coreai-model-zoo's fp16 Core AI encoder formed a Neural Engine region only once two fp32 ops "
          "were removed", PLACEMENT, CPU_OR_GPU, _fp32_in_fp16),
     Rule("rank-above-4", f"a tensor of more than {MAX_RANK} dimensions",
