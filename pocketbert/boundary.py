@@ -1,6 +1,6 @@
 """The CLI's error boundary: any exception that ends a command becomes one line and an exit status.
 
-The exit statuses are pocketbert/exit_codes.py's: a user's mistake and a file-system fault exit 2, an interrupt
+The exit statuses are pocketbert/core/exit_codes.py's: a user's mistake and a file-system fault exit 2, an interrupt
 130, and anything else is a bug in pocketbert and exits 70, never 1, which `bench compare` keeps for "a
 regression was found". POCKETBERT_DEBUG=1 adds the traceback above that line and changes nothing else: the exit
 status stays the one a script reads. Whatever ended the command, the stage folders it was writing were temporary and are

@@ -77,7 +77,7 @@ def end_progress_bars() -> None:
 
 def main(argv=None) -> None:
     """The command with its error boundary: whatever ends it, the user reads one line and the exit status means
-    one thing (pocketbert/exit_codes.py). POCKETBERT_DEBUG=1 shows the traceback above that line."""
+    one thing (pocketbert/core/exit_codes.py). POCKETBERT_DEBUG=1 shows the traceback above that line."""
     import logging
 
     from pocketbert.boundary import debug_requested, verdict

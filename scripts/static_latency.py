@@ -1,7 +1,7 @@
 """The static rung's latency against another export's (the default student's), timed in turn in one process.
 
     python scripts/static_latency.py runs/sst2-static/export ../main/runs/sst2-default/export \
-        > results/static/latency.json
+        > results/static/latency_<n>.json
 
 For each format (ONNX fp32, ONNX dynamic int8, the int8 .ort), both models run in turn (A B A B ..., bench's
 interleaved protocol, so a drift of the machine's speed shifts both alike) on the same synthetic input: batch 1,
@@ -71,7 +71,7 @@ def main(static_dir: str, other_dir: str) -> dict:
 
 
 if __name__ == "__main__":
-    usage = "usage: python scripts/static_latency.py STATIC_EXPORT_DIR OTHER_EXPORT_DIR > results/static/latency.json"
+    usage = "usage: python scripts/static_latency.py STATIC_EXPORT_DIR OTHER_EXPORT_DIR > results/static/latency_<n>.json"
     if len(sys.argv) != 3:
         sys.exit(usage)
     missing = [arg for arg in sys.argv[1:] if not (Path(arg) / "vocab.txt").is_file()]

@@ -21,7 +21,7 @@ device_option = click.option("--device", default="auto", show_default=True, help
 def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None = None):
     """The command writes the folders these parameters name (a --run by its name or path, others as paths), and
     only reads those `reads` names: one writer per folder, or readers, held for the whole command
-    (pocketbert/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
+    (pocketbert/core/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
     (<run>/<default_out>), or the name beside it, as <run><default_out>, when it starts with '-'."""
     from pocketbert.core.run_lock import writes
 
