@@ -6,6 +6,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -58,20 +59,23 @@ from pocketbert.core.run_files import (
 )
 from pocketbert.core.tasks import make_task
 
+if TYPE_CHECKING:
+    from pocketbert.core.recipe import BenchSection
+
 RESULTS_SCHEMA = 2
 MEASURED_HERE = "measured here"
 
 
 def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None,
-                 overrides: dict | None = None) -> dict:
+                 overrides: dict | None = None) -> BenchSection:
     """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides
     (--set bench.KEY=VALUE, then --threads and --time-cap)."""
-    from pocketbert.core.recipe import section_dict
+    from pocketbert.core.recipe import typed_section
 
-    cfg = section_dict("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
+    cfg = typed_section("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
     given = {k: v for k, v in (("threads", threads), ("time_cap_s", time_cap_s)) if v}
     # --threads and --time-cap held to the section's bounds too (no repeated count, a cap a bench can finish)
-    return section_dict("bench", {**cfg, **given}, "--threads/--time-cap") if given else cfg
+    return typed_section("bench", {**cfg.model_dump(), **given}, "--threads/--time-cap") if given else cfg
 
 
 def _model_summary(config: dict) -> dict:
@@ -134,7 +138,7 @@ def _row(model: str, setting: dict, batch: int, length: int, sweep: str, stats: 
 class Bench:
     """Runs the measurement plan; every row carries its full setting so results can be compared later."""
 
-    def __init__(self, task, cfg: dict, vocab_size: int):
+    def __init__(self, task, cfg: BenchSection, vocab_size: int):
         self.task, self.cfg, self.vocab_size = task, cfg, vocab_size
         self.rows: dict[tuple, dict] = {}
 
@@ -148,8 +152,8 @@ class Bench:
             return self.rows[key]
         inputs = self.inputs(batch, length)
         run = runner.load(self.task)
-        stats = measure_until_stable(lambda: run(inputs), self.cfg["warmup"], self.cfg["min_repeats"],
-                                     self.cfg["max_repeats"], self.cfg["time_cap_s"])
+        stats = measure_until_stable(lambda: run(inputs), self.cfg.warmup, self.cfg.min_repeats,
+                                     self.cfg.max_repeats, self.cfg.time_cap_s)
         self.rows[key] = _row(model, runner.setting(), batch, length, sweep, stats.to_dict())
         return self.rows[key]
 
@@ -261,7 +265,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     export_manifest = read_manifest(export_dir)
     _verify_export(run_dir, export_dir, export_manifest)
     cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s, overrides)
-    seq_len, batch = int(cfg["sequence_length"]), int(cfg["batch_size"])
+    seq_len, batch = int(cfg.sequence_length), int(cfg.batch_size)
     student_config = read_json_object(export_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert export`",
                                       "exported config.json")
     max_positions = student_config.get("max_position_embeddings", seq_len)
@@ -271,9 +275,9 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     labels = read_labels(export_dir)
     task = make_task(export_manifest["config"]["task"], labels)
     longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
-    seq_sweep = sorted({s for s in cfg["sequence_sweep"] if s <= longest})
-    batch_sweep = sorted(set(cfg["batch_sweep"]))
-    reference_source = reference_source or cfg.get("reference")
+    seq_sweep = sorted({s for s in cfg.sequence_sweep if s <= longest})
+    batch_sweep = sorted(set(cfg.batch_sweep))
+    reference_source = reference_source or cfg.reference
     identity = reference.checked_reference(reference_source, task, int(student_config["vocab_size"]))  # before any work
 
     with staged_output(run_dir, BENCH_DIR, overwrite) as out:
@@ -282,7 +286,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
         export_max = export_manifest["config"].get("max_length")
-        plan = _runners(headline_files, cfg["threads"], cfg["pytorch_threads"], export_max,
+        plan = _runners(headline_files, cfg.threads, cfg.pytorch_threads, export_max,
                         tuple(export_manifest["metrics"].get("coreai_entry_points") or ()))
         reasons = [runner.unavailable_reason(batch, seq_len) for _, runner in plan]
         runners_status = [{"model": model, "runner": runner.label(), "runtime": runner.runtime,
@@ -290,7 +294,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                           for (model, runner), reason in zip(plan, reasons)]
         runnable = [entry for entry, reason in zip(plan, reasons) if reason is None]
         sweep_runners = {
-            (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg["sweep_threads"])
+            (m, p): Runner("onnxruntime", "onnx", files[m][f"onnx-{p}"], p, threads=cfg.sweep_threads)
             for m in (derive.STUDENT, derive.BERT_BASE) for p in ("fp32", "int8")}
 
         work = [("headline", m, r, batch, seq_len) for m, r in runnable]
@@ -302,19 +306,19 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         architecture_pair = _architecture_pair(bench, files, batch, seq_len) if derive.HALF_DEPTH in files else None
 
         cold = []
-        cold_plan = [(m, r) for m, r in runnable if r.threads in (None, min(cfg["threads"]), min(cfg["pytorch_threads"]))]
+        cold_plan = [(m, r) for m, r in runnable if r.threads in (None, min(cfg.threads), min(cfg.pytorch_threads))]
         inputs = bench.inputs(batch, seq_len)
         for model, runner in tqdm(cold_plan, desc="bench: cold start", unit="runner"):
-            samples = [cold_start(runner, task, inputs) for _ in range(int(cfg["cold_start_repeats"]))]
+            samples = [cold_start(runner, task, inputs) for _ in range(int(cfg.cold_start_repeats))]
             median = {k: sorted(s[k] for s in samples)[len(samples) // 2] for k in samples[0]}
             cold.append({"model": model, **runner.setting(), "repeats": len(samples), **median})
 
         tokenization = _tokenization_rows(bench, export_dir, student_manifest, files[derive.STUDENT], seq_len,
-                                          int(cfg["tokenization_examples"]))
+                                          int(cfg.tokenization_examples))
 
         costs = _graph_costs(bench, files, batch, seq_len, seq_sweep, batch_sweep)
         host_info = host.host_info()
-        thread_counts = sorted({*cfg["threads"], *cfg["pytorch_threads"], cfg["sweep_threads"]})
+        thread_counts = sorted({*cfg.threads, *cfg.pytorch_threads, cfg.sweep_threads})
         phone_profiles = profiles.load_profiles()
         student_metrics = student_manifest["metrics"]
         primary = student_metrics["primary_metric"]
@@ -329,12 +333,12 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "host_profile": profiles.measure_host(thread_counts, host_info["cpu"]),
             "profiles": {k: profiles.resolve_sources(p, phone_profiles["sources"])
                          for k, p in phone_profiles["devices"].items()},
-            "protocol": {"batch_size": batch, "sequence_length": seq_len, "threads": cfg["threads"],
-                         "pytorch_threads": cfg["pytorch_threads"], "warmup": cfg["warmup"],
-                         "min_repeats": cfg["min_repeats"], "max_repeats": cfg["max_repeats"],
-                         "time_cap_s": cfg["time_cap_s"], "interval": "95 % order-statistic interval of the median",
+            "protocol": {"batch_size": batch, "sequence_length": seq_len, "threads": cfg.threads,
+                         "pytorch_threads": cfg.pytorch_threads, "warmup": cfg.warmup,
+                         "min_repeats": cfg.min_repeats, "max_repeats": cfg.max_repeats,
+                         "time_cap_s": cfg.time_cap_s, "interval": "95 % order-statistic interval of the median",
                          "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH, "sequence_sweep": seq_sweep, "batch_sweep": batch_sweep,
-                         "sweep_threads": cfg["sweep_threads"], "cold_start_repeats": cfg["cold_start_repeats"],
+                         "sweep_threads": cfg.sweep_threads, "cold_start_repeats": cfg.cold_start_repeats,
                          "inputs": "random in-vocabulary token ids, full attention"},
             "models": models,
             "runners": runners_status,
@@ -366,7 +370,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     return Path(run_dir) / BENCH_DIR, results
 
 
-def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_manifest: dict, student_dir: Path,
+def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, export_manifest: dict, student_dir: Path,
                       student_manifest: dict, student_config: dict, reference_source: str | None,
                       identity: str | None = None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
@@ -400,7 +404,7 @@ def _models_and_files(run_dir: Path, task, cfg: dict, export_dir: Path, export_m
         files[derive.TEACHER] = {"onnx-fp32": t_dir / ONNX_FP32, "onnx-int8": t_dir / ONNX_INT8,
                                  "pytorch-fp32": teacher_dir}
     progress.update()
-    if cfg["architecture_check"]:
+    if cfg.architecture_check:
         half_dir, half_describe = reference.half_depth_student(task)
         models[derive.HALF_DEPTH] = {"description": half_describe,
                                      **_model_summary({**reference.BERT_BASE_CONFIG,
@@ -419,8 +423,8 @@ def _architecture_pair(bench: Bench, files: dict, batch: int, seq_len: int) -> d
                for m in (derive.HALF_DEPTH, derive.BERT_BASE)}
     inputs = bench.inputs(batch, seq_len)
     loaded = [runners[m].load(bench.task) for m in runners]
-    stats = measure_interleaved([lambda run=run: run(inputs) for run in loaded], bench.cfg["warmup"],
-                                bench.cfg["min_repeats"], bench.cfg["max_repeats"], bench.cfg["time_cap_s"])
+    stats = measure_interleaved([lambda run=run: run(inputs) for run in loaded], bench.cfg.warmup,
+                                bench.cfg.min_repeats, bench.cfg.max_repeats, bench.cfg.time_cap_s)
     pair = dict(zip(runners, (s.to_dict() for s in stats)))
     bench.rows[("architecture", derive.HALF_DEPTH)] = _row(derive.HALF_DEPTH, runners[derive.HALF_DEPTH].setting(),
                                                            batch, seq_len, "architecture", pair[derive.HALF_DEPTH])
@@ -447,8 +451,8 @@ def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, s
         return position["i"]
 
     def measure(run_once) -> dict:
-        return measure_until_stable(run_once, bench.cfg["warmup"], bench.cfg["min_repeats"], bench.cfg["max_repeats"],
-                                    bench.cfg["time_cap_s"]).to_dict()
+        return measure_until_stable(run_once, bench.cfg.warmup, bench.cfg.min_repeats, bench.cfg.max_repeats,
+                                    bench.cfg.time_cap_s).to_dict()
 
     tokenizer = {"runtime": "tokenizers", "model_format": TOKENIZER_JSON, "precision": "-", "threads": 1,
                  "compute_units": None}

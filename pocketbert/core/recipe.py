@@ -465,14 +465,19 @@ def complete_recipe(data: dict) -> dict:
     return recipe_dict(validate_recipe(known_keys(data), "the recorded recipe"))
 
 
-def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
+def typed_section(name: str, data: dict, source: str = "recipe") -> Section:
     """One section validated on its own, every default filled (for a stage that reads only its section)."""
     cls = recipe_model().model_fields[name].annotation
     try:
-        return cls.model_validate(data or {}).model_dump(mode="json")
+        return cls.model_validate(data or {})
     except ValidationError as exc:
         error = exc.errors()[0]
         raise ConfigError(_one_line({**error, "loc": (name, *error["loc"])}, source)) from None
+
+
+def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
+    """typed_section's values as JSON data (what a manifest records)."""
+    return typed_section(name, data, source).model_dump(mode="json")
 
 
 def section_overrides(name: str, set_items: tuple[str, ...], example: str) -> dict:

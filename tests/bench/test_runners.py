@@ -68,11 +68,11 @@ def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
 
 def test_bench_settings_are_checked():
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.recipe import section_dict
+    from pocketbert.core.recipe import typed_section
     from pocketbert.bench.run import bench_config
 
-    assert bench_config({"bench": {"repeats": 30}}, None, None) == section_dict("bench", {})  # an older recipe still runs
-    assert bench_config({}, [1, 4], 2.0)["threads"] == [1, 4]
+    assert bench_config({"bench": {"repeats": 30}}, None, None).model_dump() == typed_section("bench", {}).model_dump()  # an older recipe still runs
+    assert bench_config({}, [1, 4], 2.0).threads == [1, 4]
     with pytest.raises(ConfigError, match="unknown key bench.treads"):
         bench_config({"bench": {"treads": [1]}}, None, None)
     with pytest.raises(ConfigError, match="sequence_sweep must be a list of whole numbers from 1 to"):
