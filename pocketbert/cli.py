@@ -13,7 +13,7 @@ STAGE_COMMANDS = {
     "train": ("pocketbert.train.cli", "train", "Fine-tune a teacher and distil it into a smaller student."),
     "import": ("pocketbert.train.cli", "import_model", "Make a run whose student is a fine-tuned checkpoint you have."),
     "export": ("pocketbert.export.cli", "export", "Export the student to ONNX, ORT Mobile and Core ML, with a parity check."),
-    "bench": ("pocketbert.bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
+    "bench": ("pocketbert.mobile_bench.cli", "bench", "Measure the student's latency against BERT-base and write the report."),
     "inspect": ("pocketbert.inspect.cli", "inspect", "Embeddings, clusters, attention and errors of teacher and student."),
     "compare": ("pocketbert.inspect.cli", "compare", "Which student to ship: finished runs side by side, with a Pareto plot."),
     "ladder": ("pocketbert.ladder.cli", "ladder", "From one teacher, a ladder of students built, exported, benched, plotted."),

@@ -28,9 +28,9 @@ from pocketbert.core.inference import ort_session
 from pocketbert.core.tasks import make_task
 from pocketbert.export.onnx_export import export_onnx, quantize_int8
 from pocketbert.core.manifest import git_commit, package_versions
-from pocketbert.bench.host import host_info
-from pocketbert.bench.latency import synthetic_inputs
-from pocketbert.bench.stats import measure_interleaved
+from pocketbert.mobile_bench.host import host_info
+from pocketbert.mobile_bench.latency import synthetic_inputs
+from pocketbert.mobile_bench.stats import measure_interleaved
 
 SEQUENCE, BATCH, THREADS = 128, 1, 1
 WARMUP, MIN_REPEATS, MAX_REPEATS, TIME_CAP_S = 3, 20, 300, 8.0

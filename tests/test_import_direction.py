@@ -1,7 +1,7 @@
 """Imports go one way, and a test sees every arrow (those inside functions too):
 
     cli (pocketbert/cli.py, boundary.py: the command line's wiring)
-      -> the stages: train, export <- bench, inspect, ladder
+      -> the stages: train, export <- mobile_bench, inspect, ladder
         -> core (pocketbert/core/: the run folder, errors, tasks, the recipe, what every stage builds on)
 
 A stage reads another stage's files, never its code; the ladder runs the stages' commands and reads their files.
@@ -17,13 +17,13 @@ import pocketbert
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 CORE, CLI = "core", "cli"
-STAGES = ("train", "export", "bench", "inspect", "ladder")
+STAGES = ("train", "export", "mobile_bench", "inspect", "ladder")
 # What each part may import besides itself. The package's own __init__ (its version) is part of the core.
 ALLOWED = {
     CORE: set(),
     "train": {CORE},
     "export": {CORE},
-    "bench": {CORE, "export"},  # it loads the exported programs through export's runtimes
+    "mobile_bench": {CORE, "export"},  # it loads the exported programs through export's runtimes
     "inspect": {CORE},  # it reads the runs' files: manifests, results.json
     "ladder": {CORE},  # it runs the stages' commands and reads what they wrote
     CLI: {CORE, *STAGES},
@@ -131,20 +131,20 @@ def test_the_package_imports_without_a_cycle():
 def test_the_checks_see_an_arrow_up_a_sideways_one_and_a_cycle():
     graph = {"pocketbert.core.a": {"pocketbert.core.b", "pocketbert.train.c"},
              "pocketbert.core.b": {"pocketbert.core.a"}, "pocketbert.train.c": {"pocketbert.core.a"},
-             "pocketbert.bench.d": {"pocketbert.export.e", "pocketbert.ladder.f"},
+             "pocketbert.mobile_bench.d": {"pocketbert.export.e", "pocketbert.ladder.f"},
              "pocketbert.export.e": {"pocketbert.cli"}}
     assert cycles(graph) == [["pocketbert.core.a", "pocketbert.core.b", "pocketbert.train.c"]]
     assert against_the_direction(graph) == [
-        "pocketbert.bench.d (bench) imports pocketbert.ladder.f (ladder)",
         "pocketbert.core.a (core) imports pocketbert.train.c (train)",
         "pocketbert.export.e (export) imports pocketbert.cli (cli)",
+        "pocketbert.mobile_bench.d (mobile_bench) imports pocketbert.ladder.f (ladder)",
     ]
 
 
 def test_the_check_sees_imports_inside_functions_and_from_lists():
     assert imported_modules("def f():\n    from pocketbert.train.models import x\n") >= {"pocketbert.train.models"}
     assert imported_modules("from pocketbert import train\n") >= {"pocketbert.train"}
-    assert imported_modules("import pocketbert.bench.run\n") == {"pocketbert.bench.run"}
+    assert imported_modules("import pocketbert.mobile_bench.run\n") == {"pocketbert.mobile_bench.run"}
     graph = import_graph({"pocketbert.train.x": _source("from pocketbert.core import qa\n"),
                           "pocketbert.core": Path(pocketbert.__file__), "pocketbert.core.qa": Path(pocketbert.__file__)})
     assert graph["pocketbert.train.x"] == {"pocketbert.core.qa"}

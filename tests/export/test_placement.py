@@ -198,7 +198,7 @@ def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student
 def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_programs):
     """The manifest's summary is bench's record (bench/placement_verdict.py): the Neural Engine row applies
     to the program that passes, the others fall back to where their work is predicted."""
-    from pocketbert.bench.placement_verdict import NEURAL_ENGINE, PlacementVerdict
+    from pocketbert.mobile_bench.placement_verdict import NEURAL_ENGINE, PlacementVerdict
 
     read = {form: PlacementVerdict.from_dict(form, placement.check(path).summary())
             for form, path in student_programs.items()}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.bench import app_latency, calibration, roofline
-from pocketbert.bench.placement_verdict import UNCHECKED, unit_for
+from pocketbert.mobile_bench import app_latency, calibration, roofline
+from pocketbert.mobile_bench.placement_verdict import UNCHECKED, unit_for
 
 STUDENT, BERT_BASE, TEACHER, HALF_DEPTH = "student", "bert-base", "teacher", "half-depth"
 ARCHITECTURE_RATIO_BAR = 0.52  # a 6-of-12-layer student at sequence 128, ORT, 1 thread: at most this × BERT-base

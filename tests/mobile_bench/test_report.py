@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from pocketbert.bench import derive, profiles
-from pocketbert.bench.latency import synthetic_inputs
-from pocketbert.bench.report import headline, headline_sentence, write_reports
+from pocketbert.mobile_bench import derive, profiles
+from pocketbert.mobile_bench.latency import synthetic_inputs
+from pocketbert.mobile_bench.report import headline, headline_sentence, write_reports
 
 HEADLINE = dict(batch=1, sequence_length=128)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.bench import derive
-from pocketbert.bench.runners import runtime_text, setting_text
+from pocketbert.mobile_bench import derive
+from pocketbert.mobile_bench.runners import runtime_text, setting_text
 
 COLOURS = {derive.STUDENT: "#2a9d8f", derive.BERT_BASE: "#8d99ae", derive.TEACHER: "#e9c46a",
            derive.HALF_DEPTH: "#e76f51"}

@@ -17,9 +17,9 @@ from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.manifest import ARTIFACTS, read_manifest
-from pocketbert.bench.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
+from pocketbert.mobile_bench.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
 from pocketbert.core.user_paths import output_folder, written_output
-from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
+from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
 from pocketbert.core.atomic_folder import require_stage
 from pocketbert.core.run_files import (
     COREAI_ASSET_SUFFIX,
@@ -135,7 +135,7 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     bench = section_dict("bench", {}, "--set")
     config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128), bench,
                         list(manifest["metrics"].get("coreai_entry_points") or []))
-    templates = resources.files("pocketbert.bench").joinpath("kit_templates")
+    templates = resources.files("pocketbert.mobile_bench").joinpath("kit_templates")
     with written_output(final, MADE_BY, run=Path(run_dir).resolve()) as tmp:
         for template, target in KIT_FILES.items():
             path = tmp / target

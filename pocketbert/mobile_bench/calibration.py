@@ -21,8 +21,8 @@ from importlib import resources
 import yaml
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.bench import roofline
-from pocketbert.bench.model_shape import SHAPE_KINDS
+from pocketbert.mobile_bench import roofline
+from pocketbert.mobile_bench.model_shape import SHAPE_KINDS
 
 CALIBRATION_FILE = "calibration.yaml"
 REQUIRED = ("id", "model", "device", "device_name", "family", "compute_unit", "precision", "runtime",
@@ -59,7 +59,7 @@ class CalibrationFactor:
 
 
 def _load() -> dict:
-    return yaml.safe_load(resources.files("pocketbert.bench").joinpath(CALIBRATION_FILE).read_text()) or {}
+    return yaml.safe_load(resources.files("pocketbert.mobile_bench").joinpath(CALIBRATION_FILE).read_text()) or {}
 
 
 def load_regimes() -> dict:

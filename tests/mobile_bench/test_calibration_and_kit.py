@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from pocketbert.core.errors import ConfigError, RunDirError
-from pocketbert.bench import calibration, derive, profiles
-from pocketbert.bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
+from pocketbert.mobile_bench import calibration, derive, profiles
+from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, write_kit
 from pocketbert.core.run_files import APP_README as README
-from pocketbert.bench.model_shape import EncoderShape, GatedEncoderShape
-from pocketbert.bench.report import build_document, render_markdown
-from pocketbert.bench.run import import_phone_measurement
-from pocketbert.bench.stats import median_rank_interval
+from pocketbert.mobile_bench.model_shape import EncoderShape, GatedEncoderShape
+from pocketbert.mobile_bench.report import build_document, render_markdown
+from pocketbert.mobile_bench.run import import_phone_measurement
+from pocketbert.mobile_bench.stats import median_rank_interval
 from pocketbert.core.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST
 from tests.bench.test_report import synthetic_results
 
@@ -242,7 +242,7 @@ def test_two_measurements_of_one_setting_are_never_one_row(tmp_path):
 
 
 def test_a_huge_measurement_file_is_refused_before_it_is_read(tmp_path):
-    from pocketbert.bench.phone_import import MAX_MEASUREMENT_BYTES
+    from pocketbert.mobile_bench.phone_import import MAX_MEASUREMENT_BYTES
 
     run = _run_with_export(tmp_path)
     huge = tmp_path / "huge.json"

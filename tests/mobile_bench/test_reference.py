@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketbert.bench import reference
+from pocketbert.mobile_bench import reference
 from pocketbert.core.tasks import make_task
 
 BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head

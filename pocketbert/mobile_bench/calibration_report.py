@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from pocketbert.core.files import dumps_strict
-from pocketbert.bench import calibration, profiles
+from pocketbert.mobile_bench import calibration, profiles
 from pocketbert.core.run_files import CALIBRATION_RESULTS, CALIBRATION_TABLE
 
 MADE_BY = "bench calibration"  # the output marker's name for what --out may replace

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.files import read_json_object
-from pocketbert.bench.stats import summarize
+from pocketbert.mobile_bench.stats import summarize
 
 COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUnit names used in results
     "all": "ALL", "cpu_only": "CPU_ONLY", "cpu only": "CPU_ONLY", "cpu_and_gpu": "CPU_AND_GPU",

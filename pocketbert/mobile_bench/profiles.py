@@ -21,7 +21,7 @@ COPY_MEGABYTES = 256  # far beyond any last-level cache, so the copy streams fro
 
 
 def load_profiles() -> dict:
-    text = resources.files("pocketbert.bench").joinpath(PROFILES_FILE).read_text()
+    text = resources.files("pocketbert.mobile_bench").joinpath(PROFILES_FILE).read_text()
     data = yaml.safe_load(text)
     validate_profiles(data)
     return data

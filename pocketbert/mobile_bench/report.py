@@ -11,9 +11,9 @@ import html
 import json
 from pathlib import Path
 
-from pocketbert.bench import derive, plots
-from pocketbert.bench.calibration_report import loo_text
-from pocketbert.bench.runners import runtime_text, setting_text
+from pocketbert.mobile_bench import derive, plots
+from pocketbert.mobile_bench.calibration_report import loo_text
+from pocketbert.mobile_bench.runners import runtime_text, setting_text
 from pocketbert.core.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.core.files import read_json_object
-from pocketbert.bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
+from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
 from pocketbert.core.run_files import BENCH_RESULTS
 
 MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH

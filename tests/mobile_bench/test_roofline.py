@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.bench import profiles, roofline
-from pocketbert.bench.graph_cost import count_graph_cost, count_graph_costs, weight_bytes
+from pocketbert.mobile_bench import profiles, roofline
+from pocketbert.mobile_bench.graph_cost import count_graph_cost, count_graph_costs, weight_bytes
 
 
 def matmul_model(path, m: int, k: int, n: int):
@@ -50,7 +50,7 @@ def test_flops_of_the_exported_tiny_bert_match_the_formula(tmp_path, tiny_base):
     from transformers import BertConfig
 
     from pocketbert.export.onnx_export import export_onnx
-    from pocketbert.bench.latency import synthetic_inputs
+    from pocketbert.mobile_bench.latency import synthetic_inputs
     from pocketbert.core.models import load_for_task
     from pocketbert.core.tasks import make_task
 

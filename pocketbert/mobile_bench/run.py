@@ -23,7 +23,7 @@ from pocketbert.core.manifest import (
     sha256_of,
     verified_stage,
 )
-from pocketbert.bench import (
+from pocketbert.mobile_bench import (
     derive,
     graph_cost,
     host,
@@ -31,14 +31,14 @@ from pocketbert.bench import (
     reference,
     report,
 )
-from pocketbert.bench.latency import synthetic_inputs
-from pocketbert.bench.runners import COREAI_COMPUTE_UNITS, COREML_COMPUTE_UNITS, Runner, cold_start
-from pocketbert.bench.stats import (
+from pocketbert.mobile_bench.latency import synthetic_inputs
+from pocketbert.mobile_bench.runners import COREAI_COMPUTE_UNITS, COREML_COMPUTE_UNITS, Runner, cold_start
+from pocketbert.mobile_bench.stats import (
     TARGET_RELATIVE_HALF_WIDTH,
     measure_interleaved,
     measure_until_stable,
 )
-from pocketbert.bench.tokenization import eval_texts, tokenizer_runner
+from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
 from pocketbert.core.atomic_folder import check_writable, require_stage, staged_output, write_text_atomically
 from pocketbert.core.run_files import (
     BENCH_DIR,
@@ -196,7 +196,7 @@ STUDENT_APPLE_VARIANT = "fp16"  # the Core ML program the phone rows stand for (
 
 def student_placement(export_manifest: dict) -> dict:
     """The placement verdicts the export recorded, and which program the phone rows stand for."""
-    from pocketbert.bench.placement_verdict import verdicts_from_manifest
+    from pocketbert.mobile_bench.placement_verdict import verdicts_from_manifest
 
     entry = (export_manifest["config"].get("variants") or {}).get(STUDENT_APPLE_VARIANT)
     return {"student_program": entry["file"] if isinstance(entry, dict) else None,
@@ -245,7 +245,7 @@ def _imported(run_dir: Path) -> list[dict]:
 
 def read_results(path: Path) -> dict:
     """A results.json written by `pocketbert bench`, checked for what is read back from it."""
-    from pocketbert.bench.results_diff import load_results
+    from pocketbert.mobile_bench.results_diff import load_results
 
     results = load_results(path, RunDirError)
     length = (results.get("protocol") or {}).get("sequence_length") if isinstance(results.get("protocol"), dict) else None
@@ -527,7 +527,7 @@ def _import_names(imports: Path, rows: list[dict], device_key: str, model: str, 
 def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: str, precision: str, batch: int,
                              sequence_length: int | None) -> tuple[Path, Path | None]:
     """Save the measurement under bench_imports/; when the run has a report, re-derive and re-render it."""
-    from pocketbert.bench.phone_import import import_phone_rows
+    from pocketbert.mobile_bench.phone_import import import_phone_rows
 
     if not Path(run_dir).is_dir():
         raise RunDirError(f"{run_dir} is not a run directory: name the run the measurement belongs to")

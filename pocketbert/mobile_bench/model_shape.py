@@ -3,7 +3,7 @@
 A published measurement names a model (DistilBERT, MobileBERT, all-MiniLM-L6-v2), not a graph: its floor has
 to come from the shape. The count follows graph_cost's rules (a multiply-add is 2 FLOPs; the weights as stored
 plus inputs and outputs are the least an inference must read), so a shape's floor and a counted graph's agree:
-tests/bench/test_calibration_and_kit.py holds the two to within SHAPE_VS_GRAPH_TOLERANCE on BERT-base.
+tests/mobile_bench/test_calibration_and_kit.py holds the two to within SHAPE_VS_GRAPH_TOLERANCE on BERT-base.
 Element-wise work (softmax, GELU, layer norm) is left out: under 1 % of a BERT's FLOPs at sequence 128.
 """
 

@@ -8,7 +8,7 @@ Engine's re-wake after idle, its sustained slowdown); a stage no source prices i
 
 from __future__ import annotations
 
-from pocketbert.bench.model_shape import SHAPE_KINDS
+from pocketbert.mobile_bench.model_shape import SHAPE_KINDS
 
 STUDENT = "student"
 SOC_CLASSES = {  # calibration.yaml's soc_class -> how the report names the row
