@@ -35,7 +35,7 @@ def test_swift_package_tests_pass(swift_package):
     done = subprocess.run([app_programs.swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
                           capture_output=True, text=True, timeout=app_programs.BUILD_TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Executed 4 tests, with 0 failures" in done.stdout + done.stderr
+    assert "Executed 5 tests, with 0 failures" in done.stdout + done.stderr
 
 
 @pytest.mark.slow
