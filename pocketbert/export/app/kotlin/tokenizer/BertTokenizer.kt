@@ -75,7 +75,7 @@ class BertTokenizer(tables: Reader) {
             }
         }
 
-        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer tables file: the first line is not '$HEADER'")
+        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer.tables file of this tokenizer ('$HEADER'): export it again with pocketbert")
         unkId = intField("unk")
         clsId = intField("cls")
         sepId = intField("sep")
