@@ -75,7 +75,7 @@ class BertTokenizer(tables: Reader) {
             }
         }
 
-        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer.tables file of this tokenizer ('$HEADER'): export it again with pocketbert")
+        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer.tables file this tokenizer reads (its first line must be '$HEADER'): export it again with pocketbert")
         unkId = intField("unk")
         clsId = intField("cls")
         sepId = intField("sep")
