@@ -140,3 +140,25 @@ def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict
     golden = tokenizer_files.golden(tokenizer, APP_TOKENIZER_MAX_LENGTH)
     paths["golden"].write_text(json.dumps(golden), encoding="utf-8")
     return paths
+
+
+# Added tokens beside all-MiniLM's own, overlapping each other and them, so that tokenizers' leftmost-longest matching
+# shows ("abc" over "ab", "[SEP]]" over "[SEP]", "[MASK][SEP]" over "[MASK]"); "zz" is a plain (not special) one.
+OVERLAPPING_SPECIAL_TOKENS = ["ab", "abc", "bcd", "[SEP]]", "[MASK][SEP]", "é", "😀x"]
+OVERLAPPING_PLAIN_TOKENS = ["zz"]
+
+
+def write_overlapping_added_tokens(folder: Path, wordpiece_tokenizer) -> dict[str, Path]:
+    """tokenizer.json of the full vocabulary with the overlapping added tokens (normalized=False, as tokenizer.json
+    keeps special ones), and its tokenizer.tables, in `folder`."""
+    from tokenizers import AddedToken, Tokenizer
+
+    from pocketbert.export.app.tokenizer_tables import write_tables
+
+    tokenizer = Tokenizer.from_str(wordpiece_tokenizer.backend_tokenizer.to_str())
+    tokenizer.add_special_tokens(OVERLAPPING_SPECIAL_TOKENS)
+    tokenizer.add_tokens([AddedToken(content, normalized=False) for content in OVERLAPPING_PLAIN_TOKENS])
+    paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables"}
+    paths["json"].write_text(tokenizer.to_str(), encoding="utf-8")
+    write_tables(paths["json"], paths["tables"], APP_TOKENIZER_MAX_LENGTH)
+    return paths

@@ -1,5 +1,7 @@
 """tokenizer.tables and the Python reference that reads it: equal to tokenizer.json (the `tokenizers` library) on
-every code point in four contexts, for the real all-MiniLM vocabulary and a fitted one, with the same offsets."""
+every code point in four contexts, for the real all-MiniLM vocabulary and a fitted one, with the same offsets; the
+added tokens ([SEP], [MASK] ... typed in a text) split out of the raw text as tokenizer.json splits them, overlapping
+ones included; added tokens the app tokenizer cannot match as tokenizers does refused."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from pocketbert.core.errors import ExportError
 from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, tokenizer_tables
 from pocketbert.export.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
 from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
-from tests.helpers import FITTED_IDS, write_app_tokenizer
+from tests.helpers import FITTED_IDS, OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
+from tests.helpers import write_overlapping_added_tokens
 
 SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
 REFERENCE_CONTEXT = "inside a word"  # where splitting, pieces and unknown words all meet
@@ -23,6 +26,11 @@ VARIED_TEXTS = [
     "unbelievably antidisestablishmentarianism", "한국어 텍스트", "ﬁne ﬂour Ⅻ ½", "\U0001F3F4\U000E0067\U000E0062"
     "\U000E0065\U000E006E\U000E0067\U000E007F flag", "", "   ", "x" * 101, "5€ 3.5 1,000 $%&",
 ]
+# Where the text holds an added token's content: split out (the id in the middle), or not (another case, cut short).
+ADDED_TOKEN_SPLITS = {"good [SEP] film": ("[SEP]", 1), "a[MASK]b": ("[MASK]", 1), "[CLS][SEP]": ("[SEP]", 1),
+                      "[[SEP]]": ("[SEP]", 1), "😀[PAD]é": ("[PAD]", 1), "[sep] [Sep] [SEP": ("[SEP]", 0),
+                      "x[UNK]y [UNK]": ("[UNK]", 2)}
+OVERLAP_SAMPLE = 500
 
 
 def tokenizer_data(wordpiece_tokenizer, fitted: bool) -> dict:
@@ -70,6 +78,7 @@ def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
                                        app_tokenizer["golden"], contexts=(REFERENCE_CONTEXT,))
     assert result["probes"] == SCALAR_VALUES + len(FLAG_SEQUENCES)
     assert result["golden_texts"] >= 10 and result["random_texts"] == app_tokenizer_check.RANDOM_TEXTS
+    assert result["added_token_texts"] >= len(ADDED_TOKEN_SPLITS)
     assert result["mismatch_count"] == 0, result["first_mismatches"]
 
 
@@ -89,6 +98,58 @@ def test_reference_offsets_and_framing_equal_tokenizers(app_tokenizer):
     # QA's answer is the context's own text: the word pieces' code-point span, accents and case kept
     tokens = tokenizer_reference.tokenize(tables, VARIED_TEXTS[0])
     assert tokenizer_reference.substring(VARIED_TEXTS[0], tokens[0].start, tokens[-1].end) == VARIED_TEXTS[0]
+
+
+@pytest.mark.slow
+def test_reference_splits_out_added_tokens_as_tokenizers_does(app_tokenizer):
+    reference, tables = reference_and_tables(app_tokenizer)
+    contents = [token.content for token in reference.get_added_tokens_decoder().values()]
+    texts = [*ADDED_TOKEN_SPLITS, *app_tokenizer_check.added_token_texts(contents)]
+    assert [m for text in texts for m in halved_down([text], differs(reference, tables))] == []
+    for text, (content, times) in ADDED_TOKEN_SPLITS.items():
+        ids = [t.id for t in tokenizer_reference.tokenize(tables, text)]
+        assert ids.count(reference.token_to_id(content)) == times, text
+    reference.enable_truncation(16)
+    for text in [*ADDED_TOKEN_SPLITS, "[SEP] " * 40]:
+        assert tokenizer_reference.encode(tables, text, 16).ids == reference.encode(text).ids
+    reference.no_truncation()
+    pair = tokenizer_reference.encode_pair(tables, "who [MASK]?", "[CLS] she did [SEP]", MAX_LENGTH)
+    want = reference.encode("who [MASK]?", "[CLS] she did [SEP]")
+    assert (pair.ids, pair.type_ids) == (want.ids, want.type_ids)
+
+
+@pytest.fixture(scope="module")
+def overlapping(tmp_path_factory, wordpiece_tokenizer) -> dict[str, Path]:
+    return write_overlapping_added_tokens(tmp_path_factory.mktemp("overlapping"), wordpiece_tokenizer)
+
+
+@pytest.mark.slow
+def test_reference_takes_the_leftmost_then_longest_of_overlapping_added_tokens(overlapping):
+    reference, tables = reference_and_tables(overlapping)
+    contents = [token.content for token in reference.get_added_tokens_decoder().values()]
+    assert set(OVERLAPPING_SPECIAL_TOKENS + OVERLAPPING_PLAIN_TOKENS) <= set(tables.added) == set(contents)
+    texts = [*app_tokenizer_check.added_token_texts(contents),
+             *app_tokenizer_check.random_sample(OVERLAP_SAMPLE, 0, contents)]
+    assert [m for text in texts for m in halved_down([text], differs(reference, tables))] == []
+    ids = {text: [t.id for t in tokenizer_reference.tokenize(tables, text)] for text in ("xabcdx", "[SEP]]]", "zzZZ")}
+    assert reference.token_to_id("abc") in ids["xabcdx"] and reference.token_to_id("bcd") not in ids["xabcdx"]
+    assert ids["[SEP]]]"][0] == reference.token_to_id("[SEP]]")
+    assert ids["zzZZ"][0] == reference.token_to_id("zz")
+
+
+@pytest.mark.parametrize("flag", sorted(tokenizer_tables.UNSUPPORTED_ADDED))
+def test_tables_refuse_added_tokens_matched_otherwise(wordpiece_tokenizer, flag):
+    data = tokenizer_data(wordpiece_tokenizer, fitted=False)
+    data["added_tokens"] = [{**token, flag: token["content"] == "[MASK]"} for token in data["added_tokens"]]
+    with pytest.raises(ExportError) as refused:
+        tokenizer_tables.tables_text(data, MAX_LENGTH)
+    assert "\n" not in str(refused.value) and "'[MASK]'" in str(refused.value)
+    assert tokenizer_tables.UNSUPPORTED_ADDED[flag] in str(refused.value)
+
+
+def test_tables_of_another_format_are_refused():
+    with pytest.raises(ExportError, match="export it again"):
+        tokenizer_reference.read_tables("pocketbert-tokenizer-tables 1\nunk 100\ncls 101\n")
 
 
 def test_check_halves_down_to_the_differing_probes():
@@ -115,6 +176,8 @@ def test_tables_store_identical_pages_once(wordpiece_tokenizer):
     assert tokenizer_reference.mapped(tables, 0x4E00) == (0x20, 0x4E00, 0x20)
     assert tokenizer_reference.mapped(tables, 0) == ()
     assert len(tables.vocab) == len(data["model"]["vocab"]) and tables.max_length == MAX_LENGTH
+    assert tables.added == {token["content"]: token["id"] for token in data["added_tokens"]}
+    assert tables.added["[SEP]"] == tables.sep_id and tables.added_lengths == (6, 5)
 
 
 @pytest.mark.parametrize("part, replacement", [("pre_tokenizer", {"type": "Whitespace"}),

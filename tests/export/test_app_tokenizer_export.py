@@ -30,3 +30,4 @@ def test_the_export_checks_each_app_tokenizer_it_can_build(exported_run):
         assert checks[language]["mismatch_count"] == 0
         assert checks[language]["probes"] == len(contexts) * SCALAR_VALUES + len(FLAG_SEQUENCES)
         assert checks[language]["golden_texts"] >= 10 and checks[language]["random_texts"] > 0
+        assert checks[language]["added_token_texts"] > 0  # [SEP], [MASK] ... typed in texts

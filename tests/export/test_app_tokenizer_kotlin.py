@@ -1,6 +1,7 @@
 """pocketbert's Kotlin tokenizer (export/app/kotlin/tokenizer) against tokenizer.json: every code point in each
 context of the exhaustive app-tokenizer check, for the full all-MiniLM vocabulary and a fitted one; offsets of
-accented, CJK and astral text; and truncation that keeps the closing [SEP]."""
+accented, CJK and astral text and of added tokens typed in it; added tokens that overlap split as tokenizers splits
+them; truncation that keeps the closing [SEP]; tables of another format refused."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import UNICODE_SCALAR_VALUES, write_app_tokenizer
+from helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, UNICODE_SCALAR_VALUES, write_app_tokenizer
+from helpers import write_overlapping_added_tokens
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
 pytestmark = [pytest.mark.slow, needs_kotlinc]  # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
@@ -18,7 +20,9 @@ TRUNCATED_LENGTH = 8
 CLI_TIMEOUT_S = 120
 TEXTS = ["Café naïve résumé à Zürich, déjà vu.", "東京と大阪、京都 and 北京!", "ok 😀👍🏽 fine", "e\u0301 n\u0303 Å Ω ﬁ ½",
          "tab\there\u00a0nbsp\u200bzero-width", "line\nbreak\r\nand NUL\u0000 in", "ＦＵＬＬＷＩＤＴＨ １２３",
-         "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𐐀 Deseret", "a" * 120 + " longword", "Ἀθῆναι Ελλάδα Москва"]
+         "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𐐀 Deseret", "a" * 120 + " longword", "Ἀθῆναι Ελλάδα Москва",
+         "who [MASK] it?[SEP]a[CLS]b [sep] 😀[PAD]é [[UNK]]"]
+OVERLAP_SAMPLE = 500
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,25 @@ def test_every_code_point_in_every_context_is_cut_as_tokenizer_json_cuts_it(jar,
                                        app_tokenizer["tables"], app_tokenizer["golden"])
     assert result["mismatch_count"] == 0, result["first_mismatches"]
     assert result["probes"] >= len(CONTEXTS) * UNICODE_SCALAR_VALUES
-    assert result["random_texts"] > 0 and result["golden_texts"] > 0
+    assert result["random_texts"] > 0 and result["golden_texts"] > 0 and result["added_token_texts"] > 0
+
+
+def test_overlapping_added_tokens_split_leftmost_then_longest(jar, tmp_path, wordpiece_tokenizer):
+    from pocketbert.export.app import app_tokenizer_check
+
+    paths = write_overlapping_added_tokens(tmp_path, wordpiece_tokenizer)
+    result = app_tokenizer_check.check(["java", "-cp", str(jar), TOKENIZE_MAIN], paths["json"], paths["tables"],
+                                       contexts=(), random_texts=OVERLAP_SAMPLE)
+    assert result["added_token_texts"] >= len(OVERLAPPING_SPECIAL_TOKENS + OVERLAPPING_PLAIN_TOKENS) ** 2
+    assert result["mismatch_count"] == 0, result["first_mismatches"]
+
+
+def test_tables_of_another_format_are_refused(jar, app_tokenizer, tmp_path):
+    lines = app_tokenizer["tables"].read_text(encoding="utf-8").split("\n")
+    (tmp_path / "old.tables").write_text("\n".join(["pocketbert-tokenizer-tables 1", *lines[1:]]), encoding="utf-8")
+    done = subprocess.run(["java", "-cp", str(jar), TOKENIZE_MAIN, "--tables", str(tmp_path / "old.tables")],
+                          input="text\n", capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert done.returncode != 0 and "export it again" in done.stderr
 
 
 def test_offsets_of_accented_cjk_and_astral_text_are_the_tokenizers_code_point_offsets(jar, app_tokenizer):

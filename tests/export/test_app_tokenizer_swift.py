@@ -1,5 +1,6 @@
 """The Swift PocketBertTokenizer package: its XCTest cases, and its pocketbert-tokenize program against tokenizer.json
-on every code point in four contexts, the golden texts and a random sample, for the full and a fitted vocabulary.
+on every code point in four contexts, the golden texts, a random sample and the texts that hold added tokens, for the
+full and a fitted vocabulary, and for added tokens that overlap.
 Built once a session (release), in the tests' cache folder, keyed by the package sources' hash."""
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_reference
-from tests.helpers import write_app_tokenizer
+from tests.helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
+from tests.helpers import write_overlapping_added_tokens
 
 pytestmark = pytest.mark.minutes  # a build and two exhaustive checks: started first
 ACCENTED_E = 0xE9
+OVERLAP_SAMPLE = 500
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +38,7 @@ def test_swift_package_tests_pass(swift_package):
     done = subprocess.run([app_programs.swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
                           capture_output=True, text=True, timeout=app_programs.BUILD_TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Executed 4 tests, with 0 failures" in done.stdout + done.stderr
+    assert "Executed 5 tests, with 0 failures" in done.stdout + done.stderr
 
 
 @pytest.mark.slow
@@ -44,7 +47,17 @@ def test_swift_tokenizer_equals_tokenizers_on_every_code_point(swift_package, vo
                                                                wordpiece_tokenizer):
     paths = write_app_tokenizer(tmp_path, wordpiece_tokenizer, vocabulary == "fitted")
     result = app_tokenizer_check.check(cli(swift_package), paths["json"], paths["tables"], paths["golden"])
-    assert result["probes"] > 4_000_000 and result["golden_texts"] >= 10
+    assert result["probes"] > 4_000_000 and result["golden_texts"] >= 10 and result["added_token_texts"] > 0
+    assert result["mismatch_count"] == 0, result["first_mismatches"]
+
+
+@pytest.mark.slow
+def test_swift_tokenizer_takes_the_leftmost_then_longest_of_overlapping_added_tokens(swift_package, tmp_path,
+                                                                                    wordpiece_tokenizer):
+    paths = write_overlapping_added_tokens(tmp_path, wordpiece_tokenizer)
+    result = app_tokenizer_check.check(cli(swift_package), paths["json"], paths["tables"], contexts=(),
+                                       random_texts=OVERLAP_SAMPLE)
+    assert result["added_token_texts"] >= len(OVERLAPPING_SPECIAL_TOKENS + OVERLAPPING_PLAIN_TOKENS) ** 2
     assert result["mismatch_count"] == 0, result["first_mismatches"]
 
 

@@ -4,7 +4,9 @@ pocketbert-tokenize protocol) against tokenizer.json (the `tokenizers` library).
 The program is sent every Unicode scalar value in four contexts (and the flag tag sequences), many probes to a JSON
 line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that differs is
 halved, and the halves sent again in one run, down to its probes. Then the golden file's texts (encode() at the
-golden max_length: the golden ids) and a seeded sample of random texts (offsets; encode() truncated and not).
+golden max_length: the golden ids), a seeded sample of random texts and the texts that hold tokenizer.json's added
+tokens ([SEP], [MASK] ... as typed, in other case, overlapping, inside words; random texts hold them too): offsets,
+and encode() truncated and not.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
         return [None if _digest(g) == _digest(w) else f"gave {g[:200]}, tokenizer.json {w[:200]}"
                 for g, w in zip(_run(program + ["--offsets"], texts), want)]
 
+    contents = [token.content for token in reference.get_added_tokens_decoder().values()]
     every = probes({name: CONTEXTS[name] for name in contexts})
     texts = [" ".join(every[k:k + probes_per_line]) for k in range(0, len(every), probes_per_line)]
     digests = _cached_digests(data, contexts, probes_per_line, lambda: [_digest(line) for line in expected(texts)])
@@ -64,9 +67,11 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
     differing = [every[k * probes_per_line:(k + 1) * probes_per_line] for k, line in enumerate(got)
                  if _digest(line) != digests[k]]
     found = _halved_down(differing, with_offsets)
-    sample = random_sample(random_texts, seed)
-    found += [(text, what) for text, what in zip(sample, with_offsets(sample)) if what]
-    found += _encoded(program, reference, sample, None) + _encoded(program, reference, sample, TRUNCATED_AT)
+    sample = random_sample(random_texts, seed, [*RANDOM_PIECES, *contents, *(c.lower() for c in contents)])
+    added = added_token_texts(contents)
+    checked = sample + added
+    found += [(text, what) for text, what in zip(checked, with_offsets(checked)) if what]
+    found += _encoded(program, reference, checked, None) + _encoded(program, reference, checked, TRUNCATED_AT)
     golden_texts = []
     if golden is not None:
         golden_data = json.loads(Path(golden).read_text(encoding="utf-8"))
@@ -74,7 +79,8 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
         got = _run(program + ["--max-length", str(golden_data["max_length"])], [row["text"] for row in golden_texts])
         found += [(row["text"], _differs(json.loads(g), row["ids"])) for row, g in zip(golden_texts, got)
                   if _differs(json.loads(g), row["ids"])]
-    return {"probes": len(every), "random_texts": len(sample), "golden_texts": len(golden_texts),
+    return {"probes": len(every), "random_texts": len(sample), "added_token_texts": len(added),
+            "golden_texts": len(golden_texts),
             "lines": len(texts), "mismatch_count": len(found),
             "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
                                  for p, d in found[:NAMED_MISMATCHES]],
@@ -137,7 +143,20 @@ def require_equal(result: dict, program: str) -> None:
                           f"{named}: fix it against pocketbert/export/app/tokenizer_reference.py")
 
 
-def random_sample(count: int, seed: int) -> list[str]:
+def added_token_texts(contents: list[str]) -> list[str]:
+    """Texts that hold added tokens' contents as a user types them: each alone, in other case, repeated, inside a
+    word and at either end of one, beside its own first or last code point, cut short, beside accents, CJK and
+    emoji; and each pair of them side by side."""
+    def around(c: str) -> list[str]:
+        return [c, c.lower(), c.upper(), f"good {c} film", f"a{c}b", f"{c}end", f"start{c}", c * 3, f"{c} {c} {c}",
+                c[0] + c, c + c[-1], c[:-1] + c, c[:-1], c[1:], f"{c[:-1]} {c}", f"über{c}中", f"😀{c}́"]
+
+    texts = [text for c in contents for text in around(c)]
+    texts += [f"{a}{b}" for a in contents for b in contents] + [f"x{a} {b}y" for a in contents for b in contents]
+    return list(dict.fromkeys(texts))
+
+
+def random_sample(count: int, seed: int, pieces: list[str] = RANDOM_PIECES) -> list[str]:
     """Seeded texts of pieces, spaces and arbitrary scalar values."""
     rng = random.Random(seed)
 
@@ -147,7 +166,7 @@ def random_sample(count: int, seed: int) -> list[str]:
 
     def piece() -> str:
         roll = rng.random()
-        return any_scalar() if roll < 0.2 else " " if roll < 0.4 else rng.choice(RANDOM_PIECES)
+        return any_scalar() if roll < 0.2 else " " if roll < 0.4 else rng.choice(pieces)
 
     return ["".join(piece() for _ in range(rng.randrange(0, 40))) for _ in range(count)]
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from pocketbert.core.errors import ExportError
 
-MAGIC = "pocketbert-tokenizer-tables 1"
+MAGIC = "pocketbert-tokenizer-tables 2"
 PAGE_BITS = 8
 PAGE_MASK = 0xFF
 OTHER, WHITESPACE, PUNCTUATION = "o", "w", "p"
@@ -43,6 +43,9 @@ class Tables:
     prefix: str
     max_word_chars: int
     max_length: int
+    added: dict[str, int]  # an added token's exact content -> its id
+    added_lengths: tuple[int, ...]  # the contents' lengths in code points, longest first
+    added_starts: frozenset[str]  # the contents' first code points: nowhere else can one begin
     vocab: dict[str, int]
     map_pages: list[list[tuple[int, ...] | int]]  # an int: the code point plus it; a tuple: these code points
     map_index: list[int]
@@ -73,13 +76,19 @@ def read_tables(text: str) -> Tables:
 
     unk, cls, sep, pad = (int(field(name)) for name in ("unk", "cls", "sep", "pad"))
     prefix, max_word_chars, max_length = field("prefix"), int(field("max_word_chars")), int(field("max_length"))
+    added = {}
+    for line in block("added"):
+        number, _, content = line.partition(" ")
+        added["".join(chr(int(h, 16)) for h in content.split(","))] = int(number)
+    added_lengths = tuple(sorted({len(content) for content in added}, reverse=True))
+    added_starts = frozenset(content[0] for content in added)
     vocab = {token: i for i, token in enumerate(block("vocab"))}
     map_pages = [[_map_entry(entry) for entry in line.split(" ")] for line in block("map_pages")]
     map_index = [int(n) for n in field("map_index").split(" ")]
     class_pages = block("class_pages")
     class_index = [int(n) for n in field("class_index").split(" ")]
-    return Tables(unk, cls, sep, pad, prefix, max_word_chars, max_length, vocab, map_pages, map_index, class_pages,
-                  class_index)
+    return Tables(unk, cls, sep, pad, prefix, max_word_chars, max_length, added, added_lengths, added_starts, vocab,
+                  map_pages, map_index, class_pages, class_index)
 
 
 def load(path: Path) -> Tables:
@@ -104,11 +113,34 @@ def code_class(tables: Tables, code: int) -> str:
     return tables.class_pages[tables.class_index[code >> PAGE_BITS]][code & PAGE_MASK]
 
 
-def split_words(tables: Tables, text: str) -> list[list[tuple[int, int]]]:
-    """Steps 1 and 2: the words, each a list of (code point, index of the input code point it came from)."""
+def split_added(tables: Tables, text: str) -> list[tuple[int | None, int, int]]:
+    """Step 0, on the raw text: (id, start, end) for each added token's exact content it holds ("[SEP]", not
+    "[sep]"), (None, start, end) for the text between. At the first place where a content begins, the longest one
+    that begins there; the search goes on after it, so matches never overlap."""
+    parts, between, at = [], 0, 0
+    while at < len(text):
+        length = 0
+        if text[at] in tables.added_starts:
+            length = next((n for n in tables.added_lengths if at + n <= len(text) and text[at:at + n] in tables.added),
+                          0)
+        if length == 0:
+            at += 1
+            continue
+        if between < at:
+            parts.append((None, between, at))
+        parts.append((tables.added[text[at:at + length]], at, at + length))
+        at = between = at + length
+    if between < len(text):
+        parts.append((None, between, len(text)))
+    return parts
+
+
+def split_words(tables: Tables, text: str, start: int = 0, end: int | None = None) -> list[list[tuple[int, int]]]:
+    """Steps 1 and 2 on text[start:end] (a part between added tokens): the words, each a list of (code point, index
+    of the input code point it came from)."""
     words, word = [], []
-    for source, char in enumerate(text):
-        for code in mapped(tables, ord(char)):
+    for source in range(start, len(text) if end is None else end):
+        for code in mapped(tables, ord(text[source])):
             kind = code_class(tables, code)
             if kind == OTHER:
                 word.append((code, source))
@@ -147,8 +179,14 @@ def word_pieces(tables: Tables, word: list[tuple[int, int]]) -> list[Token]:
 
 
 def tokenize(tables: Tables, text: str) -> list[Token]:
-    """The word pieces of `text`, no special tokens."""
-    return [token for word in split_words(tables, text) for token in word_pieces(tables, word)]
+    """The added tokens `text` holds and the word pieces of the text between them; no [CLS] or [SEP] around."""
+    tokens = []
+    for added, start, end in split_added(tables, text):
+        if added is not None:
+            tokens.append(Token(added, start, end))
+            continue
+        tokens += [token for word in split_words(tables, text, start, end) for token in word_pieces(tables, word)]
+    return tokens
 
 
 def encode(tables: Tables, text: str, max_length: int | None = None) -> Encoding:

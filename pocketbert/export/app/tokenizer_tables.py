@@ -3,7 +3,7 @@ probing the `tokenizers` library on every code point, never from the host's Unic
 
 The file is UTF-8 text with `\\n` line ends, line by line:
 
-    pocketbert-tokenizer-tables 1
+    pocketbert-tokenizer-tables 2
     unk <id>
     cls <id>
     sep <id>
@@ -11,6 +11,9 @@ The file is UTF-8 text with `\\n` line ends, line by line:
     prefix <continuing-subword prefix, e.g. ##>
     max_word_chars <int>          (WordPiece max_input_chars_per_word: longer words become one unk)
     max_length <int>              (the model's maximum sequence length)
+    added <k>
+    <k lines: `<id> h,h,...`: an added token ([CLS], [SEP], [MASK] ...), its id and its exact content as code points
+     (hex); the text is split where it holds one, before the normalizer sees it>
     vocab <n>
     <n lines: token i, in id order; no token holds \\n or \\r>
     map_pages <p>
@@ -41,12 +44,15 @@ from pocketbert.core.errors import ExportError
 from pocketbert.export.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, code_points,
                                                 normalizer_rows, word_classes)
 
-MAGIC = "pocketbert-tokenizer-tables 1"
+MAGIC = "pocketbert-tokenizer-tables 2"
 PAGE = 256
 PAGES = CODE_SPACE // PAGE
 CLASS_LETTERS = {KEEP: "o", SEPARATE: "w", SPLIT: "p"}
 CACHE_FOLDER = "tokenizer-app-tables"
 REFUSED = "the app tokenizer reads BERT WordPiece tokenizers only; use swift-transformers or the tokenizers library"
+# An added token matched anywhere but in the raw text, or taking the spaces beside it, is tokenizers' to give.
+UNSUPPORTED_ADDED = {"normalized": "matched on the normalized text", "lstrip": "taking the spaces on its left",
+                     "rstrip": "taking the spaces on its right", "single_word": "matched as a whole word only"}
 
 
 def bert_special_ids(data: dict) -> dict[str, int]:
@@ -64,8 +70,6 @@ def bert_special_ids(data: dict) -> dict[str, int]:
             raise ExportError(f"tokenizer.json's {key} is {found[key]}, not {want}: {REFUSED}")
     vocab = model.get("vocab") or {}
     cls, sep = _template_specials(part("post_processor"), vocab)
-    if any(not added.get("special") for added in data.get("added_tokens") or []):
-        raise ExportError(f"tokenizer.json adds tokens that are not special ones: {REFUSED}")
     unk = vocab.get(model.get("unk_token", "[UNK]"))
     pad = (data.get("padding") or {}).get("pad_id", vocab.get("[PAD]"))
     if unk is None or pad is None:
@@ -99,6 +103,7 @@ def tables_text(data: dict, max_length: int) -> str:
     """The tables of tokenizer.json `data` for a model that reads at most `max_length` tokens."""
     specials = bert_special_ids(data)
     model = data["model"]
+    added = added_tokens(data)
     tokens = _vocabulary_lines(model["vocab"])
     maps, classes = code_point_tables(data)
     map_pages, map_index = _paged(maps)
@@ -106,6 +111,7 @@ def tables_text(data: dict, max_length: int) -> str:
     lines = [MAGIC, *(f"{name} {specials[name]}" for name in ("unk", "cls", "sep", "pad")),
              f"prefix {model.get('continuing_subword_prefix', '##')}",
              f"max_word_chars {int(model.get('max_input_chars_per_word', 100))}", f"max_length {int(max_length)}",
+             f"added {len(added)}", *(f"{i} " + ",".join(f"{ord(c):X}" for c in content) for i, content in added),
              f"vocab {len(tokens)}", *tokens,
              f"map_pages {len(map_pages)}", *map_pages, "map_index " + " ".join(map(str, map_index)),
              f"class_pages {len(class_pages)}", *class_pages, "class_index " + " ".join(map(str, class_index))]
@@ -121,6 +127,24 @@ def write_tables(tokenizer_json: Path, out: Path, max_length: int | None = None)
             raise ExportError(f"{tokenizer_json} does not truncate: pass the model's max_length")
     Path(out).write_text(tables_text(data, int(max_length)), encoding="utf-8", newline="\n")
     return Path(out)
+
+
+def added_tokens(data: dict) -> list[tuple[int, str]]:
+    """(id, content) of each token tokenizer.json adds, by id, as the `tokenizers` library loads them (its ids, not
+    the file's, where they differ); ExportError for one the app tokenizer cannot match as tokenizers does."""
+    from tokenizers import Tokenizer
+
+    loaded = Tokenizer.from_str(json.dumps({**data, "truncation": None, "padding": None})).get_added_tokens_decoder()
+    for token in loaded.values():
+        refused = [what for flag, what in UNSUPPORTED_ADDED.items() if getattr(token, flag)]
+        if refused:
+            raise ExportError(f"tokenizer.json's added token {token.content!r} is {refused[0]}, which the app "
+                              f"folders' tokenizer does not implement: save it with normalized=False, lstrip, rstrip "
+                              f"and single_word False, or use swift-transformers or the tokenizers library")
+    contents = [token.content for token in loaded.values()]
+    if len(set(contents)) != len(contents):
+        raise ExportError("tokenizer.json adds one content under two ids: re-save the tokenizer")
+    return sorted((int(i), token.content) for i, token in loaded.items())
 
 
 def _vocabulary_lines(vocab: dict[str, int]) -> list[str]:

@@ -11,12 +11,15 @@ import java.io.Reader
 /** A word piece: its vocabulary id and the code points [start, end) of the input text it came from. */
 data class Token(val id: Int, val start: Int, val end: Int)
 
+/** A span [start, end) of the input's code points: an added token's id, or null for the text between added tokens. */
+internal class TextPart(val id: Int?, val start: Int, val end: Int)
+
 /** What a model reads: ids, token types and attention mask, as the LongArrays ONNX Runtime's tensors take. */
 class Encoding(val ids: LongArray, val typeIds: LongArray, val attentionMask: LongArray)
 
 class BertTokenizer(tables: Reader) {
     companion object {
-        private const val HEADER = "pocketbert-tokenizer-tables 1"
+        private const val HEADER = "pocketbert-tokenizer-tables 2"
         private const val PAGE = 256
         private const val PAGES = 4352  // 0x110000 code points / 256
         // Map entries that are not a delta: deltas lie within +-0x10FFFF, so these values cannot be one.
@@ -36,6 +39,9 @@ class BertTokenizer(tables: Reader) {
     val unkId: Int
     private val prefix: String
     private val maxWordChars: Int
+    private val added: HashMap<String, Int>  // an added token's exact content -> its id
+    private val addedLengths: IntArray  // the contents' lengths in code points, longest first
+    private val addedStarts: HashSet<Int>  // the contents' first code points: nowhere else can one begin
     private val vocab: HashMap<String, Int>
     private val longestToken: Int  // in code points, the prefix not counted: no longer candidate can match
     private val mapIndex: IntArray  // page of the code space -> first entry of its map page in mapEntries
@@ -69,7 +75,7 @@ class BertTokenizer(tables: Reader) {
             }
         }
 
-        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer tables file: the first line is not '$HEADER'")
+        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer.tables file this tokenizer reads (its first line must be '$HEADER'): export it again with pocketbert")
         unkId = intField("unk")
         clsId = intField("cls")
         sepId = intField("sep")
@@ -77,6 +83,20 @@ class BertTokenizer(tables: Reader) {
         prefix = field("prefix")
         maxWordChars = intField("max_word_chars")
         maxLength = intField("max_length")
+        val addedCount = intField("added")
+        added = HashMap(addedCount * 2)
+        for (k in 0 until addedCount) {
+            val text = line()
+            val space = text.indexOf(' ')
+            val codes = if (space > 0) text.substring(space + 1).split(',').map { it.toIntOrNull(16) } else emptyList()
+            val id = if (space > 0) text.substring(0, space).toIntOrNull() else null
+            if (id == null || codes.isEmpty() || codes.any { it == null }) {
+                throw IllegalArgumentException("tokenizer tables line $lineNumber: not an added token: export it again")
+            }
+            added[String(codes.map { it!! }.toIntArray(), 0, codes.size)] = id
+        }
+        addedLengths = added.keys.map { it.codePointCount(0, it.length) }.distinct().sortedDescending().toIntArray()
+        addedStarts = added.keys.mapTo(HashSet()) { it.codePointAt(0) }
         val size = intField("vocab")
         vocab = HashMap(size * 2)
         var longest = 0
@@ -125,17 +145,60 @@ class BertTokenizer(tables: Reader) {
         classIndex = pageIndex("class_index", classPages)
     }
 
-    /** The word pieces of `text`, no special tokens; offsets count code points. */
+    /**
+     * The added tokens `text` holds ([SEP], [MASK] ... typed in it) and the word pieces of the text between them; no
+     * [CLS] or [SEP] around. Offsets count code points.
+     */
     fun tokenize(text: String): List<Token> {
-        // Normalized code points, each with the index of the input code point it came from.
-        var points = IntArray(text.length + 16)
-        var sources = IntArray(text.length + 16)
-        var n = 0
-        var source = 0
+        val scalars = IntArray(text.codePointCount(0, text.length))
         var i = 0
-        while (i < text.length) {
-            val c = text.codePointAt(i)
-            i += Character.charCount(c)
+        for (k in scalars.indices) {
+            scalars[k] = text.codePointAt(i)
+            i += Character.charCount(scalars[k])
+        }
+        val tokens = ArrayList<Token>()
+        for (part in splitAdded(scalars)) {
+            if (part.id != null) tokens.add(Token(part.id, part.start, part.end))
+            else splitWords(scalars, part.start, part.end, tokens)
+        }
+        return tokens
+    }
+
+    /**
+     * Step 0, on the raw text: a part with its id for each added token's exact content it holds ("[SEP]", not
+     * "[sep]"), a part with none for the text between. At the first place where a content begins, the longest one
+     * that begins there; the search goes on after it, so matches never overlap.
+     */
+    internal fun splitAdded(text: IntArray): List<TextPart> {
+        val parts = ArrayList<TextPart>()
+        var between = 0
+        var at = 0
+        while (at < text.size) {
+            var length = 0
+            if (text[at] in addedStarts) {
+                length = addedLengths.firstOrNull { at + it <= text.size && added.containsKey(String(text, at, it)) } ?: 0
+            }
+            if (length == 0) {
+                at++
+                continue
+            }
+            if (between < at) parts.add(TextPart(null, between, at))
+            parts.add(TextPart(added.getValue(String(text, at, length)), at, at + length))
+            at += length
+            between = at
+        }
+        if (between < text.size) parts.add(TextPart(null, between, text.size))
+        return parts
+    }
+
+    /** Steps 1 to 4 on text[from, to), a part between added tokens: its word pieces into `tokens`. */
+    private fun splitWords(text: IntArray, from: Int, to: Int, tokens: MutableList<Token>) {
+        // Normalized code points, each with the index of the input code point it came from.
+        var points = IntArray(to - from + 16)
+        var sources = IntArray(to - from + 16)
+        var n = 0
+        for (source in from until to) {
+            val c = text[source]
             val entry = mapEntries[mapIndex[c ushr 8] + (c and 0xFF)]
             if (entry > REMOVED) {
                 if (n == points.size) {
@@ -157,10 +220,8 @@ class BertTokenizer(tables: Reader) {
                     n++
                 }
             }
-            source++
         }
 
-        val tokens = ArrayList<Token>()
         var wordStart = 0
         for (k in 0 until n) {
             val c = points[k]
@@ -171,7 +232,6 @@ class BertTokenizer(tables: Reader) {
             wordStart = k + 1
         }
         if (wordStart < n) pieces(points, sources, wordStart, n, tokens)
-        return tokens
     }
 
     /** WordPiece on the word points[from, to): greedy longest match from the left, else one unknown token. */

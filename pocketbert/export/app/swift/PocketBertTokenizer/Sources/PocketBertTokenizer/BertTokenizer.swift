@@ -52,10 +52,18 @@ public final class BertTokenizer {
         unkId = tables.unkId
     }
 
-    /// The word pieces of `text`, no special tokens.
+    /// The added tokens `text` holds ([SEP], [MASK] ... typed in it) and the word pieces of the text between them;
+    /// no [CLS] or [SEP] around.
     public func tokenize(_ text: String) -> [Token] {
+        let scalars = text.unicodeScalars.map(\.value)
         var tokens: [Token] = []
-        splitWords(text.unicodeScalars.map(\.value)) { word, sources in wordPieces(word, sources, into: &tokens) }
+        for part in splitAdded(scalars) {
+            if let id = part.id {
+                tokens.append(Token(id: id, start: part.start, end: part.end))
+                continue
+            }
+            splitWords(scalars[part.start..<part.end]) { word, sources in wordPieces(word, sources, into: &tokens) }
+        }
         return tokens
     }
 
@@ -100,10 +108,35 @@ public final class BertTokenizer {
                               | (value & Tables.pageMask)]
     }
 
-    /// Steps 1 and 2: each word's code points and the index of the input code point each came from.
-    func splitWords(_ text: [UInt32], _ word: ([UInt32], [Int]) -> Void) {
+    /// Step 0, on the raw text: (id, start, end) for each added token's exact content it holds ("[SEP]", not
+    /// "[sep]"), (nil, start, end) for the text between. At the first place where a content begins, the longest one
+    /// that begins there; the search goes on after it, so matches never overlap.
+    func splitAdded(_ text: [UInt32]) -> [(id: Int?, start: Int, end: Int)] {
+        var parts: [(id: Int?, start: Int, end: Int)] = [], between = 0, at = 0
+        while at < text.count {
+            var length = 0
+            if tables.addedStarts.contains(text[at]) {
+                length = tables.addedLengths.first { at + $0 <= text.count && tables.added[Array(text[at..<at + $0])] != nil }
+                    ?? 0
+            }
+            if length == 0 {
+                at += 1
+                continue
+            }
+            if between < at { parts.append((nil, between, at)) }
+            parts.append((tables.added[Array(text[at..<at + length])], at, at + length))
+            at += length
+            between = at
+        }
+        if between < text.count { parts.append((nil, between, text.count)) }
+        return parts
+    }
+
+    /// Steps 1 and 2 on a part between added tokens: each word's code points and the index of the input code point
+    /// each came from.
+    func splitWords(_ text: ArraySlice<UInt32>, _ word: ([UInt32], [Int]) -> Void) {
         var codes: [UInt32] = [], sources: [Int] = []
-        for (source, scalar) in text.enumerated() {
+        for (source, scalar) in zip(text.indices, text) {
             mapped(scalar) { code in
                 let kind = codeClass(code)
                 if kind == BertTokenizer.other {

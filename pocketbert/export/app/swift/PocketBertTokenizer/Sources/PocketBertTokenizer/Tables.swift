@@ -2,7 +2,7 @@ import Foundation
 
 /// tokenizer.tables read into arrays: the format is in pocketbert/export/app/tokenizer_tables.py.
 struct Tables {
-    static let magic = "pocketbert-tokenizer-tables 1"
+    static let magic = "pocketbert-tokenizer-tables 2"
     static let pageBits = 8
     static let pageMask = 0xFF
     // A map entry is a shift (the code point plus it), or below `removed` an index into `expansions`.
@@ -13,6 +13,9 @@ struct Tables {
     var prefix: [UInt32] = Array("##".unicodeScalars.map(\.value))
     var maxWordChars = 100
     var maxLength = 512
+    var added: [[UInt32]: Int] = [:]  // an added token's exact content, as code points -> its id
+    var addedLengths: [Int] = []  // the contents' lengths in code points, longest first
+    var addedStarts: Set<UInt32> = []  // the contents' first code points: nowhere else can one begin
     // Keyed by code points: Swift's String compares canonically equivalent texts equal (a precomposed é and e +
     // U+0301, a Hangul syllable and its jamo), which tokenizer.json's vocabulary does not.
     var vocab: [[UInt32]: Int] = [:]
@@ -55,6 +58,17 @@ struct Tables {
         prefix = try field("prefix").unicodeScalars.map(\.value)
         maxWordChars = try number("max_word_chars")
         maxLength = try number("max_length")
+        let addedCount = try number("added")
+        for _ in 0..<addedCount {
+            let parts = try line().split(separator: " ", maxSplits: 1)
+            let codes = parts.count == 2 ? parts[1].split(separator: ",").compactMap { UInt32($0, radix: 16) } : []
+            guard parts.count == 2, let id = Int(parts[0]), !codes.isEmpty,
+                  codes.count == parts[1].split(separator: ",").count
+            else { throw TablesError.unexpected(line: at, wanted: "added token") }
+            added[codes] = id
+        }
+        addedLengths = Set(added.keys.map(\.count)).sorted(by: >)
+        addedStarts = Set(added.keys.map { $0[0] })
         let vocabCount = try number("vocab")
         vocab.reserveCapacity(vocabCount)
         for id in 0..<vocabCount { vocab[try line().unicodeScalars.map(\.value)] = id }

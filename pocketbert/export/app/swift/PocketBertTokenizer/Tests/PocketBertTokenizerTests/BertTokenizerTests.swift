@@ -2,12 +2,15 @@ import XCTest
 import PocketBertTokenizer
 
 /// A small tokenizer.tables written here: lower-casing A-Z, removing NUL, "é" -> "e", spaces around U+4E00,
-/// whitespace and punctuation classes, and a vocabulary of a few pieces.
+/// whitespace and punctuation classes, a vocabulary of a few pieces, and added tokens: [CLS], [SEP] and three that
+/// overlap (xy, xyz, yzw).
 final class BertTokenizerTests: XCTestCase {
     static let vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", ",", "world", "un", "##believ", "##able",
                              "e", "\u{4E00}", "!", "\u{E9}"]
 
-    static func tables(maxWordChars: Int = 12) -> [UInt8] {
+    static let added = ["2 5B,43,4C,53,5D", "3 5B,53,45,50,5D", "14 78,79", "15 78,79,7A", "16 79,7A,77"]
+
+    static func tables(maxWordChars: Int = 12, magic: String = "pocketbert-tokenizer-tables 2") -> [UInt8] {
         var identity = Array(repeating: "0", count: 256)
         var first = identity
         for code in 0x41...0x5A { first[code] = "32" }  // A-Z -> a-z
@@ -25,8 +28,8 @@ final class BertTokenizerTests: XCTestCase {
         mapIndex[0x4E] = "1"
         var classIndex = Array(repeating: "1", count: 4352)
         classIndex[0] = "0"
-        let lines = ["pocketbert-tokenizer-tables 1", "unk 1", "cls 2", "sep 3", "pad 0", "prefix ##",
-                     "max_word_chars \(maxWordChars)", "max_length 8", "vocab \(vocabulary.count)"] + vocabulary
+        let lines = [magic, "unk 1", "cls 2", "sep 3", "pad 0", "prefix ##", "max_word_chars \(maxWordChars)",
+                     "max_length 8", "added \(added.count)"] + added + ["vocab \(vocabulary.count)"] + vocabulary
             + ["map_pages 3", first.joined(separator: " "), cjk.joined(separator: " "), identity.joined(separator: " "),
                "map_index " + mapIndex.joined(separator: " "), "class_pages 2", String(decoding: classes, as: UTF8.self),
                otherClasses, "class_index " + classIndex.joined(separator: " ")]
@@ -60,6 +63,24 @@ final class BertTokenizerTests: XCTestCase {
         XCTAssertEqual(pair.typeIds, [0, 0, 0, 1, 1, 1])
     }
 
+    func testAddedTokensAreSplitFromTheRawTextFirst() throws {
+        let tokenizer = try BertTokenizer(tablesBytes: Self.tables())
+        XCTAssertEqual(tokenizer.tokenize("hello[SEP]world"),
+                       [Token(id: 4, start: 0, end: 5), Token(id: 3, start: 5, end: 10), Token(id: 6, start: 10, end: 15)])
+        // the raw text is matched: lower-cased, it is a word like any other (unknown here)
+        XCTAssertEqual(tokenizer.tokenize("[sep]"), [Token(id: 1, start: 0, end: 5)])
+        // the leftmost match wins, then the longest there; the search goes on after it
+        XCTAssertEqual(tokenizer.tokenize("axyzw"),
+                       [Token(id: 1, start: 0, end: 1), Token(id: 15, start: 1, end: 4), Token(id: 1, start: 4, end: 5)])
+        XCTAssertEqual(tokenizer.tokenize("xyxy yzwxyz").map(\.id), [14, 14, 16, 15])
+        XCTAssertEqual(tokenizer.tokenize("[[SEP]]"),
+                       [Token(id: 1, start: 0, end: 1), Token(id: 3, start: 1, end: 6), Token(id: 1, start: 6, end: 7)])
+        // offsets count code points, an astral one included
+        XCTAssertEqual(tokenizer.tokenize("\u{1F600}[CLS][SEP]"),
+                       [Token(id: 1, start: 0, end: 1), Token(id: 2, start: 1, end: 6), Token(id: 3, start: 6, end: 11)])
+        XCTAssertEqual(tokenizer.encode("hello [SEP]").ids, [2, 4, 3, 3])
+    }
+
     func testSubstringByCodePoints() {
         XCTAssertEqual(substring("a👍🏽 café", codePoints: 1..<3), "👍🏽")
         XCTAssertEqual(substring("a👍🏽 café", codePoints: 4..<8), "café")
@@ -69,5 +90,7 @@ final class BertTokenizerTests: XCTestCase {
     func testRefusesOtherFiles() {
         XCTAssertThrowsError(try BertTokenizer(tablesBytes: Array("vocab 1\n".utf8)))
         XCTAssertThrowsError(try BertTokenizer(tablesBytes: Array(Self.tables().dropLast(200))))
+        // a file of the first format, which holds no added tokens: the tokenizer would read [SEP] as text
+        XCTAssertThrowsError(try BertTokenizer(tablesBytes: Self.tables(magic: "pocketbert-tokenizer-tables 1")))
     }
 }
