@@ -9,6 +9,8 @@ import pytest
 from pocketbert.bench import reference
 from pocketbert.core.tasks import make_task
 
+pytestmark = pytest.mark.minutes(1.5)
+
 BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head
 
 

@@ -12,7 +12,8 @@ import pytest
 from helpers import UNICODE_SCALAR_VALUES, write_app_tokenizer
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
-pytestmark = [pytest.mark.slow, needs_kotlinc]  # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
+# kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
+pytestmark = [pytest.mark.slow, needs_kotlinc, pytest.mark.minutes(2)]
 
 TRUNCATED_LENGTH = 8
 CLI_TIMEOUT_S = 120

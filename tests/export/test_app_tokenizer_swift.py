@@ -12,7 +12,7 @@ import pytest
 from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_reference
 from tests.helpers import write_app_tokenizer
 
-pytestmark = pytest.mark.minutes  # a build and two exhaustive checks: started first
+pytestmark = pytest.mark.minutes(2)  # a build and two exhaustive checks
 ACCENTED_E = 0xE9
 
 

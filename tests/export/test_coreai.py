@@ -19,6 +19,8 @@ from pocketbert.export import coreai, parity  # noqa: E402
 from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402
 from pocketbert.export.evaluators.numeric import computing_form  # noqa: E402
 
+pytestmark = pytest.mark.minutes(2)
+
 LENGTHS = (16, 32, 64)
 FP16_TOLERANCE = parity.FP16_MAX_ABS_DIFF  # fp16 program against the fp32 PyTorch model: the gate's own bound
 EXACT_TOLERANCE = 1e-4    # fp32 program against the fp32 PyTorch model (weights x8: 1.5e-5 of fp32 rounding seen)

@@ -15,6 +15,8 @@ from pocketbert.core.data import TextExample
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.tasks import QATask, SentimentTask
 
+pytestmark = pytest.mark.minutes(6)
+
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05
 COREML_FP16_TOLERANCE = 0.02

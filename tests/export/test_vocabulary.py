@@ -13,6 +13,8 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 from pocketbert.core import run_files
 from pocketbert.core.errors import ConfigError
 
+pytestmark = pytest.mark.minutes(4)
+
 MIN_COUNT = 2
 # SST-2's training sentences hold a small part of the 30,522 pieces: a fitted table of fewer rows than this share
 # would not be worth the option
