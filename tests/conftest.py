@@ -16,9 +16,9 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
                    max_position_embeddings=128)
 
 
-# Fixtures that train or export through the CLI (a minute or more): a test that uses one is `slow` whether or not
-# its file says so, so `make test-fast` never builds them.
-SLOW_FIXTURES = {"exported_run", "quick_exported_run"}
+# Fixtures that train or export through the CLI: a test that uses one is `slow` whether or not its file says so, so
+# `make test-fast` never builds them.
+SLOW_FIXTURES = {"teacher_run", "exported_run", "quick_exported_run"}
 
 
 def minutes(item) -> float:

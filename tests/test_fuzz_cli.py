@@ -13,6 +13,7 @@ import gzip
 import json
 import shutil
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ def defective_files(draw):
     return suffix, content
 
 
+@pytest.mark.slow
 @FEW
 @given(case=defective_files())
 def test_a_defective_data_file_is_one_line(capsys, tmp_path_factory, tiny_base, case):

@@ -115,6 +115,7 @@ def test_every_enumerated_length_gives_value_inference_answers(programs, length)
     assert steps_apart(ours, reference) <= REFERENCE_STEPS
 
 
+@pytest.mark.slow
 def test_rows_evaluated_together_equal_each_alone(programs):
     path, task = programs("qa-fp16")
     b = batch()
@@ -124,6 +125,7 @@ def test_rows_evaluated_together_equal_each_alone(programs):
     assert steps_apart(together, alone) <= TOGETHER_STEPS
 
 
+@pytest.mark.slow
 def test_ops_without_a_kernel_are_evaluated_by_value_inference_row_by_row(programs):
     path, task = programs("sentiment-fp16")
     b = batch()
@@ -196,6 +198,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_an_evaluator_with_one_kernel_wrong_misses_value_inference(programs, broken):
     path, task = programs("sentiment-fp16")
@@ -206,6 +209,7 @@ def test_an_evaluator_with_one_kernel_wrong_misses_value_inference(programs, bro
     assert steps_apart(evaluated(path, task, b, {**mil_kernels.KERNELS, op_type: kernel}), reference) > BROKEN_STEPS
 
 
+@pytest.mark.slow
 def test_an_op_neither_a_kernel_nor_value_inference_evaluates_is_refused_in_one_line(tmp_path):
     import coremltools as ct
     from coremltools.converters.mil import Builder as mb
@@ -224,6 +228,7 @@ def test_an_op_neither_a_kernel_nor_value_inference_evaluates_is_refused_in_one_
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_kernel_that_does_not_cover_an_op_form_hands_it_to_value_inference(programs):
     path, task = programs("sentiment-fp16")
 
@@ -297,6 +302,7 @@ def _program_of_every_kernel(path):
 FP32_TOLERANCE = 1e-5  # both evaluators compute this fp32 program in float32 (numpy's orders of summation differ)
 
 
+@pytest.mark.slow
 def test_every_kernel_gives_value_inference_answers_on_rows_together(tmp_path):
     from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 

@@ -110,6 +110,7 @@ def without(rule_id: str) -> list:
     return [r for r in placement_rules.RULES if r.id != rule_id]
 
 
+@pytest.mark.slow
 def test_a_program_that_breaks_no_rule_runs_whole_on_the_neural_engine(tmp_path):
     result = placement.check(saved(_program(_clean), tmp_path / "clean.mlpackage"))
     assert result.passes and result.verdict == placement.NEURAL_ENGINE_VERDICT
@@ -119,6 +120,7 @@ def test_a_program_that_breaks_no_rule_runs_whole_on_the_neural_engine(tmp_path)
     assert json.loads(json.dumps(result.to_dict()))["functions"][0]["operations"]  # JSON as it is written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", sorted(BROKEN))
 def test_breaking_one_rule_flips_the_verdict_and_that_rule_is_why(tmp_path, rule):
     middle, verdict = BROKEN[rule]
@@ -134,11 +136,13 @@ def test_breaking_one_rule_flips_the_verdict_and_that_rule_is_why(tmp_path, rule
     assert placement.check(path, without(rule)).passes
 
 
+@pytest.mark.slow
 def test_a_small_table_lookup_stays_on_the_neural_engine(tmp_path):
     result = placement.check(saved(_program(_gather(SMALL_TABLE)), tmp_path / "small.mlpackage"))
     assert result.passes and "gather-large-table" not in result.fired
 
 
+@pytest.mark.slow
 def test_transposes_around_matrix_products_are_a_cost_not_a_failure(tmp_path):
     path = saved(_program(_head_split), tmp_path / "heads.mlpackage")
     result = placement.check(path)
@@ -149,6 +153,7 @@ def test_transposes_around_matrix_products_are_a_cost_not_a_failure(tmp_path):
     assert "transpose-near-matmul" not in placement.check(saved(_program(_clean), tmp_path / "c.mlpackage")).fired
 
 
+@pytest.mark.slow
 def test_matrix_products_carry_the_flops(tmp_path):
     function = placement.check(saved(_program(_clean), tmp_path / "clean.mlpackage")).functions[0]
     linear = [op for op in function.operations if op.op_type == "linear"]

@@ -39,22 +39,26 @@ def gate(pipeline, answers, span_mismatches=0) -> parity.ParityResult:
                                   "model.qa.onnx", "onnxruntime + extensions", "fp32", parity.QA_IN_GRAPH_GATE)
 
 
+@pytest.mark.slow
 def test_the_pipeline_s_own_answers_pass(pipeline):
     result = gate(pipeline, pipeline[-1])
     assert result.passed and result.agreement == 1.0
     assert result.by_windows["several_windows"]["questions"] > 0  # long contexts are counted apart
 
 
+@pytest.mark.slow
 def test_one_answer_changed_in_forty_fails_the_agreement(pipeline):
     answers = [dict(a) for a in pipeline[-1]]
     answers[0]["answer"] = answers[0]["answer"] + " and more"
     assert not gate(pipeline, answers).passed
 
 
+@pytest.mark.slow
 def test_a_span_that_is_not_the_context_s_text_fails(pipeline):
     assert not gate(pipeline, pipeline[-1], span_mismatches=1).passed
 
 
+@pytest.mark.slow
 def test_a_window_count_that_differs_fails_unless_the_context_was_cut(pipeline):
     answers = [dict(a) for a in pipeline[-1]]
     answers[0]["windows"] += 1
@@ -63,6 +67,7 @@ def test_a_window_count_that_differs_fails_unless_the_context_was_cut(pipeline):
     assert gate(pipeline, answers).passed
 
 
+@pytest.mark.slow
 def test_scores_further_apart_than_the_gate_allows_fail(pipeline):
     # agreement alone would pass these (no minimum): the points-apart bound is what must catch them
     loose = parity.Gate(None, 0.0, agree_for_every_task=True, max_points_apart=parity.QA_IN_GRAPH_MAX_POINTS_APART)

@@ -53,6 +53,7 @@ def forced(wordpiece_tokenizer):
     return forced_ids(vocab, wordpiece_tokenizer.all_special_ids, prefix)
 
 
+@pytest.mark.slow
 def test_fitting_keeps_every_forced_row_and_drops_unused_ones(train_counts, forced, wordpiece_tokenizer):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -71,6 +72,7 @@ def test_fitting_keeps_every_forced_row_and_drops_unused_ones(train_counts, forc
     assert kept.record()["rows_after"] == len(ids) == kept.forced + kept.by_count
 
 
+@pytest.mark.slow
 def test_a_cap_keeps_the_most_frequent_pieces(train_counts, forced):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -84,6 +86,7 @@ def test_a_cap_keeps_the_most_frequent_pieces(train_counts, forced):
     assert kept.over_cap == len(left_out)
 
 
+@pytest.mark.slow
 def test_settings_that_keep_nothing_beyond_the_forced_rows_are_refused(train_counts, forced):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -93,6 +96,7 @@ def test_settings_that_keep_nothing_beyond_the_forced_rows_are_refused(train_cou
         choose_rows(train_counts.counts, forced, MIN_COUNT, len(forced) - 1)
 
 
+@pytest.mark.slow
 def test_the_fitted_tokenizer_cuts_dev_sentences_as_the_full_one_where_it_kept_the_pieces(
         sst2, train_counts, forced, wordpiece_tokenizer):
     from pocketbert.export.vocabulary.choice import choose_rows

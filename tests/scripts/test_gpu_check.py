@@ -135,6 +135,7 @@ def test_update_replaces_only_the_parts_it_runs(dry_run, shared_data, tmp_path):
     assert "call 1, " in done.stdout and "call 2, " in done.stdout
 
 
+@pytest.mark.slow
 def test_the_kit_gives_back_the_weights_in_fp16_and_the_data_unchanged(tiny_base, shared_data, tmp_path):
     from safetensors.numpy import load_file
 

@@ -132,6 +132,7 @@ def test_a_second_run_reuses_the_teacher_labels_of_the_transfer_data(capsys, tea
     assert second["train"]["train_examples"] == first["train"]["train_examples"] > 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, extra, expected", [
     ("", [], "holds no text"),
     ("id,body\n1,fine\n", ["--transfer-column", "review"], "no 'review' column"),
