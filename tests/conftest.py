@@ -21,6 +21,24 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
 SLOW_FIXTURES = {"teacher_run", "exported_run", "quick_exported_run"}
 
 
+def marked_slow_as_a_whole(path: Path) -> bool:
+    """The module's own `pytestmark` names `slow`: every test in it is slow, read from its source unimported."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+               and "mark.slow" in ast.unparse(node.value) for node in tree.body)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m "not slow"`, a file marked slow as a whole is not imported at all: its imports (coremltools pulls
+    in ExecuTorch) were most of `make test-fast`'s time, for tests the mark then deselects."""
+    if (config.getoption("markexpr", "") == "not slow" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_") and marked_slow_as_a_whole(collection_path)):
+        return True
+    return None
+
+
 def minutes(item) -> float:
     """The minutes its file's tests take together on 2 busy cores, as its `minutes(n)` mark says (0: unmarked)."""
     mark = item.get_closest_marker("minutes")

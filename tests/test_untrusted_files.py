@@ -9,6 +9,8 @@ import pytest
 import torch
 from helpers import error_line, run_cli
 
+pytestmark = pytest.mark.slow  # the CLI on a saved checkpoint
+
 
 class CodeRunningPickle:
     """Unpickling this calls exec(), which would create the marker file."""
@@ -20,7 +22,6 @@ class CodeRunningPickle:
         return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
 
 
-@pytest.mark.slow
 def test_pickle_that_would_run_code_is_refused(capsys, tmp_path, tiny_base, shared_data):
     marker = tmp_path / "code-ran"
     evil = tmp_path / "evil-checkpoint"
@@ -41,7 +42,6 @@ def test_pickle_that_would_run_code_is_refused(capsys, tmp_path, tiny_base, shar
     assert not (tmp_path / "run" / "teacher").exists()
 
 
-@pytest.mark.slow
 def test_remote_code_is_not_run_without_the_flag(capsys, tmp_path, tiny_base, shared_data):
     marker = tmp_path / "remote-code-ran"
     model = tmp_path / "custom-model"

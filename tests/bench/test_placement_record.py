@@ -19,6 +19,8 @@ from coremltools.optimize.coreml import (  # noqa: E402
     palettize_weights,
 )
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 FITTED_ROWS = 8000  # a vocabulary fitted to the task's texts
 FULL_ROWS = 30522   # the uncased WordPiece vocabulary
 LARGE_ROWS = placement_rules.MAX_EXTENT_FROM_A16 + 1
@@ -39,7 +41,6 @@ def _palettized(tmp_path, target, name):
     return path
 
 
-@pytest.mark.slow
 def test_regions_and_boundaries_price_a_split_not_its_operations(tmp_path):
     whole = placement.check(saved(_program(_clean), tmp_path / "whole.mlpackage")).summary()
     assert (whole["regions"], whole["boundaries"], whole["added_cost_ms"]) == (1, 0, [0.0, 0.0])
@@ -58,7 +59,6 @@ def test_regions_and_boundaries_price_a_split_not_its_operations(tmp_path):
     assert placement.check(path, without("fp32-in-fp16")).summary()["regions"] == 1
 
 
-@pytest.mark.slow
 def test_four_bit_palettes_are_a_risk_only_with_an_ios18_target(tmp_path):
     ios18 = placement.check(_palettized(tmp_path, ct.target.iOS18, "p18"))
     assert ios18.verdict == placement.MAY_FAIL and "palettized-4bit-ios18" in ios18.fired
@@ -67,7 +67,6 @@ def test_four_bit_palettes_are_a_risk_only_with_an_ios18_target(tmp_path):
     assert ios17.passes and "palettized-4bit-ios18" not in ios17.fired
 
 
-@pytest.mark.slow
 def test_int8_weights_are_priced_as_folded_to_fp16_on_a13_and_m1(tmp_path):
     model = _converted(_program(_clean), tmp_path / "plain.mlpackage", ct.target.iOS17)
     config = OptimizationConfig(global_config=OpLinearQuantizerConfig(dtype="int8", weight_threshold=1))
@@ -81,7 +80,6 @@ def test_int8_weights_are_priced_as_folded_to_fp16_on_a13_and_m1(tmp_path):
     assert "int8-weights-folded" not in placement.check(tmp_path / "plain.mlpackage").fired
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rows, fires, words", [
     (SMALL_TABLE, False, "a fitted vocabulary clears the axis limit"),
     (FITTED_ROWS, False, "a fitted vocabulary clears the axis limit"),
@@ -95,7 +93,6 @@ def test_the_axis_limit_by_chip_generation_and_a_fitted_vocabulary(tmp_path, row
     assert words in summary["axis_limit"] and f"{rows:,} rows" in summary["axis_limit"]
 
 
-@pytest.mark.slow
 def test_a_failed_neural_engine_compile_is_a_stated_risk(tmp_path):
     summary = placement.check(saved(_program(_clean), tmp_path / "c.mlpackage")).summary()
     assert any("kills the process at its first prediction" in r and "coremltools#2758" in r

@@ -106,6 +106,7 @@ def test_coreml_metadata_names_inputs_and_labels(sentiment_exports):
     assert spec.specificationVersion >= 7  # iOS 16
 
 
+@pytest.mark.slow
 def test_qa_model_exports_both_logits(tmp_path):
     model, task = tiny(BertForQuestionAnswering), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")

@@ -15,6 +15,8 @@ from pocketbert.export.evaluators import mil_kernels
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_kernels import NotCovered
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 MAX_LENGTH = 64
 LENGTHS = (16, 32, 64)
 WEIGHT_SCALE = 4.0  # of a tiny model's random weights, so that every op moves the logits well past fp16 rounding
@@ -91,7 +93,6 @@ CASES = ["sentiment-fp16", "sentiment-6bit", "sentiment-fixed", "sentiment-enume
          "qa-fp16", "qa-6bit", "qa-fixed", "qa-enumerated"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_compiled_evaluator_gives_value_inference_answers(programs, case):
     path, task = programs(case)
@@ -104,7 +105,6 @@ def test_compiled_evaluator_gives_value_inference_answers(programs, case):
     assert coreml.mil_evaluator(path).row_by_row == set()  # a BERT program runs in kernels alone
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("length", LENGTHS)
 def test_every_enumerated_length_gives_value_inference_answers(programs, length):
     path, task = programs("sentiment-enumerated")
@@ -115,7 +115,6 @@ def test_every_enumerated_length_gives_value_inference_answers(programs, length)
     assert steps_apart(ours, reference) <= REFERENCE_STEPS
 
 
-@pytest.mark.slow
 def test_rows_evaluated_together_equal_each_alone(programs):
     path, task = programs("qa-fp16")
     b = batch()
@@ -125,7 +124,6 @@ def test_rows_evaluated_together_equal_each_alone(programs):
     assert steps_apart(together, alone) <= TOGETHER_STEPS
 
 
-@pytest.mark.slow
 def test_ops_without_a_kernel_are_evaluated_by_value_inference_row_by_row(programs):
     path, task = programs("sentiment-fp16")
     b = batch()
@@ -198,7 +196,6 @@ BROKEN = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_an_evaluator_with_one_kernel_wrong_misses_value_inference(programs, broken):
     path, task = programs("sentiment-fp16")
@@ -209,7 +206,6 @@ def test_an_evaluator_with_one_kernel_wrong_misses_value_inference(programs, bro
     assert steps_apart(evaluated(path, task, b, {**mil_kernels.KERNELS, op_type: kernel}), reference) > BROKEN_STEPS
 
 
-@pytest.mark.slow
 def test_an_op_neither_a_kernel_nor_value_inference_evaluates_is_refused_in_one_line(tmp_path):
     import coremltools as ct
     from coremltools.converters.mil import Builder as mb
@@ -228,7 +224,6 @@ def test_an_op_neither_a_kernel_nor_value_inference_evaluates_is_refused_in_one_
     assert "\n" not in str(refused.value)
 
 
-@pytest.mark.slow
 def test_a_kernel_that_does_not_cover_an_op_form_hands_it_to_value_inference(programs):
     path, task = programs("sentiment-fp16")
 
@@ -302,7 +297,6 @@ def _program_of_every_kernel(path):
 FP32_TOLERANCE = 1e-5  # both evaluators compute this fp32 program in float32 (numpy's orders of summation differ)
 
 
-@pytest.mark.slow
 def test_every_kernel_gives_value_inference_answers_on_rows_together(tmp_path):
     from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 

@@ -11,10 +11,11 @@ from transformers import BertConfig, BertForSequenceClassification
 from pocketbert.core.tasks import SentimentTask
 from pocketbert.export import onnx_export
 
+pytestmark = pytest.mark.slow  # two ORT conversions
+
 BIG_VARIABLE = "x" * 5000  # an environment of another size moves the converter's allocations when it inherits it
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not onnx_export.ort_order_is_fixed(), reason="the address layout is fixed on Linux only")
 def test_two_conversions_give_the_same_bytes(tmp_path, monkeypatch):
     config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -20,6 +20,8 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 SEQUENCE, HIDDEN = 16, 8
 SMALL_TABLE, LARGE_TABLE = 100, placement_rules.MAX_EXTENT + 1
 WIDE = placement_rules.MAX_EXTENT + 2 * SEQUENCE * HIDDEN  # a flattened tensor longer than the Neural Engine takes
@@ -110,7 +112,6 @@ def without(rule_id: str) -> list:
     return [r for r in placement_rules.RULES if r.id != rule_id]
 
 
-@pytest.mark.slow
 def test_a_program_that_breaks_no_rule_runs_whole_on_the_neural_engine(tmp_path):
     result = placement.check(saved(_program(_clean), tmp_path / "clean.mlpackage"))
     assert result.passes and result.verdict == placement.NEURAL_ENGINE_VERDICT
@@ -120,7 +121,6 @@ def test_a_program_that_breaks_no_rule_runs_whole_on_the_neural_engine(tmp_path)
     assert json.loads(json.dumps(result.to_dict()))["functions"][0]["operations"]  # JSON as it is written
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rule", sorted(BROKEN))
 def test_breaking_one_rule_flips_the_verdict_and_that_rule_is_why(tmp_path, rule):
     middle, verdict = BROKEN[rule]
@@ -136,13 +136,11 @@ def test_breaking_one_rule_flips_the_verdict_and_that_rule_is_why(tmp_path, rule
     assert placement.check(path, without(rule)).passes
 
 
-@pytest.mark.slow
 def test_a_small_table_lookup_stays_on_the_neural_engine(tmp_path):
     result = placement.check(saved(_program(_gather(SMALL_TABLE)), tmp_path / "small.mlpackage"))
     assert result.passes and "gather-large-table" not in result.fired
 
 
-@pytest.mark.slow
 def test_transposes_around_matrix_products_are_a_cost_not_a_failure(tmp_path):
     path = saved(_program(_head_split), tmp_path / "heads.mlpackage")
     result = placement.check(path)
@@ -153,7 +151,6 @@ def test_transposes_around_matrix_products_are_a_cost_not_a_failure(tmp_path):
     assert "transpose-near-matmul" not in placement.check(saved(_program(_clean), tmp_path / "c.mlpackage")).fired
 
 
-@pytest.mark.slow
 def test_matrix_products_carry_the_flops(tmp_path):
     function = placement.check(saved(_program(_clean), tmp_path / "clean.mlpackage")).functions[0]
     linear = [op for op in function.operations if op.op_type == "linear"]
@@ -180,7 +177,6 @@ def student_programs(tmp_path_factory):
     return paths
 
 
-@pytest.mark.slow
 def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student_programs):
     fixed, flexible, enumerated = (placement.check(student_programs[f]) for f in ("fixed", "flexible", "enumerated"))
     # fixed: one Neural Engine region; only the word-embedding lookup (30,522 rows) before it, as in Apple's own
@@ -199,7 +195,6 @@ def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student
     assert all("transpose-near-matmul" in p.fired for p in (fixed, flexible, enumerated))
 
 
-@pytest.mark.slow
 def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_programs):
     """The manifest's summary is bench's record (bench/placement_verdict.py): the Neural Engine row applies
     to the program that passes, the others fall back to where their work is predicted."""
@@ -213,7 +208,6 @@ def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_prog
     assert read["enumerated"].predicted_unit != NEURAL_ENGINE
 
 
-@pytest.mark.slow
 def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path, monkeypatch):
     pytest.importorskip("coreai_torch")
     from pocketbert.export import coreai

@@ -11,6 +11,8 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.tasks import QATask
 from pocketbert.export import parity
 
+pytestmark = pytest.mark.slow  # SQuAD read and cut into windows
+
 QUESTIONS = 40
 EVAL_CFG = {"n_best": 5, "max_answer_length": 30}
 
@@ -39,26 +41,22 @@ def gate(pipeline, answers, span_mismatches=0) -> parity.ParityResult:
                                   "model.qa.onnx", "onnxruntime + extensions", "fp32", parity.QA_IN_GRAPH_GATE)
 
 
-@pytest.mark.slow
 def test_the_pipeline_s_own_answers_pass(pipeline):
     result = gate(pipeline, pipeline[-1])
     assert result.passed and result.agreement == 1.0
     assert result.by_windows["several_windows"]["questions"] > 0  # long contexts are counted apart
 
 
-@pytest.mark.slow
 def test_one_answer_changed_in_forty_fails_the_agreement(pipeline):
     answers = [dict(a) for a in pipeline[-1]]
     answers[0]["answer"] = answers[0]["answer"] + " and more"
     assert not gate(pipeline, answers).passed
 
 
-@pytest.mark.slow
 def test_a_span_that_is_not_the_context_s_text_fails(pipeline):
     assert not gate(pipeline, pipeline[-1], span_mismatches=1).passed
 
 
-@pytest.mark.slow
 def test_a_window_count_that_differs_fails_unless_the_context_was_cut(pipeline):
     answers = [dict(a) for a in pipeline[-1]]
     answers[0]["windows"] += 1
@@ -67,7 +65,6 @@ def test_a_window_count_that_differs_fails_unless_the_context_was_cut(pipeline):
     assert gate(pipeline, answers).passed
 
 
-@pytest.mark.slow
 def test_scores_further_apart_than_the_gate_allows_fail(pipeline):
     # agreement alone would pass these (no minimum): the points-apart bound is what must catch them
     loose = parity.Gate(None, 0.0, agree_for_every_task=True, max_points_apart=parity.QA_IN_GRAPH_MAX_POINTS_APART)
