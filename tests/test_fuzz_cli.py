@@ -121,6 +121,7 @@ yaml_text = st.one_of(st.text(max_size=12), st.sampled_from([".inf", "-.inf", ".
                                                              "-1", "1e400", "[0.5, -1]", "true", "'x'"]))
 
 
+@pytest.mark.slow
 @FEW
 @given(key=st.sampled_from(["teacher.learning_rate", "teacher.focal_alpha", "seed", "teacher.epochs",
                             "bench.time_cap_s", "distill.temperature", "teacher.warmup_ratio", "eval.cross_domain"]),

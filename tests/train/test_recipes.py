@@ -48,6 +48,7 @@ def test_without_any_rewrite_every_sample_is_a_duplicate():
     assert len(out) == len(SENTENCES) and report["duplicates_dropped"] == 5 * len(SENTENCES)
 
 
+@pytest.mark.slow
 def test_masking_and_ngrams():
     masked, _ = transfer(augment.AugmentConfig(p_mask=1.0, p_pos=0, p_ng=0, n_iter=3))
     assert {e.text for e in masked[len(SENTENCES):]} == {" ".join(["[MASK]"] * len(s.split())) for s in SENTENCES}

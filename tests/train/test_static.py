@@ -60,6 +60,7 @@ def test_the_table_has_one_row_per_vocabulary_id_and_zero_rows_for_ignored_token
     assert 0 < report["pca_explained_variance"] < 1
 
 
+@pytest.mark.slow
 def test_each_row_is_that_token_through_the_encoder_alone(encoder, encoder_rows, wordpiece_tokenizer):
     """At full width and without weighting the table is a rotation of the encoder's mean outputs: the distance
     between two rows is the distance between the encoder's outputs on `[CLS] token [SEP]` for the two tokens."""

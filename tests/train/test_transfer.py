@@ -39,6 +39,7 @@ def tiny_model(seed: int) -> BertForSequenceClassification:
     return BertForSequenceClassification(config).eval()
 
 
+@pytest.mark.slow
 def test_transfer_rows_get_the_soft_losses_and_no_hard_label_loss(wordpiece_tokenizer):
     task = SentimentTask(LABELS)
     labelled = task.features(wordpiece_tokenizer, [TextExample("a gripping film", 1), TextExample("dull and long", 0)],
