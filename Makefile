@@ -1,7 +1,7 @@
 # pocketbert — every target installs what it needs first.
 #   make distill export        fine-tune the teacher (if the run has none), distil, export
 #   make test                  ruff, then the unit and end-to-end tests
-#   make test-fast             ruff, then the tests not marked slow (no end-to-end CLI runs), under 2 minutes
+#   make test-fast             ruff, then the tests not marked slow (unit tests only), under a minute
 #   make bench                 latency report against BERT-base
 #   make ladder                from the run's teacher: the ladder of students, exported, benched, one table
 # Variables: TASK, DATASET, TEACHER, RUN, PRESET, LADDER, DATA_DIR (see README).
@@ -96,10 +96,12 @@ $(JS_STAMP): $(JS_DIR)/package.json
 # Debian's kotlin (kotlinc) runs the generated Kotlin QA routine in its test; a test target installs no system
 # packages (.ci/run does, as root), and that test skips, saying so, where kotlinc is missing.
 # The tests run in $(TEST_WORKERS) processes (pytest-xdist), one a core with one torch thread each (torch's two threads
-# stall when the other core is busy); a file's tests stay in one process, so a module's fixture is built once.
+# stall when the other core is busy); a file's tests stay in one process, so a module's fixture is built once. The
+# files go out in collection order, the longest first (tests/conftest.py): xdist's own reorder, by test count, would
+# start a file of minutes last.
 TEST_WORKERS ?= 2
 PYTEST = $(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
-  $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+  $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
 test: lint $(JS_STAMP)
 	$(PYTEST) --durations=25
 

@@ -16,19 +16,44 @@ TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, i
                    max_position_embeddings=128)
 
 
-# Fixtures that train or export through the CLI (a minute or more): a test that uses one is `slow` whether or not
-# its file says so, so `make test-fast` never builds them.
-SLOW_FIXTURES = {"exported_run", "quick_exported_run"}
+# Fixtures that train or export through the CLI: a test that uses one is `slow` whether or not its file says so, so
+# `make test-fast` never builds them.
+SLOW_FIXTURES = {"teacher_run", "exported_run", "quick_exported_run"}
+
+
+def marked_slow_as_a_whole(path: Path) -> bool:
+    """The module's own `pytestmark` names `slow`: every test in it is slow, read from its source unimported."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+               and "mark.slow" in ast.unparse(node.value) for node in tree.body)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m "not slow"`, a file marked slow as a whole is not imported at all: its imports (coremltools pulls
+    in ExecuTorch) were most of `make test-fast`'s time, for tests the mark then deselects."""
+    if (config.getoption("markexpr", "") == "not slow" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_") and marked_slow_as_a_whole(collection_path)):
+        return True
+    return None
+
+
+def minutes(item) -> float:
+    """The minutes its file's tests take together on 2 busy cores, as its `minutes(n)` mark says (0: unmarked)."""
+    mark = item.get_closest_marker("minutes")
+    return 0.0 if mark is None else float(mark.args[0]) if mark.args else 1.0
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(items):
-    """The files marked `minutes` first: the test processes take files in collection order, and the longest ones
-    started last would leave one process running them alone at the end."""
+    """The files marked `minutes` first, the longest first: the test processes take files in collection order (the
+    Makefile's --no-loadscope-reorder keeps it), and a long file started last would leave one process running it
+    alone at the end."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("minutes") is None)
+    items.sort(key=lambda item: -minutes(item))
 
 
 def data_dir() -> Path:
@@ -109,17 +134,32 @@ def teacher_run(tmp_path_factory, tiny_base, shared_data) -> Path:
     return run
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """build(folder) -> the run it made inside folder, once a session: under `pytest -n`, the first worker that asks
+    builds it and the others wait for it and read the same folder (its teacher is the building worker's tiny
+    teacher: no test holds it against another worker's teacher_run)."""
+    import shutil
+
+    from pocketbert.core.cache_dir import building
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / name
+    done = shared / "run-path.txt"
+    with building(shared):
+        if not done.is_file():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that failed midway left a part
+            shared.mkdir()
+            done.write_text(str(build(shared)))
+    return Path(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
     """teacher_run's teacher, its tiny student and the export with every variant of the tiny preset, through the real
-    CLI: the one export the test modules share. Read only: a test that writes into a run takes linked_copy of it.
-    Under `pytest -n`, the first worker that asks builds it and the others wait for it and read the same folder
-    (its teacher is the building worker's tiny teacher: no test holds it against another worker's teacher_run)."""
-    import shutil
-
+    CLI: the one export the test modules share, built once a session (built_once). Read only: a test that writes
+    into a run takes linked_copy of it."""
     from helpers import run_cli_steps, run_with_teacher
-
-    from pocketbert.core.cache_dir import building
 
     def build(folder: Path) -> Path:
         run = run_with_teacher(teacher_run, folder / "tiny")
@@ -127,24 +167,20 @@ def exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
                        shared_data], ["export", "--run", run, "--data-dir", shared_data])
         return run
 
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return build(tmp_path_factory.mktemp("exported"))
-    shared = tmp_path_factory.getbasetemp().parent / "exported"
-    with building(shared):
-        if not (shared / "tiny" / "export" / "manifest.json").is_file():
-            shutil.rmtree(shared, ignore_errors=True)  # a worker that failed midway left a part
-            shared.mkdir()
-            build(shared)
-    return shared / "tiny"
+    return built_once(tmp_path_factory, "exported", build)
 
 
 @pytest.fixture(scope="session")
 def quick_exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
     """teacher_run's teacher, its tiny student and a QUICK_EXPORT (one Core ML program, ONNX and ORT): for tests
-    of what reads or sits beside any export (app folders, the device kit, locks). Read only: copy it."""
+    of what reads or sits beside any export (app folders, the device kit, locks). Built once a session (built_once).
+    Read only: copy it."""
     from helpers import QUICK_EXPORT, run_cli_steps, run_with_teacher
 
-    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("quick-exported") / "tiny")
-    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir", shared_data],
-                  ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
-    return run
+    def build(folder: Path) -> Path:
+        run = run_with_teacher(teacher_run, folder / "tiny")
+        run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu", "--data-dir",
+                       shared_data], ["export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT])
+        return run
+
+    return built_once(tmp_path_factory, "quick-exported", build)

@@ -102,6 +102,7 @@ def test_eval_label_unseen_in_train(capsys, tmp_path, tiny_base):
     assert_one_line_error(result, "dev.jsonl:1", "label 'anger' is not in the label set (joy, sadness)")
 
 
+@pytest.mark.slow
 def test_teacher_path_without_model(capsys, tmp_path, shared_data):
     empty = tmp_path / "not-a-model"
     empty.mkdir()
@@ -147,6 +148,7 @@ def test_unknown_preset(capsys, tmp_path):
     assert_one_line_error(result, "no preset 'huge'", "default")
 
 
+@pytest.mark.slow
 def test_debug_env_shows_traceback(tmp_path):
     proc = cli_process("train", "teacher", "--run", tmp_path / "r", "--task", "nope", env={"POCKETBERT_DEBUG": "1"})
     assert proc.returncode != 0

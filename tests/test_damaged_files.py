@@ -40,6 +40,7 @@ def _distill(capsys, run):
     return run_cli(capsys, "train", "distill", "--run", run, "--preset", "tiny", "--device", "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "random"])
 def test_damaged_safetensors(capsys, tmp_path, teacher_run, damage):
     run = _copy_run(teacher_run, tmp_path)

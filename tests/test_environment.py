@@ -88,6 +88,7 @@ def test_pocketbert_debug_off_shows_no_traceback(capsys, tmp_path, clean_launch_
     _refused(run_cli(capsys, *_stage("teacher", tmp_path)), "missing.tsv")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["1", "true"])
 def test_debugging_shows_the_traceback_and_keeps_the_exit_status(tmp_path, value):
     """With debugging on, every failure used to exit 1: the status `bench compare` keeps for a regression."""

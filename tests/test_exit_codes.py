@@ -37,6 +37,7 @@ def results_file(path, median):
     return path
 
 
+@pytest.mark.slow
 def test_a_crash_in_bench_compare_is_not_a_regression(tmp_path):
     """A value of the wrong type used to crash `bench compare` with a traceback and exit status 1, the status
     CI reads as "regression found"."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import pocketbert
 from pocketbert.core import run_files
 
@@ -41,6 +43,7 @@ def test_rundir_names_files_that_modules_would_spell():
             "manifest.json", "model.safetensors", "last.pt"} <= file_names()
 
 
+@pytest.mark.slow
 def test_no_module_spells_a_run_directory_file_name():
     names = file_names()
     found = []

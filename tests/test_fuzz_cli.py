@@ -13,6 +13,7 @@ import gzip
 import json
 import shutil
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ def defective_files(draw):
     return suffix, content
 
 
+@pytest.mark.slow
 @FEW
 @given(case=defective_files())
 def test_a_defective_data_file_is_one_line(capsys, tmp_path_factory, tiny_base, case):
@@ -119,6 +121,7 @@ yaml_text = st.one_of(st.text(max_size=12), st.sampled_from([".inf", "-.inf", ".
                                                              "-1", "1e400", "[0.5, -1]", "true", "'x'"]))
 
 
+@pytest.mark.slow
 @FEW
 @given(key=st.sampled_from(["teacher.learning_rate", "teacher.focal_alpha", "seed", "teacher.epochs",
                             "bench.time_cap_s", "distill.temperature", "teacher.warmup_ratio", "eval.cross_domain"]),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import pocketbert
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
@@ -120,10 +122,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+@pytest.mark.slow
 def test_no_module_imports_against_the_direction():
     assert against_the_direction(import_graph(ALL_MODULES)) == []
 
 
+@pytest.mark.slow
 def test_the_package_imports_without_a_cycle():
     assert cycles(import_graph(ALL_MODULES)) == []
 

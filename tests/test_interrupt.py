@@ -14,7 +14,8 @@ from helpers import QUICK_EXPORT, cli_process, linked_copy
 from pocketbert.core import atomic_folder, run_files
 from pocketbert.train.checkpoint import FAULT_ENV
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes]
+# first of all: its fixture builds the session's shared export (exported_run), which a dozen files read
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(10)]
 EXPORT_FILES = (run_files.MANIFEST, run_files.PARITY, run_files.ONNX_FP32, run_files.ONNX_INT8, run_files.ORT_MODEL, run_files.LABELS,
                 *run_files.TOKENIZER_FILES)
 KILL_DELAYS_S = (0.0, 2.0)  # after the export starts writing; writing the tiny student's export takes several s

@@ -70,6 +70,7 @@ def test_requires_the_python_the_pinned_wheels_need():
     assert PROJECT["requires-python"] == f">={OLDEST_PYTHON}"
 
 
+@pytest.mark.slow
 def test_each_require_names_an_extra_that_installs_the_module():
     extras = {extra: {_name(r) for r in reqs} for extra, reqs in PROJECT["optional-dependencies"].items()}
     calls = _calls_to_require()
@@ -79,6 +80,7 @@ def test_each_require_names_an_extra_that_installs_the_module():
     assert not wrong, "the extra named does not install the module: " + "; ".join(wrong)
 
 
+@pytest.mark.slow
 def test_every_third_party_import_is_a_dependency_or_in_an_extra():
     declared = {_name(r) for r in PROJECT["dependencies"]} | \
         {_name(r) for reqs in PROJECT["optional-dependencies"].values() for r in reqs}

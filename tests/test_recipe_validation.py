@@ -50,6 +50,7 @@ def test_defaults_live_in_the_schema():
     assert load_recipe("sentiment", "default")["distill"]["hard_loss"] == "ce"  # filled for every preset
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting, names", [
     ("teacher.epochs=abc", ["teacher.epochs", "integer"]),
     ("teacher.learning_rate=-1", ["teacher.learning_rate", "greater than 0"]),
@@ -70,6 +71,7 @@ def test_bad_set_values_end_in_one_line_and_write_nothing(tmp_path, setting, nam
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_bad_recipe_file_is_refused_before_any_work(tmp_path):
     recipe = yaml.safe_load((CONFIG_DIR / "sentiment-tiny.yaml").read_text())
     recipe["distill"]["alpha"] = 2

@@ -11,6 +11,8 @@ import shutil
 import pytest
 from helpers import error_line, run_cli
 
+pytestmark = pytest.mark.slow  # every test takes the tiny teacher (conftest's SLOW_FIXTURES)
+
 USAGE_ERROR = 2
 MANIFEST = "manifest.json"
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 import torch
 from helpers import error_line, run_cli
+
+pytestmark = pytest.mark.slow  # the CLI on a saved checkpoint
 
 
 class CodeRunningPickle:

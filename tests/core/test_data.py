@@ -15,6 +15,7 @@ SST2_DEV_SIZE = 872
 EMOTION_VAL_SIZE = 2000
 
 
+@pytest.mark.slow
 def test_sst2_from_data_dir(shared_data):
     data = load_task_data("sst2", "sentiment", shared_data)
     assert data.label_names == ["negative", "positive"]
@@ -31,6 +32,7 @@ def test_emotion_has_six_named_labels(shared_data):
     assert data.train[0].text == "i didnt feel humiliated" and data.train[0].label == 0
 
 
+@pytest.mark.slow
 def test_imdb_holds_out_a_fixed_eval_split(shared_data):
     first = load_task_data("imdb", "sentiment", shared_data)
     again = load_task_data("imdb", "sentiment", shared_data)
@@ -39,6 +41,7 @@ def test_imdb_holds_out_a_fixed_eval_split(shared_data):
     assert not set(first.eval) & set(first.train)
 
 
+@pytest.mark.slow
 def test_squad_answers_sit_in_their_context(shared_data):
     data = load_task_data("squad", "qa", shared_data)
     assert len(data.eval) == 1446

@@ -61,6 +61,7 @@ def check(path, want, names=LABELS):
 formatting = dict(newline=st.sampled_from(["\n", "\r\n"]), bom=st.booleans(), blank_every=st.sampled_from([0, 1, 3]))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.lists(st.tuples(any_text, st.integers(0, 2)), min_size=1, max_size=8), **formatting)
 @example(data=[("0\r", 0)], newline="\n", bom=False, blank_every=0)
@@ -87,6 +88,7 @@ LINE_FORMATS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", sorted(LINE_FORMATS))
 @FUZZ
 @given(draw=st.data(), **formatting)
@@ -129,6 +131,7 @@ def test_very_long_line_parses(tmp_path):
     assert len(examples[0].text) == LONG_LINE and examples[0].label == 1
 
 
+@pytest.mark.slow
 @FUZZ
 @given(doc=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
@@ -161,6 +164,7 @@ def answer_tokens(tokenizer, context: str, start: int, end: int) -> list[tuple[i
     return [tuple(o) for o in offsets if o[0] < end and o[1] > start]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(before=st.lists(words, max_size=30), answer=st.lists(words, min_size=1, max_size=4),
        after=st.lists(words, max_size=30), question=words)

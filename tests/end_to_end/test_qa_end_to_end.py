@@ -10,7 +10,7 @@ from helpers import assert_exhaustive_tokenizer_check, error_line, named_in_read
 
 from pocketbert.core.user_paths import OUTPUT_MARKER
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(5)]
 
 
 

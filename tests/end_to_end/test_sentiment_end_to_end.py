@@ -13,7 +13,7 @@ from helpers import (assert_exhaustive_tokenizer_check, error_line, linked_copy,
 from pocketbert.core.user_paths import OUTPUT_MARKER
 from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(3)]
 
 
 @pytest.fixture(scope="module")

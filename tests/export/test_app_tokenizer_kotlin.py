@@ -14,7 +14,8 @@ from helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, UNICOD
 from helpers import write_overlapping_added_tokens
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
-pytestmark = [pytest.mark.slow, needs_kotlinc]  # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
+# kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
+pytestmark = [pytest.mark.slow, needs_kotlinc, pytest.mark.minutes(2)]
 
 TRUNCATED_LENGTH = 8
 CLI_TIMEOUT_S = 120

@@ -14,7 +14,7 @@ from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_r
 from tests.helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
 from tests.helpers import write_overlapping_added_tokens
 
-pytestmark = pytest.mark.minutes  # a build and two exhaustive checks: started first
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(2)]  # a build and two exhaustive checks
 ACCENTED_E = 0xE9
 OVERLAP_SAMPLE = 500
 
@@ -33,7 +33,6 @@ def cli(package: Path) -> list[str]:
     return [str(package / ".build" / "release" / "pocketbert-tokenize")]
 
 
-@pytest.mark.slow
 def test_swift_package_tests_pass(swift_package):
     done = subprocess.run([app_programs.swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
                           capture_output=True, text=True, timeout=app_programs.BUILD_TIMEOUT_S)
@@ -41,7 +40,6 @@ def test_swift_package_tests_pass(swift_package):
     assert "Executed 5 tests, with 0 failures" in done.stdout + done.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("vocabulary", ["full", "fitted"])
 def test_swift_tokenizer_equals_tokenizers_on_every_code_point(swift_package, vocabulary, tmp_path,
                                                                wordpiece_tokenizer):
@@ -61,7 +59,6 @@ def test_swift_tokenizer_takes_the_leftmost_then_longest_of_overlapping_added_to
     assert result["mismatch_count"] == 0, result["first_mismatches"]
 
 
-@pytest.mark.slow
 def test_swift_check_names_the_code_point_a_wrong_table_misreads(swift_package, tmp_path, wordpiece_tokenizer):
     paths = write_app_tokenizer(tmp_path, wordpiece_tokenizer, fitted=False)
     tables = tokenizer_reference.load(paths["tables"])

@@ -19,6 +19,8 @@ from pocketbert.export import coreai, parity  # noqa: E402
 from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402
 from pocketbert.export.evaluators.numeric import computing_form  # noqa: E402
 
+pytestmark = pytest.mark.minutes(2)
+
 LENGTHS = (16, 32, 64)
 FP16_TOLERANCE = parity.FP16_MAX_ABS_DIFF  # fp16 program against the fp32 PyTorch model: the gate's own bound
 EXACT_TOLERANCE = 1e-4    # fp32 program against the fp32 PyTorch model (weights x8: 1.5e-5 of fp32 rounding seen)
@@ -68,6 +70,7 @@ def sentiment_program(tmp_path_factory):
     return model, task, folder
 
 
+@pytest.mark.slow
 def test_fp16_program_answers_like_torch_at_every_entry_point(sentiment_program):
     model, task, folder = sentiment_program
     b = batch()
@@ -77,6 +80,7 @@ def test_fp16_program_answers_like_torch_at_every_entry_point(sentiment_program)
     assert (out.argmax(-1) == reference(model, task, b).argmax(-1)).all()
 
 
+@pytest.mark.slow
 def test_fp16_program_computes_in_half_precision(sentiment_program):
     _, _, folder = sentiment_program
     fp16, fp32 = (coreai_ir.load_program(folder / name) for name in ("fp16.aimodel", "fp32.aimodel"))
@@ -85,6 +89,7 @@ def test_fp16_program_computes_in_half_precision(sentiment_program):
     assert fp16.stored_bytes == pytest.approx(fp32.stored_bytes / 2, rel=0.05)
 
 
+@pytest.mark.slow
 def test_saved_asset_describes_itself(sentiment_program):
     import json
 
@@ -94,6 +99,7 @@ def test_saved_asset_describes_itself(sentiment_program):
     assert metadata["creatorDefinedMetadata"]["version"]
 
 
+@pytest.mark.slow
 def test_weights_are_stored_once_for_every_entry_point(sentiment_program, tmp_path):
     model, task, folder = sentiment_program
     coreai.save(coreai.convert_to_coreai(model, task, (64,), fp16=False), tmp_path / "one.aimodel", "test")
@@ -102,6 +108,7 @@ def test_weights_are_stored_once_for_every_entry_point(sentiment_program, tmp_pa
     assert three.stored_bytes < 1.1 * one.stored_bytes  # only position-dependent constants differ per length
 
 
+@pytest.mark.slow
 def test_rows_of_one_length_evaluated_together_equal_each_alone(sentiment_program):
     _, task, folder = sentiment_program
     b = batch()
@@ -111,6 +118,7 @@ def test_rows_of_one_length_evaluated_together_equal_each_alone(sentiment_progra
     np.testing.assert_allclose(together, alone, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_every_entry_point_takes_inputs_padded_to_it(sentiment_program):
     model, task, folder = sentiment_program
     b = batch()
@@ -121,6 +129,7 @@ def test_every_entry_point_takes_inputs_padded_to_it(sentiment_program):
         assert np.abs(out - expected).max() < EXACT_TOLERANCE
 
 
+@pytest.mark.slow
 def test_qa_program_gives_both_logits(tmp_path):
     model, task = tiny(BertForQuestionAnswering), QATask()
     coreai.save(coreai.convert_to_coreai(model, task, (32, 64)), tmp_path / "qa.aimodel", "test")
@@ -157,6 +166,7 @@ def _attention_chains(graph) -> int:
                and any(r.kind.endswith("batch_matmul") for r in readers.get(op.results[0], [])))
 
 
+@pytest.mark.slow
 def test_attention_is_one_fused_composite_per_layer(sentiment_program, tmp_path, monkeypatch):
     model, task, folder = sentiment_program
     layers = model.config.num_hidden_layers
@@ -327,6 +337,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_evaluator_with_one_operation_wrong_misses_the_model(sentiment_program, broken):
     model, task, folder = sentiment_program
@@ -342,6 +353,7 @@ def test_evaluator_with_one_operation_wrong_misses_the_model(sentiment_program, 
     assert np.abs(wrong - expected).max() > BROKEN_MIN_DIFF
 
 
+@pytest.mark.slow
 def test_an_operation_the_evaluator_lacks_is_refused_in_one_line(sentiment_program):
     _, _, folder = sentiment_program
     text = coreai_ir.program_text(folder / "fp32.aimodel").replace("coreai.tanh", "coreai.sinh", 1)
@@ -349,6 +361,7 @@ def test_an_operation_the_evaluator_lacks_is_refused_in_one_line(sentiment_progr
         coreai_eval.CoreAIEvaluator(coreai_ir.parse_program(text), coreai.entry_name(16))
 
 
+@pytest.mark.slow
 def test_a_program_cut_short_is_refused(sentiment_program):
     _, _, folder = sentiment_program
     text = coreai_ir.program_text(folder / "fp32.aimodel")

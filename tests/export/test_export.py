@@ -15,6 +15,10 @@ from pocketbert.core.data import TextExample
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.tasks import QATask, SentimentTask
 
+# second, beside the file that builds the shared export: it converts without the CLI, so it never waits for the
+# first export's Swift and Kotlin builds (a file that exports would; its minutes tie with test_recipes_cli's)
+pytestmark = pytest.mark.minutes(7)
+
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05
 COREML_FP16_TOLERANCE = 0.02
@@ -53,6 +57,7 @@ def reference(model, task, b):
     return torch_forward(model, task)(b)
 
 
+@pytest.mark.slow
 def test_onnx_fp32_matches_torch_at_a_new_length(sentiment_exports):
     model, task, folder = sentiment_exports
     b = batch(length=27)  # traced at 16: the sequence axis must be dynamic
@@ -60,6 +65,7 @@ def test_onnx_fp32_matches_torch_at_a_new_length(sentiment_exports):
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP32_TOLERANCE
 
 
+@pytest.mark.slow
 def test_fp16_onnx_keeps_io_types_and_stays_close(sentiment_exports):
     import onnx
 
@@ -72,6 +78,7 @@ def test_fp16_onnx_keeps_io_types_and_stays_close(sentiment_exports):
     assert np.abs(out - reference(model, task, b)).max() < ONNX_FP16_TOLERANCE
 
 
+@pytest.mark.slow
 def test_int8_and_ort_stay_close(sentiment_exports):
     model, task, folder = sentiment_exports
     b = batch()
@@ -84,6 +91,7 @@ def test_int8_and_ort_stay_close(sentiment_exports):
     assert "runtime optimizations" in operators  # and carries its runtime optimizations (the list names both forms)
 
 
+@pytest.mark.slow
 def test_coreml_package_evaluates_like_torch(sentiment_exports):
     model, task, folder = sentiment_exports
     b = batch()
@@ -91,6 +99,7 @@ def test_coreml_package_evaluates_like_torch(sentiment_exports):
     assert np.abs(out - reference(model, task, b)).max() < COREML_FP16_TOLERANCE
 
 
+@pytest.mark.slow
 def test_coreml_metadata_names_inputs_and_labels(sentiment_exports):
     _, _, folder = sentiment_exports
     spec = coreml.load_mlpackage(folder / "T.mlpackage").get_spec()
@@ -99,6 +108,7 @@ def test_coreml_metadata_names_inputs_and_labels(sentiment_exports):
     assert spec.specificationVersion >= 7  # iOS 16
 
 
+@pytest.mark.slow
 def test_qa_model_exports_both_logits(tmp_path):
     model, task = tiny(BertForQuestionAnswering), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")
@@ -136,6 +146,7 @@ def test_parity_gate_catches_a_wrong_mask_constant(tmp_path):
     assert "model.onnx" in caught.failure() and "max |diff|" in caught.failure()
 
 
+@pytest.mark.slow
 def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
     import onnx
     from onnx import numpy_helper
@@ -157,6 +168,7 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
     assert not result.passed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant, tolerance", [("int8", 0.02), ("6bit", 0.05), ("4bit", 0.2), ("int4-block", 0.2)])
 def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports, tmp_path, variant, tolerance):
     from pocketbert.core.manifest import path_size
@@ -173,6 +185,7 @@ def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports,
     assert spec.description.metadata.author == "pocketbert"  # compression keeps what Xcode shows
 
 
+@pytest.mark.slow
 def test_unknown_core_ml_variant_is_refused(sentiment_exports):
     from pocketbert.core.errors import ExportError
 
@@ -181,6 +194,7 @@ def test_unknown_core_ml_variant_is_refused(sentiment_exports):
         coreml.compress(coreml.convert_to_coreml(model, task, 64, task.label_names, "test"), "2bit")
 
 
+@pytest.mark.slow
 def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
     from pocketbert.export.mobile_usability import PROVIDERS, XNNPACK, usability
 
@@ -198,6 +212,7 @@ def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
         assert provider["advice"]
 
 
+@pytest.mark.slow
 def test_xnnpack_takes_float_weight_products_and_no_dynamic_int8_one(sentiment_exports):
     """XNNPACK's node checks: float MatMul/Gemm with constant weights yes, MatMulInteger never; the attention
     softmax only once the sequence length is fixed (its last axis must be static)."""
@@ -216,6 +231,7 @@ def test_xnnpack_takes_float_weight_products_and_no_dynamic_int8_one(sentiment_e
     assert preferred_provider(int8) == "CPU" and preferred_provider({XNNPACK: fp32}) == XNNPACK
 
 
+@pytest.mark.slow
 def test_fixed_shape_variant_takes_padded_input_and_answers_like_torch(sentiment_exports, tmp_path):
     model, task, _ = sentiment_exports
     package = tmp_path / "T.fixed.mlpackage"
@@ -230,6 +246,7 @@ def test_fixed_shape_variant_takes_padded_input_and_answers_like_torch(sentiment
     assert np.abs(got - reference(model, task, b)).max() < COREML_FP16_TOLERANCE
 
 
+@pytest.mark.slow
 def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports, tmp_path):
     model, task, _ = sentiment_exports
     package = tmp_path / "T.classifier.mlpackage"

@@ -38,6 +38,7 @@ def exported(tmp_path_factory):
     return folder, measure
 
 
+@pytest.mark.slow
 def test_candidates_are_the_ffn_output_projections(exported):
     folder, _ = exported
     assert len(onnx_export.fp32_nodes(folder / "model.onnx")) == 3
@@ -51,6 +52,7 @@ def test_closeness_ranks_by_logit_error_even_when_answers_all_agree():
     assert int8_budget.closeness(near, reference)["logit_error"] < int8_budget.closeness(far, reference)["logit_error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [0.30, 0.45, 1.0])
 def test_choice_stays_within_budget_and_records_its_trials(exported, tmp_path, budget):
     folder, measure = exported
@@ -75,6 +77,7 @@ def test_choice_stays_within_budget_and_records_its_trials(exported, tmp_path, b
     assert not list(tmp_path.glob("trial-*.onnx"))  # trial models are removed
 
 
+@pytest.mark.slow
 def test_the_choice_is_the_same_every_time(exported, tmp_path):
     folder, measure = exported
     source = folder / "model.onnx"
@@ -85,6 +88,7 @@ def test_the_choice_is_the_same_every_time(exported, tmp_path):
     assert first == second
 
 
+@pytest.mark.slow
 def test_sizes_grow_with_each_fp32_projection(exported, tmp_path):
     folder, _ = exported
     source = folder / "model.onnx"
@@ -93,6 +97,7 @@ def test_sizes_grow_with_each_fp32_projection(exported, tmp_path):
     assert sizes == sorted(sizes) and sizes[0] < sizes[3]
 
 
+@pytest.mark.slow
 def test_the_latency_cost_is_counted_on_the_graph(exported):
     """Each weight product's multiply-adds from the model's shapes, and an fp32 projection's cost at FP32_MAC_COST."""
     folder, _ = exported
@@ -107,6 +112,7 @@ def test_the_latency_cost_is_counted_on_the_graph(exported):
     assert int8_budget.graph_latency_ratio(macs, []) == 1.0
 
 
+@pytest.mark.slow
 def test_a_latency_budget_keeps_no_fp32_node_that_costs_more_than_it(exported, tmp_path):
     folder, measure = exported
     source = folder / "model.onnx"

@@ -15,6 +15,8 @@ from pocketbert.export.evaluators import mil_kernels
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_kernels import NotCovered
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 MAX_LENGTH = 64
 LENGTHS = (16, 32, 64)
 WEIGHT_SCALE = 4.0  # of a tiny model's random weights, so that every op moves the logits well past fp16 rounding
@@ -91,7 +93,6 @@ CASES = ["sentiment-fp16", "sentiment-6bit", "sentiment-fixed", "sentiment-enume
          "qa-fp16", "qa-6bit", "qa-fixed", "qa-enumerated"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_compiled_evaluator_gives_value_inference_answers(programs, case):
     path, task = programs(case)
@@ -104,7 +105,6 @@ def test_compiled_evaluator_gives_value_inference_answers(programs, case):
     assert coreml.mil_evaluator(path).row_by_row == set()  # a BERT program runs in kernels alone
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("length", LENGTHS)
 def test_every_enumerated_length_gives_value_inference_answers(programs, length):
     path, task = programs("sentiment-enumerated")

@@ -11,6 +11,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from pocketbert.core.tasks import SentimentTask
 from pocketbert.export import onnx_export
 
+pytestmark = pytest.mark.slow  # two ORT conversions
+
 BIG_VARIABLE = "x" * 5000  # an environment of another size moves the converter's allocations when it inherits it
 
 

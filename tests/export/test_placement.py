@@ -20,6 +20,8 @@ ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 SEQUENCE, HIDDEN = 16, 8
 SMALL_TABLE, LARGE_TABLE = 100, placement_rules.MAX_EXTENT + 1
 WIDE = placement_rules.MAX_EXTENT + 2 * SEQUENCE * HIDDEN  # a flattened tensor longer than the Neural Engine takes
@@ -175,7 +177,6 @@ def student_programs(tmp_path_factory):
     return paths
 
 
-@pytest.mark.slow
 def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student_programs):
     fixed, flexible, enumerated = (placement.check(student_programs[f]) for f in ("fixed", "flexible", "enumerated"))
     # fixed: one Neural Engine region; only the word-embedding lookup (30,522 rows) before it, as in Apple's own
@@ -194,7 +195,6 @@ def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student
     assert all("transpose-near-matmul" in p.fired for p in (fixed, flexible, enumerated))
 
 
-@pytest.mark.slow
 def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_programs):
     """The manifest's summary is bench's record (bench/placement_verdict.py): the Neural Engine row applies
     to the program that passes, the others fall back to where their work is predicted."""
@@ -208,7 +208,6 @@ def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_prog
     assert read["enumerated"].predicted_unit != NEURAL_ENGINE
 
 
-@pytest.mark.slow
 def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path, monkeypatch):
     pytest.importorskip("coreai_torch")
     from pocketbert.export import coreai

@@ -11,6 +11,8 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.tasks import QATask
 from pocketbert.export import parity
 
+pytestmark = pytest.mark.slow  # SQuAD read and cut into windows
+
 QUESTIONS = 40
 EVAL_CFG = {"n_best": 5, "max_answer_length": 30}
 

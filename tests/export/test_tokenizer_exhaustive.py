@@ -19,7 +19,8 @@ from pocketbert.export.text_in import text_normalization, tokenizer_check
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph
 
-pytestmark = pytest.mark.slow  # the tokenizer graph's code-point table is derived once a session (~30 s)
+# the tokenizer graph's code-point table is derived once a session (~30 s)
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(1.5)]
 FULLWIDTH_COMMA, ZERO_WIDTH_SPACE, PRIVATE_USE, PRIVATE_USE_PLANE_15 = 0xFF0C, 0x200B, 0xE000, 0xF0000
 PROPERTY_EXAMPLES = 120
 

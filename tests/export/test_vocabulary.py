@@ -13,6 +13,8 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 from pocketbert.core import run_files
 from pocketbert.core.errors import ConfigError
 
+pytestmark = pytest.mark.minutes(4)
+
 MIN_COUNT = 2
 # SST-2's training sentences hold a small part of the 30,522 pieces: a fitted table of fewer rows than this share
 # would not be worth the option
@@ -51,6 +53,7 @@ def forced(wordpiece_tokenizer):
     return forced_ids(vocab, wordpiece_tokenizer.all_special_ids, prefix)
 
 
+@pytest.mark.slow
 def test_fitting_keeps_every_forced_row_and_drops_unused_ones(train_counts, forced, wordpiece_tokenizer):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -69,6 +72,7 @@ def test_fitting_keeps_every_forced_row_and_drops_unused_ones(train_counts, forc
     assert kept.record()["rows_after"] == len(ids) == kept.forced + kept.by_count
 
 
+@pytest.mark.slow
 def test_a_cap_keeps_the_most_frequent_pieces(train_counts, forced):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -82,6 +86,7 @@ def test_a_cap_keeps_the_most_frequent_pieces(train_counts, forced):
     assert kept.over_cap == len(left_out)
 
 
+@pytest.mark.slow
 def test_settings_that_keep_nothing_beyond_the_forced_rows_are_refused(train_counts, forced):
     from pocketbert.export.vocabulary.choice import choose_rows
 
@@ -91,6 +96,7 @@ def test_settings_that_keep_nothing_beyond_the_forced_rows_are_refused(train_cou
         choose_rows(train_counts.counts, forced, MIN_COUNT, len(forced) - 1)
 
 
+@pytest.mark.slow
 def test_the_fitted_tokenizer_cuts_dev_sentences_as_the_full_one_where_it_kept_the_pieces(
         sst2, train_counts, forced, wordpiece_tokenizer):
     from pocketbert.export.vocabulary.choice import choose_rows

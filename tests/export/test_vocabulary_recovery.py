@@ -54,6 +54,7 @@ def _kl_on(task, texts, full_model, full_tokenizer, model, tokenizer) -> float:
     return float(soft_target_kl(logits(model, tokenizer), logits(full_model, full_tokenizer), 2.0))
 
 
+@pytest.mark.slow
 def test_the_first_half_vocabulary_is_within_the_kept_rows_and_cuts_some_of_the_second_half(fitted,
                                                                                           wordpiece_tokenizer):
     from pocketbert.export.vocabulary.recovery import held_out_cut, split_by_cut

@@ -20,6 +20,7 @@ def test_purity_of_a_constructed_clustering():
     assert measures.purity(np.zeros(4, dtype=int), np.array([0, 1, 1, 1])) == pytest.approx(3 / 4)
 
 
+@pytest.mark.slow
 def test_adjusted_rand_index_of_constructed_clusterings():
     labels = np.array([0, 0, 1, 1, 2, 2])
     assert measures.adjusted_rand(np.array([5, 5, 3, 3, 9, 9]), labels) == pytest.approx(1.0)  # names do not matter

@@ -36,6 +36,7 @@ def test_the_mark_goes_to_the_cheapest_student_within_the_points():
     assert cheapest_within(exactly_one_point, TEACHER, IN_DOMAIN, "latency_ms", POINTS) == "edge"
 
 
+@pytest.mark.slow
 def test_names_of_close_points_are_placed_apart():
     import matplotlib
 

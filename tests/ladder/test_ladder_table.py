@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from pocketbert.ladder.table import IN_DOMAIN, kept_across, plot_ladder, render_table
 
 TEACHER = {"name": "teacher of sst2-transfer", "accuracy": 0.8819, "cross_domain": {"imdb": 0.7595},
@@ -63,6 +65,7 @@ def test_without_inherited_transfer_data_the_table_says_nothing_of_it():
     assert "transfer data" not in table
 
 
+@pytest.mark.slow
 def test_the_plot_reads_each_panels_accuracy_as_the_share_of_the_teacher_kept(tmp_path):
     import matplotlib
 

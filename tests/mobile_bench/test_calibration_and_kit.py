@@ -88,6 +88,7 @@ def test_a_calibrated_estimate_is_the_floor_times_the_pooled_factor():
     assert calibration.calibrate(10.0, "f", "gpu", "fp32", factors)["calibrated_ms"] is None
 
 
+@pytest.mark.slow
 def test_bench_calibration_command_prints_and_records(tmp_path):
     from click.testing import CliRunner
 
@@ -138,6 +139,7 @@ def test_kit_folder(tmp_path):
         write_kit(run)
 
 
+@pytest.mark.slow
 def test_kit_json_round_trips_through_bench_import_into_the_report(tmp_path):
     run = _run_with_export(tmp_path)
     (run / BENCH_DIR).mkdir()

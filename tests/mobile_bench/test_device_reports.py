@@ -117,6 +117,7 @@ def test_android_rows_split_by_soc_class_each_with_its_source():
         assert f"| {name}" in md
 
 
+@pytest.mark.slow
 def test_kit_app_stages_round_trip_through_bench_import_into_the_report(tmp_path):
     run = _run_with_export(tmp_path)
     (run / BENCH_DIR).mkdir()

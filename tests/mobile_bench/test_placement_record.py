@@ -19,6 +19,8 @@ from coremltools.optimize.coreml import (  # noqa: E402
     palettize_weights,
 )
 
+pytestmark = pytest.mark.slow  # every test converts a program with coremltools
+
 FITTED_ROWS = 8000  # a vocabulary fitted to the task's texts
 FULL_ROWS = 30522   # the uncased WordPiece vocabulary
 LARGE_ROWS = placement_rules.MAX_EXTENT_FROM_A16 + 1

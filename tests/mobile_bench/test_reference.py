@@ -9,9 +9,12 @@ import pytest
 from pocketbert.mobile_bench import reference
 from pocketbert.core.tasks import make_task
 
+pytestmark = pytest.mark.minutes(1.5)
+
 BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head
 
 
+@pytest.mark.slow
 def test_without_a_checkpoint_the_reference_is_bert_base_built_from_its_config():
     task = make_task("sentiment", ["negative", "positive"])
     model = reference._from_config(task, reference.BERT_BASE_CONFIG["num_hidden_layers"])

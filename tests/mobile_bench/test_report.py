@@ -151,6 +151,7 @@ def test_a_fitted_vocabulary_reports_the_shipped_size_and_the_full_one():
     assert derive.derive(synthetic_results())["comparisons"][0]["size_ratio_full_vocabulary"] is None
 
 
+@pytest.mark.slow
 def test_reports_render_from_results_json_alone(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(derive.derive(synthetic_results())))

@@ -45,6 +45,7 @@ def test_flops_and_bytes_of_a_known_graph(tmp_path):
     assert wide.weight_bytes == narrow.weight_bytes == cost.weight_bytes
 
 
+@pytest.mark.slow
 def test_flops_of_the_exported_tiny_bert_match_the_formula(tmp_path, tiny_base):
     """Per layer: Q, K, V, output projections (4·2·s·h²), FFN (2·2·s·h·f), scores and context (2·2·s²·h)."""
     from transformers import BertConfig

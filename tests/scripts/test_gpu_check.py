@@ -20,6 +20,8 @@ import gpu_check_parts  # noqa: E402
 import gpu_check_render  # noqa: E402
 import gpu_kit  # noqa: E402
 
+pytestmark = pytest.mark.minutes(4)
+
 PARTS = list(gpu_check.BUDGET_S)
 TINY_CAP_S = 0.5  # far below any step: the part's first step is stopped at once
 
@@ -140,6 +142,7 @@ def test_update_replaces_only_the_parts_it_runs(dry_run, shared_data, tmp_path):
     assert "call 1, " in done.stdout and "call 2, " in done.stdout
 
 
+@pytest.mark.slow
 def test_the_kit_gives_back_the_weights_in_fp16_and_the_data_unchanged(tiny_base, shared_data, tmp_path):
     from safetensors.numpy import load_file
 

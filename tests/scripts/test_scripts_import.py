@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each script imports torch, transformers or the exporters
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
-@pytest.mark.slow  # each imports torch, transformers or the exporters
 @pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
 def test_the_script_imports(script, monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPTS))  # scripts import their neighbours by name

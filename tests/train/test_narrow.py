@@ -106,6 +106,7 @@ def test_the_cut_keeps_the_teachers_most_important_heads_channels_and_neurons():
     assert torch.equal(student.get_input_embeddings().weight, teacher.get_input_embeddings().weight[:, plan.hidden])
 
 
+@pytest.mark.slow
 def test_a_cut_to_the_teachers_own_shape_is_the_teacher():
     teacher = tiny_teacher(num_labels=2)
     student, plan = cut(teacher, {"layers": LAYERS, "layer_map": list(range(LAYERS)), "hidden_size": HIDDEN})

@@ -80,6 +80,7 @@ def test_the_losses_read_nothing_back():
     assert all(x.grad is not None and x.grad.shape == x.shape for x in (s, logits, token_logits))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [SentimentTask(["a", "b", "c"]), QATask()], ids=["sentiment", "qa"])
 @pytest.mark.parametrize("cached", [True, False], ids=["cached-teacher", "teacher-every-step"])
 def test_a_distillation_step_reads_nothing_back(task, cached):
@@ -110,6 +111,7 @@ def narrow_student(teacher, task, random_start: bool):
     return StudentWithProjections(student, projections), plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [SentimentTask(["a", "b", "c"]), QATask()], ids=["sentiment", "qa"])
 @pytest.mark.parametrize("cached", [True, False], ids=["cached-teacher", "teacher-every-step"])
 @pytest.mark.parametrize("random_start", [False, True], ids=["cut", "random"])
@@ -137,6 +139,7 @@ def test_a_layerwise_step_reads_nothing_back(task, cached, random_start):
     run_one_step(student, task, step_loss, LAYERWISE_PARTS, extras=extras)
 
 
+@pytest.mark.slow
 def test_unlabelled_rows_and_focal_loss_read_nothing_back():
     task = SentimentTask(["a", "b", "c"])
     student = tiny_bert(BertForSequenceClassification, 2, num_labels=CLASSES)

@@ -28,6 +28,7 @@ def transfer(cfg: augment.AugmentConfig, seed: int = 1):
     return augment.transfer_set(examples, cfg, "[MASK]", seed, progress=False)
 
 
+@pytest.mark.slow
 def test_transfer_set_is_deterministic_deduplicated_and_teacher_labelled():
     cfg = augment.AugmentConfig(n_iter=10)
     first, report = transfer(cfg)
@@ -41,11 +42,13 @@ def test_transfer_set_is_deterministic_deduplicated_and_teacher_labelled():
     assert report["augmented"] + report["duplicates_dropped"] == cfg.n_iter * len(SENTENCES)
 
 
+@pytest.mark.slow
 def test_without_any_rewrite_every_sample_is_a_duplicate():
     out, report = transfer(augment.AugmentConfig(p_mask=0, p_pos=0, p_ng=0, n_iter=5))
     assert len(out) == len(SENTENCES) and report["duplicates_dropped"] == 5 * len(SENTENCES)
 
 
+@pytest.mark.slow
 def test_masking_and_ngrams():
     masked, _ = transfer(augment.AugmentConfig(p_mask=1.0, p_pos=0, p_ng=0, n_iter=3))
     assert {e.text for e in masked[len(SENTENCES):]} == {" ".join(["[MASK]"] * len(s.split())) for s in SENTENCES}

@@ -11,7 +11,7 @@ from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.core.run_files import ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE, TRAIN_BENCH_RESULTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes(7)]
 TINY = ["--preset", "tiny"]
 
 

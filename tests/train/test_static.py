@@ -47,6 +47,7 @@ def table(encoder_rows, wordpiece_tokenizer):
     return static_table.table_from_rows(encoder_rows, static_table.ignored_ids(wordpiece_tokenizer), DIMS, 1e-4)
 
 
+@pytest.mark.slow
 def test_the_table_has_one_row_per_vocabulary_id_and_zero_rows_for_ignored_tokens(table, wordpiece_tokenizer):
     rows, report = table
     assert rows.shape == (len(wordpiece_tokenizer), DIMS) and report["rows"] == len(wordpiece_tokenizer)
@@ -59,6 +60,7 @@ def test_the_table_has_one_row_per_vocabulary_id_and_zero_rows_for_ignored_token
     assert 0 < report["pca_explained_variance"] < 1
 
 
+@pytest.mark.slow
 def test_each_row_is_that_token_through_the_encoder_alone(encoder, encoder_rows, wordpiece_tokenizer):
     """At full width and without weighting the table is a rotation of the encoder's mean outputs: the distance
     between two rows is the distance between the encoder's outputs on `[CLS] token [SEP]` for the two tokens."""
@@ -73,6 +75,7 @@ def test_each_row_is_that_token_through_the_encoder_alone(encoder, encoder_rows,
     assert torch.allclose(torch.cdist(rows[ids], rows[ids]), torch.cdist(direct, direct), atol=DISTANCE_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_sif_weighting_damps_the_frequent_word_pieces(encoder_rows, wordpiece_tokenizer, table):
     weighted, _ = table
     plain, _ = static_table.table_from_rows(encoder_rows, static_table.ignored_ids(wordpiece_tokenizer), DIMS, None)
@@ -155,6 +158,7 @@ def trained(table, wordpiece_tokenizer, sst2):
     return model.eval(), losses
 
 
+@pytest.mark.slow
 def test_the_classifier_learns_real_sst2(trained, sst2, wordpiece_tokenizer):
     model, losses = trained
     task, _, dev_examples, dev = sst2
@@ -163,6 +167,7 @@ def test_the_classifier_learns_real_sst2(trained, sst2, wordpiece_tokenizer):
     assert task.score(dev_examples, dev, logits, {})["accuracy"] > ABOVE_CHANCE
 
 
+@pytest.mark.slow
 def test_the_saved_student_reloads_from_its_folder_alone(trained, sst2, wordpiece_tokenizer, tmp_path):
     from pocketbert.core.stage_folder import load_stage_model, save_stage_model
     from pocketbert.core.run_files import STATIC_CONFIG, TOKENIZER_JSON, WEIGHTS
@@ -184,6 +189,7 @@ def test_the_saved_student_reloads_from_its_folder_alone(trained, sst2, wordpiec
     assert embedding.shape == (4, DIMS) and logits.shape == (4, 2) and attention is None
 
 
+@pytest.mark.slow
 def test_onnx_exports_pass_the_parity_gate(trained, sst2, wordpiece_tokenizer, tmp_path):
     model, _ = trained
     task, _, dev_examples, dev = sst2
@@ -202,6 +208,7 @@ def test_onnx_exports_pass_the_parity_gate(trained, sst2, wordpiece_tokenizer, t
         tmp_path / "model.onnx").stat().st_size
 
 
+@pytest.mark.slow
 def test_core_ai_evaluates_the_static_graph_and_misses_it_with_a_wrong_comparison_or_relu(trained, sst2,
                                                                                            wordpiece_tokenizer,
                                                                                            tmp_path):

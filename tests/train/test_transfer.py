@@ -39,6 +39,7 @@ def tiny_model(seed: int) -> BertForSequenceClassification:
     return BertForSequenceClassification(config).eval()
 
 
+@pytest.mark.slow
 def test_transfer_rows_get_the_soft_losses_and_no_hard_label_loss(wordpiece_tokenizer):
     task = SentimentTask(LABELS)
     labelled = task.features(wordpiece_tokenizer, [TextExample("a gripping film", 1), TextExample("dull and long", 0)],
@@ -132,6 +133,7 @@ def test_a_second_run_reuses_the_teacher_labels_of_the_transfer_data(capsys, tea
     assert second["train"]["train_examples"] == first["train"]["train_examples"] > 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, extra, expected", [
     ("", [], "holds no text"),
     ("id,body\n1,fine\n", ["--transfer-column", "review"], "no 'review' column"),

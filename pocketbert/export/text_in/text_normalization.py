@@ -36,6 +36,8 @@ NO_CODE_POINT = -1
 MAX_EXPANSION = 4  # code points one code point may become; more would be a normalizer no BERT tokenizer has
 NAMED_IN_ERRORS = 8
 TEXT_IN_REFUSED = "export this model's token-id graphs only"
+PAGE_TABLES_KEPT = 4  # mappings whose page tables a process keeps (a few hundred KiB each)
+_PAGE_TABLES: dict[str, tuple] = {}
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,19 @@ class CodePointMapping:
     def page_tables(self):
         """(page index [CODE_SPACE / PAGE] int32, absolute [pages * PAGE, width] int32, relative [pages * PAGE,
         width] int8): code point c becomes absolute[r] + relative[r] * c, r = page_index[c >> 8] * 256 + (c & 255),
-        leaving out NO_CODE_POINT entries."""
+        leaving out NO_CODE_POINT entries. Read only: kept for the process by the mapping's content, as each of an
+        export's text-in models (and each export of one tokenizer) asks for the same tables."""
+        key = json.dumps(self.to_json())
+        if key not in _PAGE_TABLES:
+            if len(_PAGE_TABLES) >= PAGE_TABLES_KEPT:
+                _PAGE_TABLES.clear()
+            tables = self._derive_page_tables()
+            for table in tables:
+                table.setflags(write=False)
+            _PAGE_TABLES[key] = tables
+        return _PAGE_TABLES[key]
+
+    def _derive_page_tables(self):
         import numpy as np
 
         absolute = np.full((CODE_SPACE, self.width), NO_CODE_POINT, dtype=np.int32)
