@@ -95,7 +95,7 @@ def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_reference(tmp_path_factory, wordpiece_tokenizer) -> Path:
-    """What the bench tests time the student against in place of BERT-base (whose shape bench/test_reference.py
+    """What the bench tests time the student against in place of BERT-base (whose shape mobile_bench/test_reference.py
     checks): tiny, and a layer deeper than the tiny teacher, so the teacher is still timed as a model of its own."""
     return make_tiny_base(tmp_path_factory.mktemp("tiny-reference"), wordpiece_tokenizer, layers=3)
 
