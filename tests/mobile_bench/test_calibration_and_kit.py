@@ -19,7 +19,7 @@ from pocketbert.mobile_bench.report import build_document, render_markdown
 from pocketbert.mobile_bench.run import import_phone_measurement
 from pocketbert.mobile_bench.stats import median_rank_interval
 from pocketbert.core.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST
-from tests.bench.test_report import synthetic_results
+from tests.mobile_bench.test_report import synthetic_results
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED_BENCH = REPO / "results" / "static" / "bench.results.json"  # graph costs counted by a real bench run

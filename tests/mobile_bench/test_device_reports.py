@@ -19,8 +19,8 @@ from pocketbert.mobile_bench.report import build_document, render_markdown
 from pocketbert.mobile_bench.run import import_phone_measurement
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS
-from tests.bench.test_calibration_and_kit import _run_with_export
-from tests.bench.test_report import synthetic_results
+from tests.mobile_bench.test_calibration_and_kit import _run_with_export
+from tests.mobile_bench.test_report import synthetic_results
 
 APP_FIXTURE = Path(__file__).parent / "fixtures" / "kit_measurement_app.json"
 MIN_POINTS = 12            # published points in calibration.yaml
@@ -183,7 +183,7 @@ TINY_STUDENT = (0.05, 2.0, 0.6)  # GFLOPs, fp32 and int8 MB: a student whose cal
 
 
 def test_no_neural_engine_estimate_beats_the_published_per_call_floor():
-    from tests.bench.test_report import cost
+    from tests.mobile_bench.test_report import cost
 
     results = synthetic_results()
     results["graph_costs"]["headline"]["student"] = cost(*TINY_STUDENT)
