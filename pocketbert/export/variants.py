@@ -379,13 +379,18 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
         tokenizer_check.require_equal(result)
         ctx.notes["text_in_exhaustive"] = result
     if "text_in_golden" not in ctx.notes:
-        golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
-        wrong = text_in_model.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
-        if wrong:
-            raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
-                              f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
-        ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
+        check_golden(ctx)
     return tokenizer_json
+
+
+def check_golden(ctx: BuildContext) -> None:
+    """The tokenizer graph on the golden file's texts (or pairs): their ids, or an ExportError."""
+    golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
+    wrong = text_in_model.golden_mismatches(ctx.out / TOKENIZER_JSON, golden, ctx.task, ctx.max_length)
+    if wrong:
+        raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
+                          f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
+    ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
 
 
 def _text_in_builder(source: str):
