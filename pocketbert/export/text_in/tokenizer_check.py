@@ -60,35 +60,44 @@ def cached(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, co
         return None
 
 
-def part_ranges(text_inputs: tuple[str, ...], contexts: tuple[str, ...], parts: int) -> list[tuple[int, int]]:
-    """`parts` ranges of the probe list (code points in each context, in order) as near equal as whole texts allow."""
-    total = len(probes({name: CONTEXTS[name] for name in contexts}))
+def part_ranges(total: int, text_inputs: tuple[str, ...], parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges of `total` probes (code points in each context, in order), as near equal as whole texts
+    allow: each range starts where one of run_check's texts starts."""
     size = PROBES_PER_TEXT * len(text_inputs)
     texts = -(-total // size)
     bounds = [min(total, size * (texts * k // parts)) for k in range(parts + 1)]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def probe_count(contexts: tuple[str, ...]) -> int:
+    return len(probes({name: CONTEXTS[name] for name in contexts}))
+
+
 def check_part(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...],
                start: int, stop: int, workers: int) -> dict:
-    """run_check on the probes start:stop, every mismatch kept (merge_parts names the first of all parts')."""
+    """run_check on the probes start:stop, every mismatch kept (merged names the first of all parts')."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     every = probes({name: CONTEXTS[name] for name in contexts})
     return run_check(data, text_inputs, offsets, every[start:stop], workers=workers, named=None)
 
 
+def merged(parts: list[dict], seconds: float) -> dict:
+    """The parts' results (in probe order) as one run_check of all their probes gives it."""
+    mismatches = [m for part in parts for m in part["first_mismatches"]]
+    return {**parts[0], "probes": sum(p["probes"] for p in parts), "texts": sum(p["texts"] for p in parts),
+            "mismatch_count": sum(p["mismatch_count"] for p in parts),
+            "first_mismatches": mismatches[:NAMED_MISMATCHES], "seconds": round(seconds, 1),
+            "workers": sum(p["workers"] for p in parts)}
+
+
 def merge_parts(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...],
                 parts: list[dict], seconds: float) -> dict:
-    """The parts' results (in probe order) as check() gives the whole, written to the cache as check() writes it."""
+    """The parts merged as check() gives the whole, written to the cache as check() writes it."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     chosen = {name: CONTEXTS[name] for name in contexts}
-    mismatches = [m for part in parts for m in part["first_mismatches"]]
-    merged = {**parts[0], "probes": sum(p["probes"] for p in parts), "texts": sum(p["texts"] for p in parts),
-              "mismatch_count": sum(p["mismatch_count"] for p in parts),
-              "first_mismatches": mismatches[:NAMED_MISMATCHES], "seconds": round(seconds, 1),
-              "workers": sum(p["workers"] for p in parts), "contexts": list(chosen)}
+    whole = {**merged(parts, seconds), "contexts": list(chosen)}
     result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads,
-                                            lambda: merged, keep=lambda found: found["mismatch_count"] == 0)
+                                            lambda: whole, keep=lambda found: found["mismatch_count"] == 0)
     return {**result, "cached": False}
 
 
