@@ -125,10 +125,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="the parallel side's --jobs (default: this "
                         "machine's cores)")
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("extra", nargs="*", help="after --: arguments for both exports")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []  # after --: arguments for both exports
+    args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
     jobs = args.jobs or len(os.sched_getaffinity(0))
-    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, args.extra)
+    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra)
     print(f"serial (--jobs 1):    {result['serial_wall_s']:.1f} s")
     print(f"parallel (--jobs {jobs}): {result['parallel_wall_s']:.1f} s  ({result['parallel']})")
     print(f"ratio: {result['ratio']:.2f}x")

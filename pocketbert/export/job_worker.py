@@ -33,16 +33,23 @@ def serve(conn, parent_pid: int, threads: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the export's process's to take: it stops the workers
     os.setpgrp()  # a group of its own, which the export's process ends with every program this worker started
 
+    import logging
+
     import torch
 
     torch.set_num_threads(threads)
+    # what the export's own process keeps quiet: coremltools' warnings as it loads without Apple's frameworks
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
     state = {"threads": threads}
     while True:
         message = conn.recv()
         if message[0] == "stop":
             return
         if message[0] == "context":
-            state["context"], state["given"] = pickle.loads(message[1])
+            from pocketbert.core.quiet import quiet_tools
+
+            with quiet_tools():  # loading the student imports the converters, which log as they load
+                state["context"], state["given"] = pickle.loads(message[1])
             continue
         _, name, kind, args, variants, notes = message
         started = time.perf_counter()
