@@ -64,7 +64,7 @@ class ParallelExport:
         job_graph.check_graph(self.jobs)
         self._check = check
         self._check_started = time.perf_counter()
-        self.pool = WorkerPool(self.processes, self.threads, self._progress)
+        self.pool = WorkerPool(self.processes, self.threads, len(self.jobs), self._progress)
         try:
             early = [j for j in self.jobs if not j.needs_context]
             self.pool.add(early, {j.name: self._merged_check for j in early if j.kind == job_graph.MERGE})

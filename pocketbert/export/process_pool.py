@@ -37,7 +37,8 @@ class _Worker:
 class WorkerPool:
     """`processes` spawned workers of `threads` threads each; jobs added with add(), their results from run()."""
 
-    def __init__(self, processes: int, threads: int, on_done: Callable[[Job, object, float, int, int], None]):
+    def __init__(self, processes: int, threads: int, total: int,
+                 on_done: Callable[[Job, object, float, int, int], None]):
         spawn = multiprocessing.get_context("spawn")
         self.workers = [_Worker(spawn, os.getpid(), threads, k) for k in range(processes)]
         self.pending: list[Job] = []
@@ -47,13 +48,12 @@ class WorkerPool:
         self.merged_notes: dict = {}          # every finished job's notes so far: what the next job starts from
         self.context_bytes: bytes | None = None
         self.on_done = on_done
-        self.total = 0
+        self.total = total  # the jobs to come, for the progress lines
         self.in_parent: dict[str, Callable[[dict], tuple[object, dict]]] = {}
 
     def add(self, jobs: list[Job], in_parent: dict | None = None) -> None:
         """Jobs to run; in_parent: job name -> function(results) -> (result, notes) run in this process."""
         self.pending += jobs
-        self.total += len(jobs)
         self.in_parent.update(in_parent or {})
         self._dispatch()
 
@@ -114,9 +114,13 @@ class WorkerPool:
         return self.results
 
     def _receive_or_died(self, worker: _Worker) -> None:
-        if worker.conn.poll():  # its answer came just before it ended
+        if worker.conn.poll():  # its answer came just before it ended (or the end of its pipe did)
             self._receive(worker)
             return
+        self._died(worker)
+
+    def _died(self, worker: _Worker) -> None:
+        worker.process.join(STOP_WAIT_S)
         code = worker.process.exitcode
         how = f"was killed (signal {-code})" if code is not None and code < 0 else f"ended (exit {code})"
         raise ExportError(f"a worker process of the export {how} during {worker.job.name}: if the system ran out of "
@@ -126,8 +130,7 @@ class WorkerPool:
         try:
             message = worker.conn.recv()
         except EOFError:
-            worker.process.join(STOP_WAIT_S)
-            self._receive_or_died(worker)
+            self._died(worker)
             return
         job, worker.job = worker.job, None
         if message[0] == "failed":

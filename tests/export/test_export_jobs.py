@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "export_jobs_timing.p
 JOBS = 2
 # A build whose file is on disk when the fault strikes: the int8 graph, which the .ort waits for.
 FAULTED_VARIANT = "onnx-int8"
+REAPED_WITHIN_S = 10
 MIN_FILES_COMPARED = 10  # the ONNX family's models and operator lists, the tokenizer and app files
 BROKEN_CODES = (0x41, 0x3B1, 0x4E00, 0xAC00, 0xE000, 0x1F600, 0xF0007)  # more than NAMED_MISMATCHES, in many parts
 
@@ -135,3 +137,58 @@ def test_the_tokenizer_check_split_by_code_point_ranges_merges_to_the_whole_chec
     assert whole["mismatch_count"] > tokenizer_check.NAMED_MISMATCHES
     assert sum(1 for p in parts if p["mismatch_count"]) >= 2  # the mismatches fall in several parts
     assert {k: v for k, v in merged.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_ctrl_c_stops_every_worker_and_publishes_nothing(quick_exported_run, tmp_path, shared_data):
+    import signal
+    import subprocess
+    import sys
+
+    from pocketbert.boundary import INTERRUPTED_LINE
+
+    run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
+    process = subprocess.Popen([sys.executable, "-m", "pocketbert.cli", "export", "--run", str(run), "--data-dir",
+                                str(shared_data), "--jobs", str(JOBS), *QUICK_EXPORT],
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in process.stderr:  # the first finished job: the workers are running
+            if line.startswith("export ["):
+                break
+        workers = _children(process.pid)
+        assert workers, "no worker process was running"
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == exit_codes.INTERRUPTED
+    assert rest.strip().splitlines()[-1] == INTERRUPTED_LINE
+    deadline = time.monotonic() + REAPED_WITHIN_S  # an ended worker is reaped by init a moment after its parent
+    while [pid for pid in workers if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _alive(pid)]
+    _nothing_published(run)
