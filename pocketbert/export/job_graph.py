@@ -12,7 +12,7 @@ job needs them).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 # A job's kinds: what a worker process runs (job_worker.RUNS) or, for MERGE, the export's own process.
@@ -35,7 +35,7 @@ class Job:
     args: tuple = ()
     after: tuple[str, ...] = ()     # the jobs whose results it needs (their files, their notes)
     needs_context: bool = False     # runs on the export's BuildContext and GateInputs (sent once to each worker)
-    variants: tuple[str, ...] = field(default=())  # the variants it builds, gates or places, in plan order
+    variants: tuple[str, ...] = ()  # the variants it builds, gates or places, in plan order
 
 
 def machine_cores() -> int:

@@ -29,6 +29,7 @@ APPENDED_NOTES = ("coreml_warnings",)
 # calibration set (int8 and static int8) and the enumerated lengths (enumerated, ane and Core AI programs).
 CALIBRATED = ("onnx-int8", "onnx-qdq")
 LENGTH_SHARES = ("ane_programs", "coreai_program", "coreai_ane_program")
+LENGTH_VARIANTS = ("enumerated",)
 
 
 @dataclass
@@ -89,10 +90,10 @@ class ParallelExport:
 
     def finish(self, context, given) -> Finished:
         """Every job run on `context` (variants.BuildContext) and `given` (variants.GateInputs)."""
-        names = {v.name for v in self.plan}
-        if names & set(CALIBRATED) or any(v.shares in LENGTH_SHARES or v.name == "enumerated" for v in self.plan):
+        uses_lengths = any(v.shares in LENGTH_SHARES or v.name in LENGTH_VARIANTS for v in self.plan)
+        if uses_lengths or {v.name for v in self.plan} & set(CALIBRATED):
             context.calibration  # noqa: B018 - computed once here, sent to every worker with the context
-        if any(v.shares in LENGTH_SHARES or v.name == "enumerated" for v in self.plan):
+        if uses_lengths:
             context.length_buckets  # noqa: B018
         shipped = copy.copy(context)  # its cached calibration and lengths go along; the dataset stays here
         shipped.data = None
@@ -103,7 +104,7 @@ class ParallelExport:
         return self._assembled(context, done)
 
     def _assembled(self, context, done: dict) -> Finished:
-        task, by_kind = self.task, {}
+        by_kind: dict[str, list[Job]] = {}
         for job in self.jobs:
             by_kind.setdefault(job.kind, []).append(job)
         notes = dict(context.notes)
