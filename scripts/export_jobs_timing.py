@@ -128,6 +128,10 @@ def main() -> None:
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # after --: arguments for both exports
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
+    if not (args.run / "student" / "manifest.json").is_file():
+        parser.error(f"{args.run} holds no finished student (student/manifest.json)")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more (got {args.jobs})")
     jobs = args.jobs or len(os.sched_getaffinity(0))
     result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra)
     print(f"serial (--jobs 1):    {result['serial_wall_s']:.1f} s")
