@@ -93,9 +93,13 @@ def manifest_figures(folder: Path) -> dict:
     return figures
 
 
-def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str] = ()) -> dict:
-    """Both exports of `run` and what they hold alike: the figures main() prints."""
+def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str] = (), keep: Path | None = None) -> dict:
+    """Both exports of `run` and what they hold alike: the figures main() prints. keep: a new folder where the two
+    scratch runs stay (serial/, parallel/) to look at what differs."""
     with tempfile.TemporaryDirectory(prefix="pocketbert-export-jobs-") as tmp:
+        if keep is not None:
+            keep.mkdir(parents=True)
+            tmp = keep
         sides = {}
         for name, n in (("serial", 1), ("parallel", jobs)):
             scratch = scratch_run(Path(run).resolve(), Path(tmp) / name)
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="the parallel side's --jobs (default: this "
                         "machine's cores)")
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="a new folder to keep both exports in")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # after --: arguments for both exports
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
@@ -133,7 +138,7 @@ def main() -> None:
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be 1 or more (got {args.jobs})")
     jobs = args.jobs or len(os.sched_getaffinity(0))
-    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra)
+    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra, args.keep)
     print(f"serial (--jobs 1):    {result['serial_wall_s']:.1f} s")
     print(f"parallel (--jobs {jobs}): {result['parallel_wall_s']:.1f} s  ({result['parallel']})")
     print(f"ratio: {result['ratio']:.2f}x")
