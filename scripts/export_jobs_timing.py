@@ -8,9 +8,9 @@ RUN must hold a finished student; its own export/ is left alone: each side expor
 student stage (and the run's records beside it) in a temporary folder, `pocketbert export --jobs 1` first, then
 `--jobs N`, each in a process of its own with this checkout's code. Arguments after `--` go to both exports.
 
-The same artifacts: every file of the two export folders byte for byte, except inside the programs of converters
-that do not write the same bytes twice (NON_DETERMINISTIC: coremltools names a package's items by random UUIDs
-and dates it), which are held to the same gate figures instead: each parity.json row with its timing left out.
+The same artifacts: every file of the two export folders byte for byte, except the programs of converters that do
+not write the same bytes twice (NON_DETERMINISTIC: Core ML packages, Core AI assets, the Core ML-delegated
+ExecuTorch program), which are held to the same gate figures instead: each parity.json row with its timing left out.
 The records that hold timings (manifest.json, parity.json) are compared by those figures too. Exit status 1 when
 anything differs.
 """
@@ -29,9 +29,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Programs whose converter writes other bytes for the same program on every run (onnx_export.APPLE_BYTES_VARY);
-# their files are held to the same gate figures.
-NON_DETERMINISTIC = (".mlpackage",)
+# Programs whose converter writes other bytes for the same program on every run, serial exports alike: coremltools
+# (a package's items named by random UUIDs, its date; onnx_export.APPLE_BYTES_VARY), Core AI (an .aimodel's
+# metadata.json holds its creation date, its main.mlirb and main.hash differ too) and ExecuTorch's Core ML delegate
+# (model.coreml.pte carries a Core ML program). Their files are held to the same gate figures.
+NON_DETERMINISTIC = (".mlpackage", ".aimodel", ".coreml.pte")
 TIMED_RECORDS = ("manifest.json", "parity.json")  # hold seconds: compared by their figures, not their bytes
 TIMING_FIELDS = ("seconds_per_sequence",)
 
