@@ -45,11 +45,17 @@ def torch_forward(model, task, device="cpu"):
     return forward
 
 
+# A process that shares the machine's cores with others (a parallel export's worker) caps its sessions' threads.
+SESSION_THREADS_ENV = "POCKETBERT_ORT_THREADS"
+
+
 def ort_session(path: Path, threads: int = 0):
-    """A CPU InferenceSession; threads=0 lets ONNX Runtime choose."""
+    """A CPU InferenceSession; threads=0 lets ONNX Runtime choose (or takes SESSION_THREADS_ENV where set)."""
+    import os
+
     ort = require("onnxruntime", "export")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads or int(os.environ.get(SESSION_THREADS_ENV, "0"))
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

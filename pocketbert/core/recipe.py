@@ -176,6 +176,7 @@ MAX_BATCH = 4096
 MAX_REPEATS = 100_000
 MAX_TIME_CAP_S = 600.0
 MAX_RECOVERY_STEPS = 100_000
+MAX_JOBS = MAX_THREADS  # export.jobs: processes, each at least one thread
 
 
 def _no_repeats(section: BaseModel, prefix: str, keys: tuple[str, ...]) -> None:
@@ -228,6 +229,11 @@ class ExportSection(Section):
     # in the recipe's text, in 4 bits (export/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
         "The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 bits."))
+    # Independent programs built and gated in that many processes at once (export/job_graph.py); 1 is the serial
+    # export. Unset: every core this process may run on.
+    jobs: Optional[int] = Field(None, gt=0, le=MAX_JOBS, description=(
+        "Processes that build and gate the export's programs at once (default: every core this machine gives the "
+        "export; 1: one after another)."))
 
     @model_validator(mode="after")
     def _variant_names(self):

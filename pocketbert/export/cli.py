@@ -18,6 +18,7 @@ from pocketbert.core.cli_options import (
     run_option,
 )
 from pocketbert.core.recipe import VOCABULARIES
+from pocketbert.core.recipe_options import overrides, with_flags
 from pocketbert.core.run_files import ANDROID_APP_DIR, IOS_APP_DIR
 
 executorch_option = click.option("--executorch", is_flag=True,
@@ -26,6 +27,8 @@ text_in_option = click.option("--text-in", is_flag=True,
                               help="Ship the text-in model (the tokenizer inside, onnxruntime-extensions) instead of "
                                    "the ids-in one with BertTokenizer.kt; that package's Android build is not 16 KB "
                                    "aligned, which Google Play refuses for Android 15+ targets.")
+# The export settings offered as options made from their recipe fields (core/recipe_options.py).
+EXPORT_FLAGS = {"jobs": "export.jobs"}
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -61,13 +64,14 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--embedding-int4-share", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
               help="The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 "
                    "bits (the rest per row in int8; default: the recipe's, else 0).")
+@with_flags(EXPORT_FLAGS)
 @click.option("--set", "set_items", multiple=True, metavar="export.KEY=VALUE",
               help="Override any key of the recipe's export section, e.g. export.int8_latency_budget=null.")
 @click.pass_context
 @locks("run")
 def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
            executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, vocabulary_recovery_steps,
-           embedding_int4_share, set_items, overwrite):
+           embedding_int4_share, set_items, overwrite, **from_fields):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
@@ -86,6 +90,7 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
              "vocabulary_max_rows": vocabulary_max_rows, "vocabulary_recovery_steps": vocabulary_recovery_steps,
              "embedding_int4_share": embedding_int4_share}
     given = {k: v for k, v in given.items() if v is not None}
+    given.update({key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()})
     settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")  # before any work
     flags = {**given, "parity_examples": parity_examples, "coreml_parity_examples": coreml_examples,
              "coreml_variants": coreml_variants, "coreai_variants": coreai_variants,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -123,6 +124,13 @@ def _chosen(given: list[str] | None, from_recipe: list[str] | None, defaults: tu
     return _applicable(from_recipe, family, prefix, task, architecture)
 
 
+def export_jobs(export_cfg: dict) -> int:
+    """export.jobs, or every core this process may run on where the recipe leaves it unset."""
+    from pocketbert.export.job_graph import machine_cores
+
+    return int(export_cfg.get("jobs") or machine_cores())
+
+
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
                coreai_variants: list[str] | None = None, settings: dict | None = None,
@@ -171,15 +179,24 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         # as the shipped tokenizer cuts it: a fitted one's small pieces also spell the words whose piece it dropped
         shares = count_pieces(tokenizer, texts).shares
 
-    with staged_output(run_dir, EXPORT_DIR, overwrite) as out:
-        steps = tqdm(total=len(plan) + 2, desc="export", unit="step")
+    jobs = export_jobs(export_cfg)
+    with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers:
+        steps = tqdm(total=len(plan) + 2, desc="export", unit="step", disable=jobs > 1)  # jobs > 1: a line a job
         timings: dict = {"build_s": {}, "gate_s": {}}  # where the export's wall time goes, for the manifest
         phase = time.perf_counter()
         app_files = write_app_files(model, tokenizer, task, out, max_length)
-        # the Swift and Kotlin tokenizers the app folders ship, built where their toolchain is: every code point
-        app_tokenizers = app_programs.app_tokenizer_checks(out / TOKENIZER_JSON, out / TOKENIZER_TABLES,
-                                                           out / TOKENIZER_GOLDEN,
-                                                           tuple(export_cfg["tokenizer_check_contexts"]))
+        parallel = None
+        if jobs > 1:  # the workers start now, on what needs no student: the tokenizer checks
+            from pocketbert.export.parallel_export import ParallelExport
+
+            parallel = workers.enter_context(ParallelExport(
+                out, plan, task, export_cfg, jobs, sum(p.numel() * p.element_size() for p in model.parameters()),
+                USABILITY_CHECKED, placement.is_apple_program))
+        else:
+            # the Swift and Kotlin tokenizers the app folders ship, built where their toolchain is: every code point
+            app_tokenizers = app_programs.app_tokenizer_checks(out / TOKENIZER_JSON, out / TOKENIZER_TABLES,
+                                                               out / TOKENIZER_GOLDEN,
+                                                               tuple(export_cfg["tokenizer_check_contexts"]))
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))
@@ -201,34 +218,41 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
             export_cfg=export_cfg, eval_cfg=eval_cfg, row_shares=shares,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
-        for variant in plan:
-            steps.set_postfix_str(variant.name)
-            phase = time.perf_counter()
-            variant.build(context, out / variant.file_name(task))
-            timings["build_s"][variant.name] = round(time.perf_counter() - phase, 2)
-            steps.update()
-        phase = time.perf_counter()
-        # Where each Apple program would run, read from the saved programs (docs/placement.md).
-        placements = placement.check_all([out / v.file_name(task) for v in plan])
-        (out / PLACEMENT).write_text(json.dumps([p.to_dict() for p in placements.values()]) + "\n")
-        placed = {name: p.summary() for name, p in placements.items()}
-        timings["placement_s"] = round(time.perf_counter() - phase, 2)
-        phase = time.perf_counter()
-        ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name), max_length)
-                         for name in USABILITY_CHECKED}
-        timings["ort_usability_s"] = round(time.perf_counter() - phase, 2)
-
-        steps.set_postfix_str("parity")
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
         given = variants.GateInputs(task, examples, features, student_logits, n_features, pad_id, batch_size, eval_cfg)
-        results = []
-        for variant in plan:
+        if parallel is not None:  # every build, placement, usability check and gate below, in the workers
+            finished = parallel.finish(context, given)
+            results, placements, ort_usability = finished.results, finished.placements, finished.ort_usability
+            app_tokenizers, context.notes = finished.app_tokenizers, finished.notes
+            timings.update(finished.timings)
+            workers.close()
+        else:
+            for variant in plan:
+                steps.set_postfix_str(variant.name)
+                phase = time.perf_counter()
+                variant.build(context, out / variant.file_name(task))
+                timings["build_s"][variant.name] = round(time.perf_counter() - phase, 2)
+                steps.update()
             phase = time.perf_counter()
-            results.append(variant.runtime.gate(variant, out / variant.file_name(task), given))
-            timings["gate_s"][variant.name] = round(time.perf_counter() - phase, 2)
-        steps.update()
-        steps.close()
+            # Where each Apple program would run, read from the saved programs (docs/placement.md).
+            placements = placement.check_all([out / v.file_name(task) for v in plan])
+            timings["placement_s"] = round(time.perf_counter() - phase, 2)
+            phase = time.perf_counter()
+            ort_usability = {context.path(name).name: mobile_usability.usability(context.path(name), max_length)
+                             for name in USABILITY_CHECKED}
+            timings["ort_usability_s"] = round(time.perf_counter() - phase, 2)
+
+            steps.set_postfix_str("parity")
+            results = []
+            for variant in plan:
+                phase = time.perf_counter()
+                results.append(variant.runtime.gate(variant, out / variant.file_name(task), given))
+                timings["gate_s"][variant.name] = round(time.perf_counter() - phase, 2)
+            steps.update()
+            steps.close()
+        (out / PLACEMENT).write_text(json.dumps([p.to_dict() for p in placements.values()]) + "\n")
+        placed = {name: p.summary() for name, p in placements.items()}
 
         rows = {r.artifact: {**r.to_dict(), **({"placement": placed[r.artifact]} if r.artifact in placed else {})}
                 for r in results}

@@ -3,7 +3,9 @@
 Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX and
 ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants, Core AI variants by
 export.coreai_variants. Entries are built in
-order, so a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph).
+order, so a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph);
+each record names the files it reads (`reads`), the context's program it shares with others (`shares`) and whether
+it needs the checked tokenizer, which is what a parallel export (job_graph.py) schedules by.
 """
 
 from __future__ import annotations
@@ -302,6 +304,10 @@ class Variant:
     needs: Callable[[Any], bool] = lambda task: True  # whether the task can take this variant
     needs_attention: bool = False  # a transformer's program (the ANE layout): not for the BiLSTM or static students
     multifunction: bool = False    # one fixed-length function per length, main_len<n> (export/multifunction.py)
+    reads: tuple[str, ...] = ()    # the variants whose files its build reads: built before it
+    shares: str | None = None      # the context's program it is made from, converted once and shared by the
+    # variants naming it: a parallel export builds them in one process, one after another
+    checked_tokenizer: bool = False  # built from tokenizer.json once its exhaustive check passed (_checked_tokenizer)
 
     def applies_to(self, task, architecture) -> bool:
         return (self.needs(task) and architecture.supports_variant(self.name)
@@ -373,13 +379,18 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
         tokenizer_check.require_equal(result)
         ctx.notes["text_in_exhaustive"] = result
     if "text_in_golden" not in ctx.notes:
-        golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
-        wrong = text_in_model.golden_mismatches(tokenizer_json, golden, ctx.task, ctx.max_length)
-        if wrong:
-            raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
-                              f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
-        ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
+        check_golden(ctx)
     return tokenizer_json
+
+
+def check_golden(ctx: BuildContext) -> None:
+    """The tokenizer graph on the golden file's texts (or pairs): their ids, or an ExportError."""
+    golden = json.loads((ctx.out / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))
+    wrong = text_in_model.golden_mismatches(ctx.out / TOKENIZER_JSON, golden, ctx.task, ctx.max_length)
+    if wrong:
+        raise ExportError(f"the text-in models' tokenizer gives other ids than tokenizer.json for: "
+                          f"{', '.join(wrong)}; export the token-id models only (leave out text-in)")
+    ctx.notes["text_in_golden"] = len(golden["texts"] if len(ctx.task.text_in_inputs) == 1 else golden["pairs"])
 
 
 def _text_in_builder(source: str):
@@ -453,9 +464,10 @@ def _coreai_builder(compression: str | None, source: Callable[[BuildContext], An
     return build
 
 
-def _onnx_variant(name, file_name, precision, build, gate, extra_files=(), runtime=ONNX_RUNTIME) -> Variant:
+def _onnx_variant(name, file_name, precision, build, gate, extra_files=(), runtime=ONNX_RUNTIME,
+                  reads=()) -> Variant:
     return Variant(name, ONNX_FAMILY, lambda task: file_name, runtime, precision, build, gate,
-                   extra_files=extra_files)
+                   extra_files=extra_files, reads=reads)
 
 
 def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIMUM_IOS, fixed=False,
@@ -463,7 +475,8 @@ def _coreml_variant(name, precision, gate, compression=None, target=coreml.MINIM
     """A Core ML variant named as export.coreml_variants names it; its package is <Class>.<name>.mlpackage."""
     return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.coreml_class_stem, name), COREML_RUNTIME, precision,
                    _coreml_builder(compression, target, fixed, classifier, enumerated), gate, minimum_ios=target,
-                   needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True))
+                   needs=(lambda task: task.has_classifier_outputs) if classifier else (lambda task: True),
+                   shares=f"coreml {target} fixed={fixed} classifier={classifier} enumerated={enumerated}")
 
 
 def _ane_variant(name, precision, gate, compression=None) -> Variant:
@@ -471,7 +484,7 @@ def _ane_variant(name, precision, gate, compression=None) -> Variant:
     bucket in one package, <Class>.<name>.mlpackage."""
     return Variant(name, COREML_FAMILY, lambda task: coreml_package_name(task.coreml_class_stem, name), COREML_RUNTIME, precision,
                    _ane_builder(compression), gate, minimum_ios=ane_program.MINIMUM_IOS, needs_attention=True,
-                   multifunction=True)
+                   multifunction=True, shares="ane_programs")
 
 
 def _coreai_variant(name, precision, gate, compression=None, ane=False) -> Variant:
@@ -481,35 +494,38 @@ def _coreai_variant(name, precision, gate, compression=None, ane=False) -> Varia
     source = (lambda ctx: ctx.coreai_ane_program) if ane else (lambda ctx: ctx.coreai_program)
     return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.coreml_class_stem, name), COREAI_RUNTIME,
                    precision, _coreai_builder(compression, source), gate, minimum_ios=coreai.MINIMUM_OS,
-                   needs_attention=ane)
+                   needs_attention=ane, shares="coreai_ane_program" if ane else "coreai_program")
 
 
 _DEFINITIONS = [
     _onnx_variant("onnx", ONNX_FP32, "fp32", _build_onnx, parity.FP32_GATE),
-    _onnx_variant("onnx-fp16", ONNX_FP16, "fp16", _build_fp16, parity.FP16_GATE),
-    _onnx_variant("onnx-int8", ONNX_INT8, "int8", _build_int8, parity.COMPRESSED_GATE),
-    _onnx_variant("onnx-qdq", ONNX_QDQ, "int8-static", _build_qdq, parity.COMPRESSED_GATE),
+    _onnx_variant("onnx-fp16", ONNX_FP16, "fp16", _build_fp16, parity.FP16_GATE, reads=("onnx",)),
+    _onnx_variant("onnx-int8", ONNX_INT8, "int8", _build_int8, parity.COMPRESSED_GATE, reads=("onnx",)),
+    _onnx_variant("onnx-qdq", ONNX_QDQ, "int8-static", _build_qdq, parity.COMPRESSED_GATE, reads=("onnx",)),
     # The .ort is the int8 graph, for ONNX Runtime Mobile; its operator list makes a reduced runtime build.
     _onnx_variant("ort", ORT_MODEL, "int8", _ort_builder("onnx-int8", ORT_REQUIRED_OPERATORS), parity.COMPRESSED_GATE,
-                  (ORT_REQUIRED_OPERATORS,), APP_ORT_RUNTIME),
+                  (ORT_REQUIRED_OPERATORS,), APP_ORT_RUNTIME, reads=("onnx-int8",)),
     # The static QDQ graph as .ort: the int8 form accelerators' int8 kernels start from (export/mobile_usability.py
     # says how much of it NNAPI and XNNPACK would take).
     _onnx_variant("ort-qdq", ORT_QDQ_MODEL, "int8-static", _ort_builder("onnx-qdq", ORT_QDQ_REQUIRED_OPERATORS),
-                  parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,), APP_ORT_RUNTIME),
+                  parity.COMPRESSED_GATE, (ORT_QDQ_REQUIRED_OPERATORS,), APP_ORT_RUNTIME, reads=("onnx-qdq",)),
     # Text in, logits out: the tokenizer inside the graph (tokenizer.json's ids), for apps that ship no tokenizer.
     Variant("onnx-text", ONNX_FAMILY, lambda task: ONNX_TEXT, TEXT_RUNTIME, "fp32", _text_in_builder("onnx"),
-            parity.TEXT_IN_GATE),
+            parity.TEXT_IN_GATE, reads=("onnx",), checked_tokenizer=True),
     Variant("onnx-text-int8", ONNX_FAMILY, lambda task: ONNX_TEXT_INT8, TEXT_RUNTIME, "int8",
-            _text_in_builder("onnx-int8"), parity.COMPRESSED_GATE),
+            _text_in_builder("onnx-int8"), parity.COMPRESSED_GATE, reads=("onnx-int8",), checked_tokenizer=True),
     Variant("ort-text", ONNX_FAMILY, lambda task: ORT_TEXT_MODEL, TEXT_RUNTIME, "int8", _build_text_ort,
-            parity.COMPRESSED_GATE, extra_files=(ORT_TEXT_REQUIRED_OPERATORS,)),
+            parity.COMPRESSED_GATE, extra_files=(ORT_TEXT_REQUIRED_OPERATORS,), reads=("onnx-text-int8",)),
     # QA in one call: question and context in; windows, span search and the answer's text and spans inside.
     Variant("onnx-qa", ONNX_FAMILY, lambda task: ONNX_QA, QA_RUNTIME, "fp32", _qa_builder("onnx"),
-            parity.QA_IN_GRAPH_GATE, needs=lambda task: task.answers_in_graph),
+            parity.QA_IN_GRAPH_GATE, needs=lambda task: task.answers_in_graph, reads=("onnx",),
+            checked_tokenizer=True),
     Variant("onnx-qa-int8", ONNX_FAMILY, lambda task: ONNX_QA_INT8, QA_RUNTIME, "int8", _qa_builder("onnx-int8"),
-            parity.COMPRESSED_GATE, needs=lambda task: task.answers_in_graph),
+            parity.COMPRESSED_GATE, needs=lambda task: task.answers_in_graph, reads=("onnx-int8",),
+            checked_tokenizer=True),
     Variant("ort-qa", ONNX_FAMILY, lambda task: ORT_QA_MODEL, QA_RUNTIME, "int8", _build_qa_ort,
-            parity.COMPRESSED_GATE, extra_files=(ORT_QA_REQUIRED_OPERATORS,), needs=lambda task: task.answers_in_graph),
+            parity.COMPRESSED_GATE, extra_files=(ORT_QA_REQUIRED_OPERATORS,), needs=lambda task: task.answers_in_graph,
+            reads=("onnx-qa-int8",)),
     # ExecuTorch programs delegated to XNNPACK, sequence 2..max_length.
     Variant("pte", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_FP32, EXECUTORCH_RUNTIME, "fp32", _pte_builder(False),
             parity.FP32_GATE),

@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from pocketbert.core.errors import ConfigError
+from pocketbert.core.faults import FAULT_ENV, fault_asked  # noqa: F401 (FAULT_ENV: the tests' name for it)
 from pocketbert.core.run_files import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
 
-FAULT_ENV = "POCKETBERT_FAULT"  # fault injection for tests: "kill_after_step:N", "kill_in_checkpoint:N",
-# "disk_full_in_cache:RANK", "stall_in_training:RANK" (that process sleeps FAULT_STALL_S before its first step)
+# stall_in_training: that process sleeps FAULT_STALL_S before its first step (core/faults.py names every fault)
 FAULT_STALL_S = 20
 
 
@@ -43,10 +43,6 @@ def fingerprint(identity: dict, features: list) -> str:
     digest = features_digest(features, with_targets=True)
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
     return digest.hexdigest()
-
-
-def fault_asked(kind: str, at: int) -> bool:
-    return os.environ.get(FAULT_ENV) == f"{kind}:{at}"
 
 
 def stall_if_asked(rank: int) -> None:

@@ -111,16 +111,19 @@ PROGRAMS = {"swift": swift_program, "kotlin": kotlin_program}
 def app_tokenizer_checks(tokenizer_json: Path, tables: Path, golden: Path, contexts: tuple[str, ...]) -> dict:
     """Each app language's program against tokenizer.json on every code point in each of `contexts`
     (app_tokenizer_check.check), or why it was not run; an ExportError when one differs."""
+    return {language: app_tokenizer_check_of(language, tokenizer_json, tables, golden, contexts)
+            for language in PROGRAMS}
+
+
+def app_tokenizer_check_of(language: str, tokenizer_json: Path, tables: Path, golden: Path,
+                           contexts: tuple[str, ...]) -> dict:
+    """One language's program checked (app_tokenizer_checks): a parallel export runs each in a process of its own."""
     from pocketbert.export.app import app_tokenizer_check
 
-    results = {}
-    for language, program in PROGRAMS.items():
-        try:
-            command = program()
-        except ToolchainMissing as exc:
-            results[language] = {"not_run": str(exc)}
-            continue
-        result = app_tokenizer_check.cached_check(command, tokenizer_json, tables, golden, language, contexts)
-        app_tokenizer_check.require_equal(result, f"the {language.capitalize()} tokenizer")
-        results[language] = {k: v for k, v in result.items() if k != "first_mismatches"}
-    return results
+    try:
+        command = PROGRAMS[language]()
+    except ToolchainMissing as exc:
+        return {"not_run": str(exc)}
+    result = app_tokenizer_check.cached_check(command, tokenizer_json, tables, golden, language, contexts)
+    app_tokenizer_check.require_equal(result, f"the {language.capitalize()} tokenizer")
+    return {k: v for k, v in result.items() if k != "first_mismatches"}

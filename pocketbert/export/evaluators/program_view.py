@@ -176,7 +176,11 @@ def read_mlpackage(path: Path) -> list[Function]:
         program = load_mil(spec, spec.specificationVersion, file_weights_dir=model.weights_dir)
     described = {f.name: f for f in spec.description.functions} or {"main": spec.description}
     functions = []
-    for name, function in program.functions.items():
+    # in the order the package describes them: the loaded program's map of functions has no fixed order (two
+    # processes reading one package list them differently)
+    names = [n for n in described if n in program.functions] + [n for n in program.functions if n not in described]
+    for name in names:
+        function = program.functions[name]
         shapes = _input_shapes(described.get(name, spec.description))
         constant: set[str] = set()
         compressed: dict[str, str] = {}

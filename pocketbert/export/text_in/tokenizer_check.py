@@ -47,10 +47,65 @@ def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use
     return {**result, "cached": not built}
 
 
+# A check split across processes (a parallel export, job_graph.py): each part checks one range of the probes, whole
+# texts of them, so the merged result holds the very texts, mismatches and order of one process's check.
+
+def cached(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...]) -> dict | None:
+    """check()'s result where the cache holds it, else None (nothing is built)."""
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    path = _cache_file(data, text_inputs, offsets, {name: CONTEXTS[name] for name in contexts})
+    try:
+        return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
+    except (OSError, ValueError):
+        return None
+
+
+def part_ranges(total: int, text_inputs: tuple[str, ...], parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges of `total` probes (code points in each context, in order), as near equal as whole texts
+    allow: each range starts where one of run_check's texts starts."""
+    size = PROBES_PER_TEXT * len(text_inputs)
+    texts = -(-total // size)
+    bounds = [min(total, size * (texts * k // parts)) for k in range(parts + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def probe_count(contexts: tuple[str, ...]) -> int:
+    return len(probes({name: CONTEXTS[name] for name in contexts}))
+
+
+def check_part(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...],
+               start: int, stop: int, workers: int) -> dict:
+    """run_check on the probes start:stop, every mismatch kept (merged names the first of all parts')."""
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    every = probes({name: CONTEXTS[name] for name in contexts})
+    return run_check(data, text_inputs, offsets, every[start:stop], workers=workers, named=None)
+
+
+def merged(parts: list[dict], seconds: float) -> dict:
+    """The parts' results (in probe order) as one run_check of all their probes gives it."""
+    mismatches = [m for part in parts for m in part["first_mismatches"]]
+    return {**parts[0], "probes": sum(p["probes"] for p in parts), "texts": sum(p["texts"] for p in parts),
+            "mismatch_count": sum(p["mismatch_count"] for p in parts),
+            "first_mismatches": mismatches[:NAMED_MISMATCHES], "seconds": round(seconds, 1),
+            "workers": sum(p["workers"] for p in parts)}
+
+
+def merge_parts(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...],
+                parts: list[dict], seconds: float) -> dict:
+    """The parts merged as check() gives the whole, written to the cache as check() writes it."""
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    chosen = {name: CONTEXTS[name] for name in contexts}
+    whole = {**merged(parts, seconds), "contexts": list(chosen)}
+    result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads,
+                                            lambda: whole, keep=lambda found: found["mismatch_count"] == 0)
+    return {**result, "cached": False}
+
+
 def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_texts: list[str],
-              mapping: text_normalization.CodePointMapping | None = None) -> dict:
+              mapping: text_normalization.CodePointMapping | None = None, workers: int = WORKERS,
+              named: int | None = NAMED_MISMATCHES) -> dict:
     """Check `probe_texts` on the graph built from `data` (with `mapping`, when given, in place of the derived
-    one)."""
+    one), with `workers` threads; the first `named` mismatches named (None: all)."""
     from tokenizers import Tokenizer
 
     from pocketbert.core.tasks import text_in_string
@@ -91,14 +146,14 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
 
     size = PROBES_PER_TEXT * len(text_inputs)
     chunks = [probe_texts[k:k + size] for k in range(0, len(probe_texts), size)]
-    with ThreadPoolExecutor(WORKERS) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         found = [m for part in pool.map(mismatches_in, chunks) for m in part]
     return {"mode": "pair" if pair else "single", "offsets": offsets, "probes": len(probe_texts),
             "code_points": sum(1 for _ in code_points()),
             "texts": len(chunks), "mismatch_count": len(found),
             "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
-                                 for p, d in found[:NAMED_MISMATCHES]],
-            "seconds": round(time.perf_counter() - started, 1), "workers": WORKERS}
+                                 for p, d in found[:named]],
+            "seconds": round(time.perf_counter() - started, 1), "workers": workers}
 
 
 def require_equal(result: dict) -> None:

@@ -1,0 +1,14 @@
+"""Faults a test asks for by name, to prove what a killed or failing process leaves behind."""
+
+from __future__ import annotations
+
+import os
+
+# "kill_after_step:N", "kill_in_checkpoint:N", "disk_full_in_cache:RANK", "stall_in_training:RANK" (train);
+# "export_job_fails:VARIANT", "export_job_killed:VARIANT" (a parallel export's worker, after that variant's build
+# wrote its file: an error raised, or the worker killed by SIGKILL)
+FAULT_ENV = "POCKETBERT_FAULT"
+
+
+def fault_asked(kind: str, at) -> bool:
+    return os.environ.get(FAULT_ENV) == f"{kind}:{at}"
