@@ -221,6 +221,27 @@ def set_up(check: Check, kit: Path | None, dry: bool, data_dir: Path | None, mod
         raise SetUpFailed("no CUDA GPU is visible to torch: make gpu-check DRY=1 runs the toy sizes on the CPU")
 
 
+# What the export keeps in the cache (each module's CACHE_FOLDER): the app tokenizers' programs and checks, the
+# tokenizer tables and checks, the app runtimes. Keyed by their sources' hashes, they hold no training figure.
+EXPORT_CACHE_FOLDERS = ("app-programs", "app-tokenizer-checks", "tokenizer-app-tables", "tokenizer-checks",
+                        "tokenizer-tables", "app-runtimes")
+
+
+def share_export_caches(cache: Path) -> None:
+    """The dry run's cache starts empty as the GPU check's does (the teacher cache is measured cold), but takes the
+    export's cached programs and checks from the caller's own cache when it has one (the tests' session cache):
+    its export then does not build the Swift and Kotlin tokenizers again."""
+    from pocketbert.core.cache_dir import CACHE_ENV
+
+    caller = os.environ.get(CACHE_ENV, "").strip()
+    if not caller:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    for name in EXPORT_CACHE_FOLDERS:
+        (Path(caller) / name).mkdir(parents=True, exist_ok=True)
+        (cache / name).symlink_to(Path(caller) / name, target_is_directory=True)
+
+
 def git_state() -> dict:
     """The commit measured, and whether the tree had changes beside it (a device call carries uncommitted files)."""
     def git(*args):
@@ -311,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     earlier = json.loads((out / JSON_NAME).read_text()) if args.update and (out / JSON_NAME).is_file() else None
     work = Path(tempfile.mkdtemp(prefix="pocketbert-gpu-check-"))
+    if args.dry:
+        share_export_caches(work / "cache")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "POCKETBERT_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     result = {"what": "make gpu-check (scripts/gpu_check.py): the GPU figures", "mode": "dry" if args.dry

@@ -181,3 +181,13 @@ def test_docs_give_each_part_the_cap_the_script_has():
     rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[-1].strip()
             for line in (REPO_ROOT / "docs" / "gpu.md").read_text().splitlines() if line.startswith("| ")}
     assert {name: rows.get(name) for name in PARTS} == {name: f"{cap:g}" for name, cap in gpu_check.BUDGET_S.items()}
+
+
+def test_the_dry_run_shares_the_exports_own_cache_folders_and_no_other():
+    from pocketbert.export import app_runtimes
+    from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_tables
+    from pocketbert.export.text_in import text_tokenizer, tokenizer_check
+
+    assert set(gpu_check.EXPORT_CACHE_FOLDERS) == {
+        app_programs.CACHE_FOLDER, app_tokenizer_check.CACHE_FOLDER, tokenizer_tables.CACHE_FOLDER,
+        tokenizer_check.CACHE_FOLDER, text_tokenizer.MAPPING_CACHE_FOLDER, app_runtimes.FOLDER}
