@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -131,6 +132,30 @@ def export_jobs(export_cfg: dict) -> int:
     return int(export_cfg.get("jobs") or machine_cores())
 
 
+@contextlib.contextmanager
+def interrupts_remembered():
+    """Ctrl-C raises KeyboardInterrupt as always, and is also remembered: code that catches BaseException on the
+    way (a converter, a worker pool under load) cannot make an interrupted export publish."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:  # Ctrl-C handled otherwise: left so
+        yield lambda: False
+        return
+    seen = []
+
+    def remember(signum, frame):
+        seen.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, remember)
+    try:
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
                parity_examples: int | None = None, coreml_variants: list[str] | None = None,
                coreai_variants: list[str] | None = None, settings: dict | None = None,
@@ -180,7 +205,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         shares = count_pieces(tokenizer, texts).shares
 
     jobs = export_jobs(export_cfg)
-    with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers:
+    with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers, \
+            interrupts_remembered() as interrupted:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step", disable=jobs > 1)  # jobs > 1: a line a job
         timings: dict = {"build_s": {}, "gate_s": {}}  # where the export's wall time goes, for the manifest
         phase = time.perf_counter()
@@ -264,6 +290,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         if fitted is not None:  # the token-id models' sizes with the full table (a text-in graph also holds the words)
             fitted.measure_full_sizes([out / v.file_name(task) for v in plan if v.file_name(task).endswith(".onnx")
                                        and not v.runtime.takes_text])
+        if interrupted():  # a Ctrl-C that a library's handler took on the way: still nothing is published
+            raise KeyboardInterrupt
         hub = hub_layout.write_hub_layout(out, architecture)
         chosen_coreml = [v.name for v in plan if v.family == variants.COREML_FAMILY]
         chosen_coreai = [v.name for v in plan if v.family == variants.COREAI_FAMILY]
