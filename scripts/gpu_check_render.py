@@ -227,7 +227,7 @@ def ship_section(fig: dict) -> list[str]:
             scores = ", ".join(f"{v:.4f}" for v in (epochs.get("validation") or {}).values()) or DASH
             lines.append(f"| {role} | {number(stage.get('process_seconds'), 1, ' s')} | {rate(stage['train'])} | "
                          f"{epochs.get('epochs_trained', DASH)} ({epochs.get('best_epoch', DASH)}) | {scores} | "
-                         f"{number(accuracy_of(stage), 4)} |")
+                         f"{number((stage.get('eval') or {}).get('accuracy'), 4)} |")
     export = fig.get("export") or {}
     lines.append(f"| export | {number(export.get('process_seconds'), 1, ' s') if export.get('ran') else DASH} | | | | |")
     notes = [f"Preset `{fig.get('preset')}`. Teacher target {targets.get('teacher_accuracy')}: "
@@ -238,10 +238,6 @@ def ship_section(fig: dict) -> list[str]:
     if not export.get("ran") and export.get("why"):
         notes.append(f"Export not run here: {export['why']}.")
     return lines + [""] + notes
-
-
-def accuracy_of(stage: dict) -> float | None:
-    return (stage.get("eval") or {}).get("accuracy")
 
 
 SECTIONS = (("stages", "The default run's stages (teacher, then distillation; checkpoints written)", stages_section),
