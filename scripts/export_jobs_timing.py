@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pocketbert.core.cache_dir import CACHE_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 # Programs whose converter writes other bytes for the same program on every run, serial exports alike: coremltools
 # (a package's items named by random UUIDs, its date; onnx_export.APPLE_BYTES_VARY), Core AI (an .aimodel's
@@ -49,12 +51,16 @@ def scratch_run(run: Path, into: Path) -> Path:
     return into
 
 
-def export(run: Path, jobs: int, data_dir: Path | None, extra: list[str]) -> float:
-    """`pocketbert export --jobs N` of `run` with this checkout's code; its wall time in seconds."""
+def export(run: Path, jobs: int, data_dir: Path | None, extra: list[str], cache: Path | None = None) -> float:
+    """`pocketbert export --jobs N` of `run` with this checkout's code; its wall time in seconds. cache: an empty
+    POCKETBERT_CACHE of its own, so the side pays what a first export pays (the app programs, the exhaustive
+    tokenizer check) instead of finding them built by the other side."""
     command = [sys.executable, "-m", "pocketbert.cli", "export", "--run", str(run), "--jobs", str(jobs), *extra]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    if cache is not None:
+        env[CACHE_ENV] = str(cache)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -95,9 +101,11 @@ def manifest_figures(folder: Path) -> dict:
     return figures
 
 
-def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str] = (), keep: Path | None = None) -> dict:
+def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str] = (), keep: Path | None = None,
+            cold_cache: bool = False) -> dict:
     """Both exports of `run` and what they hold alike: the figures main() prints. keep: a new folder where the two
-    scratch runs stay (serial/, parallel/) to look at what differs."""
+    scratch runs stay (serial/, parallel/) to look at what differs. cold_cache: each side starts from an empty cache
+    of its own."""
     with tempfile.TemporaryDirectory(prefix="pocketbert-export-jobs-") as tmp:
         if keep is not None:
             keep.mkdir(parents=True)
@@ -105,7 +113,7 @@ def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str]
         sides = {}
         for name, n in (("serial", 1), ("parallel", jobs)):
             scratch = scratch_run(Path(run).resolve(), Path(tmp) / name)
-            wall = export(scratch, n, data_dir, list(extra))
+            wall = export(scratch, n, data_dir, list(extra), Path(tmp) / f"{name}-cache" if cold_cache else None)
             folder = scratch / "export"
             sides[name] = {"wall_s": round(wall, 1), "digests": digests(folder), "gate": gate_figures(folder),
                            "manifest": manifest_figures(folder),
@@ -132,6 +140,8 @@ def main() -> None:
                         "machine's cores)")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="a new folder to keep both exports in")
+    parser.add_argument("--cold-cache", action="store_true", help="each side from an empty cache of its own (what a "
+                        "first export pays), instead of this machine's")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # after --: arguments for both exports
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
@@ -140,7 +150,8 @@ def main() -> None:
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be 1 or more (got {args.jobs})")
     jobs = args.jobs or len(os.sched_getaffinity(0))
-    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra, args.keep)
+    result = compare(args.run, jobs, args.data_dir.resolve() if args.data_dir else None, extra, args.keep,
+                     args.cold_cache)
     print(f"serial (--jobs 1):    {result['serial_wall_s']:.1f} s")
     print(f"parallel (--jobs {jobs}): {result['parallel_wall_s']:.1f} s  ({result['parallel']})")
     print(f"ratio: {result['ratio']:.2f}x")
