@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pocketbert.core.cache_dir import building
 from pocketbert.core.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from pocketbert.export.app.app_programs import swift_executable
@@ -62,19 +63,19 @@ def kit_driver(kit, request, tmp_path_factory) -> Path:
     cache = getattr(request.config, "cache", None)
     root = Path(cache.mkdir("kit-swift-driver")) if cache is not None else tmp_path_factory.mktemp("kit-swift-driver")
     folder = root / key
-    binary = folder / ".build" / "debug" / "kit-driver"
-    if not (folder / "built").is_file():
-        shutil.rmtree(folder, ignore_errors=True)
-        shutil.copytree(kit / SWIFT_TOKENIZER_PACKAGE, folder / SWIFT_TOKENIZER_PACKAGE)
-        (folder / "Package.swift").write_text(PACKAGE)
-        for name, text in sources.items():
-            (folder / "Sources" / "kit-driver").mkdir(parents=True, exist_ok=True)
-            (folder / "Sources" / "kit-driver" / name).write_text(text, encoding="utf-8")
-        done = subprocess.run([swift, "build", "--package-path", str(folder), "--product", "kit-driver", "-j", "2"],
-                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
-        (folder / "built").write_text("")
-    return binary
+    with building(folder):  # another session sharing the cache waits, then finds it built
+        if not (folder / "built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(kit / SWIFT_TOKENIZER_PACKAGE, folder / SWIFT_TOKENIZER_PACKAGE)
+            (folder / "Package.swift").write_text(PACKAGE)
+            (folder / "Sources" / "kit-driver").mkdir(parents=True)
+            for name, text in sources.items():
+                (folder / "Sources" / "kit-driver" / name).write_text(text, encoding="utf-8")
+            done = subprocess.run([swift, "build", "--package-path", str(folder), "--product", "kit-driver",
+                                   "-j", "2"], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+            (folder / "built").write_text("")
+    return folder / ".build" / "debug" / "kit-driver"
 
 
 def _run(driver: Path, *args) -> object:
