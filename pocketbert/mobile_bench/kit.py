@@ -145,8 +145,9 @@ check's prediction.
 **pocketbert has not built this package with Apple's SDK, nor run it**: its machines have none. Its tests
 type-check the Swift (`swift build` on Linux, against stubs of the Core ML calls it makes, each citing Apple's
 documentation); every Apple API it calls is named, with where it is documented, at the top of
-`Sources/PocketbertKitCore/KitCore.swift`. pocketbert's tests check the JSON it writes (its schema) through
-`bench import`.
+`Sources/PocketbertKitCore/KitCore.swift`. The files that need no Core ML (`KitConfig.swift`, the plan of
+measurements, and `TokenizerCheck.swift`) are built and run on Linux by pocketbert's tests, on a real export's
+config and golden file. pocketbert's tests check the JSON the kit writes (its schema) through `bench import`.
 
 Programs:
 {listed}
