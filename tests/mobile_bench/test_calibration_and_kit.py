@@ -360,3 +360,21 @@ def test_a_golden_text_the_device_tokenized_otherwise_is_named_in_the_report(tmp
     assert line.startswith("- tokenizer on device (iPhone 15 Pro): 13 of 14 golden texts agree, 1 differing: ")
     assert '"Café naïve résumé, señor Müller" (accents) expected [101, 7668, 15743' in line
     assert "got [101, 100, 15743, 13746, 1010, 8254, 2953, 26774, 102] (9 ids)" in line
+
+
+def test_a_function_and_a_program_of_one_precision_and_length_are_two_settings(tmp_path):
+    run = _run_with_export(tmp_path)
+    # the package's function of length 128 at the plain fp16 program's setting (ALL, fp16, batch 1, length 128)
+    beside = _kit_file(tmp_path, "beside.json", lambda d: d["programs"][3].update(compute_units="ALL"))
+    saved, _ = import_phone_measurement(run, beside, "iphone-15-pro", "student", "fp16", 1, 128)
+    rows = [json.loads(p.read_text()) for p in saved.glob("*-all-fp16-b1-s128.json")]
+    assert sorted(r["program"] for r in rows) == ["PocketBertSentiment.ane.mlpackage#main_len128",
+                                                  "PocketBertSentiment.mlpackage"]
+
+
+def test_a_package_function_that_names_no_length_is_refused(tmp_path, export_tokenizer_files):
+    run = _run_with_export(tmp_path, export_tokenizer_files)
+    (run / EXPORT_DIR / PLACEMENT).write_text(json.dumps([{"program": ANE_PACKAGE, "functions": [
+        {"function": "main_len16"}, {"function": "encoder"}]}]))
+    with pytest.raises(RunDirError, match=f"{ANE_PACKAGE} has a function 'encoder' that names no length"):
+        write_kit(run)
