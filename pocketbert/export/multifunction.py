@@ -32,6 +32,12 @@ def function_name(length: int) -> str:
     return f"{FUNCTION_PREFIX}{length}"
 
 
+def function_length(name: str) -> int | None:
+    """The length a function named by function_name takes (None: not such a name)."""
+    digits = name.removeprefix(FUNCTION_PREFIX)
+    return int(digits) if digits != name and digits.isdigit() else None
+
+
 def function_lengths(metadata: dict) -> tuple[int, ...]:
     value = metadata.get(FUNCTION_LENGTHS_KEY)
     return tuple(int(v) for v in value.split(",")) if value else ()

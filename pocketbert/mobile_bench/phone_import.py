@@ -24,7 +24,11 @@ COMPUTE_UNIT_NAMES = {  # what Xcode and coremltools print, to the ct.ComputeUni
 }
 IMPORT_FORMATS = ("coremltools", "xcode", "kit")
 KIT_SCHEMA_KEY = "pocketbert_kit"  # the kit's JSON (bench kit): its schema version under this key
-KIT_SCHEMA = 2  # 2: each program names the sha256 of the program it measured
+KIT_SCHEMA = 3  # 2: each program names the sha256 of the program it measured; 3: the tokenizer check, and a
+# multifunction package measured function by function
+KIT_SCHEMAS_READ = (2, 3)
+FUNCTION_SEPARATOR = "#"  # a multifunction package's function measured on its own: "<package>#<function>"
+TOKENIZER_DIFFERENCES_KEPT = 5  # the first differing golden texts kept (the kit writes as many at most)
 KIT_RUNTIMES = {"coreml": "mlpackage", "coreai": "aimodel"}  # runtime -> model format, as results.json says them
 PLACEMENT_UNITS = ("neural_engine", "gpu", "cpu", "unknown")
 IDLE_MIN_S = 5.0          # the Neural Engine re-wakes after > 5 s idle (arXiv 2606.22283): a shorter pause is warm
@@ -203,11 +207,80 @@ def _kit_placement(raw, where: str) -> dict | None:
             "operations": len(operations), "note": raw.get("note")}
 
 
+def package_of(program: str) -> str:
+    """The program file a measured program's name names (a multifunction package's, for one of its functions)."""
+    return program.split(FUNCTION_SEPARATOR, 1)[0]
+
+
+def _function(program: dict, name: str, here: str) -> str | None:
+    """The function of a multifunction package a row measured (named after its package, `<package>#<function>`);
+    None for a program's one function."""
+    given = program.get("function")
+    package, separator, function = name.partition(FUNCTION_SEPARATOR)
+    if not separator:
+        if given is not None:
+            raise ConfigError(f"{here}: function {given!r} measured, but the program is not named "
+                              f"<package>{FUNCTION_SEPARATOR}<function> (got {name!r})")
+        return None
+    if not package or not function or (given is not None and given != function):
+        raise ConfigError(f"{here}: a function of a multifunction package is named <package>{FUNCTION_SEPARATOR}"
+                          f"<function> with that function in 'function' (got {name!r} and {given!r})")
+    return function
+
+
+def _ids(raw, where: str) -> list[int]:
+    if not isinstance(raw, list) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in raw):
+        raise ConfigError(f"{where} must be a list of token ids (whole numbers from 0)")
+    return raw
+
+
+def _tokenizer_check(raw, where: str) -> dict:
+    """The golden texts run through the app's tokenizer on the device: how many were checked, how many gave other
+    ids, the first of those (text, expected and got ids), and the digests of the files checked."""
+    here = f"{where}: tokenizer_check"
+    check = _object(raw, here)
+    checked = _count(check.get("texts_checked"), f"{here}.texts_checked", 1)
+    differing = _count(check.get("texts_differing"), f"{here}.texts_differing", 0)
+    if differing > checked:
+        raise ConfigError(f"{here}: texts_differing ({differing}) is more than texts_checked ({checked})")
+    shown = check.get("first_differences")
+    if not isinstance(shown, list) or len(shown) > differing or (differing and not shown):
+        raise ConfigError(f"{here}.first_differences must list the first of the {differing} differing texts "
+                          f"(got {len(shown) if isinstance(shown, list) else repr(shown)})")
+    differences = []
+    for i, entry in enumerate(shown[:TOKENIZER_DIFFERENCES_KEPT]):
+        entry = _object(entry, f"{here}.first_differences[{i}]")
+        if not isinstance(entry.get("text"), str):
+            raise ConfigError(f"{here}.first_differences[{i}].text must be the golden text")
+        expected = _ids(entry.get("expected_ids"), f"{here}.first_differences[{i}].expected_ids")
+        got = _ids(entry.get("got_ids"), f"{here}.first_differences[{i}].got_ids")
+        if expected == got:
+            raise ConfigError(f"{here}.first_differences[{i}] gives the expected ids: it is not a difference")
+        differences.append({"probe": str(entry.get("probe") or ""), "text": entry["text"], "expected_ids": expected,
+                            "got_ids": got})
+    digests = {}
+    for key in ("tables_sha256", "golden_sha256"):
+        digest = check.get(key)
+        if not isinstance(digest, str) or not SHA256.fullmatch(digest):
+            raise ConfigError(f"{here}.{key} must be the 64 hex digits the export's manifest records for the file "
+                              f"checked (got {digest!r})")
+        digests[key] = digest
+    return {"texts_checked": checked, "texts_differing": differing, "first_differences": differences, **digests}
+
+
 def parse_kit_measurement(data: dict, where: str) -> list[dict]:
-    """One row per program the kit measured: warm samples summarised with the bench's own median rule."""
-    if data.get(KIT_SCHEMA_KEY) != KIT_SCHEMA:
-        raise ConfigError(f"{where}: kit schema {data.get(KIT_SCHEMA_KEY)!r}; this version reads {KIT_SCHEMA}: "
-                          "rebuild the kit with `pocketbert bench kit --overwrite`")
+    """One row per program (or function of a multifunction package) the kit measured: warm samples summarised
+    with the bench's own median rule; each row carries the device's tokenizer check."""
+    schema = data.get(KIT_SCHEMA_KEY)
+    if schema not in KIT_SCHEMAS_READ:
+        raise ConfigError(f"{where}: kit schema {schema!r}; this version reads "
+                          f"{', '.join(map(str, KIT_SCHEMAS_READ))}: rebuild the kit with `pocketbert bench kit "
+                          "--overwrite`")
+    tokenizer = data.get("tokenizer_check")
+    if tokenizer is None and schema >= 3:
+        raise ConfigError(f"{where}: no tokenizer_check; the kit runs the golden texts through the app's "
+                          "tokenizer before it times anything: measure with the kit as `pocketbert bench kit` writes it")
+    tokenizer = _tokenizer_check(tokenizer, where) if tokenizer is not None else None
     device = data.get("device")
     if not isinstance(device, str) or not device.strip():
         raise ConfigError(f"{where}: name the device in 'device' (for example \"iPhone 15 Pro\")")
@@ -224,13 +297,15 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
         lengths = [program.get(k) for k in ("batch", "sequence_length")]
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
             raise ConfigError(f"{here}: batch and sequence_length must be positive whole numbers")
+        name = str(program.get("program") or "")
+        function = _function(program, name, here)
         killed = _killed(program.get("killed"), here)
         if killed is not None:  # the process died: what it reached is all there is
-            rows.append({"format": "kit", "program": str(program.get("program") or ""), "runtime": runtime,
+            rows.append({"format": "kit", "program": name, "function": function, "runtime": runtime,
                          "model_format": KIT_RUNTIMES[runtime], "precision": str(program.get("precision") or ""),
                          "batch": lengths[0], "sequence_length": lengths[1], "device_name": device.strip(),
                          "os": data.get("os"), "compute_units": _compute_units(program.get("compute_units"), here),
-                         "killed": killed})
+                         "killed": killed, "tokenizer_check": tokenizer})
             continue
         samples = program.get("warm_samples_ms")
         if not isinstance(samples, list) or not samples:
@@ -244,7 +319,7 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
         if sha256 is None:
             raise ConfigError(f"{here}: no sha256 of the program measured; measure with a kit this version writes "
                               "(pocketbert bench kit --overwrite)")
-        rows.append({**stats, "format": "kit", "program": str(program.get("program") or ""),
+        rows.append({**stats, "format": "kit", "program": name, "function": function,
                      "program_sha256": sha256,
                      "runtime": runtime, "model_format": KIT_RUNTIMES[runtime],
                      "precision": str(program.get("precision") or ""), "batch": lengths[0],
@@ -254,7 +329,7 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
                                     "first_inference_ms": _positive(program.get("first_prediction_ms"),
                                                                     f"{here}: first_prediction_ms")},
                      "measured_placement": _kit_placement(program.get("placement"), here),
-                     **_app_stages(program, here)})
+                     **_app_stages(program, here), "tokenizer_check": tokenizer})
     return rows
 
 

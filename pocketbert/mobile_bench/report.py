@@ -13,10 +13,13 @@ from pathlib import Path
 
 from pocketbert.mobile_bench import derive, plots
 from pocketbert.mobile_bench.calibration_report import loo_text
+from pocketbert.mobile_bench.phone_import import package_of
 from pocketbert.mobile_bench.runners import runtime_text, setting_text
 from pocketbert.core.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape
+TEXT_SHOWN = 60       # characters of a differing golden text the report quotes
+TOKEN_IDS_SHOWN = 12  # ids of each side of a tokenizer difference the report prints
 
 
 def headline(results: dict) -> dict | None:
@@ -95,8 +98,9 @@ def _placement_counts(placement: dict | None) -> str:
 def _predicted(results: dict, measurement: dict, verdict: dict | None) -> str:
     """The placement check's prediction for the measured program, beside the measured plan."""
     verdicts = (results.get("placement") or {}).get("verdicts") or {}
-    chosen = verdicts.get(measurement.get("program") or "") or (verdict if measurement["model"] == derive.STUDENT
-                                                                 else None)
+    # a function of a multifunction package: the package's verdict (the check weighs all its functions)
+    chosen = verdicts.get(package_of(measurement.get("program") or "")) or (
+        verdict if measurement["model"] == derive.STUDENT else None)
     if chosen is None:
         return "unchecked (no verdict)"
     return f"{chosen['predicted_unit'].replace('_', ' ')} ({100 * chosen['neural_engine_op_share']:.0f} % of ops on the NE)"
@@ -109,6 +113,32 @@ def _cost(verdict: dict) -> str:
 
 def _stage(value, detail: str = "") -> str:
     return "–" if value is None else f"{_ms(value)}{detail}"
+
+
+def _ids_text(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:TOKEN_IDS_SHOWN]))
+    return f"[{shown}{', …' if len(ids) > TOKEN_IDS_SHOWN else ''}] ({len(ids)} ids)"
+
+
+def tokenizer_lines(rows: list[dict]) -> list[str]:
+    """A line per device (and distinct result) of the kit's tokenizer check: the golden texts that agree, or the
+    first that differ, each with its expected and got ids."""
+    lines = []
+    for row in rows:
+        check = row.get("tokenizer_check")
+        if not check:
+            continue
+        agree = check["texts_checked"] - check["texts_differing"]
+        line = (f"tokenizer on device ({row.get('device_name') or row['device']}): {agree} of "
+                f"{check['texts_checked']} golden texts agree")
+        if check["texts_differing"]:
+            shown = "; ".join(f"{json.dumps(d['text'][:TEXT_SHOWN], ensure_ascii=False)} ({d['probe'] or 'text'}) "
+                              f"expected {_ids_text(d['expected_ids'])}, got {_ids_text(d['got_ids'])}"
+                              for d in check["first_differences"])
+            line += f", {check['texts_differing']} differing: {shown}"
+        if line not in lines:
+            lines.append(line)
+    return lines
 
 
 def app_sections(results: dict) -> list[tuple]:
@@ -169,6 +199,11 @@ def app_sections(results: dict) -> list[tuple]:
                         + (f": {k['killed']['note']}" if k["killed"].get("note") else "")] for k in killed]))
     else:
         doc.append(("p", "None yet: `pocketbert bench kit` writes the Swift package that measures these stages."))
+    checked = tokenizer_lines(kit + killed)
+    if checked:
+        doc.append(("p", "The kit ran the export's golden texts (tokenizer_golden.json) through the iOS folder's own "
+                         "Swift tokenizer on each device before timing anything:"))
+        doc.append(("list", checked))
 
     android = (results.get("app_latency") or {}).get("android") or []
     doc.append(("h2", "Android, per SoC class — estimated from published figures"))

@@ -27,8 +27,10 @@ MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH
 DEFAULT_THRESHOLD_PERCENT = 10.0
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 NO_INTERVAL = " (no interval)"
-KEY_FIELDS = ("device", "model", "runtime", "model_format", "precision", "threads", "compute_units", "batch",
-              "sequence_length", "tokenization")
+# program: the kit names each program (or function of a multifunction package) it measured on a device, and two
+# programs of one precision and length are two settings
+KEY_FIELDS = ("device", "model", "program", "runtime", "model_format", "precision", "threads", "compute_units",
+              "batch", "sequence_length", "tokenization")
 
 
 def measurement_key(m: dict) -> tuple:

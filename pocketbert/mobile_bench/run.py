@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -55,7 +56,9 @@ from pocketbert.core.run_files import (
     STUDENT_DIR,
     TEACHER_DIR,
     TOKENIZER_FILES,
+    TOKENIZER_GOLDEN,
     TOKENIZER_JSON,
+    TOKENIZER_TABLES,
 )
 from pocketbert.core.tasks import make_task
 
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
 
 RESULTS_SCHEMA = 2
 MEASURED_HERE = "measured here"
+FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")  # what an imported row's file name keeps of its program's name
 
 
 def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None,
@@ -488,22 +492,34 @@ def _graph_costs(bench: Bench, files: dict, batch: int, seq_len: int, seq_sweep:
 
 
 def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
-    """A row that names the program it measured (its sha256) must name one of this run's export, by that name."""
+    """A row that names the program it measured (its sha256) must name one of this run's export, by that name (a
+    multifunction package's function, by its package's); the tokenizer files a kit checked must be its export's."""
+    from pocketbert.mobile_bench.phone_import import package_of
+
     named = [row for row in rows if row.get("program_sha256")]
-    if not named:
+    checked = {(key, row["tokenizer_check"][f"{key}_sha256"]) for row in rows if row.get("tokenizer_check")
+               for key in ("tables", "golden")}
+    if not named and not checked:
         return
     manifest_path = Path(run_dir) / EXPORT_DIR / MANIFEST
     if not manifest_path.is_file():
         raise RunDirError(f"{file} measured an export, and {run_dir} has none to check it against: import it into "
                           "the run whose export it measured")
-    recorded = {entry.get("sha256"): name for name, entry in
-                (read_manifest(Path(run_dir) / EXPORT_DIR).get(ARTIFACTS) or {}).items() if isinstance(entry, dict)}
+    artifacts_recorded = read_manifest(Path(run_dir) / EXPORT_DIR).get(ARTIFACTS) or {}
+    recorded = {entry.get("sha256"): name for name, entry in artifacts_recorded.items() if isinstance(entry, dict)}
     for row in named:
         program = recorded.get(row["program_sha256"])
-        if program is None or (row.get("program") and row["program"] != program):
+        if program is None or (row.get("program") and package_of(row["program"]) != program):
             raise ConfigError(f"{file} measured {row.get('program') or 'a program'} with sha256 "
                               f"{row['program_sha256'][:12]}…, which {run_dir}/export does not hold: import it into "
                               "the run whose export it measured, or measure this export (pocketbert bench kit)")
+    for key, digest in sorted(checked):
+        name = {"tables": TOKENIZER_TABLES, "golden": TOKENIZER_GOLDEN}[key]
+        entry = artifacts_recorded.get(name)
+        if isinstance(entry, dict) and entry.get("sha256") != digest:
+            raise ConfigError(f"{file} checked the tokenizer on a {name} with sha256 {digest[:12]}…, not the one "
+                              f"{run_dir}/export holds: import it into the run whose export it measured, or measure "
+                              "this export (pocketbert bench kit)")
 
 
 def _import_names(imports: Path, rows: list[dict], device_key: str, model: str, file: Path) -> list[tuple[str, str]]:
@@ -512,8 +528,11 @@ def _import_names(imports: Path, rows: list[dict], device_key: str, model: str, 
     named = []
     for row in rows:
         fmt = "" if row["model_format"] == "mlpackage" else f"-{row['model_format']}"
-        name = (f"{device_key}-{model}{fmt}-{row['compute_units'].lower()}-{row['precision']}-b{row['batch']}"
-                f"-s{row['sequence_length']}.json")
+        # the kit names each program it measured: two programs (or two functions of one) of one precision and
+        # length are two settings
+        program = f"-{FILE_NAME_UNSAFE.sub('-', row['program'])}" if row.get("program") else ""
+        name = (f"{device_key}-{model}{fmt}{program}-{row['compute_units'].lower()}-{row['precision']}"
+                f"-b{row['batch']}-s{row['sequence_length']}.json")
         if name in dict(named):
             raise ConfigError(f"{file} measures one setting twice ({name[:-5]}): keep one measurement of it")
         text = dumps_strict(row, indent=2) + "\n"

@@ -159,3 +159,16 @@ def test_bad_phone_files_are_refused_with_a_reason(tmp_path, payload, message):
     path.write_text(payload)
     with pytest.raises(ConfigError, match=message):
         import_phone_file(path, "iphone-13", "student", "fp16", 1, 128)
+
+
+def test_two_programs_the_kit_measured_at_one_setting_are_compared_apart():
+    def kit_row(program, median):
+        return {**no_interval(row("student", median, 0.0)), "device": "iphone-15-pro", "runtime": "coreml",
+                "model_format": "mlpackage", "precision": "fp16", "threads": None, "compute_units": "ALL",
+                "program": program}
+
+    plain, function = "PocketBertSentiment.mlpackage", "PocketBertSentiment.ane.mlpackage#main_len128"
+    result = compare_results(results(kit_row(plain, 2.0), kit_row(function, 1.4)),
+                             results(kit_row(plain, 2.0), kit_row(function, 2.8)))
+    verdicts = {r["program"]: r["verdict"] for r in result["rows"]}
+    assert verdicts == {plain: "within threshold (no interval)", function: "regression (no interval)"}

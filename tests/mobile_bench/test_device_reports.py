@@ -163,20 +163,20 @@ def test_each_apple_program_shows_its_unit_regions_boundaries_and_added_cost():
     assert "a fitted vocabulary clears the axis limit" in md and "apple/coremltools#2758" in md
 
 
-def test_the_kit_measures_the_app_stages_bench_import_reads(tmp_path):
+def test_the_kit_measures_the_app_stages_bench_import_reads(tmp_path, export_tokenizer_files):
     import re
 
     from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, write_kit
     from pocketbert.mobile_bench.phone_import import IDLE_MIN_S, KILLED_STAGES, SUSTAINED_MIN_CALLS
 
-    folder = write_kit(_run_with_export(tmp_path))
+    folder = write_kit(_run_with_export(tmp_path, export_tokenizer_files))
     config = json.loads((folder / CONFIG_PATH).read_text())
     assert config["idle_s"] > IDLE_MIN_S and config["sustained_calls"] >= SUSTAINED_MIN_CALLS
     assert 0 < config["sustained_window"] <= config["sustained_calls"]
     swift = (folder / KIT_FILES["KitCore.swift.txt"]).read_text()
     for key in ('"after_idle"', '"first_call_ms"', '"sustained"', '"samples_ms"', '"killed"'):
         assert key in swift
-    assert set(re.findall(r'mark\(program, units, "(\w+)"\)', swift)) == set(KILLED_STAGES)
+    assert set(re.findall(r'mark\(planned, units, "(\w+)"\)', swift)) == set(KILLED_STAGES)
 
 
 TINY_STUDENT = (0.05, 2.0, 0.6)  # GFLOPs, fp32 and int8 MB: a student whose calibrated figures fall below it

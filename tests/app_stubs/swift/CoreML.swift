@@ -82,7 +82,8 @@ public enum MLModelStructure {
 
     // https://developer.apple.com/documentation/coreml/mlmodelstructure/program
     public struct Program {
-        // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/functions
+        // https://developer.apple.com/documentation/coreml/mlmodelstructure-swift.enum/program/functions (keyed by name:
+        // "main", or each function of a multifunction package)
         public var functions: [String: Function] { fatalError("stub") }
 
         // https://developer.apple.com/documentation/coreml/mlmodelstructure/program/function
