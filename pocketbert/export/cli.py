@@ -86,20 +86,20 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
         raise ConfigError("export needs --run: the run directory whose student to export")
     coreai = [] if coreai_variants == ["none"] else coreai_variants
     executorch = [] if executorch_variants == ["none"] else executorch_variants
-    given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
+    given = {"parity_examples": parity_examples, "coreml_parity_examples": coreml_examples,
+             "vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
              "vocabulary_max_rows": vocabulary_max_rows, "vocabulary_recovery_steps": vocabulary_recovery_steps,
              "embedding_int4_share": embedding_int4_share}
     given = {k: v for k, v in given.items() if v is not None}
     given.update({key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()})
     settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")  # before any work
-    flags = {**given, "parity_examples": parity_examples, "coreml_parity_examples": coreml_examples,
-             "coreml_variants": coreml_variants, "coreai_variants": coreai_variants,
+    flags = {**given, "coreml_variants": coreml_variants, "coreai_variants": coreai_variants,
              "executorch_variants": executorch_variants}
     twice = sorted(key for key in settings if flags.get(key) is not None)
     if twice:
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
-                               coreml_variants, coreai, {**settings, **given}, executorch)
+    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, {**settings, **given}, coreml_variants,
+                               coreai, executorch)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

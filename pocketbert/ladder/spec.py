@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.models import layer_count
-from pocketbert.core.recipe import VOCABULARIES, Recipe, available_presets, read_recipe, section_dict, with_overrides
+from pocketbert.core.recipe import VOCABULARIES, Recipe, available_presets, read_recipe, typed_section, with_overrides
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import LADDER_COMPARE_DIR
@@ -170,8 +170,8 @@ def check_ladder(ladder: Ladder, task: str, teacher_config=None,
     if teacher_config is not None:
         for name, recipe in recipes.items():
             check_cut(name, recipe, teacher_config)
-    bench = section_dict("bench", ladder.bench.set, "the ladder's bench.set")
-    if ladder.bench.set.get("threads") is not None and COMPARED_THREADS not in bench["threads"]:
+    bench = typed_section("bench", ladder.bench.set, "the ladder's bench.set")
+    if "threads" in ladder.bench.set and COMPARED_THREADS not in bench.threads:
         raise ConfigError(f"the ladder's bench.set.threads must include {COMPARED_THREADS}: the table compares int8 "
                           f"latency at {COMPARED_THREADS} thread")
     return recipes
