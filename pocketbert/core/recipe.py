@@ -190,8 +190,11 @@ def _no_repeats(section: BaseModel, prefix: str, keys: tuple[str, ...]) -> None:
 
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0, le=MAX_SEQUENCE)  # None: the student's training length
-    parity_examples: Optional[int] = Field(None, gt=0)
-    coreml_parity_examples: Optional[int] = Field(None, gt=0)  # None: every parity example; 0 cannot check
+    parity_examples: Optional[int] = Field(None, gt=0, description=(
+        "Eval examples for the parity checks (default: every one of the eval split)."))
+    # 0 would check nothing
+    coreml_parity_examples: Optional[int] = Field(None, gt=0, description=(
+        "Eval examples for the Core ML parity check (default: every parity example)."))
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     # Core AI (iOS 27). None: fp16 and 6-bit where the student's architecture can take it; [] leaves Core AI out.
     coreai_variants: Optional[list[str]] = None
