@@ -15,9 +15,8 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.models import layer_count
-from pocketbert.core.recipe import VOCABULARIES, Recipe, available_presets, read_recipe, typed_section, with_overrides
+from pocketbert.core.recipe import ExportSection, Recipe, available_presets, read_recipe, typed_section, with_overrides
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import LADDER_COMPARE_DIR
@@ -33,27 +32,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class ExportSetting(_Strict):
-    """`pocketbert export`'s options; null leaves each to the recipe (in a rung: to the ladder's)."""
-
-    parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
-    coreml_examples: Optional[int] = Field(None, gt=0)      # 0 would gate nothing: export refuses it too
-    coreml_variants: Optional[list[str]] = Field(None, min_length=1)
-    coreai_variants: Optional[list[str]] = None             # []: no Core AI program
-    executorch_variants: Optional[list[str]] = None         # []: no ExecuTorch program
-    # a fitted vocabulary (export/vocabulary/): the table then shows the int8 file with the full one beside it
-    vocabulary: Optional[Literal[VOCABULARIES]] = None      # type: ignore[valid-type]
-    vocabulary_min_count: Optional[int] = Field(None, gt=0)
-    vocabulary_max_rows: Optional[int] = Field(None, gt=0)
-    vocabulary_recovery_steps: Optional[int] = Field(None, ge=0)
-    embedding_int4_share: Optional[float] = Field(None, ge=0.0, lt=1.0)
-
-    @model_validator(mode="after")
-    def _variant_names(self):
-        check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
-        return self
-
-
 class Rung(_Strict):
     name: str                   # its run folder in the ladder (the run itself for the in_run rung)
     label: str                  # what the table says it is
@@ -62,8 +40,9 @@ class Rung(_Strict):
     student_init: Optional[Literal["teacher", "random"]] = None  # random: the same shape from random weights
     ship: bool = True           # export and bench it; false: a control, trained and evaluated only
     set: dict[str, Any] = Field(default_factory=dict)  # recipe keys for this rung's distillation, as --set
-    # export settings of this rung that differ from the ladder's (a BiLSTM has no Core AI program to ask for)
-    export: ExportSetting = Field(default_factory=ExportSetting)
+    # keys of the recipe's export section for this rung that differ from the ladder's (a BiLSTM has no Core AI
+    # program to ask for): checked by the recipe's own ExportSection, given to its export as --set export.KEY=VALUE
+    export: ExportSection = Field(default_factory=ExportSection)
 
     @field_validator("name")
     @classmethod
@@ -90,7 +69,7 @@ class Ladder(_Strict):
     description: str = ""
     rungs: list[Rung] = Field(min_length=2)
     train: TrainSetting = Field(default_factory=TrainSetting)
-    export: ExportSetting = Field(default_factory=ExportSetting)
+    export: ExportSection = Field(default_factory=ExportSection)  # every rung's export keys; those written are given
     bench: BenchSetting = Field(default_factory=BenchSetting)
     within_points: float = Field(1.0, gt=0)  # "as good as the teacher": at most this many points below it
 
@@ -167,6 +146,8 @@ def check_ladder(ladder: Ladder, task: str, teacher_config=None,
     recipes = {rung.name: rung_recipe(ladder, rung, task, transfer) for rung in ladder.rungs}
     for name, recipe in recipes.items():
         check_transfer_files(name, recipe, transfer)
+    for rung in ladder.rungs:
+        rung_export(ladder, rung)
     if teacher_config is not None:
         for name, recipe in recipes.items():
             check_cut(name, recipe, teacher_config)
@@ -190,10 +171,14 @@ def check_cut(rung: str, recipe: Recipe, teacher_config) -> None:
         raise ConfigError(f"rung {rung}: {exc}") from None
 
 
-def rung_export(ladder: Ladder, rung: Rung) -> ExportSetting:
-    """The export settings of the rung: its own where it gives them, else the ladder's."""
-    own = rung.export.model_dump(exclude_none=True)
-    return ladder.export.model_copy(update=own)
+def rung_export(ladder: Ladder, rung: Rung) -> dict[str, Any]:
+    """The export keys the rung's export is given, as dotted recipe keys ('export.vocabulary'): those the ladder
+    writes, then the rung's own, which win; what neither writes stays the recipe's. Checked together by the
+    recipe's ExportSection."""
+    written = {**ladder.export.model_dump(mode="json", exclude_unset=True),
+               **rung.export.model_dump(mode="json", exclude_unset=True)}
+    typed_section("export", written, f"rung {rung.name}")
+    return {f"export.{key}": value for key, value in written.items()}
 
 
 def as_set_value(value: Any) -> str:
