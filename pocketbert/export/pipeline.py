@@ -314,7 +314,7 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreai_minimum_os": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreai},
                     "executorch_variants": [v.name for v in plan if v.family == variants.EXECUTORCH_FAMILY],
                     "parity_examples": len(examples), "vocabulary": export.vocabulary,
-                    "tokenizer_check_contexts": list(export.tokenizer_check_contexts),
+                    "tokenizer_check_contexts": export.tokenizer_check_contexts,
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},
