@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from pocketbert.core.models import layer_count
 from pocketbert.core.recipe import ExportSection, Recipe, available_presets, read_recipe, typed_section, with_overrides
@@ -32,6 +32,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+def written_keys(export: ExportSection) -> dict[str, Any]:
+    """The export keys a ladder or rung writes, as JSON: what ladder.json records of them (the rest is each rung's
+    recipe's, not the section's defaults)."""
+    return export.model_dump(mode="json", exclude_unset=True)
+
+
 class Rung(_Strict):
     name: str                   # its run folder in the ladder (the run itself for the in_run rung)
     label: str                  # what the table says it is
@@ -43,6 +49,10 @@ class Rung(_Strict):
     # keys of the recipe's export section for this rung that differ from the ladder's (a BiLSTM has no Core AI
     # program to ask for): checked by the recipe's own ExportSection, given to its export as --set export.KEY=VALUE
     export: ExportSection = Field(default_factory=ExportSection)
+
+    @field_serializer("export")
+    def _written(self, export: ExportSection) -> dict:
+        return written_keys(export)
 
     @field_validator("name")
     @classmethod
@@ -72,6 +82,10 @@ class Ladder(_Strict):
     export: ExportSection = Field(default_factory=ExportSection)  # every rung's export keys; those written are given
     bench: BenchSetting = Field(default_factory=BenchSetting)
     within_points: float = Field(1.0, gt=0)  # "as good as the teacher": at most this many points below it
+
+    @field_serializer("export")
+    def _written(self, export: ExportSection) -> dict:
+        return written_keys(export)
 
     @model_validator(mode="after")
     def _rungs(self):
@@ -175,8 +189,7 @@ def rung_export(ladder: Ladder, rung: Rung) -> dict[str, Any]:
     """The export keys the rung's export is given, as dotted recipe keys ('export.vocabulary'): those the ladder
     writes, then the rung's own, which win; what neither writes stays the recipe's. Checked together by the
     recipe's ExportSection."""
-    written = {**ladder.export.model_dump(mode="json", exclude_unset=True),
-               **rung.export.model_dump(mode="json", exclude_unset=True)}
+    written = {**written_keys(ladder.export), **written_keys(rung.export)}
     typed_section("export", written, f"rung {rung.name}")
     return {f"export.{key}": value for key, value in written.items()}
 
