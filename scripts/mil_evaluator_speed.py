@@ -52,14 +52,14 @@ def gate_inputs(run: Path, data_dir: Path | None):
     task = make_task(info["task"], info["label_names"])
     recipe = complete_recipe(read_manifest(run / STUDENT_DIR)["config"]["recipe"])
     config = read_manifest(run / EXPORT_DIR)["config"]
-    seed = int(recipe["seed"])
-    data = load_task_data(recorded_dataset(run, recipe["dataset"]), task.name, data_dir, None,
+    seed = recipe.seed
+    data = load_task_data(recorded_dataset(run, recipe.dataset), task.name, data_dir, None,
                           task.label_names or None, seed)
     examples = subsample(data.eval, config["parity_examples"], seed)
     tokenizer = load_tokenizer(str(run / EXPORT_DIR))
     features = task.features(tokenizer, examples, int(config["max_length"]), info.get("doc_stride"))
     features = features[:task.features_for_examples(features, int(config["coreml_parity_examples"]))]
-    return task, features, tokenizer.pad_token_id, int(recipe["eval"]["batch_size"])
+    return task, features, tokenizer.pad_token_id, recipe.eval.batch_size
 
 
 def timed_logits(task, features, pad_id: int, batch_size: int, open_forward) -> tuple[list, float]:

@@ -35,23 +35,22 @@ def main(run: Path, data_dir: Path) -> dict:
     student_dir = run / STUDENT_DIR
     model, tokenizer, task, info = load_stage_model(student_dir)
     recipe = complete_recipe(read_manifest(student_dir)["config"]["recipe"])
-    export_cfg, eval_cfg = recipe["export"], recipe["eval"]
-    max_length = int(export_cfg["max_length"] or info["max_length"])
-    data = load_task_data(recorded_dataset(run, recipe["dataset"]), task.name, data_dir, None, None,
-                          int(recipe["seed"]))
-    examples = subsample(data.eval, len(data.eval), int(recipe["seed"]))
+    export, evaluation = recipe.export, recipe.eval
+    max_length = export.max_length or info["max_length"]
+    data = load_task_data(recorded_dataset(run, recipe.dataset), task.name, data_dir, None, None, recipe.seed)
+    examples = subsample(data.eval, len(data.eval), recipe.seed)
     with tempfile.TemporaryDirectory(prefix="qa-gate-") as folder:
         out = Path(folder)
         write_app_files(model, tokenizer, task, out, max_length)
         app_tokenizer = load_tokenizer(str(out))
         features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
-        student_logits = batched_logits(task, features, app_tokenizer.pad_token_id, int(eval_cfg["batch_size"]),
+        student_logits = batched_logits(task, features, app_tokenizer.pad_token_id, evaluation.batch_size,
                                         torch_forward(model, task))
         onnx_export.export_onnx(model, task, out / ONNX_FP32)
         onnx_export.quantize_int8(out / ONNX_FP32, out / ONNX_INT8)
         settings = qa_graph.QASettings(max_length, qa_graph.effective_stride(max_length, info.get("doc_stride")),
-                                       int(eval_cfg["max_answer_length"]), int(eval_cfg["n_best"]),
-                                       int(export_cfg["qa_max_context_tokens"]))
+                                       evaluation.max_answer_length, evaluation.n_best,
+                                       export.qa_max_context_tokens)
         results = {}
         for source, target, precision, gate in ((ONNX_FP32, ONNX_QA, "fp32", parity.QA_IN_GRAPH_GATE),
                                                 (ONNX_INT8, ONNX_QA_INT8, "int8", parity.COMPRESSED_GATE)):
@@ -59,7 +58,7 @@ def main(run: Path, data_dir: Path) -> dict:
             started = time.perf_counter()
             answers = qa_graph.answer_forward(out / target)(examples)
             result = parity.compare_answers(task, examples, features, student_logits, answers,
-                                            qa_graph.span_mismatches(examples, answers), eval_cfg, target,
+                                            qa_graph.span_mismatches(examples, answers), evaluation, target,
                                             "onnxruntime + extensions", precision, gate)
             result.seconds_per_sequence = (time.perf_counter() - started) / len(examples)
             results[target] = result.to_dict()

@@ -1,9 +1,10 @@
 """The recipe, typed: one class per section, every default in one place, every value checked before any work.
 
 Presets (pocketbert/configs/<task>-<preset>.yaml) or a --config file are read here (read_recipe), then --set
-and flag overrides go through validate_recipe; what a stage receives is
-the complete recipe with every default filled (recipe_dict). Records written by earlier versions are read back
-with complete_recipe, which fills defaults and drops keys that no longer exist.
+and flag overrides go through validate_recipe (with_overrides); what a stage receives is the typed Recipe, every
+default filled, and it reads its sections as attributes (recipe_dict gives the same as data, for a manifest).
+Records written by earlier versions are read back with complete_recipe, which fills defaults and drops keys that
+no longer exist.
 """
 
 from __future__ import annotations
@@ -189,8 +190,11 @@ def _no_repeats(section: BaseModel, prefix: str, keys: tuple[str, ...]) -> None:
 
 class ExportSection(Section):
     max_length: Optional[int] = Field(None, gt=0, le=MAX_SEQUENCE)  # None: the student's training length
-    parity_examples: Optional[int] = Field(None, gt=0)
-    coreml_parity_examples: Optional[int] = Field(None, gt=0)  # None: every parity example; 0 cannot check
+    parity_examples: Optional[int] = Field(None, gt=0, description=(
+        "Eval examples for the parity checks (default: every one of the eval split)."))
+    # 0 would check nothing
+    coreml_parity_examples: Optional[int] = Field(None, gt=0, description=(
+        "Eval examples for the Core ML parity check (default: every parity example)."))
     coreml_variants: list[str] = Field(default_factory=lambda: ["fp16"])
     # Core AI (iOS 27). None: fp16 and 6-bit where the student's architecture can take it; [] leaves Core AI out.
     coreai_variants: Optional[list[str]] = None
@@ -466,9 +470,23 @@ def known_keys(data: dict) -> dict:
     return known(recipe_model(), data, True)
 
 
-def complete_recipe(data: dict) -> dict:
-    """A recipe recorded in a manifest, with every default filled; keys this version no longer has are dropped."""
-    return recipe_dict(validate_recipe(known_keys(data), "the recorded recipe"))
+def complete_recipe(data: dict) -> Recipe:
+    """A recipe recorded in a manifest, typed, with every default filled; keys this version no longer has are
+    dropped."""
+    return validate_recipe(known_keys(data), "the recorded recipe")
+
+
+def recorded_section(recorded: dict, name: str, overrides: dict | None = None, source: str = "recipe") -> Section:
+    """One section of a recipe recorded in a manifest, typed, with `overrides` (keys of that section) over what it
+    recorded; a key this version does not know is refused, as in a recipe file."""
+    return typed_section(name, {**(recorded.get(name) or {}), **(overrides or {})}, source)
+
+
+def recorded_keys(recorded: dict, name: str) -> dict:
+    """The keys of one section of a recorded recipe as it wrote them, those an earlier version wrote included (a
+    record's provenance: what a run was made with)."""
+    section = recorded.get(name)
+    return section if isinstance(section, dict) else {}
 
 
 def typed_section(name: str, data: dict, source: str = "recipe") -> Section:

@@ -26,6 +26,14 @@ if TYPE_CHECKING:  # torch loads when a loss or a logits stack is first asked fo
 GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does not name
 
 
+class SpanSearch(Protocol):
+    """What scoring reads of the recipe's eval section (core/recipe.py's EvalSection, which imports this module):
+    a QA answer's span search limits."""
+
+    n_best: int
+    max_answer_length: int
+
+
 @dataclass
 class TextFeature:
     input_ids: list[int]
@@ -128,8 +136,8 @@ class Task(Protocol):
     def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]: ...
     def scorable(self, examples: list, features: list, n_run: int) -> tuple[list, list[int], list]: ...
     def features_for_examples(self, features: list, n_examples: int) -> int: ...
-    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list: ...
-    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]: ...
+    def answers(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> list: ...
+    def score(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> dict[str, float]: ...
     def score_answers(self, examples, features, answers: list) -> dict[str, float]: ...
 
     # the text-in model (tokenizer in the graph)
@@ -269,11 +277,11 @@ class SentimentTask:
     def unbatch(self, logits: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(logits)
 
-    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[int]:
+    def answers(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> list[int]:
         return [int(np.argmax(row)) for row in logits]
 
-    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]:
-        predicted = np.array(self.answers(examples, features, logits, eval_cfg))
+    def score(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> dict[str, float]:
+        predicted = np.array(self.answers(examples, features, logits, evaluation))
         gold = np.array([f.label for f in features])
         metrics = {"accuracy": float((predicted == gold).mean()), "n_examples": int(len(gold))}
         if len(self.label_names) > 2:
@@ -434,14 +442,14 @@ class QATask:
         lengths = batch["attention_mask"].sum(axis=1)
         return [row[:n] for row, n in zip(logits, lengths)]
 
-    def answers(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> list[str]:
+    def answers(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> list[str]:
         return qa_lib.best_spans(
             examples, features, [row[:, 0] for row in logits], [row[:, 1] for row in logits],
-            n_best=eval_cfg.get("n_best", 20), max_answer_length=eval_cfg.get("max_answer_length", 30),
+            n_best=evaluation.n_best, max_answer_length=evaluation.max_answer_length,
         )
 
-    def score(self, examples, features, logits: list[np.ndarray], eval_cfg: dict) -> dict[str, float]:
-        metrics = qa_lib.squad_scores(examples, self.answers(examples, features, logits, eval_cfg))
+    def score(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> dict[str, float]:
+        metrics = qa_lib.squad_scores(examples, self.answers(examples, features, logits, evaluation))
         metrics["n_examples"] = len(examples)
         return metrics
 

@@ -8,8 +8,6 @@ import click
 
 from pocketbert.core import export_variant_names
 from pocketbert.core.cli_options import (
-    COUNT,
-    OneOf,
     comma_list,
     data_dir_option,
     locks,
@@ -17,7 +15,6 @@ from pocketbert.core.cli_options import (
     resolve_run_dir,
     run_option,
 )
-from pocketbert.core.recipe import VOCABULARIES
 from pocketbert.core.recipe_options import overrides, with_flags
 from pocketbert.core.run_files import ANDROID_APP_DIR, IOS_APP_DIR
 
@@ -27,8 +24,18 @@ text_in_option = click.option("--text-in", is_flag=True,
                               help="Ship the text-in model (the tokenizer inside, onnxruntime-extensions) instead of "
                                    "the ids-in one with BertTokenizer.kt; that package's Android build is not 16 KB "
                                    "aligned, which Google Play refuses for Android 15+ targets.")
-# The export settings offered as options made from their recipe fields (core/recipe_options.py).
-EXPORT_FLAGS = {"jobs": "export.jobs"}
+# The export settings offered as options, made from their recipe fields (core/recipe_options.py): type, bounds and
+# help come from the field in core/recipe.py's ExportSection, so a setting is one field there and one line here.
+EXPORT_FLAGS = {
+    "parity_examples": "export.parity_examples",
+    "coreml_examples": "export.coreml_parity_examples",
+    "vocabulary": "export.vocabulary",
+    "vocabulary_min_count": "export.vocabulary_min_count",
+    "vocabulary_max_rows": "export.vocabulary_max_rows",
+    "vocabulary_recovery_steps": "export.vocabulary_recovery_steps",
+    "embedding_int4_share": "export.embedding_int4_share",
+    "jobs": "export.jobs",
+}
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -37,8 +44,9 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
 @click.option("--run", "--run-dir", "run", default=None, metavar="NAME|PATH",
               help="Run directory: a name under runs/, or a path.")
 @data_dir_option
-@click.option("--parity-examples", type=COUNT, default=None, help="Eval examples for the ONNX parity check (default: recipe).")
-@click.option("--coreml-examples", type=COUNT, default=None, help="Eval examples for the Core ML parity check (default: recipe).")
+# The program lists stay written out: given here they are programs asked for by name (one that does not apply to
+# the student is refused, where the recipe's list is cut to those that apply: pipeline._chosen), and 'none'
+# spells an empty list; a field's option has neither.
 @click.option("--coreml-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8", unique=True),
               help=f"Core ML programs: {', '.join(export_variant_names.COREML)} (default: the recipe's).")
@@ -51,33 +59,18 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help=f"ExecuTorch programs: {', '.join(export_variant_names.EXECUTORCH)} (default: the recipe's, else "
                    "every one the student can take; 'none' leaves ExecuTorch out).")
 @overwrite_option
-@click.option("--vocabulary", type=OneOf(VOCABULARIES), default=None,
-              help="full: every row of the student's vocabulary; fitted: the word pieces of the recipe's training, "
-                   "transfer and evaluation text (default: the recipe's export.vocabulary, else full).")
-@click.option("--vocabulary-min-count", type=COUNT, default=None,
-              help="Fitted vocabulary: keep pieces that occur at least this often (default: the recipe's, else 2).")
-@click.option("--vocabulary-max-rows", type=COUNT, default=None,
-              help="Fitted vocabulary: at most this many rows, the most frequent first (default: the recipe's).")
-@click.option("--vocabulary-recovery-steps", type=click.IntRange(min=0), default=None,
-              help="Fitted vocabulary: steps of a short distillation toward the full student's answers on the "
-                   "recipe's training and transfer text (default: the recipe's, else 0: none).")
-@click.option("--embedding-int4-share", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
-              help="The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 "
-                   "bits (the rest per row in int8; default: the recipe's, else 0).")
 @with_flags(EXPORT_FLAGS)
 @click.option("--set", "set_items", multiple=True, metavar="export.KEY=VALUE",
               help="Override any key of the recipe's export section, e.g. export.int8_latency_budget=null.")
 @click.pass_context
 @locks("run")
-def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants, coreai_variants,
-           executorch_variants, vocabulary, vocabulary_min_count, vocabulary_max_rows, vocabulary_recovery_steps,
-           embedding_int4_share, set_items, overwrite, **from_fields):
+def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_variants, set_items, overwrite,
+           **from_fields):
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.manifest import read_manifest
-    from pocketbert.core.recipe import section_overrides
     from pocketbert.export.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:
@@ -86,20 +79,11 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
         raise ConfigError("export needs --run: the run directory whose student to export")
     coreai = [] if coreai_variants == ["none"] else coreai_variants
     executorch = [] if executorch_variants == ["none"] else executorch_variants
-    given = {"vocabulary": vocabulary, "vocabulary_min_count": vocabulary_min_count,
-             "vocabulary_max_rows": vocabulary_max_rows, "vocabulary_recovery_steps": vocabulary_recovery_steps,
-             "embedding_int4_share": embedding_int4_share}
-    given = {k: v for k, v in given.items() if v is not None}
-    given.update({key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()})
-    settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")  # before any work
-    flags = {**given, "parity_examples": parity_examples, "coreml_parity_examples": coreml_examples,
-             "coreml_variants": coreml_variants, "coreai_variants": coreai_variants,
-             "executorch_variants": executorch_variants}
-    twice = sorted(key for key in settings if flags.get(key) is not None)
-    if twice:
-        raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
-                               coreml_variants, coreai, {**settings, **given}, executorch)
+    settings = export_settings(from_fields, set_items, {"coreml_variants": coreml_variants,
+                                                        "coreai_variants": coreai_variants,
+                                                        "executorch_variants": executorch_variants})
+    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, settings, coreml_variants, coreai,
+                               executorch)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "
@@ -116,6 +100,21 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
                 f"{k} {v:.4f} (full {other['full_student'][k]:.4f})" for k, v in other["fitted_student"].items()
                 if isinstance(v, float)))
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
+
+
+def export_settings(from_fields: dict, set_items: tuple[str, ...], listed: dict) -> dict:
+    """The export-section keys the command line sets: the options made from fields (EXPORT_FLAGS) and --set
+    export.KEY=VALUE, each checked before any work; an option and --set setting one key is refused. `listed`: the
+    program lists given as options of their own."""
+    from pocketbert.core.errors import ConfigError
+    from pocketbert.core.recipe import section_overrides
+
+    given = {key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()}
+    settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")
+    twice = sorted(key for key in settings if key in given or listed.get(key) is not None)
+    if twice:
+        raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
+    return {**settings, **given}
 
 
 @export.command()

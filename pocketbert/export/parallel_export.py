@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pocketbert.core.recipe import ExportSection
 from pocketbert.core.run_files import TOKENIZER_JSON
 from pocketbert.export import job_graph
 from pocketbert.export.app import app_programs
@@ -43,12 +44,12 @@ class Finished:
 
 
 class ParallelExport:
-    def __init__(self, out: Path, plan: list, task, export_cfg: dict, jobs: int, weight_bytes: int,
+    def __init__(self, out: Path, plan: list, task, export: ExportSection, jobs: int, weight_bytes: int,
                  usability_checked: tuple[str, ...], is_apple_program):
         from pocketbert.export.text_in import tokenizer_check
 
         self.out, self.plan, self.task, self.started = out, plan, task, time.perf_counter()
-        contexts = tuple(export_cfg["tokenizer_check_contexts"])
+        contexts = tuple(export.tokenizer_check_contexts)
         offsets = "offset_mapping" in task.text_in_extra_outputs
         check = (out / TOKENIZER_JSON, task.text_in_inputs, offsets, contexts)
         self.cached_check = tokenizer_check.cached(*check)

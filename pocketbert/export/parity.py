@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from pocketbert.core.recipe import EvalSection
+
 # Named tolerances. Agreement is the share of examples whose answer (label, or QA span) equals the student's.
 FP32_MAX_ABS_DIFF = 1e-3     # ONNX fp32 against PyTorch: only float reordering separates them
 FP32_MIN_AGREEMENT = 0.999
@@ -113,20 +115,20 @@ class ParityResult:
 
 
 def compare(task, examples, features, student_logits: list[np.ndarray], artifact_logits: list[np.ndarray],
-            eval_cfg: dict, artifact: str, runtime: str, precision: str, gate: Gate) -> ParityResult:
+            evaluation: EvalSection, artifact: str, runtime: str, precision: str, gate: Gate) -> ParityResult:
     """Agreement, max |logit difference| and task metrics of one artifact against the student."""
     examples, keep, feats = task.scorable(examples, features, len(artifact_logits))
     ref, artifact_logits = [student_logits[k] for k in keep], [artifact_logits[k] for k in keep]
     max_diff = max(float(np.max(np.abs(a - r))) for a, r in zip(artifact_logits, ref))
-    ours = task.answers(examples, feats, artifact_logits, eval_cfg)
-    theirs = task.answers(examples, feats, ref, eval_cfg)
-    metrics = task.score(examples, feats, artifact_logits, eval_cfg)
-    student_metrics = task.score(examples, feats, ref, eval_cfg)
+    ours = task.answers(examples, feats, artifact_logits, evaluation)
+    theirs = task.answers(examples, feats, ref, evaluation)
+    metrics = task.score(examples, feats, artifact_logits, evaluation)
+    student_metrics = task.score(examples, feats, ref, evaluation)
     return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
 
 
 def compare_text_in(task, examples, features, student_logits: list[np.ndarray], own_features: list,
-                    artifact_logits: list[np.ndarray], eval_cfg: dict, artifact: str, runtime: str,
+                    artifact_logits: list[np.ndarray], evaluation: EvalSection, artifact: str, runtime: str,
                     precision: str, gate: Gate) -> ParityResult:
     """A text-in model against the student: its answers read from its own tokenization (own_features; None where
     it returns only logits, as a sentence classifier does), compared as answers that mean the same whatever the
@@ -135,20 +137,20 @@ def compare_text_in(task, examples, features, student_logits: list[np.ndarray], 
     own = [o if o is not None else f for o, f in zip(own_features, features)]
     max_diff = max(float(np.max(np.abs(a - r))) if np.shape(a) == np.shape(r) else float("inf")
                    for a, r in zip(artifact_logits, student_logits))
-    ours = task.answers(examples, own, artifact_logits, eval_cfg)
-    theirs = task.answers(examples, features, student_logits, eval_cfg)
+    ours = task.answers(examples, own, artifact_logits, evaluation)
+    theirs = task.answers(examples, features, student_logits, evaluation)
     metrics = task.score_answers(examples, features, ours)
     student_metrics = task.score_answers(examples, features, theirs)
     return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
 
 
 def compare_answers(task, examples, features, student_logits: list[np.ndarray], answers: list[dict],
-                    span_mismatches: int, eval_cfg: dict, artifact: str, runtime: str, precision: str,
+                    span_mismatches: int, evaluation: EvalSection, artifact: str, runtime: str, precision: str,
                     gate: Gate) -> ParityResult:
     """A QA model in one call against the Python pipeline (core/qa.py's windows and span search on the student's
     logits): answers compared as text, all questions and those of one window and of several counted apart."""
     ours = [a["answer"] for a in answers]
-    theirs = task.answers(examples, features, student_logits, eval_cfg)
+    theirs = task.answers(examples, features, student_logits, evaluation)
     metrics = task.score_answers(examples, features, ours)
     student_metrics = task.score_answers(examples, features, theirs)
     result = _result(task, ours, theirs, 0.0, metrics, student_metrics, artifact, runtime, precision, gate)

@@ -17,7 +17,7 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import complete_recipe, section_dict
+from pocketbert.core.recipe import ExportSection, Recipe, complete_recipe, recipe_dict, with_overrides
 from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, table_rows, variants
 from pocketbert.export.app import qa_postprocess
@@ -125,11 +125,21 @@ def _chosen(given: list[str] | None, from_recipe: list[str] | None, defaults: tu
     return _applicable(from_recipe, family, prefix, task, architecture)
 
 
-def export_jobs(export_cfg: dict) -> int:
+def export_jobs(export: ExportSection) -> int:
     """export.jobs, or every core this process may run on where the recipe leaves it unset."""
     from pocketbert.export.job_graph import machine_cores
 
-    return int(export_cfg.get("jobs") or machine_cores())
+    return export.jobs or machine_cores()
+
+
+def export_recipe(recorded: dict, settings: dict | None = None) -> Recipe:
+    """The student's recorded recipe, typed, with the export-section keys given on the command line (`settings`,
+    null included) over its own and validated again: a bad value is one line naming the key."""
+    recipe = complete_recipe(recorded)
+    if not settings:
+        return recipe
+    return with_overrides(recipe, {f"export.{key}": value for key, value in settings.items()}, "export option",
+                          keep_none=True)
 
 
 @contextlib.contextmanager
@@ -156,55 +166,54 @@ def interrupts_remembered():
         signal.signal(signal.SIGINT, previous)
 
 
-def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, coreml_examples: int | None = None,
-               parity_examples: int | None = None, coreml_variants: list[str] | None = None,
-               coreai_variants: list[str] | None = None, settings: dict | None = None,
+def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, settings: dict | None = None,
+               coreml_variants: list[str] | None = None, coreai_variants: list[str] | None = None,
                executorch_variants: list[str] | None = None) -> tuple[Path, list[parity.ParityResult]]:
-    """settings: export-section keys given on the command line (vocabulary, ...), over the recipe's."""
+    """settings: export-section keys given on the command line (parity_examples, vocabulary, ...), over the
+    recipe's. The variant lists, given, are the programs asked for by name (a misfit is refused, not left out)."""
     started = time.time()
     check_writable(run_dir, EXPORT_DIR, overwrite)
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     model, tokenizer, task, info = load_stage_model(student_dir)
     architecture = architecture_of(info)
-    recipe = complete_recipe(student_manifest["config"]["recipe"])
-    if settings:
-        recipe["export"] = section_dict("export", {**recipe["export"], **settings}, "export option")
-    export_cfg, eval_cfg = recipe["export"], recipe["eval"]
+    recipe = export_recipe(student_manifest["config"]["recipe"], settings)
+    export, evaluation = recipe.export, recipe.eval
     shaping = sorted(k for k in settings or {} if k.startswith("vocabulary_"))
-    if shaping and export_cfg["vocabulary"] != "fitted":
+    if shaping and export.vocabulary != "fitted":
         raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in shaping)} shape a fitted vocabulary, and "
                           "this export keeps the full one: add --vocabulary fitted")
-    max_length = int(export_cfg["max_length"] or info["max_length"])
-    n_parity = parity_examples if parity_examples is not None else export_cfg["parity_examples"]
-    n_coreml = coreml_examples if coreml_examples is not None else export_cfg["coreml_parity_examples"]
-    seed = int(recipe["seed"])
-    coreml_names = list(coreml_variants or export_cfg["coreml_variants"])
+    max_length = export.max_length or info["max_length"]
+    seed = recipe.seed
+    coreml_names = list(coreml_variants or export.coreml_variants)
     if not coreml_variants:
         coreml_names = _applicable(coreml_names, "Core ML", "", task, architecture)
     check_coreml_choice(coreml_names, task, architecture)
-    coreai_names = _chosen(coreai_variants, export_cfg.get("coreai_variants"), variants.DEFAULT_COREAI, "Core AI",
+    coreai_names = _chosen(coreai_variants, export.coreai_variants, variants.DEFAULT_COREAI, "Core AI",
                            variants.COREAI_PREFIX, task, architecture)
     check_coreai_choice(coreai_names, task, architecture)
-    executorch_names = _chosen(executorch_variants, export_cfg.get("executorch_variants"),
+    executorch_names = _chosen(executorch_variants, export.executorch_variants,
                                variants.EXECUTORCH_VARIANTS, "ExecuTorch", "", task, architecture)
     check_executorch_choice(executorch_names, task, architecture)
-    dataset = recorded_dataset(run_dir, recipe["dataset"])  # a local file, wherever this command runs from
+    dataset = recorded_dataset(run_dir, recipe.dataset)  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
-    examples = subsample(data.eval, n_parity, seed)
-    n_coreml = len(examples) if n_coreml is None else min(int(n_coreml), len(examples))
+    examples = subsample(data.eval, export.parity_examples, seed)
+    n_coreml = len(examples) if export.coreml_parity_examples is None else min(export.coreml_parity_examples,
+                                                                              len(examples))
     plan = variants.selected(coreml_names, task, architecture, coreai_names, executorch_names)
     fitted = None
-    if export_cfg["vocabulary"] == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
-        fitted = fit_vocabulary(model, tokenizer, task, data, recipe, data_dir, seed)
+    if export.vocabulary == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
+        # export/vocabulary/ reads the recipe as plain data
+        fitted = fit_vocabulary(model, tokenizer, task, data, recipe_dict(recipe), data_dir, seed)
         model, tokenizer = fitted.model, fitted.tokenizer
     shares = None
-    if export_cfg["embedding_int4_share"]:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
+    if export.embedding_int4_share:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
         table_rows.int4_group(model.get_input_embeddings().embedding_dim)  # a width that cannot be packed: refused now
-        texts = fitted.texts if fitted is not None else recipe_texts(task, data, recipe["transfer"], data_dir, seed)
+        texts = fitted.texts if fitted is not None else recipe_texts(task, data, recipe.transfer.model_dump(mode="json"),
+                                                                     data_dir, seed)
         # as the shipped tokenizer cuts it: a fitted one's small pieces also spell the words whose piece it dropped
         shares = count_pieces(tokenizer, texts).shares
 
-    jobs = export_jobs(export_cfg)
+    jobs = export_jobs(export)
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers, \
             interrupts_remembered() as interrupted:
         steps = tqdm(total=len(plan) + 2, desc="export", unit="step", disable=jobs > 1)  # jobs > 1: a line a job
@@ -216,37 +225,37 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
             from pocketbert.export.parallel_export import ParallelExport
 
             parallel = workers.enter_context(ParallelExport(
-                out, plan, task, export_cfg, jobs, sum(p.numel() * p.element_size() for p in model.parameters()),
+                out, plan, task, export, jobs, sum(p.numel() * p.element_size() for p in model.parameters()),
                 USABILITY_CHECKED, placement.is_apple_program))
         else:
             # the Swift and Kotlin tokenizers the app folders ship, built where their toolchain is: every code point
             app_tokenizers = app_programs.app_tokenizer_checks(out / TOKENIZER_JSON, out / TOKENIZER_TABLES,
                                                                out / TOKENIZER_GOLDEN,
-                                                               tuple(export_cfg["tokenizer_check_contexts"]))
+                                                               tuple(export.tokenizer_check_contexts))
         # Parity inputs come from the exported tokenizer files, as an app would tokenize.
         quiet_transformers()  # a BiLSTM's config.json names a model type transformers does not know, on purpose
         app_tokenizer = load_tokenizer(str(out))
         features = task.features(app_tokenizer, examples, max_length, info.get("doc_stride"))
         pad_id = app_tokenizer.pad_token_id
-        batch_size = int(eval_cfg["batch_size"])
+        batch_size = evaluation.batch_size
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
         if fitted is not None:
             fitted.measure(task, examples, features, student_logits, max_length, info.get("doc_stride"), batch_size,
-                           eval_cfg)
+                           evaluation)
         if task.answers_in_graph:  # for apps whose model returns per-window logits: routines and golden answers
             app_files += qa_postprocess.write_app_routines(
-                out, app_tokenizer, examples, features, student_logits, eval_cfg, max_length,
+                out, app_tokenizer, examples, features, student_logits, evaluation, max_length,
                 qa_graph.effective_stride(max_length, info.get("doc_stride")))
         steps.update()
         timings["app_files_and_student_s"] = round(time.perf_counter() - phase, 2)
         context = variants.BuildContext(
             model=model, task=task, architecture=architecture, tokenizer=app_tokenizer, data=data, out=out,
             max_length=max_length, doc_stride=info.get("doc_stride"), batch_size=batch_size, seed=seed,
-            export_cfg=export_cfg, eval_cfg=eval_cfg, row_shares=shares,
+            export=export, eval=evaluation, row_shares=shares,
             description=f"pocketbert {task.name} student ({architecture.describe(model)})")
         # Whole examples only (a QA example spans several windows): the features of the first n examples.
         n_features = {"parity": len(features), "coreml": task.features_for_examples(features, n_coreml)}
-        given = variants.GateInputs(task, examples, features, student_logits, n_features, pad_id, batch_size, eval_cfg)
+        given = variants.GateInputs(task, examples, features, student_logits, n_features, pad_id, batch_size, evaluation)
         if parallel is not None:  # every build, placement, usability check and gate below, in the workers
             finished = parallel.finish(context, given)
             results, placements, ort_usability = finished.results, finished.placements, finished.ort_usability
@@ -304,8 +313,8 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreai_variants": [n[len(variants.COREAI_PREFIX):] for n in chosen_coreai],
                     "coreai_minimum_os": {n: variants.VARIANTS[n].minimum_ios for n in chosen_coreai},
                     "executorch_variants": [v.name for v in plan if v.family == variants.EXECUTORCH_FAMILY],
-                    "parity_examples": len(examples), "vocabulary": export_cfg["vocabulary"],
-                    "tokenizer_check_contexts": list(export_cfg["tokenizer_check_contexts"]),
+                    "parity_examples": len(examples), "vocabulary": export.vocabulary,
+                    "tokenizer_check_contexts": export.tokenizer_check_contexts,
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.errors import ExportError
+from pocketbert.core.recipe import EvalSection, ExportSection
 from pocketbert.export import (ane_program, app_runtimes, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
                                table_rows)
 from pocketbert.export.text_in import qa_graph, tokenizer_check
@@ -68,7 +69,7 @@ class GateInputs:
     n_features: dict    # per parity share ("parity", "coreml"): how many features the gate runs
     pad_id: int
     batch_size: int
-    eval_cfg: dict
+    eval: EvalSection   # the span search's n_best and max_answer_length (QA)
 
 
 def _timed(result: parity.ParityResult, started: float, inputs: int) -> parity.ParityResult:
@@ -98,7 +99,7 @@ class Runtime:
         run_features = given.features[:given.n_features[self.parity_share]]
         logits = batched_logits(task, run_features, given.pad_id, self.batch_size or given.batch_size, forward,
                                 path.name)
-        result = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval_cfg,
+        result = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval,
                                 path.name, getattr(forward, "runtime", self.name), variant.precision, variant.gate)
         _timed(result, started, len(run_features))  # the lengths' checks aside
         lengths = self.lengths(path)
@@ -123,7 +124,7 @@ class TextRuntime(Runtime):
                                                                     given.student_logits)
         run = self.open(path, task)
         own, logits = run(examples)
-        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, given.eval_cfg,
+        result = parity.compare_text_in(task, examples, features, student_logits, own, logits, given.eval,
                                         path.name, run.runtime, variant.precision, variant.gate)
         return _timed(result, started, len(examples))
 
@@ -139,7 +140,7 @@ class AnswerRuntime(Runtime):
         run = self.open(path, task)
         answers = run(given.examples)
         result = parity.compare_answers(task, given.examples, given.features, given.student_logits, answers,
-                                        qa_graph.span_mismatches(given.examples, answers), given.eval_cfg,
+                                        qa_graph.span_mismatches(given.examples, answers), given.eval,
                                         path.name, run.runtime, variant.precision, variant.gate)
         return _timed(result, started, len(given.examples))
 
@@ -183,7 +184,7 @@ class AppOrtRuntime(Runtime):
                                     f"{path.name} on ONNX Runtime {runtime.version}")
         finally:
             session.close()
-        gated = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval_cfg,
+        gated = parity.compare(task, given.examples, given.features, given.student_logits, logits, given.eval,
                                path.name, f"onnxruntime {runtime.version}", variant.precision, variant.gate)
         return {**record, "max_abs_diff": gated.max_abs_diff, "agreement": gated.agreement,
                 "metrics": gated.metrics, "passed": gated.passed}
@@ -230,9 +231,9 @@ class BuildContext:
     doc_stride: int | None
     batch_size: int
     seed: int
-    export_cfg: dict
+    export: ExportSection
     description: str
-    eval_cfg: dict = field(default_factory=dict)  # the span search's n_best and max_answer_length (QA)
+    eval: EvalSection = field(default_factory=EvalSection)  # the span search's n_best and max_answer_length (QA)
     notes: dict = field(default_factory=dict)    # what builders report for the manifest
     row_shares: Any = None   # how common each row of the table is in the recipe's text (counting.PieceCounts.shares)
     _programs: dict = field(default_factory=dict)
@@ -245,7 +246,7 @@ class BuildContext:
         """Training examples (never the eval set the parity gate uses) as features, with the student's logits."""
         from pocketbert.core.data import subsample
 
-        n = int(self.export_cfg["calibration_examples"])
+        n = self.export.calibration_examples
         features = self.task.features(self.tokenizer, subsample(self.data.train, n, self.seed), self.max_length,
                                       self.doc_stride)
         logits = batched_logits(self.task, features, self.tokenizer.pad_token_id, self.batch_size,
@@ -340,9 +341,9 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
 
             choice = int8_budget.choose_fp32_nodes(
                 fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
-                float(ctx.export_cfg["int8_size_budget"]), ctx.export_cfg["int8_latency_budget"])
+                ctx.export.int8_size_budget, ctx.export.int8_latency_budget)
             choice = {**choice, "calibration_examples": len(features)}
-        share = float(ctx.export_cfg["embedding_int4_share"])
+        share = ctx.export.embedding_int4_share
         rows4 = table_rows.int4_rows(ctx.row_shares, share) if share else None
         onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4)
     ctx.notes["int8_mixed_precision"] = choice
@@ -356,7 +357,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
 def _build_qdq(ctx: BuildContext, path: Path) -> None:
     """Static int8 QDQ; its calibration rows are padded to one length (the calibrator stacks them)."""
     features, _ = ctx.calibration
-    limit = int(ctx.export_cfg["static_calibration_examples"])
+    limit = ctx.export.static_calibration_examples
     batch = ctx.task.collate(features[:limit], ctx.tokenizer.pad_token_id)
     rows = [{name: batch[name][i:i + 1] for name in ctx.task.input_names} for i in range(batch["input_ids"].shape[0])]
     onnx_export.quantize_static_qdq(ctx.path("onnx"), path, rows)
@@ -375,7 +376,7 @@ def _checked_tokenizer(ctx: BuildContext) -> Path:
     if "text_in_exhaustive" not in ctx.notes:
         offsets = "offset_mapping" in ctx.task.text_in_extra_outputs
         result = tokenizer_check.check(tokenizer_json, ctx.task.text_in_inputs, offsets,
-                                       contexts=tuple(ctx.export_cfg["tokenizer_check_contexts"]))
+                                       contexts=tuple(ctx.export.tokenizer_check_contexts))
         tokenizer_check.require_equal(result)
         ctx.notes["text_in_exhaustive"] = result
     if "text_in_golden" not in ctx.notes:
@@ -403,8 +404,7 @@ def _text_in_builder(source: str):
 def qa_settings(ctx: BuildContext) -> qa_graph.QASettings:
     return qa_graph.QASettings(
         ctx.max_length, qa_graph.effective_stride(ctx.max_length, ctx.doc_stride),
-        int(ctx.eval_cfg.get("max_answer_length", 30)), int(ctx.eval_cfg.get("n_best", 20)),
-        int(ctx.export_cfg.get("qa_max_context_tokens", 4096)))
+        ctx.eval.max_answer_length, ctx.eval.n_best, ctx.export.qa_max_context_tokens)
 
 
 def _qa_builder(source: str):

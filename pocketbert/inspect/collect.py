@@ -18,7 +18,7 @@ from pocketbert.core.architectures import architecture_of
 from pocketbert.core.data import subsample
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import cross_domain_datasets
+from pocketbert.core.recipe import complete_recipe, cross_domain_datasets
 from pocketbert.core.errors import ConfigError, ModelError, require
 from pocketbert.inspect import measures
 from pocketbert.core.manifest import command_line, read_verified_stage, verified_stage
@@ -209,15 +209,15 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
     if not (teacher_dir / MANIFEST).is_file():
         teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     read_verified_stage(teacher_dir)
-    recipe = student_manifest["config"]["recipe"]
-    seed = int(recipe["seed"])
+    recipe = complete_recipe(student_manifest["config"]["recipe"])
+    seed = recipe.seed
     loaded = {"teacher": load_stage_model(teacher_dir), "student": load_stage_model(student_dir)}
     task, tokenizer = loaded["student"][2], loaded["student"][1]
     if task.per_token_outputs:
         raise ConfigError("inspect looks at sentence classifiers (embeddings coloured by label); this run is "
                           f"{task.name}: inspect a sentiment or emotion run")
     models = {role: (model, architecture_of(info)) for role, (model, _, _, info) in loaded.items()}
-    datasets = datasets or [recorded_dataset(run_dir, recipe["dataset"]), *cross_domain_datasets(recipe)]
+    datasets = datasets or [recorded_dataset(run_dir, recipe.dataset), *cross_domain_datasets(recipe)]
     max_length = int(loaded["student"][3]["max_length"])
     layer_map = cut_from(loaded["student"][3], loaded["student"][0], loaded["teacher"][0])
     result = {

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.manifest import RECIPE_NAME, command_line, read_manifest
+from pocketbert.core.recipe import complete_recipe, recorded_keys
 from pocketbert.core.atomic_folder import require_stage
 from pocketbert.core.run_files import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR
 from pocketbert.core.user_paths import inside_run, recorded_path
@@ -56,7 +57,7 @@ def recipe_name(config: dict) -> str:
     written before the name was recorded there names it in its recipe's distill.recipe (the default filled)."""
     if "imported_from" in config:
         return "imported"
-    return config.get(RECIPE_NAME) or config.get("distill_recipe") or config["recipe"]["distill"]["recipe"]
+    return config.get(RECIPE_NAME) or config.get("distill_recipe") or complete_recipe(config["recipe"]).distill.recipe
 
 
 def pareto(rows: list[dict], metric: str = "accuracy") -> list[str]:
@@ -89,7 +90,7 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
         cross = {d: pair["student"][primary] for d, pair in (m.get("cross_domain") or {}).items()}
         cross_names += [d for d in cross if d not in cross_names]
         recipe = recipe_name(student["config"])
-        if m.get("pruning") or "intermediate_size_after" in (student["config"].get("recipe", {}).get("prune") or {}):
+        if m.get("pruning") or "intermediate_size_after" in recorded_keys(student["config"].get("recipe") or {}, "prune"):
             recipe += ", pruned"  # `train prune` records what it cut (in the recovery's recipe before 0.1.x)
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])
         rows.append(_row(run.name, f"student ({recipe})", m["eval"], primary, cross, bench, "student", setting,

@@ -22,7 +22,7 @@ from typing import Callable
 from pocketbert.core import exit_codes
 from pocketbert.core.errors import PocketbertError, RunDirError
 from pocketbert.ladder.run_transfer import RunTransfer
-from pocketbert.ladder.spec import NO_TRANSFER, ExportSetting, Ladder, as_set_value, rung_export, rung_overrides
+from pocketbert.ladder.spec import NO_TRANSFER, Ladder, as_set_value, rung_export, rung_overrides
 from pocketbert.core.parent_watch import child_environment
 from pocketbert.core.run_files import (
     BENCH_DIR,
@@ -145,8 +145,9 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
             distill += ["--set", f"{key}={as_set_value(value)}"]
         steps.append(Step(rung.name, "distill", distill, run / STUDENT_DIR / MANIFEST))
         if rung.ship:
-            steps.append(Step(rung.name, "export", ["export", "--run", str(run), *data,
-                                                    *_export_options(rung_export(ladder, rung))],
+            exported = [item for key, value in rung_export(ladder, rung).items()
+                        for item in ("--set", f"{key}={as_set_value(value)}")]
+            steps.append(Step(rung.name, "export", ["export", "--run", str(run), *data, *exported],
                               run / EXPORT_DIR / MANIFEST))
             steps.append(Step(rung.name, "bench", ["bench", "--run", str(run), *benched] + (["--overwrite"] * rebench),
                               run / BENCH_DIR / BENCH_RESULTS, redo=rebench))
@@ -155,25 +156,6 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
     compare_dir = Path(ladder_dir) / LADDER_COMPARE_DIR
     steps.append(Step("all", "compare", ["compare", *map(str, ordered), "--out", str(compare_dir), "--overwrite"]))
     return Plan(steps, dirs, compare_dir)
-
-
-def _export_options(e: ExportSetting) -> list[str]:
-    options = []
-    if e.parity_examples is not None:
-        options += ["--parity-examples", str(e.parity_examples)]
-    if e.coreml_examples is not None:
-        options += ["--coreml-examples", str(e.coreml_examples)]
-    if e.coreml_variants is not None:
-        options += ["--coreml-variants", ",".join(e.coreml_variants)]
-    if e.coreai_variants is not None:
-        options += ["--coreai-variants", ",".join(e.coreai_variants) or "none"]
-    if e.executorch_variants is not None:
-        options += ["--executorch-variants", ",".join(e.executorch_variants) or "none"]
-    for key in ("vocabulary", "vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps",
-                "embedding_int4_share"):
-        if getattr(e, key) is not None:
-            options += [f"--{key.replace('_', '-')}", str(getattr(e, key))]
-    return options
 
 
 def run_plan(steps: list[Step], say: Callable[[str], None], command: list[str] | None = None) -> list[dict]:

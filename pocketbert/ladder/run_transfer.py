@@ -16,7 +16,7 @@ from typing import Any
 from pocketbert.core.data import NAMED_DATASETS
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.manifest import read_manifest
-from pocketbert.core.recipe import Recipe, TransferSection, section_dict
+from pocketbert.core.recipe import Recipe, complete_recipe
 from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
 
 SECTION = "transfer"
@@ -42,14 +42,12 @@ def read_run_transfer(run_dir: Path, enabled: bool = True) -> RunTransfer:
     so a relative path means the folder the run was trained in (check_transfer_files refuses one not found)."""
     student_made = (Path(run_dir) / STUDENT_DIR / MANIFEST).is_file()
     stage_dir = Path(run_dir) / (STUDENT_DIR if student_made else TEACHER_DIR)
-    recorded = (read_manifest(stage_dir)["config"]["recipe"].get(SECTION) or {}) if enabled else {}
-    if not isinstance(recorded, dict) or not recorded.get("data"):
+    # a key of an older version that this one no longer has is dropped (complete_recipe)
+    recorded = complete_recipe(read_manifest(stage_dir)["config"]["recipe"]).transfer if enabled else None
+    if recorded is None or not recorded.data:
         return RunTransfer(student_made=student_made)
-    # a key of an older version that this one no longer has is dropped, as complete_recipe drops it
-    known = {k: v for k, v in recorded.items() if k in TransferSection.model_fields}
-    section = section_dict(SECTION, known, f"{stage_dir / MANIFEST}'s transfer section")
-    return RunTransfer({f"{SECTION}.{key}": value for key, value in section.items()}, str(stage_dir / MANIFEST),
-                       student_made)
+    return RunTransfer({f"{SECTION}.{key}": value for key, value in recorded.model_dump(mode="json").items()},
+                       str(stage_dir / MANIFEST), student_made)
 
 
 def check_transfer_files(rung: str, recipe: Recipe, transfer: RunTransfer) -> None:

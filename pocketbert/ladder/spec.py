@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
-from pocketbert.core.export_variant_names import check_names
 from pocketbert.core.models import layer_count
-from pocketbert.core.recipe import VOCABULARIES, Recipe, available_presets, read_recipe, section_dict, with_overrides
+from pocketbert.core.recipe import ExportSection, Recipe, available_presets, read_recipe, typed_section, with_overrides
 from pocketbert.core.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run_files import LADDER_COMPARE_DIR
@@ -33,25 +32,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class ExportSetting(_Strict):
-    """`pocketbert export`'s options; null leaves each to the recipe (in a rung: to the ladder's)."""
-
-    parity_examples: Optional[int] = Field(None, gt=0)      # null: the recipe's
-    coreml_examples: Optional[int] = Field(None, gt=0)      # 0 would gate nothing: export refuses it too
-    coreml_variants: Optional[list[str]] = Field(None, min_length=1)
-    coreai_variants: Optional[list[str]] = None             # []: no Core AI program
-    executorch_variants: Optional[list[str]] = None         # []: no ExecuTorch program
-    # a fitted vocabulary (export/vocabulary/): the table then shows the int8 file with the full one beside it
-    vocabulary: Optional[Literal[VOCABULARIES]] = None      # type: ignore[valid-type]
-    vocabulary_min_count: Optional[int] = Field(None, gt=0)
-    vocabulary_max_rows: Optional[int] = Field(None, gt=0)
-    vocabulary_recovery_steps: Optional[int] = Field(None, ge=0)
-    embedding_int4_share: Optional[float] = Field(None, ge=0.0, lt=1.0)
-
-    @model_validator(mode="after")
-    def _variant_names(self):
-        check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
-        return self
+def written_keys(export: ExportSection) -> dict[str, Any]:
+    """The export keys a ladder or rung writes, as JSON: what ladder.json records of them (the rest is each rung's
+    recipe's, not the section's defaults)."""
+    return export.model_dump(mode="json", exclude_unset=True)
 
 
 class Rung(_Strict):
@@ -62,8 +46,13 @@ class Rung(_Strict):
     student_init: Optional[Literal["teacher", "random"]] = None  # random: the same shape from random weights
     ship: bool = True           # export and bench it; false: a control, trained and evaluated only
     set: dict[str, Any] = Field(default_factory=dict)  # recipe keys for this rung's distillation, as --set
-    # export settings of this rung that differ from the ladder's (a BiLSTM has no Core AI program to ask for)
-    export: ExportSetting = Field(default_factory=ExportSetting)
+    # keys of the recipe's export section for this rung that differ from the ladder's (a BiLSTM has no Core AI
+    # program to ask for): checked by the recipe's own ExportSection, given to its export as --set export.KEY=VALUE
+    export: ExportSection = Field(default_factory=ExportSection)
+
+    @field_serializer("export")
+    def _written(self, export: ExportSection) -> dict:
+        return written_keys(export)
 
     @field_validator("name")
     @classmethod
@@ -90,9 +79,13 @@ class Ladder(_Strict):
     description: str = ""
     rungs: list[Rung] = Field(min_length=2)
     train: TrainSetting = Field(default_factory=TrainSetting)
-    export: ExportSetting = Field(default_factory=ExportSetting)
+    export: ExportSection = Field(default_factory=ExportSection)  # every rung's export keys; those written are given
     bench: BenchSetting = Field(default_factory=BenchSetting)
     within_points: float = Field(1.0, gt=0)  # "as good as the teacher": at most this many points below it
+
+    @field_serializer("export")
+    def _written(self, export: ExportSection) -> dict:
+        return written_keys(export)
 
     @model_validator(mode="after")
     def _rungs(self):
@@ -167,11 +160,13 @@ def check_ladder(ladder: Ladder, task: str, teacher_config=None,
     recipes = {rung.name: rung_recipe(ladder, rung, task, transfer) for rung in ladder.rungs}
     for name, recipe in recipes.items():
         check_transfer_files(name, recipe, transfer)
+    for rung in ladder.rungs:
+        rung_export(ladder, rung)
     if teacher_config is not None:
         for name, recipe in recipes.items():
             check_cut(name, recipe, teacher_config)
-    bench = section_dict("bench", ladder.bench.set, "the ladder's bench.set")
-    if ladder.bench.set.get("threads") is not None and COMPARED_THREADS not in bench["threads"]:
+    bench = typed_section("bench", ladder.bench.set, "the ladder's bench.set")
+    if "threads" in ladder.bench.set and COMPARED_THREADS not in bench.threads:
         raise ConfigError(f"the ladder's bench.set.threads must include {COMPARED_THREADS}: the table compares int8 "
                           f"latency at {COMPARED_THREADS} thread")
     return recipes
@@ -190,10 +185,13 @@ def check_cut(rung: str, recipe: Recipe, teacher_config) -> None:
         raise ConfigError(f"rung {rung}: {exc}") from None
 
 
-def rung_export(ladder: Ladder, rung: Rung) -> ExportSetting:
-    """The export settings of the rung: its own where it gives them, else the ladder's."""
-    own = rung.export.model_dump(exclude_none=True)
-    return ladder.export.model_copy(update=own)
+def rung_export(ladder: Ladder, rung: Rung) -> dict[str, Any]:
+    """The export keys the rung's export is given, as dotted recipe keys ('export.vocabulary'): those the ladder
+    writes, then the rung's own, which win; what neither writes stays the recipe's. Checked together by the
+    recipe's ExportSection."""
+    written = {**written_keys(ladder.export), **written_keys(rung.export)}
+    typed_section("export", written, f"rung {rung.name}")
+    return {f"export.{key}": value for key, value in written.items()}
 
 
 def as_set_value(value: Any) -> str:

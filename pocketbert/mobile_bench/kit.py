@@ -16,6 +16,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+from pocketbert.core.recipe import BenchSection
 from pocketbert.core.tasks import make_task
 from pocketbert.core.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
@@ -99,13 +100,13 @@ def coreml_functions(program: str, names: list[str]) -> list[dict] | None:
     return [{"function": name, "sequence_length": lengths[name]} for name in sorted(names, key=lengths.get)]
 
 
-def kit_config(programs: list[dict], inputs: list[str], sequence_length: int, bench: dict,
+def kit_config(programs: list[dict], inputs: list[str], sequence_length: int, bench: BenchSection,
                entry_points: list[int], functions: dict[str, list[str]], tokenizer: dict) -> dict:
     """What the Swift reads: the programs (a multifunction package with its functions, a Core AI program with its
     entry points), their inputs and shape, the bench's timing rules and the tokenizer files' digests."""
-    max_repeats = int(bench["max_repeats"])
-    return {"warmup": int(bench["warmup"]), "min_repeats": int(bench["min_repeats"]), "max_repeats": max_repeats,
-            "time_cap_s": float(bench["time_cap_s"]), "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH,
+    max_repeats = bench.max_repeats
+    return {"warmup": bench.warmup, "min_repeats": bench.min_repeats, "max_repeats": max_repeats,
+            "time_cap_s": bench.time_cap_s, "target_relative_half_width": TARGET_RELATIVE_HALF_WIDTH,
             "median_interval_ranks": [list(median_rank_interval(n)) for n in range(1, max_repeats + 1)],
             "idle_s": IDLE_S, "sustained_calls": SUSTAINED_MIN_CALLS, "sustained_window": SUSTAINED_WINDOW,
             "tokenizer": tokenizer,
@@ -194,12 +195,10 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     tokenizer = {"tables_sha256": recorded[TOKENIZER_TABLES]["sha256"],
                  "golden_sha256": recorded[TOKENIZER_GOLDEN]["sha256"]}
     task = make_task(manifest["config"]["task"], read_labels(export_dir))
-    from pocketbert.core.recipe import section_dict
-
-    bench = section_dict("bench", {}, "--set")
-    config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128), bench,
-                        list(manifest["metrics"].get("coreai_entry_points") or []), program_functions(export_dir),
-                        tokenizer)
+    # the bench section's defaults: the kit is made from the export alone, whatever recipe trained the student
+    config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128),
+                        BenchSection(), list(manifest["metrics"].get("coreai_entry_points") or []),
+                        program_functions(export_dir), tokenizer)
     templates = resources.files("pocketbert.mobile_bench").joinpath("kit_templates")
     with written_output(final, MADE_BY, run=Path(run_dir).resolve()) as tmp:
         for template, target in KIT_FILES.items():

@@ -74,9 +74,9 @@ def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | No
                  overrides: dict | None = None) -> BenchSection:
     """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides
     (--set bench.KEY=VALUE, then --threads and --time-cap)."""
-    from pocketbert.core.recipe import typed_section
+    from pocketbert.core.recipe import recorded_section, typed_section
 
-    cfg = typed_section("bench", {**(recipe.get("bench") or {}), **(overrides or {})}, "--set")
+    cfg = recorded_section(recipe, "bench", overrides, "--set")
     given = {k: v for k, v in (("threads", threads), ("time_cap_s", time_cap_s)) if v}
     # --threads and --time-cap held to the section's bounds too (no repeated count, a cap a bench can finish)
     return typed_section("bench", {**cfg.model_dump(), **given}, "--threads/--time-cap") if given else cfg

@@ -54,7 +54,7 @@ def import_student(source: str, task_name: str, run_dir: Path, recipe: Recipe, d
     features = task.features(tokenizer, data.eval, max_length, doc_stride)
     logits = batched_logits(task, features, tokenizer.pad_token_id, eval_cfg.batch_size,
                             torch_forward(model, task), "eval")
-    metrics = task.score(data.eval, features, logits, eval_cfg.model_dump())  # the tasks (core) read plain data
+    metrics = task.score(data.eval, features, logits, eval_cfg)
     with staged_output(run_dir, STUDENT_DIR, overwrite) as out:
         extra = {"doc_stride": doc_stride} if doc_stride else None
         stage_folder.save_stage_model(model, tokenizer, out, task, max_length, extra, BERT_FAMILY)

@@ -403,5 +403,5 @@ def evaluate(model, task, examples: list, features: list, pad_id: int, eval_cfg:
             for i, row in zip(indices, rows):
                 ordered[i] = row
         logits, shares = ordered, [len(indices) for indices, _ in gathered]
-    metrics = task.score(examples, features, logits, eval_cfg.model_dump())  # the tasks (core) read plain data
+    metrics = task.score(examples, features, logits, eval_cfg)
     return metrics if shares is None else {**metrics, "features_scored_by_process": shares}

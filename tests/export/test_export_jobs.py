@@ -106,10 +106,11 @@ def test_processes_are_bounded_by_jobs_by_what_can_run_at_once_and_by_memory():
 
 
 def test_the_machine_cores_are_the_default(monkeypatch):
+    from pocketbert.core.recipe import ExportSection
     from pocketbert.export.pipeline import export_jobs
 
-    assert export_jobs({"jobs": None}) == len(os.sched_getaffinity(0))
-    assert export_jobs({"jobs": 3}) == 3
+    assert export_jobs(ExportSection(jobs=None)) == len(os.sched_getaffinity(0))
+    assert export_jobs(ExportSection(jobs=3)) == 3
 
 
 @pytest.mark.slow  # the code-point table is derived once a session (~30 s)

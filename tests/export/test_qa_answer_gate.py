@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.task_data import load_task_data
 from pocketbert.core.tasks import QATask
 from pocketbert.export import parity
@@ -14,7 +15,7 @@ from pocketbert.export import parity
 pytestmark = pytest.mark.slow  # SQuAD read and cut into windows
 
 QUESTIONS = 40
-EVAL_CFG = {"n_best": 5, "max_answer_length": 30}
+EVAL = EvalSection(n_best=5, max_answer_length=30)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def pipeline(shared_data, wordpiece_tokenizer):
         if f.start_position:
             row[f.start_position, 0], row[f.end_position, 1] = 10.0, 10.0
         logits.append(row)
-    answers = task.answers(examples, features, logits, EVAL_CFG)
+    answers = task.answers(examples, features, logits, EVAL)
     windows = np.bincount([f.example_index for f in features], minlength=len(examples))
     ours = [{"answer": a, "windows": int(n), "context_cut": False} for a, n in zip(answers, windows)]
     return task, examples, features, logits, ours
@@ -37,7 +38,7 @@ def pipeline(shared_data, wordpiece_tokenizer):
 
 def gate(pipeline, answers, span_mismatches=0) -> parity.ParityResult:
     task, examples, features, logits, _ = pipeline
-    return parity.compare_answers(task, examples, features, logits, answers, span_mismatches, EVAL_CFG,
+    return parity.compare_answers(task, examples, features, logits, answers, span_mismatches, EVAL,
                                   "model.qa.onnx", "onnxruntime + extensions", "fp32", parity.QA_IN_GRAPH_GATE)
 
 
@@ -71,6 +72,6 @@ def test_scores_further_apart_than_the_gate_allows_fail(pipeline):
     task, examples, features, logits, ours = pipeline
     answers = [dict(a) for a in ours]
     answers[0]["answer"] = ""
-    result = parity.compare_answers(task, examples, features, logits, answers, 0, EVAL_CFG, "model.qa.onnx",
+    result = parity.compare_answers(task, examples, features, logits, answers, 0, EVAL, "model.qa.onnx",
                                     "onnxruntime + extensions", "fp32", loose)
     assert not result.passed

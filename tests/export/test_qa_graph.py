@@ -15,6 +15,7 @@ from helpers import JS_DIR, transformers_js_or_skip
 from pocketbert.core.data import QAExample, read_squad_file
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session
 from pocketbert.core.models import load_tokenizer
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.tasks import QATask
 from pocketbert.export import onnx_export
 from pocketbert.export.app import tokenizer_files
@@ -95,7 +96,7 @@ def python_pipeline(folder: Path, encoder: Path, examples: list[QAExample]) -> t
     tokenizer = load_tokenizer(str(folder))
     features = task.features(tokenizer, examples, MAX_LENGTH, None)
     logits = batched_logits(task, features, tokenizer.pad_token_id, 8, ort_forward(ort_session(encoder), task))
-    answers = task.answers(examples, features, logits, {"n_best": N_BEST, "max_answer_length": MAX_ANSWER_LENGTH})
+    answers = task.answers(examples, features, logits, EvalSection(n_best=N_BEST, max_answer_length=MAX_ANSWER_LENGTH))
     return answers, np.bincount([f.example_index for f in features], minlength=len(examples)).tolist()
 
 

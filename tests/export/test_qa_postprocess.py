@@ -16,6 +16,7 @@ from transformers import BertConfig, BertForQuestionAnswering
 
 from pocketbert.core.data import read_squad_file
 from pocketbert.core.inference import batched_logits, torch_forward
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.tasks import QATask
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.text_in import qa_graph
@@ -43,8 +44,8 @@ def golden(tmp_path_factory, wordpiece_tokenizer, shared_data) -> Path:
     examples = examples[:QUESTIONS] + [QAExample("extra", "where did it run?", EXTRA, ())]
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH, None)
     logits = batched_logits(task, features, wordpiece_tokenizer.pad_token_id, 16, torch_forward(model, task))
-    value = qa_postprocess.golden(wordpiece_tokenizer, examples, features, logits, {"n_best": 20,
-                                  "max_answer_length": 30}, MAX_LENGTH, qa_graph.effective_stride(MAX_LENGTH, None))
+    value = qa_postprocess.golden(wordpiece_tokenizer, examples, features, logits, EvalSection(n_best=20,
+                                  max_answer_length=30), MAX_LENGTH, qa_graph.effective_stride(MAX_LENGTH, None))
     path = tmp_path_factory.mktemp("qa-golden") / "qa_golden.json"
     qa_postprocess.write_golden(path, value)
     return path

@@ -11,6 +11,7 @@ import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
 from pocketbert.core.data import TextExample
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.tasks import QATask, SentimentTask, text_in_string
 from pocketbert.core.errors import DataError
 from pocketbert.export import onnx_export, parity
@@ -134,7 +135,7 @@ def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, s
     # every context token where the Python pipeline does
     for f, g in zip(own, one_window_features):
         assert (f.input_ids, f.token_type_ids, f.offsets) == (g.input_ids, g.token_type_ids, g.offsets)
-    cfg = {"n_best": 10, "max_answer_length": 30}
+    cfg = EvalSection(n_best=10, max_answer_length=30)
     result = parity.compare_text_in(task, one_window, one_window_features, one_window_logits, own, logits, cfg,
                                     "qa.text.onnx", "onnxruntime + extensions", "fp32", parity.TEXT_IN_GATE)
     # every question the model reads in one window: the answer text cut out of the context is the pipeline's

@@ -30,7 +30,7 @@ rungs:
     set: {distill.recipe: static, distill.cos_weight: 0, static.pca_dims: 16}
     export: {vocabulary: fitted, vocabulary_recovery_steps: 5, embedding_int4_share: 0.5}
 train: {max_train_examples: 32}
-export: {parity_examples: 16, coreml_examples: 2, coreml_variants: [fp16], coreai_variants: [], executorch_variants: []}
+export: {parity_examples: 16, coreml_parity_examples: 2, coreml_variants: [fp16], coreai_variants: [], executorch_variants: []}
 bench:
   set: {threads: [1], pytorch_threads: [1], sequence_sweep: [32], batch_sweep: [1], time_cap_s: 0.1, warmup: 1,
         min_repeats: 3, cold_start_repeats: 1, tokenization_examples: 4, architecture_check: false,

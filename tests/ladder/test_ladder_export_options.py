@@ -1,29 +1,53 @@
-"""A ladder's export settings reach each rung's `pocketbert export` as its options, the rung's own winning."""
+"""A ladder's export keys (the recipe's export section, checked by its ExportSection) reach each rung's
+`pocketbert export` as --set export.KEY=VALUE, the rung's own winning."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.ladder.flow import _export_options
-from pocketbert.ladder.spec import ExportSetting, Ladder, rung_export
+from pocketbert.core.recipe import parse_set_options
+from pocketbert.ladder.spec import Ladder, rung_export
 
 
-def test_the_vocabulary_settings_become_export_options_and_a_rungs_own_win():
+def test_the_written_export_keys_become_recipe_keys_and_a_rungs_own_win():
     ladder = Ladder.model_validate({
         "rungs": [{"name": "a", "label": "a", "preset": "default", "in_run": True},
                   {"name": "b", "label": "b", "preset": "narrow-2x192",
-                   "export": {"vocabulary_recovery_steps": 0, "embedding_int4_share": 0.5}}],
-        "export": {"vocabulary": "fitted", "vocabulary_recovery_steps": 300, "embedding_int4_share": 0.6}})
-    first, second = (_export_options(rung_export(ladder, r)) for r in ladder.rungs)
-    assert first == ["--vocabulary", "fitted", "--vocabulary-recovery-steps", "300", "--embedding-int4-share", "0.6"]
-    assert second == ["--vocabulary", "fitted", "--vocabulary-recovery-steps", "0", "--embedding-int4-share", "0.5"]
-    assert _export_options(ExportSetting()) == []
+                   "export": {"vocabulary_recovery_steps": 0, "embedding_int4_share": 0.5, "coreai_variants": []}}],
+        "export": {"vocabulary": "fitted", "vocabulary_recovery_steps": 300, "embedding_int4_share": 0.6,
+                   "vocabulary_max_rows": None}})
+    first, second = (rung_export(ladder, r) for r in ladder.rungs)
+    # what the ladder writes, null included; what it leaves out stays the recipe's
+    assert first == {"export.vocabulary": "fitted", "export.vocabulary_recovery_steps": 300,
+                     "export.embedding_int4_share": 0.6, "export.vocabulary_max_rows": None}
+    assert second == {**first, "export.vocabulary_recovery_steps": 0, "export.embedding_int4_share": 0.5,
+                      "export.coreai_variants": []}
+    bare = Ladder.model_validate({"rungs": [{"name": "a", "label": "a", "preset": "default"},
+                                            {"name": "b", "label": "b", "preset": "static"}]})
+    assert rung_export(bare, bare.rungs[0]) == {}
+
+
+def test_each_export_step_sets_the_rungs_keys_as_the_export_command_reads_them_back():
+    from pocketbert.ladder.flow import plan
+    from pocketbert.ladder.spec import read_ladder
+
+    ladder = read_ladder("reduced")
+    steps = {(s.rung, s.stage): s.args for s in plan(ladder, Path("runs/r"), Path("runs/r-ladder"), "sentiment", None,
+                                                     "cpu", False).steps}
+    for rung in ladder.rungs:
+        if not rung.ship:
+            continue
+        args = steps[(rung.name, "export")]
+        given = tuple(args[i + 1] for i, arg in enumerate(args) if arg == "--set")
+        assert parse_set_options(given) == rung_export(ladder, rung)
 
 
 @pytest.mark.parametrize("setting", [{"vocabulary": "trimmed"}, {"embedding_int4_share": 1.0},
-                                     {"vocabulary_recovery_steps": -1}])
-def test_a_bad_vocabulary_setting_is_refused_when_the_ladder_is_read(tmp_path, setting):
+                                     {"vocabulary_recovery_steps": -1}, {"coreml_examples": 5}])
+def test_a_bad_export_key_is_refused_when_the_ladder_is_read(tmp_path, setting):
     import yaml
 
     from pocketbert.ladder.spec import read_ladder

@@ -11,6 +11,7 @@ from helpers import error_line, run_cli
 
 from pocketbert.core.architectures import STATIC
 from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
 from pocketbert.core.tasks import make_task
 from pocketbert.export import onnx_export, parity
@@ -164,7 +165,7 @@ def test_the_classifier_learns_real_sst2(trained, sst2, wordpiece_tokenizer):
     task, _, dev_examples, dev = sst2
     assert losses[-1] < 0.8 * losses[0]
     logits = batched_logits(task, dev, wordpiece_tokenizer.pad_token_id, 64, torch_forward(model, task))
-    assert task.score(dev_examples, dev, logits, {})["accuracy"] > ABOVE_CHANCE
+    assert task.score(dev_examples, dev, logits, EvalSection())["accuracy"] > ABOVE_CHANCE
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pocketbert.core.recipe import EvalSection
 from pocketbert.core.run_files import QA_GOLDEN, QA_ROUTINES
 
 SPEC = {
@@ -248,7 +249,7 @@ def write_routines(out: Path) -> list[Path]:
     return written
 
 
-def golden(tokenizer, examples: list, features: list, logits: list[np.ndarray], eval_cfg: dict, max_length: int,
+def golden(tokenizer, examples: list, features: list, logits: list[np.ndarray], evaluation: EvalSection, max_length: int,
            stride: int, rows: int = GOLDEN_ROWS) -> dict:
     """Questions, their windows (logits, each token's context index and offsets) and the answer core/qa.py gives:
     what a routine must reproduce. Questions of several windows first. Context indices come from the context
@@ -259,7 +260,7 @@ def golden(tokenizer, examples: list, features: list, logits: list[np.ndarray], 
     for k, f in enumerate(features):
         by_example.setdefault(f.example_index, []).append(k)
     chosen = sorted(by_example, key=lambda i: (-len(by_example[i]), i))[:rows]
-    n_best, max_answer_length = int(eval_cfg.get("n_best", 20)), int(eval_cfg.get("max_answer_length", 30))
+    n_best, max_answer_length = evaluation.n_best, evaluation.max_answer_length
     out = []
     for i in sorted(chosen):
         ks, example = by_example[i], examples[i]
@@ -291,10 +292,10 @@ def write_golden(path: Path, value: dict) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def write_app_routines(out: Path, tokenizer, examples: list, features: list, logits: list, eval_cfg: dict,
+def write_app_routines(out: Path, tokenizer, examples: list, features: list, logits: list, evaluation: EvalSection,
                        max_length: int, stride: int) -> list[Path]:
     """The routines and the golden file (the student's logits on eval questions) into an export folder."""
-    write_golden(out / QA_GOLDEN, golden(tokenizer, examples, features, logits, eval_cfg, max_length, stride))
+    write_golden(out / QA_GOLDEN, golden(tokenizer, examples, features, logits, evaluation, max_length, stride))
     return write_routines(out) + [out / QA_GOLDEN]
 
 
