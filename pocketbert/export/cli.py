@@ -29,6 +29,10 @@ text_in_option = click.option("--text-in", is_flag=True,
                                    "aligned, which Google Play refuses for Android 15+ targets.")
 # The export settings offered as options made from their recipe fields (core/recipe_options.py).
 EXPORT_FLAGS = {"jobs": "export.jobs"}
+# Steps that make the student the export reads, each step(run_dir, data_dir, settings) run by this command before
+# the export (never by export/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit,
+# so that `export --vocabulary fitted` fits one first where the run lacks it.
+STUDENT_STEPS: list = []
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -98,6 +102,8 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     twice = sorted(key for key in settings if flags.get(key) is not None)
     if twice:
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
+    for step in STUDENT_STEPS:
+        step(resolve_run_dir(run), data_dir, {**settings, **given})
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
                                coreml_variants, coreai, {**settings, **given}, executorch)
     for r in results:
