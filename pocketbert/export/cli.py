@@ -102,6 +102,11 @@ def export(ctx, run, data_dir, parity_examples, coreml_examples, coreml_variants
     twice = sorted(key for key in settings if flags.get(key) is not None)
     if twice:
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
+    if STUDENT_STEPS:  # an export that may not replace the run's export/ is refused before a step trains
+        from pocketbert.core.atomic_folder import check_writable
+        from pocketbert.core.run_files import EXPORT_DIR
+
+        check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
     for step in STUDENT_STEPS:
         step(resolve_run_dir(run), data_dir, {**settings, **given})
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, coreml_examples, parity_examples,
