@@ -41,7 +41,7 @@ class ExportSetting(_Strict):
     coreml_variants: Optional[list[str]] = Field(None, min_length=1)
     coreai_variants: Optional[list[str]] = None             # []: no Core AI program
     executorch_variants: Optional[list[str]] = None         # []: no ExecuTorch program
-    # a fitted vocabulary (export/vocabulary/): the table then shows the int8 file with the full one beside it
+    # a fitted vocabulary (train/vocabulary/): the table then shows the int8 file with the full one beside it
     vocabulary: Optional[Literal[VOCABULARIES]] = None      # type: ignore[valid-type]
     vocabulary_min_count: Optional[int] = Field(None, gt=0)
     vocabulary_max_rows: Optional[int] = Field(None, gt=0)

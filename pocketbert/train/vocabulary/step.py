@@ -32,7 +32,7 @@ def recorded_recipe(run_dir: Path, overrides: dict[str, Any], set_items: tuple[s
 
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
     recorded = complete_recipe(read_manifest(student)["config"]["recipe"])
-    return with_overrides(recorded, {**overrides, **parse_set_options(set_items)})
+    return with_overrides(recorded, {**overrides, **parse_set_options(set_items)}, keep_none=True)
 
 
 class VocabularyFit(TrainingRecipe):
