@@ -15,6 +15,8 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 from pocketbert.core import run_files
 from pocketbert.core.errors import RunDirError
 
+pytestmark = pytest.mark.minutes(3)
+
 RECOVERY_STEPS = 5
 INT4_SHARE = 0.5
 FULL_SIZE_SLACK = 1024  # bytes: the grown table's file and the full export's differ in names and lengths alone
