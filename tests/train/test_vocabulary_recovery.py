@@ -11,6 +11,7 @@ from pocketbert.core.errors import ConfigError
 MIN_COUNT = 2
 TEXTS = 4000        # SST-2 training sentences: enough that the second half meets pieces the first half lacks
 SEED = 13
+STEPS = 40
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +68,10 @@ def test_the_recovery_rows_are_the_fitted_students_cuts_with_the_full_students_a
     found = recovery_rows(full, wordpiece_tokenizer, task, texts, kept, forced, MIN_COUNT, 64, 64, SEED)
     second, half_ids = held_out_cut(wordpiece_tokenizer, texts, kept, forced, MIN_COUNT, SEED)
     half = fitted_tokenizer(wordpiece_tokenizer, half_ids)
-    changed, _ = split_by_cut(wordpiece_tokenizer, half, second, 64)
-    assert found.record["texts_cut_differently"] == len(changed) and found.record["texts_drawn_from"] == 2 * len(changed)
-    assert len(found.features) == len(found.targets) == 2 * len(changed)
+    changed, alike = split_by_cut(wordpiece_tokenizer, half, second, 64)
+    drawn = len(changed) + min(len(alike), len(changed))  # as many cut as before, where there are as many
+    assert found.record["texts_cut_differently"] == len(changed) and found.record["texts_drawn_from"] == drawn
+    assert len(found.features) == len(found.targets) == drawn
     # every row is the half vocabulary's cut, in the fitted student's ids: its tokenizer names them as the half's
     assert all(0 <= i < len(kept) for f in found.features for i in f.input_ids)
     half_cut = half(changed[0], truncation=True, max_length=64)["input_ids"]
@@ -78,6 +80,68 @@ def test_the_recovery_rows_are_the_fitted_students_cuts_with_the_full_students_a
     full_features = task.features(wordpiece_tokenizer, task.unlabeled_examples(changed[:1]), 64)
     expected = batched_logits(task, full_features, wordpiece_tokenizer.pad_token_id, 8, torch_forward(full, task))
     assert np.allclose(found.targets[0], expected[0], atol=1e-5)
+
+
+def _kl_on(task, texts, full_model, full_tokenizer, model, tokenizer) -> float:
+    import torch
+
+    from pocketbert.core.losses import soft_target_kl
+
+    def logits(m, tok):
+        features = task.features(tok, task.unlabeled_examples(texts), 64)
+        arrays = task.collate(features, tok.pad_token_id)
+        with torch.no_grad():
+            return task.logits(m(**{k: torch.from_numpy(arrays[k]) for k in task.input_names}))
+
+    return float(soft_target_kl(logits(model, tokenizer), logits(full_model, full_tokenizer), 2.0))
+
+
+@pytest.mark.slow  # 40 training steps
+def test_the_training_loop_trains_the_table_alone_toward_the_full_students_answers(fitted, wordpiece_tokenizer):
+    """The recovery as the training stage runs it: the rows, the loop's settings, the soft-target loss and the table
+    alone, through train/trainer.py."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from pocketbert.core.recipe import DistillSection
+    from pocketbert.train import trainer
+    from pocketbert.train.teacher_cache import TeacherOutputs
+    from pocketbert.train.vocabulary import recovery
+    from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
+
+    task, texts, full, kept, forced, untrained, tokenizer = fitted
+    student = recovery.table_alone(copy.deepcopy(untrained))
+    before = {name: p.clone() for name, p in student.named_parameters()}
+    found = recovery.recovery_rows(full, wordpiece_tokenizer, task, texts, kept, forced, MIN_COUNT, 64, 64, SEED)
+    targets = TeacherOutputs.of_logits(found.targets)
+    loop = recovery.loop_section(DistillSection(max_length=64), 1e-3)
+    stats = trainer.train(student, task, found.features, tokenizer.pad_token_id, loop, torch.device("cpu"),
+                          lambda model, batch: (recovery.soft_loss(task, 2.0)(model, batch), {}), SEED, "test",
+                          batch_extras=lambda idx, width: targets.as_batch(idx, width, "cpu"), max_steps=STEPS,
+                          dropout=False)
+    assert stats["steps"] == STEPS
+    changed = {name for name, p in student.named_parameters() if not torch.equal(p, before[name])}
+    assert changed == {"bert.embeddings.word_embeddings.weight"}
+
+    # on the second half's texts that the first half's vocabulary cuts differently, the answers moved toward the
+    # full student's
+    second, half_ids = recovery.held_out_cut(wordpiece_tokenizer, texts, kept, forced, MIN_COUNT, SEED)
+    half = fitted_tokenizer(wordpiece_tokenizer, half_ids)
+    recut, _ = recovery.split_by_cut(wordpiece_tokenizer, half, second, 64)
+    ids = np.searchsorted(np.asarray(kept), np.asarray(half_ids))
+
+    class Renumbered(torch.nn.Module):  # the fitted student read through the half vocabulary's ids
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=torch.from_numpy(ids)[input_ids], attention_mask=attention_mask)
+
+    assert (_kl_on(task, recut[:200], full, wordpiece_tokenizer, Renumbered(student), half)
+            < _kl_on(task, recut[:200], full, wordpiece_tokenizer, Renumbered(untrained), half))
 
 
 def test_a_task_answering_per_word_piece_is_refused_recovery():

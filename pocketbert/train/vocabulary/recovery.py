@@ -65,6 +65,38 @@ def held_out_cut(full_tokenizer, texts: list[str], kept_ids: list[int], forced: 
     return second, [i for i in kept_ids if i in forced or counts[i] >= min_count]
 
 
+def loop_section(distill, learning_rate: float):
+    """What the training loop runs the recovery with: batches of RECOVERY_BATCH at the distillation's length, the
+    recovery's learning rate decaying to 0 over the steps, no warm-up, no weight decay."""
+    from pocketbert.core.recipe import TrainingSection
+
+    return TrainingSection(max_length=distill.max_length, batch_size=RECOVERY_BATCH, epochs=1,
+                           learning_rate=learning_rate, warmup_ratio=0.0, weight_decay=0.0,
+                           checkpoint_every=distill.checkpoint_every, pad_to_multiple=distill.pad_to_multiple,
+                           cuda_graphs=distill.cuda_graphs)
+
+
+def table_alone(model):
+    """`model` with its word-piece table the only parameter that learns: the layers stay the full student's, so
+    text cut as before keeps its answers."""
+    table = model.get_input_embeddings().weight
+    for parameter in model.parameters():
+        parameter.requires_grad_(parameter is table)
+    return model
+
+
+def soft_loss(task, temperature: float):
+    """loss(model, batch): the distillation's soft-target loss (the task's, at `temperature`) of the model against
+    the full student's logits the batch carries (teacher_cache's batch tensors)."""
+    from pocketbert.train.teacher_cache import teacher_targets
+
+    def loss(model, batch):
+        inputs = {k: batch[k] for k in task.input_names if k in batch}
+        return task.soft_loss(task.logits(model(**inputs)), teacher_targets(batch)[0], batch, temperature)
+
+    return loss
+
+
 @dataclass
 class RecoveryRows:
     """What the recovery trains on: features the fitted student reads (the half vocabulary's cuts, in the fitted

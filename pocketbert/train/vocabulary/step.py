@@ -68,7 +68,7 @@ class VocabularyFit(TrainingRecipe):
     def build_model(self, run: StageRun):
         """The fitted copy of the student, its rows chosen on the counted text; only its word-piece table trains."""
         from pocketbert.core import piece_counts
-        from pocketbert.train.vocabulary import choice, rows
+        from pocketbert.train.vocabulary import choice, recovery, rows
         from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
 
         export, tokenizer = run.recipe.export, self.full_tokenizer
@@ -85,12 +85,8 @@ class VocabularyFit(TrainingRecipe):
                        "counted_pieces_kept": (round(float(counted.counts[self.kept.ids].sum()) / pieces, 6)
                                                if pieces else None)}
         self.tokenizer = fitted_tokenizer(tokenizer, self.kept.ids)
-        model = rows.fitted_student(self.full_model, self.kept.ids)
-        table = model.get_input_embeddings().weight
-        for parameter in model.parameters():  # the layers stay the full student's: text cut as before keeps its answers
-            parameter.requires_grad_(parameter is table)
-        self.fitted = model
-        return model
+        self.fitted = recovery.table_alone(rows.fitted_student(self.full_model, self.kept.ids))
+        return self.fitted
 
     def place(self, run: StageRun, dev) -> None:
         self.full_model.to(dev).eval()
@@ -120,34 +116,25 @@ class VocabularyFit(TrainingRecipe):
         return found.features
 
     def soft_loss(self, run: StageRun, model, batch):
-        """The distillation's soft-target loss (the task's, at distill.temperature) of `model` against the full
-        student's logits that the batch carries."""
-        from pocketbert.train.teacher_cache import teacher_targets
+        from pocketbert.train.vocabulary import recovery
 
-        inputs = {k: batch[k] for k in self.task.input_names if k in batch}
-        target, _ = teacher_targets(batch)
-        return self.task.soft_loss(self.task.logits(model(**inputs)), target, batch,
-                                   float(run.recipe.distill.temperature))
+        return recovery.soft_loss(self.task, float(run.recipe.distill.temperature))(model, batch)
 
     def step_loss(self, run: StageRun, dev):
-        cached = self.cached
+        from pocketbert.train.vocabulary import recovery
+
+        cached, loss = self.cached, recovery.soft_loss(self.task, float(run.recipe.distill.temperature))
 
         def step_loss(forward_model, batch):
-            return self.soft_loss(run, forward_model, batch), {}
+            return loss(forward_model, batch), {}
 
         extras = None if cached is None else (lambda idx, length: cached.as_batch(idx, length, dev))
         return step_loss, extras
 
     def loop_settings(self, run: StageRun) -> TrainingSection:
-        """Batches of RECOVERY_BATCH at the distillation's length, the recovery's learning rate decaying to 0 over
-        the steps, no weight decay."""
-        from pocketbert.train.vocabulary.recovery import RECOVERY_BATCH
+        from pocketbert.train.vocabulary.recovery import loop_section
 
-        distill = run.recipe.distill
-        return TrainingSection(max_length=distill.max_length, batch_size=RECOVERY_BATCH, epochs=1,
-                               learning_rate=run.recipe.export.vocabulary_recovery_learning_rate, warmup_ratio=0.0,
-                               weight_decay=0.0, checkpoint_every=distill.checkpoint_every,
-                               pad_to_multiple=distill.pad_to_multiple, cuda_graphs=distill.cuda_graphs)
+        return loop_section(run.recipe.distill, run.recipe.export.vocabulary_recovery_learning_rate)
 
     def loop_steps(self, run: StageRun) -> int:
         return self.steps
