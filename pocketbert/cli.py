@@ -21,6 +21,10 @@ STAGE_COMMANDS = {
 
 # Commands a stage adds to another stage's group: `bench train` times training, so training owns it.
 STAGE_SUBCOMMANDS = {"bench": {"train": ("pocketbert.train.cli", "bench_train")}}
+# Steps one stage's command runs first, from another stage: (module, list of steps) -> (module, step). The export
+# ships the student the run holds; where it asks for a fitted vocabulary the run lacks, training fits one first.
+STAGE_STEPS_BEFORE = {"export": (("pocketbert.export.cli", "STUDENT_STEPS"),
+                                 ("pocketbert.train.vocabulary.before_export", "fit_before_export"))}
 
 
 class LazyGroup(click.Group):
@@ -35,6 +39,12 @@ class LazyGroup(click.Group):
         for sub, (sub_module, sub_attr) in STAGE_SUBCOMMANDS.get(name, {}).items():
             if sub not in group.commands:
                 group.add_command(getattr(importlib.import_module(sub_module), sub_attr), sub)
+        if name in STAGE_STEPS_BEFORE:
+            (steps_module, steps_attr), (step_module, step_attr) = STAGE_STEPS_BEFORE[name]
+            steps = getattr(importlib.import_module(steps_module), steps_attr)
+            step = getattr(importlib.import_module(step_module), step_attr)
+            if step not in steps:
+                steps.append(step)
         return group
 
     def format_commands(self, ctx, formatter):

@@ -130,7 +130,7 @@ def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict
     """tokenizer.json, tokenizer.tables and the golden file of the full or the fitted vocabulary in `folder`."""
     from pocketbert.export.app import tokenizer_files
     from pocketbert.export.app.tokenizer_tables import write_tables
-    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+    from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
 
     tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
     paths = {"json": folder / "tokenizer.json", "tables": folder / "tokenizer.tables",

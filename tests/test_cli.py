@@ -32,7 +32,7 @@ def test_help_lists_stages(capsys):
     assert set(commands) == {"train", "import", "export", "bench", "inspect", "compare", "ladder"}
     assert all(commands.values())  # each with its help line
     train = run_cli(capsys, "train", "--help")
-    assert set(listed_commands(train.out)) == {"teacher", "distill", "ablate", "mlm", "prune"}
+    assert set(listed_commands(train.out)) == {"teacher", "distill", "ablate", "mlm", "prune", "vocabulary"}
     bench = run_cli(capsys, "bench", "--help")
     assert set(listed_commands(bench.out)) == {"import", "compare", "train", "calibration", "kit"}
 

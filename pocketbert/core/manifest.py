@@ -142,9 +142,10 @@ REQUIRED_KEYS = ("stage", "config", "metrics")
 STAGE_KEYS = {
     "teacher": ("config.recipe",),
     "student": ("config.recipe", "config.dataset", "metrics.eval"),
+    "student_fitted": ("config.recipe", "metrics.vocabulary"),
     "export": ("config.task", "config.max_length", "metrics.parity"),
 }
-OBJECT_KEYS = {"config", "metrics", "config.recipe", "metrics.eval", "metrics.parity"}
+OBJECT_KEYS = {"config", "metrics", "config.recipe", "metrics.eval", "metrics.parity", "metrics.vocabulary"}
 
 
 def read_manifest(stage_dir: Path) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def read_manifest(stage_dir: Path) -> dict[str, Any]:
 
 # The command that writes each stage's folder (`import` and `train prune` write students too, rarely again).
 STAGE_COMMANDS = {"teacher": "pocketbert train teacher", "student": "pocketbert train distill",
-                  "export": "pocketbert export"}
+                  "student_fitted": "pocketbert train vocabulary", "export": "pocketbert export"}
 
 
 def rerun_advice(stage_dir: Path, manifest: dict) -> str:

@@ -162,7 +162,7 @@ class EvalSection(Section):
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
-VOCABULARIES = ("full", "fitted")  # export.vocabulary (export/vocabulary/)
+VOCABULARIES = ("full", "fitted")  # export.vocabulary (the fit: train/vocabulary/)
 # export.tokenizer_check_contexts: where the exhaustive tokenizer checks (the text-in graph's, the app tokenizers')
 # put each code point (export/tokenizer_probes.py CONTEXTS spells each).
 TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
@@ -212,7 +212,7 @@ class ExportSection(Section):
     # cores, docs/export.md; the app programs' ~10 s each; cached per tokenizer and contexts).
     tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
-    # The student's word-embedding table as exported (export/vocabulary/): full, every row of the teacher's
+    # The student's word-embedding table as exported (fitted by train/vocabulary/): full, every row of the teacher's
     # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
     # the special tokens and every single-character piece (so no input gains an [UNK]), at most
     # vocabulary_max_rows rows (the most common in the source where each is most common).
@@ -222,7 +222,7 @@ class ExportSection(Section):
         "Fitted vocabulary: keep the word pieces that occur at least this many times."))
     vocabulary_max_rows: Optional[int] = Field(None, gt=0, description=(
         "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
-    # A short distillation after fitting (export/vocabulary/recovery.py): where a dropped piece cuts a word into
+    # A short distillation after fitting (train/vocabulary/recovery.py): where a dropped piece cuts a word into
     # smaller ones, the fitted student learns to give the full student's answers again.
     vocabulary_recovery_steps: int = Field(0, ge=0, le=MAX_RECOVERY_STEPS, description=(
         "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "

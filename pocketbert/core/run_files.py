@@ -3,6 +3,8 @@
     runs/<name>/
       teacher/   Hugging Face save_pretrained folder (+ tokenizer), manifest.json
       student/   same, for the distilled student
+      student_fitted/  `train vocabulary`: the student with its vocabulary fitted to the recipe's text (same
+                 files, fewer word-piece rows), piece_shares.npy, manifest.json; `export --vocabulary fitted` ships it
       export/    model.onnx, model.int8.onnx, model.ort, model.required_operators.config,
                  <Name>.mlpackage, tokenizer files, config.json, labels.json, parity.json, manifest.json
       bench/     results.json (source of truth), report.md, report.html, plots
@@ -17,6 +19,8 @@ DEFAULT_RUNS_ROOT = Path("runs")
 
 TEACHER_DIR = "teacher"
 STUDENT_DIR = "student"
+FITTED_STUDENT_DIR = "student_fitted"  # `train vocabulary`: the student with a fitted vocabulary, for the export
+PIECE_SHARES = "piece_shares.npy"  # in student_fitted/: each kept row's largest share of one source's counted pieces
 MLM_STUDENT_DIR = "student_mlm"  # `train mlm`: a task-agnostic student, input to `train distill --student-model`
 EXPORT_DIR = "export"
 BENCH_DIR = "bench"

@@ -36,6 +36,10 @@ EXPORT_FLAGS = {
     "embedding_int4_share": "export.embedding_int4_share",
     "jobs": "export.jobs",
 }
+# Steps that make the student the export reads, each step(run_dir, data_dir, settings) run by this command before
+# the export (never by export/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit,
+# so that `export --vocabulary fitted` fits one first where the run lacks it.
+STUDENT_STEPS: list = []
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -82,6 +86,13 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     settings = export_settings(from_fields, set_items, {"coreml_variants": coreml_variants,
                                                         "coreai_variants": coreai_variants,
                                                         "executorch_variants": executorch_variants})
+    if STUDENT_STEPS:  # an export that may not replace the run's export/ is refused before a step trains
+        from pocketbert.core.atomic_folder import check_writable
+        from pocketbert.core.run_files import EXPORT_DIR
+
+        check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
+    for step in STUDENT_STEPS:
+        step(resolve_run_dir(run), data_dir, settings)
     path, results = export_run(resolve_run_dir(run), data_dir, overwrite, settings, coreml_variants, coreai,
                                executorch)
     for r in results:

@@ -17,7 +17,7 @@ from pocketbert.core.task_data import load_task_data
 from pocketbert.core.inference import batched_logits, torch_forward
 from pocketbert.core.models import load_tokenizer, quiet_transformers
 from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import ExportSection, Recipe, complete_recipe, recipe_dict, with_overrides
+from pocketbert.core.recipe import ExportSection, Recipe, complete_recipe, with_overrides
 from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, table_rows, variants
 from pocketbert.export.app import qa_postprocess
@@ -25,8 +25,8 @@ from pocketbert.export.app import app_programs
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.export.vocabulary.counting import count_pieces, recipe_texts
-from pocketbert.export.vocabulary.step import fit_vocabulary
+from pocketbert.core.piece_counts import count_pieces, recipe_texts
+from pocketbert.export.fitted_student import read_fitted_student
 from pocketbert.core.manifest import path_size, verified_stage, write_manifest
 from pocketbert.core.atomic_folder import check_writable, staged_output
 from pocketbert.core.run_files import (EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN, TOKENIZER_JSON,
@@ -201,17 +201,15 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                                                                               len(examples))
     plan = variants.selected(coreml_names, task, architecture, coreai_names, executorch_names)
     fitted = None
-    if export.vocabulary == "fitted":  # before anything is written: a setting that keeps nothing writes nothing
-        # export/vocabulary/ reads the recipe as plain data
-        fitted = fit_vocabulary(model, tokenizer, task, data, recipe_dict(recipe), data_dir, seed)
+    if export.vocabulary == "fitted":  # the run's fitted student (`pocketbert train vocabulary`), as trained
+        fitted = read_fitted_student(run_dir, settings or {})
         model, tokenizer = fitted.model, fitted.tokenizer
     shares = None
     if export.embedding_int4_share:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
         table_rows.int4_group(model.get_input_embeddings().embedding_dim)  # a width that cannot be packed: refused now
-        texts = fitted.texts if fitted is not None else recipe_texts(task, data, recipe.transfer.model_dump(mode="json"),
-                                                                     data_dir, seed)
-        # as the shipped tokenizer cuts it: a fitted one's small pieces also spell the words whose piece it dropped
-        shares = count_pieces(tokenizer, texts).shares
+        # as the shipped tokenizer cuts it: a fitted student carries its rows' shares, counted when it was fitted
+        shares = fitted.shares() if fitted is not None else count_pieces(tokenizer, recipe_texts(
+            task, data, recipe.transfer, data_dir, seed)).shares
 
     jobs = export_jobs(export)
     with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers, \
@@ -239,9 +237,6 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         pad_id = app_tokenizer.pad_token_id
         batch_size = evaluation.batch_size
         student_logits = batched_logits(task, features, pad_id, batch_size, torch_forward(model, task), "student")
-        if fitted is not None:
-            fitted.measure(task, examples, features, student_logits, max_length, info.get("doc_stride"), batch_size,
-                           evaluation)
         if task.answers_in_graph:  # for apps whose model returns per-window logits: routines and golden answers
             app_files += qa_postprocess.write_app_routines(
                 out, app_tokenizer, examples, features, student_logits, evaluation, max_length,
@@ -318,10 +313,11 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
                     "coreml_parity_examples": n_coreml, "dataset": data.name,
                     "variants": {v.name: {"file": v.file_name(task), "runtime": v.runtime.name,
                                           "precision": v.precision} for v in plan}},
-            inputs={"student": student_dir},
+            inputs={"student": student_dir, **({"fitted_student": fitted.folder} if fitted is not None else {})},
             metrics={"sizes_bytes": sizes, "parity": rows, "placement": placed,
                      "student_eval_on_parity_set": results[0].student_metrics,
-                     # export.vocabulary: fitted: the rows kept, the text counted, the cost against the full student
+                     # export.vocabulary: fitted: the fitted student's record (rows kept, text counted, recovery, cost
+                     # against the full student) and the token-id models' sizes with the full table
                      "vocabulary": fitted.record if fitted is not None else None,
                      "int8_mixed_precision": context.notes.get("int8_mixed_precision"),
                      "reproducibility": onnx_export.reproducibility(),

@@ -1,4 +1,4 @@
-"""`pocketbert train teacher|distill`: thin commands that parse, check and call one library function."""
+"""`pocketbert train teacher|distill|vocabulary|...`: thin commands that parse, check and call one library function."""
 
 from __future__ import annotations
 
@@ -88,6 +88,9 @@ ABLATE_FLAGS: Flags = {**training_flags("distill"), "recipe": RECIPE_FLAG}
 PRUNE_FLAGS: Flags = {**training_flags("distill"), "epochs": "prune.recovery_epochs",
                       "max_train_examples": "prune.recovery_max_train_examples", "ffn_ratio": "prune.ffn_ratio"}
 MLM_FLAGS: Flags = {"layer_map": LAYER_MAP_FLAG}
+# a fitted vocabulary's settings stay the recipe's export.vocabulary_* keys, which user recipes and the export read
+VOCABULARY_FLAGS: Flags = {name: f"export.{name}" for name in (
+    "vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps", "vocabulary_recovery_learning_rate")}
 IMPORT_FLAGS: Flags = {"dataset": "dataset"}
 
 # Where a training command reads its recipe from: a preset or file, and --set.
@@ -293,6 +296,34 @@ def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items,
     _say(f"pruned FFN {p['intermediate_size_before']} -> {p['intermediate_size_after']} channels, "
          f"{p['parameters_before']:,} -> {p['parameters_after']:,} parameters; after recovery "
          f"{_format_metrics(result['eval'])} (teacher {_format_metrics(result['teacher_eval'])}) -> wrote {path}")
+
+
+@train.command()
+@run_option
+@with_flags(VOCABULARY_FLAGS)
+@click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of the student's recipe, e.g. transfer.data=[app.txt] (count your app's text too).")
+@click.option("--resume", is_flag=True, help="Continue from the run's last checkpoint after an interruption.")
+@data_dir_option
+@device_option
+@overwrite_option
+@launch_env.checked
+@locks("run")
+def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
+    """Fit the student's vocabulary to the recipe's text (training, transfer and evaluation), then recover it by a
+    short distillation toward the full student; writes <run>/student_fitted/ for `export --vocabulary fitted`."""
+    from pocketbert.train.vocabulary.step import fit_vocabulary
+
+    path, record = fit_vocabulary(resolve_run_dir(run), overrides(options, VOCABULARY_FLAGS), data_dir, device,
+                                  overwrite, resume, tuple(set_items))
+    cost = record["against_full_student"]
+    metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
+                       for k, v in cost["fitted_student"].items() if isinstance(v, float))
+    recovery = record.get("recovery") or {}
+    recovered = (f"; {recovery['steps']} recovery steps, loss {recovery['loss_before']:.4f} -> "
+                 f"{recovery['loss_after']:.4f}" if recovery.get("steps") else "")
+    _say(f"vocabulary fitted: {record['rows_before']} -> {record['rows_after']} rows{recovered}; against the full "
+         f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric} -> wrote {path}")
 
 
 # `pocketbert bench train`: pocketbert/cli.py hangs it under the bench group, beside the latency commands.

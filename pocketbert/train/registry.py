@@ -19,6 +19,7 @@ BILSTM = "tang"  # Tang et al. 2019; the name recipes and manifests have always 
 MASKED_LM = "mlm"
 STATIC = "static"  # a Model2Vec-style token table with a classifier
 LAYERWISE = "layerwise"  # TinyBERT / MiniLM layer-wise distillation into a student of any width and depth
+FITTED_VOCABULARY = "fitted-vocabulary"  # the student's word-piece table cut to the recipe's text, then recovered
 
 # The command that runs each recipe (`pocketbert train <command>`), and its recipes: name -> class, or
 # "module:Class" until first used. The first distillation recipe is the default of `train distill`.
@@ -31,6 +32,7 @@ _RECIPES: dict[str, dict[str, object]] = {
         LAYERWISE: "pocketbert.train.layerwise:LayerwiseRecipe",
     },
     "mlm": {MASKED_LM: "pocketbert.train.mlm:MaskedLMRecipe"},
+    "vocabulary": {FITTED_VOCABULARY: "pocketbert.train.vocabulary.step:VocabularyFit"},
 }
 DEFAULT_DISTILLATION = DISTILBERT
 

@@ -64,6 +64,7 @@ class TrainingRecipe:
     manifest_stage: ClassVar[str] = "student"
     section: ClassVar[str] = "distill"        # the recipe section that holds the training settings
     progress: ClassVar[str] = "distill"       # the progress bar's label
+    dropout: ClassVar[bool] = True            # off: the model trains in eval mode (targets to match exactly)
     augments_by_default: ClassVar[bool] = False  # rewrites of the augment: section when distill.augment is unset
                                                  # (a distillation fills it in complete())
     # The recipe's own settings: section name -> its model (core/recipe.py reads every recipe with them). A new
@@ -105,6 +106,11 @@ class TrainingRecipe:
     def loop_settings(self, run: StageRun) -> TrainingSection:
         """What the training loop runs with: the recipe's training section."""
         return run.section
+
+    def loop_steps(self, run: StageRun) -> int | None:
+        """Steps to train whatever the epochs, asked after training_rows (0: the stage trains nothing; None: the
+        loop settings' epochs over the rows)."""
+        return None
 
     def unused_parameters(self) -> bool | None:
         """Whether the loss leaves some parameters without a gradient (None: the task says)."""
@@ -156,9 +162,11 @@ def run_stage(recipe: TrainingRecipe, run: StageRun) -> tuple[Path, dict]:
         spec = trainer.checkpoint_spec_for(run.run_dir, recipe.stage_dir, loop, recipe.checkpoint_identity(run),
                                            features, run.resume)
         stop = epoch_stopper(recipe, run, loop, spec, dev) if loop.stop_patience else None
-        stats = trainer.train(model, recipe.task, features, recipe.tokenizer.pad_token_id, loop, dev, step_loss,
-                              run.seed, recipe.progress, spec, unused_parameters=recipe.unused_parameters(),
-                              batch_extras=batch_extras, after_epoch=stop)
+        steps = recipe.loop_steps(run)
+        stats = {"steps": 0} if steps == 0 else trainer.train(
+            model, recipe.task, features, recipe.tokenizer.pad_token_id, loop, dev, step_loss, run.seed,
+            recipe.progress, spec, unused_parameters=recipe.unused_parameters(), batch_extras=batch_extras,
+            after_epoch=stop, max_steps=steps, dropout=recipe.dropout)
         if stop is not None:
             stop.keep_best(model)
             stats["epochs"] = stop.report()

@@ -125,6 +125,14 @@ class TeacherOutputs:
                               move(self.lengths), self.per_token)
 
     @staticmethod
+    def of_logits(logits: np.ndarray) -> "TeacherOutputs":
+        """One logits row per feature, computed elsewhere and held in memory (a target that is no teacher's: the
+        full student's, for a fitted vocabulary's recovery)."""
+        rows = torch.arange(len(logits), dtype=torch.int64)
+        return TeacherOutputs(torch.from_numpy(np.ascontiguousarray(logits)), None, rows, torch.zeros_like(rows),
+                              torch.ones_like(rows), per_token=False)
+
+    @staticmethod
     def joined(parts: list["TeacherOutputs"]) -> "TeacherOutputs":
         """The parts' rows one after another, as for features listed in the same order."""
         logits_offset = hidden_offset = 0

@@ -203,6 +203,8 @@ def train(
     unused_parameters: bool | None = None,
     batch_extras: Callable[[list[int], int], dict[str, torch.Tensor]] | None = None,
     after_epoch: Callable[[int, torch.nn.Module], bool] | None = None,
+    max_steps: int | None = None,
+    dropout: bool = True,
 ) -> dict[str, float]:
     """Optimise `model` on `features` with AdamW and linear warm-up/decay; returns loss statistics.
 
@@ -213,7 +215,9 @@ def train(
     unused_parameters: whether the loss leaves some parameters without a gradient (default: the task's head
     says). With a checkpoint spec, state is saved every `every` steps and, when resuming, training continues
     after the saved step: same batches, same dropout draws, same final weights. after_epoch(epoch, model), called
-    at the end of each epoch this run reaches, stops training when it returns True.
+    at the end of each epoch this run reaches, stops training when it returns True. max_steps: train that many
+    steps, the schedule spanning them, over as many epochs as they take (None: cfg.epochs). dropout=False trains
+    in eval mode, for a loss whose targets the model must match exactly.
     """
     from tqdm.auto import tqdm
 
@@ -239,7 +243,9 @@ def train(
 
     distributed.check_same_features(features_digest(features, with_targets=True).hexdigest(), "training features")
     steps_per_epoch = len(epoch_batches(0))
-    total = max(1, epochs * steps_per_epoch)
+    if max_steps is not None:
+        epochs = -(-max_steps // max(1, steps_per_epoch))
+    total = max(1, epochs * steps_per_epoch) if max_steps is None else max_steps
     warmup = int(total * cfg.warmup_ratio)
     global_batch = batch_size * world
     learning_rate = effective_learning_rate(cfg, global_batch)
@@ -255,7 +261,7 @@ def train(
         optimizer, lambda step: (step + 1) / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup))
     )
     scaler = precision.grad_scaler(device, mode)
-    model.to(device).train()
+    model.to(device).train(dropout)
     distributed.seed_replica(seed)
     start, running = (checkpoint.load(checkpoint_spec, model, optimizer, schedule, scaler, device, mode)
                       if checkpoint_spec else (0, {}))
@@ -306,7 +312,7 @@ def train(
     with contextlib.closing(bar), training_attention(model, cfg.attention), \
             distributed.collectives_bounded(), checkpoints_written(writer):
         for epoch in range(epochs):
-            batches = epoch_batches(epoch)
+            batches = epoch_batches(epoch)[:total - step]  # the last epoch of max_steps stops at its step
             skipped = min(len(batches), max(0, start - step))  # steps a resumed run has already taken
             step += skipped
             for idx, batch in batches_ahead.prepared_batches(batches[skipped:], collate,

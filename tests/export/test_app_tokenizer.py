@@ -34,7 +34,7 @@ OVERLAP_SAMPLE = 500
 
 
 def tokenizer_data(wordpiece_tokenizer, fitted: bool) -> dict:
-    from pocketbert.export.vocabulary.tokenizer import fitted_tokenizer
+    from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
 
     tokenizer = fitted_tokenizer(wordpiece_tokenizer, FITTED_IDS) if fitted else wordpiece_tokenizer
     return json.loads(tokenizer.backend_tokenizer.to_str())

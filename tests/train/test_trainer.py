@@ -128,3 +128,28 @@ def test_a_failed_background_write_is_raised_to_the_trainer(tmp_path):
     with pytest.raises(OSError, match="No space left"):
         writer.wait()
     writer.wait()  # raised once
+
+
+def test_max_steps_trains_that_many_steps_across_epochs_and_dropout_off_trains_in_eval_mode():
+    """A stage that trains in steps (a fitted vocabulary's recovery): the schedule spans max_steps whatever the
+    epochs, the last epoch stops at its step, and dropout=False runs every step in eval mode."""
+    from test_epoch_stop import CPU, rows, step_loss_for, tiny_bert
+
+    from pocketbert.core.recipe import TrainingSection
+    from pocketbert.train import trainer
+
+    task, features = rows(32)  # 4 batches of 8 an epoch
+    modes, steps = [], 10      # two epochs and a half
+    loss = step_loss_for(task)
+
+    def step_loss(forward_model, batch):
+        modes.append(forward_model.training)
+        return loss(forward_model, batch)
+
+    model = tiny_bert()
+    cfg = TrainingSection(epochs=1, batch_size=8, learning_rate=1e-2, checkpoint_every=1000)
+    stats = trainer.train(model, task, features, 0, cfg, CPU, step_loss, 0, "test", max_steps=steps, dropout=False)
+    assert stats["steps"] == len(modes) == steps and not any(modes)
+    modes.clear()
+    trainer.train(tiny_bert(), task, features, 0, cfg, CPU, step_loss, 0, "test")
+    assert len(modes) == 4 and all(modes)  # by default: the section's epochs, with dropout

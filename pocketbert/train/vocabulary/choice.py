@@ -29,7 +29,7 @@ class KeptRows:
     max_rows: int | None
 
     def record(self) -> dict:
-        """For the export's manifest (the ids themselves are the exported vocab.txt)."""
+        """For the fitted student's manifest (the ids themselves are its tokenizer's vocabulary)."""
         return {k: v for k, v in asdict(self).items() if k != "ids"} | {"rows_after": len(self.ids)}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from pocketbert.core.errors import ExportError
+from pocketbert.core.errors import ModelError
 
 
 def fitted_student(model, kept_ids: list[int]):
@@ -37,7 +37,7 @@ def _renumber_config(config, renumber: dict[int, int]) -> None:
     """vocab_size, and every token id the config names (pad_token_id; the static student's ignored_token_ids)."""
     def new_id(name: str, old: int) -> int:
         if old not in renumber:
-            raise ExportError(f"the fitted vocabulary dropped token {old}, which the student's config names as "
+            raise ModelError(f"the fitted vocabulary dropped token {old}, which the student's config names as "
                               f"{name}; keep every special token")
         return renumber[old]
 

@@ -2,8 +2,8 @@
 settings, its WordPiece vocabulary cut to the kept pieces and renumbered in their order, and every id the
 tokenizer states (special tokens, the template's, the padding id) renumbered with them.
 
-The export then writes tokenizer.json, vocab.txt, tokenizer_config.json and the golden file from it, as from any
-student's tokenizer, so the four agree.
+The fitted student folder saves it as any stage saves its tokenizer, and the export writes tokenizer.json, vocab.txt,
+tokenizer_config.json and the golden file from that, as from any student's, so the four agree.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import json
 import tempfile
 from pathlib import Path
 
-from pocketbert.core.errors import ExportError
+from pocketbert.core.errors import ModelError
 from pocketbert.core.run_files import TOKENIZER_JSON, VOCAB
 
 WORDPIECE = "WordPiece"
 
 
 def wordpiece_vocabulary(tokenizer) -> tuple[dict[str, int], str]:
-    """(token -> id, continuation prefix) of a fast WordPiece tokenizer; ExportError for any other."""
+    """(token -> id, continuation prefix) of a fast WordPiece tokenizer; ModelError for any other."""
     data = _tokenizer_data(tokenizer)
     return dict(data["model"]["vocab"]), data["model"].get("continuing_subword_prefix", "##")
 
@@ -33,7 +33,7 @@ def fitted_tokenizer(tokenizer, kept_ids: list[int]):
 
     def new_id(old: int, what: str) -> int:
         if old not in renumber:
-            raise ExportError(f"the fitted vocabulary dropped {what} (id {old}); keep every special token")
+            raise ModelError(f"the fitted vocabulary dropped {what} (id {old}); keep every special token")
         return renumber[old]
 
     data["model"]["vocab"] = {token: renumber[i] for token, i in data["model"]["vocab"].items() if i in renumber}
@@ -48,7 +48,7 @@ def fitted_tokenizer(tokenizer, kept_ids: list[int]):
         (Path(tmp) / TOKENIZER_JSON).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         fitted = load_tokenizer(tmp)
     if len(fitted) != len(kept_ids):
-        raise ExportError(f"the fitted tokenizer knows {len(fitted)} tokens, not the {len(kept_ids)} kept: "
+        raise ModelError(f"the fitted tokenizer knows {len(fitted)} tokens, not the {len(kept_ids)} kept: "
                           "export the full vocabulary (export.vocabulary: full)")
     return fitted
 
@@ -57,7 +57,7 @@ def _tokenizer_data(tokenizer) -> dict:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     data = json.loads(backend.to_str()) if backend is not None else {}
     if (data.get("model") or {}).get("type") != WORDPIECE:
-        raise ExportError("a fitted vocabulary needs a fast WordPiece (BERT) tokenizer: export the full vocabulary "
+        raise ModelError("a fitted vocabulary needs a fast WordPiece (BERT) tokenizer: export the full vocabulary "
                           "(export.vocabulary: full)")
     return data
 

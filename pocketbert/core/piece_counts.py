@@ -1,6 +1,10 @@
-"""How often each word piece occurs in the recipe's own text, as the student's tokenizer cuts it: the dataset's
+"""How often each word piece occurs in the recipe's own text, as a student's tokenizer cuts it: the dataset's
 training and evaluation examples (what an app feeds the tokenizer: a sentence, or a question and its context) and
 the passages of each transfer source.
+
+Both stages count: fitting a vocabulary (train/vocabulary/) chooses its rows by these counts, and the export ranks
+the rows of a full student's table for 4 bits by them (export.embedding_int4_share; a fitted student carries its
+own, counted when it was fitted).
 
 Each distinct text of a split counts once (a SQuAD context shared by five questions is one passage), and a text is
 cut whole, without the model's length limit: a piece beyond it still occurs in the app's text.
@@ -10,8 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pocketbert.core.recipe import TransferSection
 
 TOKENIZE_CHUNK = 2000  # texts tokenized at a time
 
@@ -32,15 +40,16 @@ def example_texts(task, examples: list) -> list[str]:
     return [text for item in task.eval_inputs(examples) for text in (item if isinstance(item, tuple) else (item,))]
 
 
-def recipe_texts(task, data, transfer: dict, data_dir: Path | None, seed: int) -> dict[str, tuple[int, list[str]]]:
-    """The recipe's own text by split: split name -> (examples, their texts). transfer: the recipe's transfer
+def recipe_texts(task, data, transfer: TransferSection, data_dir: Path | None,
+                 seed: int) -> dict[str, tuple[int, list[str]]]:
+    """The recipe's own text by split: split name -> (examples, their texts). transfer: the recipe's typed transfer
     section."""
     from pocketbert.core.task_data import transfer_passages
 
     texts = {"train": (len(data.train), example_texts(task, data.train)),
              "eval": (len(data.eval), example_texts(task, data.eval))}
-    for source in transfer.get("data") or []:
-        passages = transfer_passages(source, task.name, data_dir, seed, transfer["text_column"])
+    for source in transfer.data:
+        passages = transfer_passages(source, task.name, data_dir, seed, transfer.text_column)
         texts[f"transfer: {source}"] = (len(passages), passages)
     return texts
 

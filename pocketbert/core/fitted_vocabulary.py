@@ -1,0 +1,51 @@
+"""What a run's fitted student (<run>/student_fitted/, `pocketbert train vocabulary`) was fitted with, read the same
+way by the training step that writes it, the export that ships it and the command that runs the one before the
+other: the student it was fitted from, and the export section's vocabulary settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pocketbert.core.run_files import FITTED_STUDENT_DIR, MANIFEST, STUDENT_DIR, stage_path
+
+# The export section's keys that shape a fitted student (core/recipe.py ExportSection declares them).
+FITTING_KEYS = ("vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps",
+                "vocabulary_recovery_learning_rate")
+SETTINGS = "vocabulary_settings"         # the fitted manifest's config key: FITTING_KEYS' values it was fitted with
+FITTED_FROM = "fitted_from_student"      # its config key: the sha256 of the student's manifest.json it was fitted from
+FIT_COMMAND = "pocketbert train vocabulary"
+
+
+def fitting_settings(export) -> dict:
+    """FITTING_KEYS' values in a typed export section."""
+    return {key: getattr(export, key) for key in FITTING_KEYS}
+
+
+def student_identity(run_dir: Path) -> str:
+    """The run's student, by its manifest's sha256: the manifest records every file's hash, so a student trained
+    again (or replaced) has another."""
+    from pocketbert.core.manifest import sha256_of
+
+    return sha256_of(stage_path(run_dir, STUDENT_DIR) / MANIFEST)
+
+
+def why_refit(run_dir: Path, asked: dict) -> str | None:
+    """None when the run holds a fitted student fitted from its student with every setting `asked` names (export
+    section keys given on the command line; a key not given takes what the fit used); else why not, in words."""
+    from pocketbert.core.atomic_folder import recover_stage
+    from pocketbert.core.manifest import read_manifest
+    from pocketbert.core.recipe import typed_section
+
+    recover_stage(run_dir, FITTED_STUDENT_DIR)
+    folder = stage_path(run_dir, FITTED_STUDENT_DIR)
+    if not (folder / MANIFEST).is_file():
+        return "the run holds no fitted student"
+    config = read_manifest(folder)["config"]
+    if config.get(FITTED_FROM) != student_identity(run_dir):
+        return "the run's student changed since its vocabulary was fitted"
+    recorded = config.get(SETTINGS) or {}
+    wanted = typed_section("export", {k: v for k, v in asked.items() if k in FITTING_KEYS}, "export option")
+    for key in FITTING_KEYS:
+        if key in asked and getattr(wanted, key) != recorded.get(key):
+            return f"its vocabulary was fitted with {key} {recorded.get(key)}, not {getattr(wanted, key)}"
+    return None

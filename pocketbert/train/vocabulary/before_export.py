@@ -1,0 +1,34 @@
+"""`pocketbert export --vocabulary fitted` on a run without its fitted student: the training step runs first. The
+export ships the student the run holds and trains nothing itself; pocketbert/cli.py, which wires the commands, hands
+this step to the export command (export/cli.py STUDENT_STEPS), so neither stage imports the other."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pocketbert.core.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
+
+
+def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> Path | None:
+    """Fit the run's vocabulary where the export asks for a fitted one (the recipe's export.vocabulary, or the
+    export's options `settings` over it) and the run holds none, one fitted from another student, or one fitted with
+    other settings than the options give. Returns the fitted student's folder when it fitted one."""
+    from pocketbert.core.atomic_folder import require_stage
+    from pocketbert.core.manifest import read_manifest
+    from pocketbert.core.recipe import complete_recipe, typed_section
+    from pocketbert.core.run_files import STUDENT_DIR
+    from pocketbert.train.vocabulary.step import STAGE_MADE_BY, fit_vocabulary
+
+    student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
+    recorded = complete_recipe(read_manifest(student)["config"]["recipe"])["export"]
+    if typed_section("export", {**recorded, **settings}, "export option").vocabulary != "fitted":
+        return None
+    asked = {key: value for key, value in settings.items() if key in FITTING_KEYS}
+    reason = why_refit(run_dir, asked)
+    if reason is None:
+        return None
+    print(f"note: {reason}: fitting it first ({FIT_COMMAND})", file=sys.stderr)
+    path, _ = fit_vocabulary(run_dir, {f"export.{key}": value for key, value in asked.items()}, data_dir,
+                             overwrite=True)
+    return path
