@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY_CONFIG
+
 import pocketbert.train.registry  # noqa: F401  (recipes are read with every training recipe's own sections, as
                                   # the `pocketbert` command reads them: pocketbert/cli.py loads the registry first)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                   max_position_embeddings=128)
 
 
 # Fixtures that train or export through the CLI: a test that uses one is `slow` whether or not its file says so, so

@@ -10,6 +10,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+# The tiny BERT every test model is made of (a folder's own conftest.py would shadow a `from conftest import`).
+TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                   max_position_embeddings=128)
+
 # An export with one Core ML program checked on one example, no Core AI and no ExecuTorch: for tests of what any
 # export writes. (The ONNX parity checks keep the recipe's examples: they cost little, and their accuracy estimates
 # the student's.)

@@ -18,7 +18,7 @@ def plain_folder(path, tokenizer, cls_name: str, id2label: dict | None):
     import torch
     import transformers
 
-    from conftest import TINY_CONFIG
+    from helpers import TINY_CONFIG
 
     config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, **TINY_CONFIG,
                                      **({"id2label": id2label} if id2label else {}))

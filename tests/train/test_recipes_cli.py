@@ -152,7 +152,7 @@ def test_training_benchmark_writes_both_loops(capsys, teacher_run, tmp_path, sha
 
 def test_masked_lm_stage_feeds_task_distillation(capsys, tmp_path, wordpiece_tokenizer, tiny_base, shared_data):
     import torch
-    from conftest import TINY_CONFIG
+    from helpers import TINY_CONFIG
     from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 
     teacher = tmp_path / "mlm-teacher"

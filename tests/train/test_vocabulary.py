@@ -151,7 +151,7 @@ def test_a_fitted_student_reads_kept_pieces_as_the_full_one_did(architecture, wo
 
 def _tiny_student(architecture: str, vocab_size: int):
     import torch
-    from conftest import TINY_CONFIG
+    from helpers import TINY_CONFIG
 
     torch.manual_seed(0)
     if architecture == "bilstm":

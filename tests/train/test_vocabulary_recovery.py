@@ -18,7 +18,7 @@ STEPS = 40
 def fitted(shared_data, wordpiece_tokenizer):
     """A tiny BERT student (random, the real 30,522-piece vocabulary) fitted to 4,000 SST-2 sentences."""
     import torch
-    from conftest import TINY_CONFIG
+    from helpers import TINY_CONFIG
     from transformers import BertConfig, BertForSequenceClassification
 
     from pocketbert.core.task_data import load_task_data
