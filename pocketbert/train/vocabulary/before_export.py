@@ -16,13 +16,13 @@ def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> P
     other settings than the options give. Returns the fitted student's folder when it fitted one."""
     from pocketbert.core.atomic_folder import require_stage
     from pocketbert.core.manifest import read_manifest
-    from pocketbert.core.recipe import complete_recipe, typed_section
+    from pocketbert.core.recipe import complete_recipe, recipe_dict, recorded_section
     from pocketbert.core.run_files import STUDENT_DIR
     from pocketbert.train.vocabulary.step import STAGE_MADE_BY, fit_vocabulary
 
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
-    recorded = complete_recipe(read_manifest(student)["config"]["recipe"])["export"]
-    if typed_section("export", {**recorded, **settings}, "export option").vocabulary != "fitted":
+    recorded = recipe_dict(complete_recipe(read_manifest(student)["config"]["recipe"]))
+    if recorded_section(recorded, "export", settings, "export option").vocabulary != "fitted":
         return None
     asked = {key: value for key, value in settings.items() if key in FITTING_KEYS}
     reason = why_refit(run_dir, asked)
