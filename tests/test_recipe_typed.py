@@ -20,9 +20,8 @@ from pocketbert.core.recipe import ExportSection, Section
 
 PACKAGE = Path(pocketbert.__file__).resolve().parent
 SCRIPTS = PACKAGE.parent / "scripts"
-# Where a recipe is data by design: core/recipe.py reads and writes it. export/vocabulary/ is given the recipe as
-# data (pipeline.py passes recipe_dict) until its own modules read the typed Recipe.
-EXEMPT = (PACKAGE / "core" / "recipe.py", PACKAGE / "export" / "vocabulary")
+# Where a recipe is data by design: core/recipe.py reads and writes it.
+EXEMPT = (PACKAGE / "core" / "recipe.py",)
 # A recipe section read as a dict: a subscript or .get on a variable named recipe or *_cfg / cfg, on a recorded
 # recipe (`["recipe"]["task"]`, `.get("recipe", {}).get(...)`), or section_dict's plain data.
 DICT_READS = re.compile(r"""(\brecipe\b|\w*_cfg\b|\bcfg\b|\[["']recipe["']\]|\.get\(["']recipe["'][^)]*\))\s*(\[|\.get\()"""
