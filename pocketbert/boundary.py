@@ -1,7 +1,7 @@
 """The CLI's error boundary: any exception that ends a command becomes one line and an exit status.
 
-The exit statuses are pocketbert/core/exit_codes.py's: a user's mistake and a file-system fault exit 2, an interrupt
-130, and anything else is a bug in pocketbert and exits 70, never 1, which `bench compare` keeps for "a
+The exit statuses are pocketbert/core/process/exit_codes.py's: a user's mistake and a file-system fault exit 2, an
+interrupt 130, and anything else is a bug in pocketbert and exits 70, never 1, which `bench compare` keeps for "a
 regression was found". POCKETBERT_DEBUG=1 adds the traceback above that line and changes nothing else: the exit
 status stays the one a script reads. Whatever ended the command, the stage folders it was writing were temporary and are
 gone (atomic_folder.atomic_folder), so the line can say that nothing half-written was kept.
@@ -13,9 +13,9 @@ import os
 
 import click
 
-from pocketbert.core import exit_codes
+from pocketbert.core.process import exit_codes
 from pocketbert.core.errors import ConfigError, PocketbertError
-from pocketbert.core.storage import describe, fault_behind
+from pocketbert.core.run.storage import describe, fault_behind
 
 INTERRUPTED_LINE = "interrupted: nothing half-written was kept"
 MAX_QUOTED = 300  # characters of an exception's own message quoted in the line

@@ -66,7 +66,7 @@ def cli():
       pocketbert bench --run sst2           # latency against BERT-base, report.md
     """
     # Recipes are read with every training recipe's own settings, which the training registry hands to
-    # core/recipe.py when it loads: in every command, so that the ladder checks its rungs' whole recipes too.
+    # core/config/recipe.py when it loads: in every command, so that the ladder checks its rungs' whole recipes too.
     importlib.import_module("pocketbert.train.registry")
 
 
@@ -87,14 +87,14 @@ def end_progress_bars() -> None:
 
 def main(argv=None) -> None:
     """The command with its error boundary: whatever ends it, the user reads one line and the exit status means
-    one thing (pocketbert/core/exit_codes.py). POCKETBERT_DEBUG=1 shows the traceback above that line."""
+    one thing (pocketbert/core/process/exit_codes.py). POCKETBERT_DEBUG=1 shows the traceback above that line."""
     import logging
 
     from pocketbert.boundary import debug_requested, verdict
-    from pocketbert.core.parent_watch import stop_with_parent
+    from pocketbert.core.process.parent_watch import stop_with_parent
 
     stop_with_parent()
-    from pocketbert.core.launch_env import drop_invalid_thread_count
+    from pocketbert.core.process.launch_env import drop_invalid_thread_count
 
     said = drop_invalid_thread_count()  # before torch loads, whose OpenMP would say it again in each process
     if said:

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pocketbert.core.cache_dir import CACHE_ENV
+from pocketbert.core.run.cache_dir import CACHE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # Programs whose converter writes other bytes for the same program on every run, serial exports alike: coremltools

@@ -231,7 +231,7 @@ def share_export_caches(cache: Path) -> None:
     """The dry run's cache starts empty as the GPU check's does (the teacher cache is measured cold), but takes the
     export's cached programs and checks from the caller's own cache when it has one (the tests' session cache):
     its export then does not build the Swift and Kotlin tokenizers again."""
-    from pocketbert.core.cache_dir import CACHE_ENV
+    from pocketbert.core.run.cache_dir import CACHE_ENV
 
     caller = os.environ.get(CACHE_ENV, "").strip()
     if not caller:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS, WEIGHTS
+from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS, WEIGHTS
 
 # The CPU run the GPU's accuracy is held against: the default recipe on the 2-core CPU (results/README.md, Training).
 CPU_REFERENCE_FILE = "results/training.json"

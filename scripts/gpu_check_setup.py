@@ -22,7 +22,7 @@ def make_tiny_base(folder: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from pocketbert.core.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
+    from pocketbert.core.students.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
 
     tokenizer = load_tokenizer(resolve_model_source(PACKAGED_TEACHER))
     torch.manual_seed(0)
@@ -39,7 +39,7 @@ def probe() -> dict:
     import torch
 
     import pocketbert.cli  # noqa: F401  (the CLI and its recipe layer import here, or the parts would fail later)
-    from pocketbert.core import recipe  # noqa: F401
+    from pocketbert.core.config import recipe  # noqa: F401
 
     gpu = None
     if torch.cuda.is_available():

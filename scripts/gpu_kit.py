@@ -228,7 +228,7 @@ def main() -> None:
     if args.out.exists():
         parser.error(f"{args.out} exists: remove it first to rebuild the kit")
     sys.path.insert(0, str(REPO_ROOT))
-    from pocketbert.core.models import resolve_model_source
+    from pocketbert.core.students.models import resolve_model_source
 
     with tempfile.TemporaryDirectory(prefix="pocketbert-gpu-kit-") as scratch:
         wheels = download_wheels(pinned_specs(), Path(scratch))

@@ -30,11 +30,11 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
 
-    from pocketbert.core.data import subsample
-    from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-    from pocketbert.core.models import load_tokenizer
-    from pocketbert.core.stage_folder import load_stage_model
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
+    from pocketbert.core.students.models import load_tokenizer
+    from pocketbert.core.students.stage_folder import load_stage_model
+    from pocketbert.core.tasks.task_data import load_task_data
 
     model, tokenizer, task, _ = load_stage_model(args.student)
     sets = {f"{args.dataset} eval": load_task_data(args.dataset, task.name, args.data_dir, None, task.label_names,

@@ -27,21 +27,21 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.core.data import subsample
-from pocketbert.core.inference import batched_logits, import_coremltools
-from pocketbert.core.models import load_tokenizer
-from pocketbert.core.recipe import complete_recipe
-from pocketbert.core.stage_folder import read_task_info
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.tasks import make_task
+from pocketbert.core.tasks.data import subsample
+from pocketbert.core.students.inference import batched_logits, import_coremltools
+from pocketbert.core.students.models import load_tokenizer
+from pocketbert.core.config.recipe import complete_recipe
+from pocketbert.core.students.stage_folder import read_task_info
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.export import coreml
 from pocketbert.export.executorch_export import MIN_SEQUENCE, coreml_delegate_package
 from pocketbert.export.evaluators.forward import one_row_at_a_time
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
-from pocketbert.core.manifest import read_manifest
-from pocketbert.core.run_files import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
-from pocketbert.core.user_paths import recorded_dataset
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.run_files import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
+from pocketbert.core.run.user_paths import recorded_dataset
 
 REFERENCE_ROWS = 100
 

@@ -71,7 +71,7 @@ def optimum_models(cli: Path, student: Path, work: Path) -> dict:
 
 
 def session(path: Path, threads: int):
-    from pocketbert.core.inference import ort_session
+    from pocketbert.core.students.inference import ort_session
 
     return ort_session(path, threads=threads)
 
@@ -143,9 +143,9 @@ def main(run: Path, data_dir: Path | None, out: Path, venv: Path) -> None:
 
     import onnxruntime
 
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.students.inference import batched_logits, torch_forward
+    from pocketbert.core.students.stage_folder import load_stage_model
     from pocketbert.mobile_bench.host import host_info
 
     export = run / "export"

@@ -30,7 +30,7 @@ TOP_OPERATORS = 15
 
 def profile(run_dir: Path, examples: int, device: str | None, data_dir: Path | None, preset: str,
             eager: bool = False, batch_size: int | None = None) -> dict:
-    from pocketbert.core.recipe import read_recipe
+    from pocketbert.core.config.recipe import read_recipe
     from pocketbert.train import trainer
     from pocketbert.train.train_bench import distillation_bench, synchronized_clock
 

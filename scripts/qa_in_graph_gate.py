@@ -6,7 +6,7 @@ stops).
 
 The student exported to ONNX (fp32) and dynamic int8 (every FFN output projection kept fp32, quantize_int8's
 default), the tokenizer files as export writes them, the one-call graphs built from them, and
-parity.compare_answers against the Python pipeline (core/qa.py on the PyTorch student's logits).
+parity.compare_answers against the Python pipeline (core/tasks/qa.py on the PyTorch student's logits).
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from pathlib import Path
 
 
 def main(run: Path, data_dir: Path) -> dict:
-    from pocketbert.core.data import subsample
-    from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.models import load_tokenizer
-    from pocketbert.core.recipe import complete_recipe
-    from pocketbert.core.stage_folder import load_stage_model
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.students.inference import batched_logits, torch_forward
+    from pocketbert.core.students.models import load_tokenizer
+    from pocketbert.core.config.recipe import complete_recipe
+    from pocketbert.core.students.stage_folder import load_stage_model
+    from pocketbert.core.tasks.task_data import load_task_data
     from pocketbert.export import onnx_export, parity
     from pocketbert.export.text_in import qa_graph
     from pocketbert.export.app.app_files import write_app_files
-    from pocketbert.core.manifest import git_commit, read_manifest
-    from pocketbert.core.run_files import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
-    from pocketbert.core.user_paths import recorded_dataset
+    from pocketbert.core.run.manifest import git_commit, read_manifest
+    from pocketbert.core.run.run_files import ONNX_FP32, ONNX_INT8, ONNX_QA, ONNX_QA_INT8, STUDENT_DIR, TOKENIZER_JSON
+    from pocketbert.core.run.user_paths import recorded_dataset
 
     student_dir = run / STUDENT_DIR
     model, tokenizer, task, info = load_stage_model(student_dir)

@@ -2,7 +2,7 @@
 
     python scripts/qa_in_graph_results.py runs/qa-reduced > results/qa_in_graph/<date>.json
 
-For each one-call QA model: the questions checked, agreement with the Python pipeline (core/qa.py on the
+For each one-call QA model: the questions checked, agreement with the Python pipeline (core/tasks/qa.py on the
 student's logits), exact match and F1 of both, and the same for questions of one window and of several; the
 settings (max_length, stride, the windows' bound, the long-context policy); the time per question.
 """
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from pocketbert.core.run_files import EXPORT_DIR, MANIFEST, PARITY
+from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST, PARITY
 
 
 def gather(run: Path) -> dict:

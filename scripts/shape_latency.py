@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.core.inference import ort_session
-from pocketbert.core.tasks import make_task
+from pocketbert.core.students.inference import ort_session
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.export.onnx_export import export_onnx, quantize_int8
-from pocketbert.core.manifest import git_commit, package_versions
+from pocketbert.core.run.manifest import git_commit, package_versions
 from pocketbert.mobile_bench.host import host_info
 from pocketbert.mobile_bench.latency import synthetic_inputs
 from pocketbert.mobile_bench.stats import measure_interleaved

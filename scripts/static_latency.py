@@ -19,8 +19,8 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from pocketbert.core.inference import ort_session
-from pocketbert.core.manifest import git_commit, package_versions, path_size, read_manifest
+from pocketbert.core.students.inference import ort_session
+from pocketbert.core.run.manifest import git_commit, package_versions, path_size, read_manifest
 from pocketbert.mobile_bench.host import host_info
 from pocketbert.mobile_bench.latency import synthetic_inputs
 from pocketbert.mobile_bench.stats import measure_interleaved

@@ -25,13 +25,13 @@ DATASETS = ("imdb", "emotion")
 def main(run: Path, data_dir: Path) -> dict:
     from tokenizers import Tokenizer
 
-    from pocketbert.core.data import subsample
+    from pocketbert.core.tasks.data import subsample
 
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.models import load_tokenizer
-    from pocketbert.core.stage_folder import load_stage_model
-    from pocketbert.core.tasks import text_in_string
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.students.inference import batched_logits, torch_forward
+    from pocketbert.core.students.models import load_tokenizer
+    from pocketbert.core.students.stage_folder import load_stage_model
+    from pocketbert.core.tasks.registry import text_in_string
     from pocketbert.export.text_in import model as text_in_model
     from pocketbert.export.text_in import session
     from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
@@ -66,10 +66,10 @@ def main(run: Path, data_dir: Path) -> dict:
 
 
 def _pairs(export: Path, max_length: int, data_dir: Path) -> dict:
-    from pocketbert.core.data import subsample
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.models import load_tokenizer
-    from pocketbert.core.tasks import QATask, text_in_string
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.students.models import load_tokenizer
+    from pocketbert.core.tasks.registry import QATask, text_in_string
     from pocketbert.export.app import tokenizer_files
     from pocketbert.export.text_in import session
     from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph

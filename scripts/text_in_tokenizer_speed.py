@@ -20,8 +20,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from pocketbert.core.models import PACKAGED_TEACHER, resolve_model_source
-from pocketbert.core.tasks import text_in_string
+from pocketbert.core.students.models import PACKAGED_TEACHER, resolve_model_source
+from pocketbert.core.tasks.registry import text_in_string
 from pocketbert.export.text_in import text_tokenizer
 from pocketbert.export.text_in.session import text_session
 

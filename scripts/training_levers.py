@@ -85,7 +85,7 @@ class Loop:
     """One model's training loop, ready to time under any setting: its model, loss, features and cached outputs."""
 
     def __init__(self, bench, recipe, model: str, cached):
-        from pocketbert.core import losses
+        from pocketbert.core.tasks import losses
         from pocketbert.train import trainer
 
         self.bench, self.model_kind = bench, model
@@ -136,7 +136,7 @@ def measure(run_dir: Path, examples: int, device: str | None, data_dir: Path | N
             written=None, only_rows: tuple[str, ...] = ()) -> dict:
     """Every row of every model (levers: model -> its levers) at every batch size; `written(result)` is called
     after each row with what is measured so far."""
-    from pocketbert.core.recipe import read_recipe
+    from pocketbert.core.config.recipe import read_recipe
     from pocketbert.train.train_bench import distillation_bench
 
     recipe = read_recipe("sentiment", preset)

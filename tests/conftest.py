@@ -71,7 +71,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def wordpiece_tokenizer():
-    from pocketbert.core.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
+    from pocketbert.core.students.models import PACKAGED_TEACHER, load_tokenizer, resolve_model_source
 
     return load_tokenizer(resolve_model_source(PACKAGED_TEACHER))
 
@@ -104,7 +104,7 @@ def tiny_reference(tmp_path_factory, wordpiece_tokenizer) -> Path:
 def private_cache(tmp_path_factory):
     """Tests never read or fill the user's cache (teacher outputs, BERT-base exports). Under `pytest -n`, the
     session's workers share one (cache_dir.building keeps two from building one entry at once)."""
-    from pocketbert.core.cache_dir import CACHE_ENV
+    from pocketbert.core.run.cache_dir import CACHE_ENV
 
     previous = os.environ.get(CACHE_ENV)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one cache for the session's workers: each entry is built once
@@ -140,7 +140,7 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
     teacher: no test holds it against another worker's teacher_run)."""
     import shutil
 
-    from pocketbert.core.cache_dir import building
+    from pocketbert.core.run.cache_dir import building
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return build(tmp_path_factory.mktemp(name))

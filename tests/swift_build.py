@@ -28,7 +28,7 @@ def _package_files(package: Path) -> list[Path]:
 def qa_answer_check() -> Path:
     """The built QaAnswerCheck executable (run it with the plain golden file and tokenizer.tables); a compile error
     fails the test with the compiler's line."""
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.core.errors import ExportError
     from pocketbert.export.app import qa_postprocess
     from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files

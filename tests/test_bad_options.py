@@ -143,7 +143,7 @@ def test_focal_alpha_of_the_wrong_length_is_refused_before_training(capsys, tmp_
 
 
 def test_empty_cache_variable_is_not_the_working_directory(monkeypatch, tmp_path):
-    from pocketbert.core.cache_dir import CACHE_ENV, cache_root
+    from pocketbert.core.run.cache_dir import CACHE_ENV, cache_root
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(CACHE_ENV, "")

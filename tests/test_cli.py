@@ -156,8 +156,8 @@ def test_debug_env_shows_traceback(tmp_path):
 
 
 def test_recipes_all_load():
-    from pocketbert.core.tasks import TASKS
-    from pocketbert.core.recipe import CONFIG_DIR, load_recipe
+    from pocketbert.core.tasks.registry import TASKS
+    from pocketbert.core.config.recipe import CONFIG_DIR, load_recipe
 
     files = sorted(CONFIG_DIR.glob("*.yaml"))
     assert files

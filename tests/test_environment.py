@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from pocketbert.core import exit_codes
+from pocketbert.core.process import exit_codes
 from pocketbert.boundary import DEBUG_ENV
-from pocketbert.core.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
+from pocketbert.core.process.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
 from tests.helpers import cli_process, error_line, run_cli
 
 TORCHRUN_PAIR = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}

@@ -14,8 +14,8 @@ import time
 import pytest
 from helpers import cli_process, error_line, run_cli
 
-from pocketbert.core import run_files
-from pocketbert.core import exit_codes
+from pocketbert.core.run import run_files
+from pocketbert.core.process import exit_codes
 from pocketbert.boundary import INTERRUPTED_LINE, verdict
 from pocketbert.train.checkpoint import FAULT_ENV
 

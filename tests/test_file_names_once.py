@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pocketbert
-from pocketbert.core import run_files
+from pocketbert.core.run import run_files
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 ALLOWED = {
@@ -49,7 +49,7 @@ def test_no_module_spells_a_run_directory_file_name():
     found = []
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
         relative = path.relative_to(PACKAGE_ROOT).as_posix()
-        if relative == "core/run_files.py":
+        if relative == "core/run/run_files.py":
             continue
         found += [f"{relative}: {name!r}" for name in sorted(inline_uses(path.read_text(), names))
                   if (relative, name) not in ALLOWED]
@@ -63,7 +63,7 @@ def test_the_check_sees_a_literal_and_skips_docstrings():
 
 
 def test_the_recipe_defaults_are_the_int8_budgets():
-    from pocketbert.core.recipe import ExportSection
+    from pocketbert.core.config.recipe import ExportSection
     from pocketbert.export import int8_budget
 
     fields = ExportSection.model_fields

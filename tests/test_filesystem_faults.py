@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.core.cache_dir import CACHE_ENV
-from pocketbert.core.exit_codes import USAGE
+from pocketbert.core.run.cache_dir import CACHE_ENV
+from pocketbert.core.process.exit_codes import USAGE
 from pocketbert.train.teacher_cache import CACHE_SUBDIR
 
 pytestmark = pytest.mark.slow

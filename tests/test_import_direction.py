@@ -2,7 +2,10 @@
 
     cli (pocketbert/cli.py, boundary.py: the command line's wiring)
       -> the stages: train, export <- mobile_bench, inspect, ladder
-        -> core (pocketbert/core/: the run folder, errors, tasks, the recipe, what every stage builds on)
+        -> core (pocketbert/core/, what every stage builds on), in wings, each importing only those below it:
+             students (architectures, checkpoints, inference), config (the typed recipe, the command line's
+             options), run (the run folder), tasks (tasks, datasets, losses), process (launch, exit codes),
+           and its ground, errors.py and files.py, which every wing imports and which import no wing
 
 A stage reads another stage's files, never its code; the ladder runs the stages' commands and reads their files.
 The rule is one table, ALLOWED, with no exception list: every module belongs to exactly one part, and the whole
@@ -20,20 +23,25 @@ import pocketbert
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 CORE, CLI = "core", "cli"
 STAGES = ("train", "export", "mobile_bench", "inspect", "ladder")
-# What each part may import besides itself. The package's own __init__ (its version) is part of the core.
+# The core's wings (its folders), top to bottom: each may import the core's ground and the wings below it.
+CORE_WINGS = ("core.students", "core.config", "core.run", "core.tasks", "core.process")
+# The core's ground: its modules outside the wings, which every wing imports (and the package's own __init__).
+CORE_GROUND = {"pocketbert", "pocketbert.core", "pocketbert.core.errors", "pocketbert.core.files"}
+# What each part may import besides itself.
 ALLOWED = {
     CORE: set(),
-    "train": {CORE},
-    "export": {CORE},
-    "mobile_bench": {CORE, "export"},  # it loads the exported programs through export's runtimes
-    "inspect": {CORE},  # it reads the runs' files: manifests, results.json
-    "ladder": {CORE},  # it runs the stages' commands and reads what they wrote
-    CLI: {CORE, *STAGES},
+    **{wing: {CORE, *CORE_WINGS[i + 1:]} for i, wing in enumerate(CORE_WINGS)},
+    "train": {CORE, *CORE_WINGS},
+    "export": {CORE, *CORE_WINGS},
+    "mobile_bench": {CORE, *CORE_WINGS, "export"},  # it loads the exported programs through export's runtimes
+    "inspect": {CORE, *CORE_WINGS},  # it reads the runs' files: manifests, results.json
+    "ladder": {CORE, *CORE_WINGS},  # it runs the stages' commands and reads what they wrote
+    CLI: {CORE, *CORE_WINGS, *STAGES},
 }
 
 
 def module_name(path: Path) -> str:
-    """'pocketbert.core.tasks' for pocketbert/core/tasks.py, 'pocketbert.core' for its __init__.py."""
+    """'pocketbert.core.run.manifest' for pocketbert/core/run/manifest.py, 'pocketbert.core' for its __init__.py."""
     parts = ("pocketbert",) + path.relative_to(PACKAGE_ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -42,6 +50,9 @@ def part_of_module(name: str) -> str:
     parts = name.split(".")
     if len(parts) == 1:
         return CORE  # pocketbert/__init__.py: the version every part may read
+    wing = ".".join(parts[1:3])
+    if wing in CORE_WINGS and (len(parts) > 3 or (PACKAGE_ROOT / parts[1] / parts[2]).is_dir()):
+        return wing  # pocketbert.core.run.manifest, or the wing's own __init__
     if parts[1] in ALLOWED and parts[1] != CLI and (len(parts) > 2 or (PACKAGE_ROOT / parts[1]).is_dir()):
         return parts[1]
     return CLI  # a top-level module: the command line's wiring
@@ -51,8 +62,8 @@ ALL_MODULES = {module_name(path): path for path in sorted(PACKAGE_ROOT.rglob("*.
 
 
 def imported_modules(source: str) -> set[str]:
-    """Every pocketbert module a source imports, anywhere in it: `from pocketbert.core import qa` names
-    pocketbert.core.qa as well as the package (the caller keeps the names that are modules)."""
+    """Every pocketbert module a source imports, anywhere in it: `from pocketbert.core.tasks import qa` names
+    pocketbert.core.tasks.qa as well as the package (the caller keeps the names that are modules)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -74,7 +85,7 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
         targets = set()
         for target in imported:
             if target in modules and any(other.startswith(target + ".") and other in modules for other in imported):
-                continue  # `from pocketbert.core import qa`: the arrow is to pocketbert.core.qa
+                continue  # `from pocketbert.core.tasks import qa`: the arrow is to pocketbert.core.tasks.qa
             while target and target not in modules:
                 target = target.rpartition(".")[0]  # pocketbert.core.errors.ConfigError -> pocketbert.core.errors
             if target and target != name:
@@ -136,10 +147,12 @@ def test_the_checks_see_an_arrow_up_a_sideways_one_and_a_cycle():
     graph = {"pocketbert.core.a": {"pocketbert.core.b", "pocketbert.train.c"},
              "pocketbert.core.b": {"pocketbert.core.a"}, "pocketbert.train.c": {"pocketbert.core.a"},
              "pocketbert.mobile_bench.d": {"pocketbert.export.e", "pocketbert.ladder.f"},
-             "pocketbert.export.e": {"pocketbert.cli"}}
+             "pocketbert.export.e": {"pocketbert.cli"},
+             "pocketbert.core.tasks.g": {"pocketbert.core.run.h", "pocketbert.core.process.i"}}
     assert cycles(graph) == [["pocketbert.core.a", "pocketbert.core.b", "pocketbert.train.c"]]
     assert against_the_direction(graph) == [
         "pocketbert.core.a (core) imports pocketbert.train.c (train)",
+        "pocketbert.core.tasks.g (core.tasks) imports pocketbert.core.run.h (core.run)",  # a wing above
         "pocketbert.export.e (export) imports pocketbert.cli (cli)",
         "pocketbert.mobile_bench.d (mobile_bench) imports pocketbert.ladder.f (ladder)",
     ]
@@ -149,9 +162,10 @@ def test_the_check_sees_imports_inside_functions_and_from_lists():
     assert imported_modules("def f():\n    from pocketbert.train.models import x\n") >= {"pocketbert.train.models"}
     assert imported_modules("from pocketbert import train\n") >= {"pocketbert.train"}
     assert imported_modules("import pocketbert.mobile_bench.run\n") == {"pocketbert.mobile_bench.run"}
-    graph = import_graph({"pocketbert.train.x": _source("from pocketbert.core import qa\n"),
-                          "pocketbert.core": Path(pocketbert.__file__), "pocketbert.core.qa": Path(pocketbert.__file__)})
-    assert graph["pocketbert.train.x"] == {"pocketbert.core.qa"}
+    graph = import_graph({"pocketbert.train.x": _source("from pocketbert.core.tasks import qa\n"),
+                          "pocketbert.core.tasks": Path(pocketbert.__file__),
+                          "pocketbert.core.tasks.qa": Path(pocketbert.__file__)})
+    assert graph["pocketbert.train.x"] == {"pocketbert.core.tasks.qa"}
 
 
 def _source(text: str) -> Path:
@@ -163,9 +177,13 @@ def _source(text: str) -> Path:
 
 
 def test_every_module_is_in_one_part_and_every_folder_is_a_known_part():
-    """A new folder of the package would be read as the command line's wiring: it must be named in ALLOWED."""
+    """A new folder of the package would be read as the command line's wiring, a new folder of the core as its
+    ground: each must be named in ALLOWED, and a new module of the core belongs in a wing."""
     folders = {p.name for p in PACKAGE_ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     assert folders <= set(ALLOWED)
+    wings = {p.name for p in (PACKAGE_ROOT / CORE).iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert {f"{CORE}.{wing}" for wing in wings} == set(CORE_WINGS)
+    assert {name for name in ALL_MODULES if part_of_module(name) == CORE} == CORE_GROUND  # the ground stays small
     top_level = {name for name in ALL_MODULES if part_of_module(name) == CLI}
     assert top_level == {"pocketbert.cli", "pocketbert.boundary"}  # the wiring stays small
 

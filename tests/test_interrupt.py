@@ -11,7 +11,7 @@ import time
 import pytest
 from helpers import QUICK_EXPORT, cli_process, linked_copy
 
-from pocketbert.core import atomic_folder, run_files
+from pocketbert.core.run import atomic_folder, run_files
 from pocketbert.train.checkpoint import FAULT_ENV
 
 # first of all: its fixture builds the session's shared export (exported_run), which a dozen files read

@@ -18,7 +18,7 @@ import pytest
 from test_nothing_lost import tree
 from test_one_writer import finished, start, wait_for_lock
 
-from pocketbert.core.run_lock import lock_path
+from pocketbert.core.run.run_lock import lock_path
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ def run(quick_exported_run, tmp_path) -> Path:
 def hold(folder: Path, shared: bool) -> subprocess.Popen:
     """Another process holding `folder`'s lock until it is killed."""
     holder = subprocess.Popen([sys.executable, "-c", "import time\n"
-                               "from pocketbert.core.run_lock import folder_lock\n"
+                               "from pocketbert.core.run.run_lock import folder_lock\n"
                                f"with folder_lock({str(folder)!r}, shared={shared}):\n"
                                "    print('held', flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

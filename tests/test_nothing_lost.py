@@ -249,7 +249,7 @@ def test_compare_follows_no_teacher_path_out_of_the_runs(capsys, sst2_runs, tmp_
 
 def test_export_manifest_hashes_every_artifact(exported):
     from pocketbert.export.artifacts import verified
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     export = exported[0] / "export"
     recorded = json.loads((export / "manifest.json").read_text())["artifacts"]

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import cli_process, run_cli_steps, run_with_teacher
 
-from pocketbert.core import run_files
-from pocketbert.core.run_lock import RunInUseError, folder_lock, lock_path
+from pocketbert.core.run import run_files
+from pocketbert.core.run.run_lock import RunInUseError, folder_lock, lock_path
 
 pytestmark = pytest.mark.slow
 LOCK_TIMEOUT_S = 120     # for a command to start and take its lock, on a loaded 2-core machine
@@ -134,7 +134,7 @@ def test_a_second_export_and_an_app_folder_are_refused_and_the_first_export_is_w
 def test_a_lock_whose_holder_died_is_taken_again(tmp_path):
     run = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from pocketbert.core.run_lock import folder_lock\n"
+                               "from pocketbert.core.run.run_lock import folder_lock\n"
                                f"with folder_lock({str(run)!r}):\n"
                                "    print('held', flush=True); time.sleep(600)"],
                               stdout=subprocess.PIPE, text=True)

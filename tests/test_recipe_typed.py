@@ -1,5 +1,5 @@
-"""The recipe reaches every stage typed: no module outside core/recipe.py reads a recipe section as a dict, and an
-export setting is one field of ExportSection plus one line of the export command's EXPORT_FLAGS, from which its
+"""The recipe reaches every stage typed: no module outside core/config/recipe.py reads a recipe section as a dict, and
+an export setting is one field of ExportSection plus one line of the export command's EXPORT_FLAGS, from which its
 option (type, bounds, help) is made and through which its value reaches the typed section."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from helpers import run_cli
 from pydantic import Field
 
 import pocketbert
-from pocketbert.core import recipe as recipe_module
+from pocketbert.core.config import recipe as recipe_module
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.recipe import ExportSection, Section
+from pocketbert.core.config.recipe import ExportSection, Section
 
 PACKAGE = Path(pocketbert.__file__).resolve().parent
 SCRIPTS = PACKAGE.parent / "scripts"
-# Where a recipe is data by design: core/recipe.py reads and writes it.
-EXEMPT = (PACKAGE / "core" / "recipe.py",)
+# Where a recipe is data by design: core/config/recipe.py reads and writes it.
+EXEMPT = (PACKAGE / "core" / "config" / "recipe.py",)
 # A recipe section read as a dict: a subscript or .get on a variable named recipe or *_cfg / cfg, on a recorded
 # recipe (`["recipe"]["task"]`, `.get("recipe", {}).get(...)`), or section_dict's plain data.
 DICT_READS = re.compile(r"""(\brecipe\b|\w*_cfg\b|\bcfg\b|\[["']recipe["']\]|\.get\(["']recipe["'][^)]*\))\s*(\[|\.get\()"""
@@ -60,7 +60,7 @@ TOY_FLAG_LINE = '    "toy_level": "export.toy_level",\n'
 
 
 class ToyExportKeys(Section):
-    """A key added to the shared export section, as a training recipe adds its own (core/recipe.py's
+    """A key added to the shared export section, as a training recipe adds its own (core/config/recipe.py's
     use_sections)."""
 
     toy_level: int = Field(TOY_DEFAULT, gt=0, le=TOY_MOST, description="A toy export setting: its level.")

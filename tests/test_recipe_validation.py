@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pocketbert.core.recipe import CONFIG_DIR, load_recipe
-from pocketbert.core.recipe import recipe_dict, validate_recipe
+from pocketbert.core.config.recipe import CONFIG_DIR, load_recipe
+from pocketbert.core.config.recipe import recipe_dict, validate_recipe
 
 USAGE_ERROR = 2
 DEFAULT_SEED = 13
@@ -98,7 +98,7 @@ def test_a_wheel_carries_the_presets(tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, capture_output=True, timeout=300)
-    probe = ("import pocketbert.core.recipe as c; r = c.load_recipe('sentiment', 'default'); "
+    probe = ("import pocketbert.core.config.recipe as c; r = c.load_recipe('sentiment', 'default'); "
              "print(c.CONFIG_DIR); assert r['dataset'] == 'sst2'")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(site)},
                          capture_output=True, text=True, timeout=120)

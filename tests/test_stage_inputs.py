@@ -64,7 +64,7 @@ def distill(capsys, run):
 # ---------------------------------------------------------------- each stage records what it wrote
 
 def test_the_teacher_records_the_hash_of_every_file_it_wrote(teacher_run):
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     teacher = teacher_run / "teacher"
     recorded = json.loads((teacher / MANIFEST).read_text())["artifacts"]

@@ -1,4 +1,5 @@
-"""Every registered task keeps the Task contract (core/tasks.py): what differs by task is a member of the task."""
+"""Every registered task keeps the Task contract (core/tasks/registry.py): what differs by task is a member of the
+task."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import inspect
 
 import pytest
 
-from pocketbert.core.tasks import TASK_CLASSES, TASKS, Task, make_task
-from pocketbert.core.run_files import coreml_package_name
+from pocketbert.core.tasks.registry import TASK_CLASSES, TASKS, Task, make_task
+from pocketbert.core.run.run_files import coreml_package_name
 
 
 def protocol_members() -> set[str]:
@@ -31,7 +32,7 @@ def test_each_registered_task_satisfies_the_protocol(name):
 
 
 def test_the_registry_is_the_one_list_of_tasks():
-    from pocketbert.core.recipe import Recipe
+    from pocketbert.core.config.recipe import Recipe
 
     assert TASKS == tuple(TASK_CLASSES)
     assert set(Recipe.model_fields["task"].annotation.__args__) == set(TASKS)

@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from pocketbert.core.export_wrapper import ADDITIVE_MASK_VALUE
+from pocketbert.core.students.export_wrapper import ADDITIVE_MASK_VALUE
 from pocketbert.core.errors import ExportError
 
 # Apple's reference uses 1e-7 in place of DistilBERT's 1e-12 (huggingface/distilbert.py, EPS): the smallest fp16

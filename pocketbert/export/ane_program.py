@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from pocketbert import __version__
-from pocketbert.core.inference import import_coremltools
-from pocketbert.core.quiet import quiet_tools
+from pocketbert.core.students.inference import import_coremltools
+from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.export import ane_layout, coreai, coreml, multifunction
 
 MINIMUM_IOS = multifunction.MULTIFUNCTION_IOS

@@ -53,7 +53,7 @@ def runtime_folder(version: str) -> Path:
     beside = Path(sys.prefix) / FOLDER / f"onnxruntime-{version}"
     if beside.is_dir():
         return beside
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
 
     return cache_root() / FOLDER / f"onnxruntime-{version}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.core.manifest import ARTIFACTS, verify_artifacts
+from pocketbert.core.run.manifest import ARTIFACTS, verify_artifacts
 
 __all__ = ["ARTIFACTS", "verified"]
 

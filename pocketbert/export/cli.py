@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core import export_variant_names
-from pocketbert.core.cli_options import (
+from pocketbert.core.config import export_variant_names
+from pocketbert.core.config.cli_options import (
     comma_list,
     data_dir_option,
     locks,
@@ -15,8 +15,8 @@ from pocketbert.core.cli_options import (
     resolve_run_dir,
     run_option,
 )
-from pocketbert.core.recipe_options import overrides, with_flags
-from pocketbert.core.run_files import ANDROID_APP_DIR, IOS_APP_DIR
+from pocketbert.core.config.recipe_options import overrides, with_flags
+from pocketbert.core.run.run_files import ANDROID_APP_DIR, IOS_APP_DIR
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -24,8 +24,9 @@ text_in_option = click.option("--text-in", is_flag=True,
                               help="Ship the text-in model (the tokenizer inside, onnxruntime-extensions) instead of "
                                    "the ids-in one with BertTokenizer.kt; that package's Android build is not 16 KB "
                                    "aligned, which Google Play refuses for Android 15+ targets.")
-# The export settings offered as options, made from their recipe fields (core/recipe_options.py): type, bounds and
-# help come from the field in core/recipe.py's ExportSection, so a setting is one field there and one line here.
+# The export settings offered as options, made from their recipe fields (core/config/recipe_options.py): type, bounds
+# and help come from the field in core/config/recipe.py's ExportSection, so a setting is one field there and one line
+# here.
 EXPORT_FLAGS = {
     "parity_examples": "export.parity_examples",
     "coreml_examples": "export.coreml_parity_examples",
@@ -74,7 +75,7 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
 
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.manifest import read_manifest
+    from pocketbert.core.run.manifest import read_manifest
     from pocketbert.export.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:
@@ -87,8 +88,8 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
                                                         "coreai_variants": coreai_variants,
                                                         "executorch_variants": executorch_variants})
     if STUDENT_STEPS:  # an export that may not replace the run's export/ is refused before a step trains
-        from pocketbert.core.atomic_folder import check_writable
-        from pocketbert.core.run_files import EXPORT_DIR
+        from pocketbert.core.run.atomic_folder import check_writable
+        from pocketbert.core.run.run_files import EXPORT_DIR
 
         check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
     for step in STUDENT_STEPS:
@@ -118,7 +119,7 @@ def export_settings(from_fields: dict, set_items: tuple[str, ...], listed: dict)
     export.KEY=VALUE, each checked before any work; an option and --set setting one key is refused. `listed`: the
     program lists given as options of their own."""
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.recipe import section_overrides
+    from pocketbert.core.config.recipe import section_overrides
 
     given = {key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()}
     settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")

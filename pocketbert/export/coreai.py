@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from pocketbert import __version__
-from pocketbert.core.architectures import BERT_FAMILY
-from pocketbert.core.models import attention_kernel
-from pocketbert.core.quiet import quiet_tools
+from pocketbert.core.students.architectures import BERT_FAMILY
+from pocketbert.core.students.models import attention_kernel
+from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.core.errors import ExportError, require
 from pocketbert.export.evaluators import coreai_eval, coreai_ir
 from pocketbert.export.evaluators.forward import grouped_forward, kept_while_unchanged

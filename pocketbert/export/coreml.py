@@ -18,10 +18,10 @@ from pocketbert.export import multifunction
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 from pocketbert.export.evaluators.forward import grouped_forward, kept_while_unchanged, one_row_at_a_time
-from pocketbert.core.quiet import quiet_tools
-from pocketbert.core.architectures import BERT_FAMILY
-from pocketbert.core.export_wrapper import ClassifierWrapper
-from pocketbert.core.inference import import_coremltools
+from pocketbert.core.process.quiet import quiet_tools
+from pocketbert.core.students.architectures import BERT_FAMILY
+from pocketbert.core.students.export_wrapper import ClassifierWrapper
+from pocketbert.core.students.inference import import_coremltools
 
 MINIMUM_IOS = "iOS16"  # ct.RangeDim on several inputs needs iOS 16
 BLOCKWISE_IOS = "iOS18"  # per-block int4 weights exist from iOS 18 / macOS 15

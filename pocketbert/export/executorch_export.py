@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from pocketbert.core.errors import ExportError, require
-from pocketbert.core.inference import executorch_method
-from pocketbert.core.quiet import quiet_tools
+from pocketbert.core.students.inference import executorch_method
+from pocketbert.core.process.quiet import quiet_tools
 
 COREML_DELEGATE_IOS = "iOS17"  # ExecuTorch's Core ML backend runs from iOS 17
 COREML_DELEGATE_PACKAGE = "model.mlpackage"  # what the backend's payload unpacks to

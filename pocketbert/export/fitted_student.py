@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
-from pocketbert.core.manifest import verified_stage
-from pocketbert.core.run_files import FITTED_STUDENT_DIR, PIECE_SHARES
+from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
+from pocketbert.core.run.manifest import verified_stage
+from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES
 from pocketbert.export import table_rows
 
 
@@ -47,7 +47,7 @@ class FittedStudent:
 def read_fitted_student(run_dir: Path, settings: dict) -> FittedStudent:
     """The run's fitted student, checked to be fitted from the run's student with the vocabulary settings the
     export's options give (`settings`: export keys given on the command line)."""
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     reason = why_refit(run_dir, {key: value for key, value in settings.items() if key in FITTING_KEYS})
     if reason is not None:

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pocketbert.core.run_files import HUB_ONNX_DIR, HUB_ONNX_NAMES
+from pocketbert.core.run.run_files import HUB_ONNX_DIR, HUB_ONNX_NAMES
 
 
 def write_hub_layout(export_dir: Path, architecture) -> dict:

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET  # noqa: F401 (the search's defaults)
+from pocketbert.core.config.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET  # noqa: F401 (the search's defaults)
 
 # What one multiply-add of an fp32 weight product costs against its dynamic-int8 form, counted in the graph's
 # weight products alone (what dynamic int8 quantizes). Measured once on the default SST-2 student (3 layers,

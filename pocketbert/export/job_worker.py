@@ -22,8 +22,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 def serve(conn, parent_pid: int, threads: int) -> None:
     """The worker's loop: ("context", bytes) once, then ("job", name, kind, args, variants, notes) until ("stop",)."""
-    from pocketbert.core import parent_watch
-    from pocketbert.core.inference import SESSION_THREADS_ENV
+    from pocketbert.core.process import parent_watch
+    from pocketbert.core.students.inference import SESSION_THREADS_ENV
 
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
@@ -46,7 +46,7 @@ def serve(conn, parent_pid: int, threads: int) -> None:
         if message[0] == "stop":
             return
         if message[0] == "context":
-            from pocketbert.core.quiet import quiet_tools
+            from pocketbert.core.process.quiet import quiet_tools
 
             with quiet_tools():  # loading the student imports the converters, which log as they load
                 state["context"], state["given"] = pickle.loads(message[1])
@@ -86,7 +86,7 @@ def _changed(before: dict, after: dict) -> dict:
 
 
 def _app_tokenizer(state, args, variants, notes):
-    from pocketbert.core.run_files import TOKENIZER_GOLDEN, TOKENIZER_JSON, TOKENIZER_TABLES
+    from pocketbert.core.run.run_files import TOKENIZER_GOLDEN, TOKENIZER_JSON, TOKENIZER_TABLES
     from pocketbert.export.app import app_programs
 
     language, out, contexts = args
@@ -112,7 +112,7 @@ def _golden(state, args, variants, notes):
 
 def _build(state, args, variants, notes):
     """The group's variants built in plan order, each timed; a shared program is converted by the first."""
-    from pocketbert.core.faults import fault_asked
+    from pocketbert.core.process.faults import fault_asked
     from pocketbert.core.errors import ExportError
     from pocketbert.export.variants import VARIANTS
 

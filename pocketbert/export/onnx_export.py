@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from pocketbert.core.errors import ExportError, require
-from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.students.architectures import BERT_FAMILY
 from pocketbert.export import table_rows
 
 ONNX_OPSET = 17

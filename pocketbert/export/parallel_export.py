@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocketbert.core.recipe import ExportSection
-from pocketbert.core.run_files import TOKENIZER_JSON
+from pocketbert.core.config.recipe import ExportSection
+from pocketbert.core.run.run_files import TOKENIZER_JSON
 from pocketbert.export import job_graph
 from pocketbert.export.app import app_programs
 from pocketbert.export.job_graph import Job

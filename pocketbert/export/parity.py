@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pocketbert.core.recipe import EvalSection
+from pocketbert.core.config.recipe import EvalSection
 
 # Named tolerances. Agreement is the share of examples whose answer (label, or QA span) equals the student's.
 FP32_MAX_ABS_DIFF = 1e-3     # ONNX fp32 against PyTorch: only float reordering separates them
@@ -60,8 +60,8 @@ COMPRESSED_GATE = Gate(None, max_points_lost=COMPRESSED_MAX_POINTS_LOST)
 TEXT_IN_MIN_AGREEMENT = 0.99
 TEXT_IN_GATE = Gate(None, TEXT_IN_MIN_AGREEMENT, agree_for_every_task=True)
 # QA in one call (export/text_in/qa_graph.py) in fp32: its answers (windows, span search and text in the graph) must equal
-# the Python pipeline's (core/qa.py on the student's logits) on this share of questions, and its exact match and F1
-# lie within this many points of the pipeline's.
+# the Python pipeline's (core/tasks/qa.py on the student's logits) on this share of questions, and its exact match and
+# F1 lie within this many points of the pipeline's.
 QA_IN_GRAPH_MIN_AGREEMENT = 0.99
 QA_IN_GRAPH_MAX_POINTS_APART = 0.2
 # Classifier outputs are probabilities: their logs differ from logits by a per-row constant, so no |diff| gate.
@@ -147,7 +147,7 @@ def compare_text_in(task, examples, features, student_logits: list[np.ndarray], 
 def compare_answers(task, examples, features, student_logits: list[np.ndarray], answers: list[dict],
                     span_mismatches: int, evaluation: EvalSection, artifact: str, runtime: str, precision: str,
                     gate: Gate) -> ParityResult:
-    """A QA model in one call against the Python pipeline (core/qa.py's windows and span search on the student's
+    """A QA model in one call against the Python pipeline (core/tasks/qa.py's windows and span search on the student's
     logits): answers compared as text, all questions and those of one window and of several counted apart."""
     ours = [a["answer"] for a in answers]
     theirs = task.answers(examples, features, student_logits, evaluation)
@@ -203,7 +203,7 @@ def check_lengths(task, features: list, student_logits: list[np.ndarray], length
                   pad_id: int, gate: Gate, batch_size: int = 1) -> dict:
     """For a model that takes only some lengths: its logits with every input padded to each length, against the
     student's, so that a length no eval input needs is proven too (batch_size inputs to a call of the forward)."""
-    from pocketbert.core.inference import batched_logits
+    from pocketbert.core.students.inference import batched_logits
 
     checked = {}
     for length in lengths:

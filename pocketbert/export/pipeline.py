@@ -11,13 +11,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import subsample
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.models import load_tokenizer, quiet_transformers
-from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import ExportSection, Recipe, complete_recipe, with_overrides
+from pocketbert.core.students.architectures import architecture_of
+from pocketbert.core.tasks.data import subsample
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.students.inference import batched_logits, torch_forward
+from pocketbert.core.students.models import load_tokenizer, quiet_transformers
+from pocketbert.core.students.stage_folder import load_stage_model
+from pocketbert.core.config.recipe import ExportSection, Recipe, complete_recipe, with_overrides
 from pocketbert.core.errors import ConfigError, ExportError
 from pocketbert.export import hub_layout, mobile_usability, onnx_export, parity, table_rows, variants
 from pocketbert.export.app import qa_postprocess
@@ -25,13 +25,13 @@ from pocketbert.export.app import app_programs
 from pocketbert.export.app.app_files import write_app_files
 from pocketbert.export.evaluators import placement
 from pocketbert.export.text_in import qa_graph
-from pocketbert.core.piece_counts import count_pieces, recipe_texts
+from pocketbert.core.students.piece_counts import count_pieces, recipe_texts
 from pocketbert.export.fitted_student import read_fitted_student
-from pocketbert.core.manifest import path_size, verified_stage, write_manifest
-from pocketbert.core.atomic_folder import check_writable, staged_output
-from pocketbert.core.run_files import (EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN, TOKENIZER_JSON,
+from pocketbert.core.run.manifest import path_size, verified_stage, write_manifest
+from pocketbert.core.run.atomic_folder import check_writable, staged_output
+from pocketbert.core.run.run_files import (EXPORT_DIR, PARITY, PLACEMENT, STUDENT_DIR, TOKENIZER_GOLDEN, TOKENIZER_JSON,
                                        TOKENIZER_TABLES)
-from pocketbert.core.user_paths import recorded_dataset
+from pocketbert.core.run.user_paths import recorded_dataset
 
 # The .ort files are the dynamic int8 and the static QDQ graphs; the fp32 one shows what an accelerator could
 # take without quantized ops.

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.errors import ExportError
-from pocketbert.core.recipe import EvalSection, ExportSection
+from pocketbert.core.config.recipe import EvalSection, ExportSection
 from pocketbert.export import (ane_program, app_runtimes, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
                                table_rows)
 from pocketbert.export.text_in import qa_graph, tokenizer_check
 from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in.session import extensions_library
-from pocketbert.core.run_files import (
+from pocketbert.core.run.run_files import (
     EXECUTORCH_COREML,
     EXECUTORCH_FP32,
     EXECUTORCH_INT8,
@@ -244,7 +244,7 @@ class BuildContext:
     @functools.cached_property
     def calibration(self) -> tuple[list, list]:
         """Training examples (never the eval set the parity gate uses) as features, with the student's logits."""
-        from pocketbert.core.data import subsample
+        from pocketbert.core.tasks.data import subsample
 
         n = self.export.calibration_examples
         features = self.task.features(self.tokenizer, subsample(self.data.train, n, self.seed), self.max_length,

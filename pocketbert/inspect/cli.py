@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.cli_options import (
+from pocketbert.core.config.cli_options import (
     COUNT,
     POSITIVE,
     THREADS,
@@ -41,8 +41,8 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
     from pocketbert.core.errors import ConfigError
     from pocketbert.inspect import report
     from pocketbert.inspect.collect import inspect_run
-    from pocketbert.core.atomic_folder import check_writable, staged_output
-    from pocketbert.core.run_files import INSPECT_DIR, INSPECT_HTML, INSPECT_RESULTS, INSPECT_TABLE
+    from pocketbert.core.run.atomic_folder import check_writable, staged_output
+    from pocketbert.core.run.run_files import INSPECT_DIR, INSPECT_HTML, INSPECT_RESULTS, INSPECT_TABLE
 
     if clusters < 2:
         raise ConfigError(f"--clusters must be at least 2 (got {clusters})")
@@ -76,8 +76,8 @@ def inspect(run, datasets, examples, pooling, clusters, perplexity, data_dir, ov
 def compare(runs, out_dir, runtime, model_format, precision, threads, overwrite):
     """Finished runs side by side: accuracy in and across domains, latency, size, training time; Pareto plot."""
     from pocketbert.inspect.run_comparison import MADE_BY, compare_runs, plot_pareto, render_table
-    from pocketbert.core.run_files import COMPARE_PLOT, COMPARE_RESULTS, COMPARE_TABLE
-    from pocketbert.core.user_paths import output_folder, written_output
+    from pocketbert.core.run.run_files import COMPARE_PLOT, COMPARE_RESULTS, COMPARE_TABLE
+    from pocketbert.core.run.user_paths import output_folder, written_output
 
     run_dirs = [resolve_run_dir(r) for r in runs]
     output_folder(out_dir, MADE_BY, overwrite, inputs=run_dirs, own_files=True)

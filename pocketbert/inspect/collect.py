@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.core.architectures import architecture_of
-from pocketbert.core.data import subsample
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.stage_folder import load_stage_model
-from pocketbert.core.recipe import complete_recipe, cross_domain_datasets
+from pocketbert.core.students.architectures import architecture_of
+from pocketbert.core.tasks.data import subsample
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.students.stage_folder import load_stage_model
+from pocketbert.core.config.recipe import complete_recipe, cross_domain_datasets
 from pocketbert.core.errors import ConfigError, ModelError, require
 from pocketbert.inspect import measures
-from pocketbert.core.manifest import command_line, read_verified_stage, verified_stage
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
-from pocketbert.core.user_paths import recorded_dataset, recorded_path
+from pocketbert.core.run.manifest import command_line, read_verified_stage, verified_stage
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.run.user_paths import recorded_dataset, recorded_path
 
 DEFAULT_EXAMPLES = 500  # per dataset: t-SNE of 500 points takes seconds; the whole inspect stays within minutes
 DEFAULT_CLUSTERS = 9
@@ -176,7 +176,7 @@ def inspect_dataset(name: str, models: dict, task, tokenizer, data_dir, n_exampl
 def cut_from(info: dict, student, teacher) -> list[int] | None:
     """The teacher layer each student layer was cut from (the student folder's layer_map), or None for a student
     that was not cut from this teacher (a BiLSTM, a checkpoint, a map that does not fit the two models)."""
-    from pocketbert.core.models import layer_count
+    from pocketbert.core.students.models import layer_count
 
     layer_map = info.get("layer_map")
     if not isinstance(layer_map, list):

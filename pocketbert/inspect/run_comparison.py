@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.manifest import RECIPE_NAME, command_line, read_manifest
-from pocketbert.core.recipe import complete_recipe, recorded_keys
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR
-from pocketbert.core.user_paths import inside_run, recorded_path
+from pocketbert.core.run.manifest import RECIPE_NAME, command_line, read_manifest
+from pocketbert.core.config.recipe import complete_recipe, recorded_keys
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.run.user_paths import inside_run, recorded_path
 
 MIN_RUNS = 2
 MADE_BY = "compare"  # the --out folder's marker: what a later --overwrite may replace

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.cli_options import data_dir_option, device_option, resolve_run_dir, run_option
+from pocketbert.core.config.cli_options import data_dir_option, device_option, resolve_run_dir, run_option
 
 
 @click.command()
@@ -33,12 +33,12 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     from pocketbert.ladder import flow, table
     from pocketbert.ladder.run_transfer import read_run_transfer
     from pocketbert.ladder.spec import check_ladder, read_ladder
-    from pocketbert.core.atomic_folder import write_text_atomically
-    from pocketbert.core.run_files import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR
-    from pocketbert.core.manifest import command_line, verified_stage
-    from pocketbert.core.recipe import complete_recipe
-    from pocketbert.core.run_lock import folder_lock
-    from pocketbert.core.user_paths import output_folder
+    from pocketbert.core.run.atomic_folder import write_text_atomically
+    from pocketbert.core.run.run_files import LADDER_PLOT, LADDER_RESULTS, LADDER_TABLE, TEACHER_DIR
+    from pocketbert.core.run.manifest import command_line, verified_stage
+    from pocketbert.core.config.recipe import complete_recipe
+    from pocketbert.core.run.run_lock import folder_lock
+    from pocketbert.core.run.user_paths import output_folder
 
     run_dir = resolve_run_dir(run)
     out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"

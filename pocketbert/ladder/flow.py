@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pocketbert.core import exit_codes
+from pocketbert.core.process import exit_codes
 from pocketbert.core.errors import PocketbertError, RunDirError
 from pocketbert.ladder.run_transfer import RunTransfer
 from pocketbert.ladder.spec import NO_TRANSFER, Ladder, as_set_value, rung_export, rung_overrides
-from pocketbert.core.parent_watch import child_environment
-from pocketbert.core.run_files import (
+from pocketbert.core.process.parent_watch import child_environment
+from pocketbert.core.run.run_files import (
     BENCH_DIR,
     BENCH_RESULTS,
     COMPARE_RESULTS,
@@ -34,7 +34,7 @@ from pocketbert.core.run_files import (
     STUDENT_DIR,
     TEACHER_DIR,
 )
-from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, output_folder
+from pocketbert.core.run.user_paths import OUTPUT_MARKER, mark_output, output_folder
 
 MADE_BY = "ladder"  # the ladder folder's marker: a later ladder continues only its own folder
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocketbert.core.data import NAMED_DATASETS
+from pocketbert.core.tasks.data import NAMED_DATASETS
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.manifest import read_manifest
-from pocketbert.core.recipe import Recipe, complete_recipe
-from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.config.recipe import Recipe, complete_recipe
+from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
 
 SECTION = "transfer"
 TRANSFER_DATA = f"{SECTION}.data"

@@ -2,7 +2,7 @@
 
 A ladder is a YAML file (pocketbert/ladder/specs/<name>.yaml, or a path): the rungs, each a training preset with
 its own recipe keys, then what every rung's distillation, export and bench take. Everything is checked here, before
-any work: the file's keys, each rung's recipe with its overrides (core/recipe.py, the same messages as --set) and
+any work: the file's keys, each rung's recipe with its overrides (core/config/recipe.py, the same messages as --set) and
 the bench keys.
 """
 
@@ -15,11 +15,12 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
-from pocketbert.core.models import layer_count
-from pocketbert.core.recipe import ExportSection, Recipe, available_presets, read_recipe, typed_section, with_overrides
-from pocketbert.core.student_shape import check_layer_map, resolve_shape
+from pocketbert.core.students.models import layer_count
+from pocketbert.core.config.recipe import (ExportSection, Recipe, available_presets, read_recipe, typed_section,
+                                           with_overrides)
+from pocketbert.core.students.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run_files import LADDER_COMPARE_DIR
+from pocketbert.core.run.run_files import LADDER_COMPARE_DIR
 from pocketbert.ladder.run_transfer import RunTransfer, check_transfer_files
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pocketbert.core.files import read_json_object
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.manifest import read_manifest
-from pocketbert.core.atomic_folder import temp_name
-from pocketbert.core.run_files import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.atomic_folder import temp_name
+from pocketbert.core.run.run_files import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR
 from pocketbert.ladder.run_transfer import TRANSFER_DATA, RunTransfer
 from pocketbert.ladder.spec import NO_TRANSFER
 

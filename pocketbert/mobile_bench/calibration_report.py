@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pocketbert.core.files import dumps_strict
 from pocketbert.mobile_bench import calibration, profiles
-from pocketbert.core.run_files import CALIBRATION_RESULTS, CALIBRATION_TABLE
+from pocketbert.core.run.run_files import CALIBRATION_RESULTS, CALIBRATION_TABLE
 
 MADE_BY = "bench calibration"  # the output marker's name for what --out may replace
 
@@ -54,7 +54,7 @@ def render_calibration() -> tuple[str, dict]:
 def write_calibration(folder: Path, text: str, table: dict) -> Path:
     """calibration.json and calibration.md, with the date and the command, into `folder`: a new or empty one, or
     this command's own earlier output (replaced whole); never a run, nor a folder holding files it did not write."""
-    from pocketbert.core.user_paths import output_folder, written_output
+    from pocketbert.core.run.user_paths import output_folder, written_output
 
     record = {"created": time.strftime("%Y-%m-%d"), "command": "pocketbert " + " ".join(sys.argv[1:]), **table}
     folder = output_folder(Path(folder), MADE_BY, overwrite=True, own_files=True)

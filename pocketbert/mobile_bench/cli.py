@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.cli_options import COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir, thread_list
+from pocketbert.core.config.cli_options import (COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir,
+                                                thread_list)
 from pocketbert.mobile_bench.results_diff import DEFAULT_THRESHOLD_PERCENT
-from pocketbert.core.run_files import DEVICE_KIT_DIR
+from pocketbert.core.run.run_files import DEVICE_KIT_DIR
 
 PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
 
@@ -62,7 +63,7 @@ def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
 
 def bench_overrides(set_items: tuple[str, ...]) -> dict:
     """--set bench.KEY=VALUE pairs as bench-section keys, checked with the recipe's rules before any timing."""
-    from pocketbert.core.recipe import section_overrides
+    from pocketbert.core.config.recipe import section_overrides
 
     return section_overrides("bench", set_items, "bench.time_cap_s=2")
 
@@ -107,7 +108,7 @@ def compare(before, after, threshold, allow_missing):
     a measurement of BEFORE missing from AFTER); 70 a bug in pocketbert."""
     import sys
 
-    from pocketbert.core import exit_codes
+    from pocketbert.core.process import exit_codes
     from pocketbert.mobile_bench.results_diff import (
         compare_results,
         load_results,

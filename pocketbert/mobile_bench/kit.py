@@ -16,18 +16,18 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from pocketbert.core.recipe import BenchSection
-from pocketbert.core.tasks import make_task
-from pocketbert.core.stage_folder import read_labels
+from pocketbert.core.config.recipe import BenchSection
+from pocketbert.core.tasks.registry import make_task
+from pocketbert.core.students.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.manifest import ARTIFACTS, read_manifest, verify_artifacts
+from pocketbert.core.run.manifest import ARTIFACTS, read_manifest, verify_artifacts
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.multifunction import function_length, function_name
 from pocketbert.mobile_bench.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
-from pocketbert.core.user_paths import output_folder, written_output
+from pocketbert.core.run.user_paths import output_folder, written_output
 from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, median_rank_interval
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import (
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import (
     COREAI_ASSET_SUFFIX,
     COREML_PACKAGE_SUFFIX,
     APP_README,

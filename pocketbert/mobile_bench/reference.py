@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from pocketbert.core.cache_dir import building, cache_root
+from pocketbert.core.run.cache_dir import building, cache_root
 from pocketbert.export.onnx_export import ONNX_OPSET, export_onnx, quantize_int8
-from pocketbert.core.atomic_folder import atomic_folder
-from pocketbert.core.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
+from pocketbert.core.run.atomic_folder import atomic_folder
+from pocketbert.core.run.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
 
 BERT_BASE_CONFIG = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                         intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
@@ -35,11 +35,11 @@ def checked_reference(source: str | None, task, student_vocab_size: int) -> str 
     """The --reference checkpoint checked before any work, and what it is for the cache key (a local folder by its
     files' sha256, so a folder changed in place is exported again): it exists, is a BERT-family encoder that reads
     every token id the student's vocabulary gives, and is a size a bench can finish."""
-    from pocketbert.core.architectures import BERT_FAMILY_MODEL_TYPES
+    from pocketbert.core.students.architectures import BERT_FAMILY_MODEL_TYPES
     from pocketbert.core.errors import ModelError
     from pocketbert.core.files import read_json_object
-    from pocketbert.core.manifest import sha256_of
-    from pocketbert.core.models import resolve_model_source
+    from pocketbert.core.run.manifest import sha256_of
+    from pocketbert.core.students.models import resolve_model_source
 
     if source is None:
         return None
@@ -116,7 +116,7 @@ def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool, with_p
         if with_int8:  # all products in int8, as the student's export chooses under its latency budget
             quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8, keep_fp32=[])
         if with_pte:
-            from pocketbert.core.architectures import BERT_FAMILY
+            from pocketbert.core.students.architectures import BERT_FAMILY
             from pocketbert.export.executorch_export import export_pte
 
             for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
@@ -131,7 +131,7 @@ def bert_base(task, source: str | None = None, with_pte: bool = True, identity: 
     """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config; its
     ExecuTorch programs with_pte (a cache entry without them is built again, with them, when they are asked).
     identity: what `source` is (checked_reference), keyed in place of its name."""
-    from pocketbert.core.models import load_for_task
+    from pocketbert.core.students.models import load_for_task
 
     def build():
         if source:
@@ -156,7 +156,7 @@ def half_depth_student(task) -> tuple[Path, str]:
 
 def teacher(task, teacher_dir: Path, teacher_sha256: str) -> tuple[Path, str]:
     """The run's teacher exported like the student, keyed by its weights' digest."""
-    from pocketbert.core.models import load_for_task
+    from pocketbert.core.students.models import load_for_task
 
     def build():
         return load_for_task(str(teacher_dir), task), task, f"the run's teacher ({teacher_dir})"

@@ -15,7 +15,7 @@ from pocketbert.mobile_bench import derive, plots
 from pocketbert.mobile_bench.calibration_report import loo_text
 from pocketbert.mobile_bench.phone_import import package_of
 from pocketbert.mobile_bench.runners import runtime_text, setting_text
-from pocketbert.core.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
+from pocketbert.core.run.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape
 TEXT_SHOWN = 60       # characters of a differing golden text the report quotes

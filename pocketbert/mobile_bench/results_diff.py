@@ -18,7 +18,7 @@ from pathlib import Path
 from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.core.files import read_json_object
 from pocketbert.mobile_bench.stats import TARGET_RELATIVE_HALF_WIDTH, intervals_overlap
-from pocketbert.core.run_files import BENCH_RESULTS
+from pocketbert.core.run.run_files import BENCH_RESULTS
 
 MIN_RELATIVE_CHANGE = TARGET_RELATIVE_HALF_WIDTH
 # A measurement without an interval is a regression when it is this much slower (in %). 10 %: five times the 2 %

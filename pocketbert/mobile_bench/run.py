@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from pocketbert.core.stage_folder import read_labels
+from pocketbert.core.students.stage_folder import read_labels
 from pocketbert.core.errors import ConfigError, RunDirError
 from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export import artifacts
-from pocketbert.core.manifest import (
+from pocketbert.core.run.manifest import (
     ARTIFACTS,
     git_commit,
     package_versions,
@@ -40,8 +40,8 @@ from pocketbert.mobile_bench.stats import (
     measure_until_stable,
 )
 from pocketbert.mobile_bench.tokenization import eval_texts, tokenizer_runner
-from pocketbert.core.atomic_folder import check_writable, require_stage, staged_output, write_text_atomically
-from pocketbert.core.run_files import (
+from pocketbert.core.run.atomic_folder import check_writable, require_stage, staged_output, write_text_atomically
+from pocketbert.core.run.run_files import (
     BENCH_DIR,
     BENCH_IMPORTS_DIR,
     BENCH_RESULTS,
@@ -60,10 +60,10 @@ from pocketbert.core.run_files import (
     TOKENIZER_JSON,
     TOKENIZER_TABLES,
 )
-from pocketbert.core.tasks import make_task
+from pocketbert.core.tasks.registry import make_task
 
 if TYPE_CHECKING:
-    from pocketbert.core.recipe import BenchSection
+    from pocketbert.core.config.recipe import BenchSection
 
 RESULTS_SCHEMA = 2
 MEASURED_HERE = "measured here"
@@ -72,9 +72,9 @@ FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")  # what an imported row's fil
 
 def bench_config(recipe: dict, threads: list[int] | None, time_cap_s: float | None,
                  overrides: dict | None = None) -> BenchSection:
-    """The recipe's bench section, validated and complete (core/recipe.py), with the command line's overrides
+    """The recipe's bench section, validated and complete (core/config/recipe.py), with the command line's overrides
     (--set bench.KEY=VALUE, then --threads and --time-cap)."""
-    from pocketbert.core.recipe import recorded_section, typed_section
+    from pocketbert.core.config.recipe import recorded_section, typed_section
 
     cfg = recorded_section(recipe, "bench", overrides, "--set")
     given = {k: v for k, v in (("threads", threads), ("time_cap_s", time_cap_s)) if v}

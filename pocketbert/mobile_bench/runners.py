@@ -87,7 +87,7 @@ class Runner:
 
 
 def _load_ort(path: Path, threads: int):
-    from pocketbert.core.inference import ort_session
+    from pocketbert.core.students.inference import ort_session
 
     session = ort_session(path, threads=threads)
     names = {i.name for i in session.get_inputs()}
@@ -101,7 +101,7 @@ def _load_ort(path: Path, threads: int):
 def _load_torch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.core.stage_folder import load_model_folder
+    from pocketbert.core.students.stage_folder import load_model_folder
 
     torch.set_num_threads(threads)
     model = load_model_folder(Path(path), task).eval()
@@ -114,7 +114,7 @@ def _load_torch(path: Path, task, threads: int):
 
 
 def _load_coreml(path: Path, compute_units: str):
-    from pocketbert.core.inference import import_coremltools
+    from pocketbert.core.students.inference import import_coremltools
 
     ct = import_coremltools()
     model = ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
@@ -128,7 +128,7 @@ def _load_coreml(path: Path, compute_units: str):
 def _load_executorch(path: Path, task, threads: int):
     import torch
 
-    from pocketbert.core.inference import executorch_method
+    from pocketbert.core.students.inference import executorch_method
 
     method = executorch_method(path, threads)
     names = list(task.input_names)

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from pocketbert.core.errors import PocketbertError
-from pocketbert.core.run_files import TOKENIZER_JSON
+from pocketbert.core.run.run_files import TOKENIZER_JSON
 
 
 def eval_texts(student_manifest: dict, task, limit: int) -> list:
     """Real evaluation inputs of the run (texts, or (question, context) pairs); empty when the file is gone."""
-    from pocketbert.core.task_data import read_task_file
+    from pocketbert.core.tasks.task_data import read_task_file
 
     source = student_manifest.get("inputs", {}).get("data_eval", {}).get("path")
     if not source or not Path(source).is_file():

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.manifest import command_line, read_manifest
-from pocketbert.core.atomic_folder import require_stage, write_text_atomically
-from pocketbert.core.run_files import (
+from pocketbert.core.run.manifest import command_line, read_manifest
+from pocketbert.core.run.atomic_folder import require_stage, write_text_atomically
+from pocketbert.core.run.run_files import (
     ABLATION_DIR,
     ABLATION_PLOT,
     ABLATION_RESULTS,
@@ -24,7 +24,7 @@ from pocketbert.core.run_files import (
     STUDENT_DIR,
     TEACHER_DIR,
 )
-from pocketbert.core.recipe import Recipe, recipe_dict, with_overrides
+from pocketbert.core.config.recipe import Recipe, recipe_dict, with_overrides
 from pocketbert.train import distributed, registry
 from pocketbert.train.stage import StageRun, run_stage
 

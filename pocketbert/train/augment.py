@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pocketbert.core.errors import ConfigError, require
-from pocketbert.core.data import TextExample
-from pocketbert.core.losses import IGNORE_LABEL
+from pocketbert.core.tasks.data import TextExample
+from pocketbert.core.tasks.losses import IGNORE_LABEL
 
 MAX_NGRAM = 5
 DEFAULT_TAGGER = "pattern"  # textblob's bundled Brill-style tagger: installs from PyPI with its lexicon
@@ -32,7 +32,7 @@ class AugmentConfig:
 
     @classmethod
     def from_recipe(cls, section) -> "AugmentConfig":
-        """From the recipe's augment: section (core/recipe.py's AugmentSection)."""
+        """From the recipe's augment: section (core/config/recipe.py's AugmentSection)."""
         config = cls(**{k: getattr(section, k) for k in cls.__dataclass_fields__ if hasattr(section, k)})
         for name in ("p_mask", "p_pos", "p_ng"):
             if not 0.0 <= float(getattr(config, name)) <= 1.0:

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core import bilstm, stage_folder
-from pocketbert.core.architectures import BILSTM
-from pocketbert.core.recipe import Section
+from pocketbert.core.students import bilstm, stage_folder
+from pocketbert.core.students.architectures import BILSTM
+from pocketbert.core.config.recipe import Section
 from pocketbert.train import registry, teacher_cache
 from pocketbert.train.distillation import TeacherDistillation, transfer_set_report
 from pocketbert.train.stage import StageRun, as_record

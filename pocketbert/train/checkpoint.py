@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.faults import FAULT_ENV, fault_asked  # noqa: F401 (FAULT_ENV: the tests' name for it)
-from pocketbert.core.run_files import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
+from pocketbert.core.process.faults import FAULT_ENV, fault_asked  # noqa: F401 (FAULT_ENV: the tests' name for it)
+from pocketbert.core.run.run_files import CHECKPOINT_FILE, CHECKPOINT_PARTIAL
 
-# stall_in_training: that process sleeps FAULT_STALL_S before its first step (core/faults.py names every fault)
+# stall_in_training: that process sleeps FAULT_STALL_S before its first step (core/process/faults.py names every fault)
 FAULT_STALL_S = 20
 
 
@@ -38,7 +38,7 @@ class CheckpointSpec:
 
 def fingerprint(identity: dict, features: list) -> str:
     """What a checkpoint is valid for: the stage's settings and the exact token ids and targets it trains on."""
-    from pocketbert.core.tasks import features_digest
+    from pocketbert.core.tasks.registry import features_digest
 
     digest = features_digest(features, with_targets=True)
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())

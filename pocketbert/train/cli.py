@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.cli_options import (
+from pocketbert.core.config.cli_options import (
     COUNT,
     NON_NEGATIVE,
     data_dir_option,
@@ -16,8 +16,9 @@ from pocketbert.core.cli_options import (
     resolve_run_dir,
     run_option,
 )
-from pocketbert.core.tasks import TASKS
-from pocketbert.core import launch_env, run_lock
+from pocketbert.core.tasks.registry import TASKS
+from pocketbert.core.process import launch_env
+from pocketbert.core.run import run_lock
 from pocketbert.train.options import Flag, Flags, WithRecipeFlags, overrides, with_flags
 
 
@@ -33,8 +34,8 @@ run_lock.join_launched_groups_with(_join_group)  # a train command torchrun star
 def _recipe(task, preset, config, given: dict, set_items):
     """The typed recipe: the preset or --config file, then the recipe keys the options set (`given`), then --set,
     validated once with the same messages."""
-    from pocketbert.core.recipe import parse_set_options, read_recipe, with_overrides
-    from pocketbert.core.user_paths import dataset_for_recipe
+    from pocketbert.core.config.recipe import parse_set_options, read_recipe, with_overrides
+    from pocketbert.core.run.user_paths import dataset_for_recipe
 
     recipe = read_recipe(task, preset, config)
     # a --set key=null sets null (max_train_examples=null: all)
@@ -111,7 +112,7 @@ batch_size_option = click.option(
 
 def with_large_batch(recipe, section: str, batch: int | None):
     """The recipe at batch size `batch`, its learning rate stated for the batch it was set for (base_batch_size)."""
-    from pocketbert.core.recipe import with_overrides
+    from pocketbert.core.config.recipe import with_overrides
 
     if batch is None:
         return recipe
@@ -152,7 +153,7 @@ def train():
 def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
             data_dir, device, overwrite, **options):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
-    from pocketbert.core.data import parse_labels_option
+    from pocketbert.core.tasks.data import parse_labels_option
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
@@ -182,8 +183,8 @@ def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume
             overwrite, **options):
     """Distil the teacher into a student (half its layers, one of any shape, a BiLSTM or static embeddings); writes
     <run>/student/."""
-    from pocketbert.core.data import check_cross_domain
-    from pocketbert.core.recipe import cross_domain_datasets
+    from pocketbert.core.tasks.data import check_cross_domain
+    from pocketbert.core.config.recipe import cross_domain_datasets
     from pocketbert.train import registry
     from pocketbert.train.stage import StageRun, run_stage
 
@@ -233,7 +234,7 @@ def _format_metrics(metrics: dict) -> str:
 @locks("run")
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
-    from pocketbert.core.run_files import ABLATION_DIR, ABLATION_TABLE
+    from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_TABLE
     from pocketbert.train.ablate import ablate as run_ablation
 
     recipe = _recipe(task, preset, config, overrides(options, ABLATE_FLAGS), set_items)
@@ -340,8 +341,8 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
 @locks("run")
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
-    from pocketbert.core.recipe import read_recipe
-    from pocketbert.core.run_files import TRAIN_BENCH_RESULTS
+    from pocketbert.core.config.recipe import read_recipe
+    from pocketbert.core.run.run_files import TRAIN_BENCH_RESULTS
     from pocketbert.train.train_bench import bench_train
 
     run_dir = resolve_run_dir(run)

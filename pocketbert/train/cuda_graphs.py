@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from pocketbert.core.recipe import TrainingSection
+from pocketbert.core.config.recipe import TrainingSection
 
 WARMUP_STEPS_PER_SHAPE = 2  # eager rehearsals of a shape before its capture: lazy set-up stays out of the graph
 

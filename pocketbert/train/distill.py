@@ -12,7 +12,8 @@ from typing import ClassVar
 import torch
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core import losses, models, stage_folder
+from pocketbert.core.tasks import losses
+from pocketbert.core.students import models, stage_folder
 from pocketbert.train import registry, teacher_cache, trainer
 from pocketbert.train.distillation import (PREDICTION_LOSS_ABLATIONS, TeacherDistillation, aligned_teacher_layers,
                                             loss_weights, prediction_losses)

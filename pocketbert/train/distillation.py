@@ -7,14 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.manifest import read_manifest, read_verified_stage, sha256_of
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, stage_path
-from pocketbert.core.user_paths import record_path, refuse_inputs
-from pocketbert.core import losses, stage_folder
-from pocketbert.core.data import check_cross_domain, subsample
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.recipe import EvalSection, Recipe, check_class_weights, cross_domain_datasets
+from pocketbert.core.run.manifest import read_manifest, read_verified_stage, sha256_of
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, stage_path
+from pocketbert.core.run.user_paths import record_path, refuse_inputs
+from pocketbert.core.tasks import losses
+from pocketbert.core.students import stage_folder
+from pocketbert.core.tasks.data import check_cross_domain, subsample
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.config.recipe import EvalSection, Recipe, check_class_weights, cross_domain_datasets
 from pocketbert.train import teacher_cache, trainer, transfer
 from pocketbert.train.stage import StageRun, TrainingRecipe
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from pocketbert.core.errors import ConfigError, PocketbertError
-from pocketbert.core.launch_env import (  # noqa: F401  (the time limits' names, as callers know them here)
+from pocketbert.core.process.launch_env import (  # noqa: F401  (the time limits' names, as callers know them here)
     DEFAULT_TIMEOUT_S,
     STEP_TIMEOUT_ENV,
     TIMEOUT_ENV,

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run_files import BEST_WEIGHTS_FILE, EPOCH_SCORES_FILE
+from pocketbert.core.run.run_files import BEST_WEIGHTS_FILE, EPOCH_SCORES_FILE
 
 
 def held_out_split(examples: list, validation: int, seed: int) -> tuple[list, list]:

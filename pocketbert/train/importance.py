@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pocketbert.core import student_shape
+from pocketbert.core.students import student_shape
 from pocketbert.train import bert_layout
 
 

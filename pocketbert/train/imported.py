@@ -11,16 +11,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pocketbert.core import models, stage_folder
-from pocketbert.core.architectures import BERT_FAMILY, check_bert_family
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.recipe import Recipe, recipe_dict
-from pocketbert.core.tasks import make_task
+from pocketbert.core.students import models, stage_folder
+from pocketbert.core.students.architectures import BERT_FAMILY, check_bert_family
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.students.inference import batched_logits, torch_forward
+from pocketbert.core.config.recipe import Recipe, recipe_dict
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.core.errors import ModelError
-from pocketbert.core.manifest import write_manifest
-from pocketbert.core.atomic_folder import check_writable, staged_output
-from pocketbert.core.run_files import STUDENT_DIR
+from pocketbert.core.run.manifest import write_manifest
+from pocketbert.core.run.atomic_folder import check_writable, staged_output
+from pocketbert.core.run.run_files import STUDENT_DIR
 
 def _check_head(loading_info: dict, task, source: str) -> None:
     """Refuse a checkpoint whose task head transformers had to create: it would answer at random."""

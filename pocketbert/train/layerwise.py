@@ -22,8 +22,9 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from pocketbert.core import losses, stage_folder, student_shape
-from pocketbert.core.recipe import Section
+from pocketbert.core.tasks import losses
+from pocketbert.core.students import stage_folder, student_shape
+from pocketbert.core.config.recipe import Section
 from pocketbert.core.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, registry, teacher_cache, trainer
 from pocketbert.train.distill import leaves_parameters_unused

@@ -20,9 +20,10 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from pocketbert.core.errors import ConfigError, DataError, ModelError
-from pocketbert.core.run_files import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
-from pocketbert.core import losses, models
-from pocketbert.core.recipe import Section, TrainingSection
+from pocketbert.core.run.run_files import MLM_STUDENT_DIR, MLM_STUDENT_RECORD
+from pocketbert.core.tasks import losses
+from pocketbert.core.students import models
+from pocketbert.core.config.recipe import Section, TrainingSection
 from pocketbert.train import registry, trainer
 from pocketbert.train.distillation import aligned_teacher_layers, freeze, loss_weights
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record

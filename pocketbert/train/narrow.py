@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from pocketbert.core.errors import ModelError, require
-from pocketbert.core.student_shape import (  # noqa: F401  (the shape rules, shared with the ladder's check)
+from pocketbert.core.students.student_shape import (  # noqa: F401  (the shape rules, shared with the ladder's check)
     StudentShape,
     check_layer_map,
     default_layer_map,

@@ -1,11 +1,11 @@
-"""Training commands' options: the generator of options from the recipe's fields (core/recipe_options.py), and
+"""Training commands' options: the generator of options from the recipe's fields (core/config/recipe_options.py), and
 the options each registered training recipe adds."""
 
 from __future__ import annotations
 
 import click
 
-from pocketbert.core.recipe_options import Flag, Flags, as_flag, option, overrides, recipe_field, with_flags
+from pocketbert.core.config.recipe_options import Flag, Flags, as_flag, option, overrides, recipe_field, with_flags
 
 __all__ = ["Flag", "Flags", "WithRecipeFlags", "as_flag", "option", "overrides", "recipe_field", "with_flags"]
 

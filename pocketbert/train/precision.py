@@ -2,7 +2,7 @@
 
 bf16 autocast on GPUs that do bf16 in hardware (Ampere and later); fp16 autocast with loss scaling on older
 ones (T4, V100), where bf16 is only emulated and slower than fp32; full fp32 on the CPU, where bf16 is slower
-on most chips. Master weights stay fp32 in every case (core.models.master_dtype).
+on most chips. Master weights stay fp32 in every case (core.students.models.master_dtype).
 """
 
 from __future__ import annotations

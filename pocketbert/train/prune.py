@@ -18,14 +18,14 @@ from pathlib import Path
 import torch
 
 from pocketbert.core.errors import ConfigError, ModelError, require
-from pocketbert.core.manifest import verified_stage
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
-from pocketbert.core.user_paths import OUTPUT_MARKER, mark_output, output_folder, recorded_path, refuse_inputs
-from pocketbert.core import stage_folder
+from pocketbert.core.run.manifest import verified_stage
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR
+from pocketbert.core.run.user_paths import OUTPUT_MARKER, mark_output, output_folder, recorded_path, refuse_inputs
+from pocketbert.core.students import stage_folder
 from pocketbert.train import distributed
-from pocketbert.core.architectures import architecture_of
-from pocketbert.core.recipe import Recipe, with_overrides
+from pocketbert.core.students.architectures import architecture_of
+from pocketbert.core.config.recipe import Recipe, with_overrides
 
 
 def ffn_layers(model) -> list[tuple[torch.nn.Linear, torch.nn.Linear]]:

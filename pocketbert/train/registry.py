@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import import_module
 
-from pocketbert.core import recipe as recipe_settings
+from pocketbert.core.config import recipe as recipe_settings
 from pocketbert.core.errors import ConfigError
 
 TEACHER = "teacher"
@@ -101,7 +101,7 @@ def recipe_classes(command: str | None = None) -> list[type]:
 
 
 def recipe_sections() -> list[tuple[str, type]]:
-    """(section name, settings model) of every registered recipe: what a recipe is read with (core/recipe.py)."""
+    """(section name, settings model) of every registered recipe: what a recipe is read with (core/config/recipe.py)."""
     return [(name, settings) for cls in recipe_classes() for name, settings in cls.sections.items()]
 
 

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from pocketbert.core.recipe import Recipe, Section, TrainingSection, recipe_dict, with_recipe_sections
-from pocketbert.core.manifest import RECIPE_NAME, write_manifest
-from pocketbert.core.atomic_folder import check_writable, staged_output
-from pocketbert.core.run_files import STUDENT_DIR
+from pocketbert.core.config.recipe import Recipe, Section, TrainingSection, recipe_dict, with_recipe_sections
+from pocketbert.core.run.manifest import RECIPE_NAME, write_manifest
+from pocketbert.core.run.atomic_folder import check_writable, staged_output
+from pocketbert.core.run.run_files import STUDENT_DIR
 
 
 @dataclass
@@ -67,7 +67,7 @@ class TrainingRecipe:
     dropout: ClassVar[bool] = True            # off: the model trains in eval mode (targets to match exactly)
     augments_by_default: ClassVar[bool] = False  # rewrites of the augment: section when distill.augment is unset
                                                  # (a distillation fills it in complete())
-    # The recipe's own settings: section name -> its model (core/recipe.py reads every recipe with them). A new
+    # The recipe's own settings: section name -> its model (core/config/recipe.py reads every recipe with them). A new
     # name is a section of the recipe's own (bilstm:); a shared section's name adds the model's keys to it.
     sections: ClassVar[dict[str, type[Section]]] = {}
     # `train distill` options that set the recipe's own keys: option name -> dotted recipe key, or a

@@ -1,7 +1,7 @@
 """`pocketbert train distill --recipe static`: the static-embedding rung, a Model2Vec-style table and a classifier.
 
 Student: one vector per vocabulary id, distilled from the teacher's encoder with no data (train/static_table.py),
-averaged over the sentence's word pieces, then a small classifier (core/static_embedding.py).
+averaged over the sentence's word pieces, then a small classifier (core/students/static_embedding.py).
 Loss: kl_weight * T² * KL(teacher/T || student/T) + ce_weight * CE(labels), as in the DistilBERT recipe; rows
 without a gold label (transfer data, rewrites when distill.augment is on) take the soft loss alone. The table is
 trained with the classifier unless static.freeze_embeddings.
@@ -18,11 +18,11 @@ import torch
 from pydantic import Field
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core import stage_folder
-from pocketbert.core.architectures import STATIC
-from pocketbert.core.recipe import Section
-from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
-from pocketbert.core.tasks import TASK_CLASSES
+from pocketbert.core.students import stage_folder
+from pocketbert.core.students.architectures import STATIC
+from pocketbert.core.config.recipe import Section
+from pocketbert.core.students.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
+from pocketbert.core.tasks.registry import TASK_CLASSES
 from pocketbert.train import registry, static_table, teacher_cache, trainer
 from pocketbert.train.distillation import (TeacherDistillation, loss_weights, prediction_losses,
                                             transfer_set_report)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
-from pocketbert.core.models import layer_count
+from pocketbert.core.students.models import layer_count
 from pocketbert.core.errors import ModelError
 
 _LAYER_KEY = re.compile(r"^(.*\.layers?\.)(\d+)(\..*)$")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run_files import TEACHER_DIR
-from pocketbert.core import losses, models, stage_folder
+from pocketbert.core.run.run_files import TEACHER_DIR
+from pocketbert.core.tasks import losses
+from pocketbert.core.students import models, stage_folder
 from pocketbert.train import registry, trainer
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.recipe import check_class_weights
-from pocketbert.core.tasks import make_task
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.config.recipe import check_class_weights
+from pocketbert.core.tasks.registry import make_task
 
 
 def check_max_length(model, max_length: int) -> None:

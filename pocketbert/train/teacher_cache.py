@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.core import storage
-from pocketbert.core.cache_dir import cache_root
+from pocketbert.core.run import storage
+from pocketbert.core.run.cache_dir import cache_root
 from pocketbert.core.errors import PocketbertError
-from pocketbert.core.manifest import path_size
-from pocketbert.core.atomic_folder import atomic_folder, owner_alive
-from pocketbert.core.storage import StorageError
+from pocketbert.core.run.manifest import path_size
+from pocketbert.core.run.atomic_folder import atomic_folder, owner_alive
+from pocketbert.core.run.storage import StorageError
 from pocketbert.train import checkpoint, distributed, precision
 
 CACHE_SUBDIR = "teacher-outputs"
@@ -150,7 +150,7 @@ class TeacherOutputs:
 def entry_key(teacher_sha: str, task_name: str, targets: list[int] | None, features: list, arithmetic: str) -> str:
     """The entry's name: the teacher, the task, the hidden layers, the token ids, and the precision the teacher
     ran in (bf16 targets are not fp32 targets: a CPU run and a GPU run never share an entry)."""
-    from pocketbert.core.tasks import features_digest
+    from pocketbert.core.tasks.registry import features_digest
 
     digest = features_digest(features, with_targets=False)
     digest.update(json.dumps([teacher_sha, task_name, targets, FORMAT, arithmetic]).encode())

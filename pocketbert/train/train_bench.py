@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pocketbert.core.manifest import command_line
-from pocketbert.core.atomic_folder import write_text_atomically
-from pocketbert.core.run_files import TRAIN_BENCH_RESULTS
-from pocketbert.core.recipe import DistillSection, EvalSection, Recipe, with_overrides
+from pocketbert.core.run.manifest import command_line
+from pocketbert.core.run.atomic_folder import write_text_atomically
+from pocketbert.core.run.run_files import TRAIN_BENCH_RESULTS
+from pocketbert.core.config.recipe import DistillSection, EvalSection, Recipe, with_overrides
 from pocketbert.train import precision, registry, teacher_cache, trainer
 from pocketbert.train.stage import StageRun
 

@@ -12,11 +12,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from pocketbert.core.recipe import EvalSection, TrainingSection
+from pocketbert.core.config.recipe import EvalSection, TrainingSection
 from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.train import batches_ahead, checkpoint, cuda_graphs, distributed, epoch_stop, precision
-from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.models import attention_kernel as training_attention  # the model trains with sdpa, leaves eager
+from pocketbert.core.students.inference import batched_logits, torch_forward
+# the model trains with sdpa, leaves eager
+from pocketbert.core.students.models import attention_kernel as training_attention
 
 MEGABATCH_FACTOR = 50  # sort this many batches' worth of examples by length, then cut batches
 SYNC_EVERY = 50  # steps between reading the running losses back from the device (each read waits for the GPU)
@@ -63,7 +64,7 @@ def length_grouped_batches(lengths: list[int], batch_size: int, seed: int) -> li
 
 def labelled_examples(data, cfg: TrainingSection, seed: int) -> list:
     """The stage's seeded subset of the training split (less the validation rows, when epochs are scored)."""
-    from pocketbert.core.data import subsample
+    from pocketbert.core.tasks.data import subsample
 
     pool = data.train if cfg.stop_patience is None else epoch_stop.held_out_split(
         data.train, cfg.validation_examples, seed)[0]
@@ -77,7 +78,7 @@ def validation_examples(data, cfg: TrainingSection, seed: int) -> list:
 
 def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: EvalSection, seed: int):
     """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
-    from pocketbert.core.data import subsample
+    from pocketbert.core.tasks.data import subsample
 
     train_examples = labelled_examples(data, cfg, seed)
     eval_examples = subsample(data.eval, eval_cfg.max_examples, seed)
@@ -87,7 +88,7 @@ def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: Eval
 
 
 def checkpoint_spec_for(run_dir, stage: str, cfg: TrainingSection, identity: dict, features: list, resume: bool):
-    from pocketbert.core.run_files import checkpoint_folder
+    from pocketbert.core.run.run_files import checkpoint_folder
 
     return checkpoint.CheckpointSpec(
         folder=checkpoint_folder(run_dir, stage),
@@ -129,7 +130,7 @@ SEQUENCE_PADDING = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0}
 def pad_to(batch: dict[str, np.ndarray], length: int, pad_id: int) -> dict[str, np.ndarray]:
     """Every per-token array widened to `length` columns: ids with the pad id, masks and types with 0, per-token
     labels (masked-LM) with IGNORE_LABEL, so the widened batch trains exactly as the narrow one."""
-    from pocketbert.core.losses import IGNORE_LABEL
+    from pocketbert.core.tasks.losses import IGNORE_LABEL
 
     width = batch["input_ids"].shape[1]
     if length == width:
@@ -239,7 +240,7 @@ def train(
             batches = batches[rank:len(batches) // world * world:world]
         return batches
 
-    from pocketbert.core.tasks import features_digest
+    from pocketbert.core.tasks.registry import features_digest
 
     distributed.check_same_features(features_digest(features, with_targets=True).hexdigest(), "training features")
     steps_per_epoch = len(epoch_batches(0))

@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.data import NAMED_DATASETS, subsample, text_key
-from pocketbert.core.recipe import Recipe, TransferSection
-from pocketbert.core.task_data import load_task_data, transfer_passages
+from pocketbert.core.tasks.data import NAMED_DATASETS, subsample, text_key
+from pocketbert.core.config.recipe import Recipe, TransferSection
+from pocketbert.core.tasks.task_data import load_task_data, transfer_passages
 from pocketbert.core.errors import ConfigError, DataError
 
 UNK_ERROR_SHARE = 0.5  # of a source's word pieces: the teacher would be labelling noise
@@ -154,7 +154,7 @@ def augments(recipe: Recipe) -> bool:
 
 def check_recipe(recipe: Recipe) -> None:
     """Before any work: a task that cannot learn from unlabelled sentences refuses transfer data and rewrites."""
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.registry import make_task
 
     task = make_task(recipe.task)
     if recipe.transfer.data:
@@ -165,7 +165,7 @@ def check_recipe(recipe: Recipe) -> None:
 
 def excluded_texts(task, data, recipe: Recipe, data_dir: Path | None, seed: int) -> list[str]:
     """Every text the run trains or is evaluated on: the dataset's splits and each cross-domain evaluation split."""
-    from pocketbert.core.recipe import cross_domain_datasets
+    from pocketbert.core.config.recipe import cross_domain_datasets
 
     texts = [example.text for example in (*data.train, *data.eval)]
     for name in cross_domain_datasets(recipe):

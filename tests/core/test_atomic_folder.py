@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.atomic_folder import recover_stage, require_stage, staged_output
-from pocketbert.core.run_files import MANIFEST
+from pocketbert.core.run.atomic_folder import recover_stage, require_stage, staged_output
+from pocketbert.core.run.run_files import MANIFEST
 
 
 def test_failed_stage_leaves_nothing(tmp_path):
@@ -91,7 +91,7 @@ def test_another_hosts_folder_in_progress_is_left_alone(tmp_path):
     import os
     import time
 
-    from pocketbert.core.atomic_folder import FOREIGN_TEMP_MAX_AGE_S
+    from pocketbert.core.run.atomic_folder import FOREIGN_TEMP_MAX_AGE_S
 
     dead_pid = 2 ** 22 + 777  # above the default pid_max: no such process on this host
     elsewhere = tmp_path / f".student.tmp-{dead_pid}-abcd1234@another-machine.example"

@@ -7,12 +7,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pocketbert.core.cache_dir import building
+from pocketbert.core.run.cache_dir import building
 
 HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from pocketbert.core.cache_dir import building
+    from pocketbert.core.run.cache_dir import building
     entry = Path(sys.argv[1])
     with building(entry):
         print("holding", flush=True)
@@ -44,7 +44,7 @@ def test_a_second_builder_waits_for_the_first(tmp_path):
         assert holder.stdout.readline().strip() == "holding"
         waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
             from pathlib import Path
-            from pocketbert.core.cache_dir import building
+            from pocketbert.core.run.cache_dir import building
             entry = Path({str(entry)!r})
             with building(entry):
                 (entry.parent / "order").open("a").write("second got it\\n")

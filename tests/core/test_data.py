@@ -8,8 +8,8 @@ import json
 import pytest
 
 from pocketbert.core.errors import ConfigError, DataError
-from pocketbert.core.data import IMDB_EVAL_SIZE, read_sentiment_file, read_squad_file, subsample
-from pocketbert.core.task_data import load_task_data
+from pocketbert.core.tasks.data import IMDB_EVAL_SIZE, read_sentiment_file, read_squad_file, subsample
+from pocketbert.core.tasks.task_data import load_task_data
 
 SST2_DEV_SIZE = 872
 EMOTION_VAL_SIZE = 2000

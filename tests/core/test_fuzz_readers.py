@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pocketbert.core.errors import DataError
-from pocketbert.core.data import QAExample, read_sentiment_file, read_squad_file
+from pocketbert.core.tasks.data import QAExample, read_sentiment_file, read_squad_file
 
 # derandomize: CI sees the same cases on every run; run with --hypothesis-seed=random to explore further.
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
@@ -176,7 +176,7 @@ def answer_tokens(tokenizer, context: str, start: int, end: int) -> list[tuple[i
 def test_qa_span_mapping_covers_the_answer(wordpiece_tokenizer, before, answer, after, question):
     """Every window holding all the answer's tokens labels exactly them, and their text is the answer; the others
     label [CLS]. An answer short enough always lies whole in some window (neighbours share QA_STRIDE tokens)."""
-    from pocketbert.core.qa import build_qa_features
+    from pocketbert.core.tasks.qa import build_qa_features
 
     head = " ".join(before)
     answer_text = " ".join(answer).strip()

@@ -1,4 +1,4 @@
-"""The label-set rule (pocketbert/core/data.py): names as written, ordered by code point; numbers only as class
+"""The label-set rule (pocketbert/core/tasks/data.py): names as written, ordered by code point; numbers only as class
 indices 0, 1, 2, ... with none missing and at most MAX_CLASSES; never both in one file; two classes at least.
 Whatever a file's labels spell, the reader returns that set or one DataError line, never another exception."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketbert.core.data import read_sentiment_file
+from pocketbert.core.tasks.data import read_sentiment_file
 from pocketbert.core.errors import DataError
 from tests.helpers import error_line, run_cli
 

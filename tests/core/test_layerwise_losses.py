@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pocketbert.core import losses
+from pocketbert.core.tasks import losses
 
 BATCH, TOKENS, HEADS, WIDTH = 2, 7, 3, 4
 IDENTICAL = 1e-6       # a loss of identical inputs is zero up to float rounding

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pocketbert.core.losses import IGNORE_LABEL, focal_loss, hidden_cosine_loss, soft_target_kl
+from pocketbert.core.tasks.losses import IGNORE_LABEL, focal_loss, hidden_cosine_loss, soft_target_kl
 from pocketbert.core.errors import ConfigError
 
 
@@ -83,7 +83,7 @@ def test_focal_alpha_per_class_and_ignored_rows():
                                            ({"hard_loss": "focal", "focal_gamma": -1}, "distill.focal_gamma: -1")])
 def test_hard_loss_config_errors(cfg, fragment):
     """The recipe's validation refuses a hard loss the loss module could not build, before any work."""
-    from pocketbert.core.recipe import validate_recipe
+    from pocketbert.core.config.recipe import validate_recipe
 
     with pytest.raises(ConfigError, match=fragment):
         validate_recipe({"task": "sentiment", "dataset": "sst2", "distill": cfg})

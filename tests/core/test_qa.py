@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocketbert.core.data import QAExample
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.qa import best_spans, build_qa_features, exact_match, f1_score, squad_scores
+from pocketbert.core.tasks.data import QAExample
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.tasks.qa import best_spans, build_qa_features, exact_match, f1_score, squad_scores
 
 
 def test_answer_positions_map_back_to_the_answer(shared_data, wordpiece_tokenizer):
@@ -58,7 +58,7 @@ def test_squad_metrics():
 
 
 def test_equal_logits_pick_the_earlier_token_as_onnx_topk_does():
-    from pocketbert.core.qa import _best_span
+    from pocketbert.core.tasks.qa import _best_span
 
     starts = np.array([0.0, 5.0, 0.0, 5.0, 0.0])  # tokens 1 and 3 tie as the best start
     ends = np.array([0.0, 0.0, 0.0, 0.0, 9.0])

@@ -8,7 +8,7 @@ import json
 import pytest
 from helpers import assert_exhaustive_tokenizer_check, error_line, named_in_readme, run_cli, run_cli_steps
 
-from pocketbert.core.user_paths import OUTPUT_MARKER
+from pocketbert.core.run.user_paths import OUTPUT_MARKER
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes(5)]
 
@@ -59,7 +59,7 @@ def test_qa_pipeline(qa_run, capsys, tmp_path):
 
 
 def test_qa_android_folder_answers_in_one_call(qa_run, capsys, tmp_path):
-    from pocketbert.core.data import QAExample
+    from pocketbert.core.tasks.data import QAExample
     from pocketbert.export.text_in import qa_graph
 
     export = qa_run / "export"

@@ -10,8 +10,8 @@ import pytest
 from helpers import (assert_exhaustive_tokenizer_check, error_line, linked_copy, named_in_readme, run_cli,
                      transformers_js_or_skip, JS_DIR)
 
-from pocketbert.core.user_paths import OUTPUT_MARKER
-from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE
+from pocketbert.core.run.user_paths import OUTPUT_MARKER
+from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes(3)]
 
@@ -23,7 +23,7 @@ def sentiment_run(tmp_path_factory, exported_run):
 
 
 def test_stages_write_the_run_directory_contract(sentiment_run):
-    from pocketbert.core import run_files
+    from pocketbert.core.run import run_files
 
     for stage in (run_files.TEACHER_DIR, run_files.STUDENT_DIR, run_files.EXPORT_DIR):
         manifest = json.loads((sentiment_run / stage / run_files.MANIFEST).read_text())
@@ -87,7 +87,7 @@ def test_every_export_passed_parity(sentiment_run):
 
 
 def test_every_apple_program_has_a_placement_verdict(sentiment_run, capsys, tmp_path):
-    from pocketbert.core import run_files
+    from pocketbert.core.run import run_files
 
     export = sentiment_run / run_files.EXPORT_DIR
     placed = json.loads((export / run_files.MANIFEST).read_text())["metrics"]["placement"]
@@ -109,8 +109,8 @@ def test_app_files_classify_like_the_parity_check(sentiment_run, shared_data):
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from pocketbert.core.data import subsample
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.task_data import load_task_data
 
     export = sentiment_run / "export"
     tokenizer = Tokenizer.from_file(str(export / "tokenizer.json"))
@@ -145,9 +145,9 @@ def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(senti
     import onnxruntime as ort
     import torch
 
-    from pocketbert.core.data import subsample
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     export = sentiment_run / "export"
     hub = json.loads((export / "manifest.json").read_text())["metrics"]["hub_layout"]["written"]
@@ -195,7 +195,7 @@ def test_the_ios_default_program_has_no_flexible_or_enumerated_input(sentiment_r
 
 def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     from pocketbert.export.coreml import coreml_forward
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.registry import make_task
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
@@ -248,8 +248,8 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     provider = preferred_provider(verdict["model.int8.onnx"])
     assert {"NNAPI": "addNnapi()", "XNNPACK": "addXnnpack(", "CPU": "CPU execution provider"}[provider] in kotlin
     # the app's model, fed a raw sentence as the Kotlin feeds it, answers as the export's gate saw
-    from pocketbert.core.data import TextExample
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.data import TextExample
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.export.text_in.model import text_in_forward
 
     task = make_task("sentiment", json.loads((android / "labels.json").read_text()))
@@ -264,7 +264,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
 
 
 def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_path):
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.export.coreai import coreai_forward
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--out", tmp_path / "ios")
@@ -292,7 +292,7 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
                                                                                       tmp_path):
     from tokenizers import Tokenizer
 
-    from pocketbert.core.models import load_tokenizer
+    from pocketbert.core.students.models import load_tokenizer
 
     export = sentiment_run / "export"
     golden = json.loads((export / "tokenizer_golden.json").read_text(encoding="utf-8"))
@@ -328,8 +328,8 @@ def test_every_shipped_tokenizer_gives_the_golden_ids_and_the_readmes_name_real_
     # golden ids (equal logits: equal ids).
     import onnxruntime as ort
 
-    from pocketbert.core.data import TextExample
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.data import TextExample
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.export.text_in.model import text_in_forward
 
     task = make_task("sentiment", json.loads((export / "labels.json").read_text()))
@@ -391,7 +391,7 @@ def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
 
 @pytest.mark.parametrize("platform, folder", [("ios", "resources"), ("android", ".")])
 def test_app_folders_can_carry_the_executorch_program(sentiment_run, capsys, tmp_path, platform, folder):
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.export.executorch_export import executorch_forward
 
     result = run_cli(capsys, "export", platform, "--run", sentiment_run, "--executorch", "--out", tmp_path / platform)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pocketbert.core.architectures import BERT_FAMILY, BILSTM, STATIC
+from pocketbert.core.students.architectures import BERT_FAMILY, BILSTM, STATIC
 from pocketbert.core.errors import ExportError
 from tests.conftest import TINY_CONFIG
 
@@ -98,7 +98,7 @@ def test_students_without_attention_are_refused_in_one_line(architecture):
 
 @pytest.fixture(scope="module")
 def ane_package(tmp_path_factory):
-    from pocketbert.core.tasks import SentimentTask
+    from pocketbert.core.tasks.registry import SentimentTask
     from pocketbert.export.ane_program import convert_lengths, save_ane_package
 
     model, task = _student("classifier"), SentimentTask(["negative", "positive"])
@@ -180,7 +180,7 @@ def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_p
 
 @pytest.mark.parametrize("architecture", [BILSTM, STATIC])
 def test_the_ane_variants_are_refused_to_students_without_attention(architecture):
-    from pocketbert.core.tasks import SentimentTask
+    from pocketbert.core.tasks.registry import SentimentTask
     from pocketbert.export import variants
     from pocketbert.export.pipeline import check_coreai_choice, check_coreml_choice
 
@@ -219,7 +219,7 @@ def coreai_ane_program(tmp_path_factory):
     """The tiny student's ANE layout as the coreai-ane variant builds it: converted once at a dynamic length,
     specialized into main_len<n> per length, saved."""
     pytest.importorskip("coreai_torch")
-    from pocketbert.core.tasks import SentimentTask
+    from pocketbert.core.tasks.registry import SentimentTask
     from pocketbert.export import ane_program, coreai
 
     model, task = _student("classifier"), SentimentTask(["negative", "positive"])
@@ -391,7 +391,7 @@ def test_export_gates_and_places_the_coreai_ane_program(exported_run):
     pytest.importorskip("coreai_torch")
     import json
 
-    from pocketbert.core import run_files
+    from pocketbert.core.run import run_files
     from pocketbert.export import coreai
 
     run = exported_run

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_app_templates import QA_VALUES
 
-from pocketbert.core.tasks import TASK_CLASSES
+from pocketbert.core.tasks.registry import TASK_CLASSES
 from pocketbert.export.app import app_readme, qa_postprocess
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import onnxruntime
 import pytest
 
 from pocketbert.core.errors import ExportError
-from pocketbert.core.run_files import EXPORT_DIR, MANIFEST, ORT_MODEL, ORT_QDQ_MODEL
+from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST, ORT_MODEL, ORT_QDQ_MODEL
 from pocketbert.export import app_runtimes
 
 pytestmark = pytest.mark.slow  # the session's exported run, and a second ONNX Runtime in a process of its own

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketbert.core.tasks import TASKS
+from pocketbert.core.tasks.registry import TASKS
 from pocketbert.export.app import app_readme
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 

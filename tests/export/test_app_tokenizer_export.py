@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from pocketbert.core.run_files import EXPORT_DIR, MANIFEST
+from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST
 from pocketbert.export.app import app_programs
 from pocketbert.export.tokenizer_probes import FLAG_SEQUENCES
 

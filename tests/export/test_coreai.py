@@ -12,8 +12,8 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 
 pytest.importorskip("coreai_torch")
 
-from pocketbert.core.inference import torch_forward  # noqa: E402
-from pocketbert.core.tasks import QATask, SentimentTask  # noqa: E402
+from pocketbert.core.students.inference import torch_forward  # noqa: E402
+from pocketbert.core.tasks.registry import QATask, SentimentTask  # noqa: E402
 from pocketbert.core.errors import ExportError  # noqa: E402
 from pocketbert.export import coreai, parity  # noqa: E402
 from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402

@@ -10,10 +10,10 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 from pocketbert.export import coreml, onnx_export, parity
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.variants import VARIANTS
-from pocketbert.core.export_wrapper import ExportWrapper
-from pocketbert.core.data import TextExample
-from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-from pocketbert.core.tasks import QATask, SentimentTask
+from pocketbert.core.students.export_wrapper import ExportWrapper
+from pocketbert.core.tasks.data import TextExample
+from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.tasks.registry import QATask, SentimentTask
 
 # second, beside the file that builds the shared export: it converts without the CLI, so it never waits for the
 # first export's Swift and Kotlin builds (a file that exports would; its minutes tie with test_recipes_cli's)
@@ -125,7 +125,7 @@ def test_parity_gate_catches_a_wrong_mask_constant(tmp_path):
     task = SentimentTask(["neg", "pos"])
     rng = np.random.default_rng(1)
     features = []
-    from pocketbert.core.tasks import TextFeature
+    from pocketbert.core.tasks.registry import TextFeature
     for i in range(40):
         features.append(TextFeature(list(rng.integers(5, 200, size=int(rng.integers(3, 30)))), i % 2))
     examples = [TextExample("x", f.label) for f in features]
@@ -161,7 +161,7 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
     b = batch(n=3)
     out = ort_forward(ort_session(tmp_path / "corrupt.onnx"), task)(b)
     ref = reference(model, task, b)
-    from pocketbert.core.tasks import TextFeature
+    from pocketbert.core.tasks.registry import TextFeature
     feats = [TextFeature(list(b["input_ids"][i][: int(b["attention_mask"][i].sum())]), 0) for i in range(3)]
     result = parity.compare(task, [TextExample("x", 0)] * 3, feats, list(ref), list(out), {}, "corrupt.onnx",
                             "onnxruntime", "fp32", parity.FP32_GATE)
@@ -171,7 +171,7 @@ def test_parity_gate_catches_a_corrupted_weight(sentiment_exports, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant, tolerance", [("int8", 0.02), ("6bit", 0.05), ("4bit", 0.2), ("int4-block", 0.2)])
 def test_compressed_core_ml_variants_are_smaller_and_evaluate(sentiment_exports, tmp_path, variant, tolerance):
-    from pocketbert.core.manifest import path_size
+    from pocketbert.core.run.manifest import path_size
 
     model, task, folder = sentiment_exports
     program = coreml.convert_to_coreml(model, task, 64, task.label_names, "test", VARIANTS[variant].minimum_ios)
@@ -268,7 +268,7 @@ def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports,
 @pytest.mark.slow
 @pytest.mark.parametrize("int8, tolerance", [(False, ONNX_FP32_TOLERANCE), (True, INT8_TOLERANCE)])
 def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_path, int8, tolerance):
-    from pocketbert.core.architectures import BERT_FAMILY
+    from pocketbert.core.students.architectures import BERT_FAMILY
     from pocketbert.export.executorch_export import executorch_forward, export_pte
 
     for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),
@@ -285,7 +285,7 @@ def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_
 
 @pytest.mark.slow
 def test_a_core_ml_delegated_program_carries_the_students_function(tmp_path):
-    from pocketbert.core.architectures import BERT_FAMILY
+    from pocketbert.core.students.architectures import BERT_FAMILY
     from pocketbert.export.executorch_export import coreml_delegate_forward, coreml_delegate_package, export_pte
 
     for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),

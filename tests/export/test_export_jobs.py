@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 
-from pocketbert.core import exit_codes, run_files
-from pocketbert.core.faults import FAULT_ENV
+from pocketbert.core.process import exit_codes
+from pocketbert.core.run import run_files
+from pocketbert.core.process.faults import FAULT_ENV
 from pocketbert.export import job_graph, variants
 
 pytestmark = pytest.mark.minutes  # three exports and three stopped ones: started first under `make test`
@@ -74,8 +75,8 @@ def test_a_count_of_jobs_below_one_is_refused_in_one_line(tmp_path, capsys, give
 
 
 def test_each_job_waits_only_for_earlier_jobs_and_a_shared_program_is_built_once():
-    from pocketbert.core.architectures import ARCHITECTURES
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.students.architectures import ARCHITECTURES
+    from pocketbert.core.tasks.registry import make_task
 
     task, architecture = make_task("qa"), ARCHITECTURES["bert-family"]  # QA: the one-call graphs' waits too
     plan = variants.selected(list(variants.COREML_VARIANTS), task, architecture, list(variants.COREAI_VARIANTS))
@@ -106,7 +107,7 @@ def test_processes_are_bounded_by_jobs_by_what_can_run_at_once_and_by_memory():
 
 
 def test_the_machine_cores_are_the_default(monkeypatch):
-    from pocketbert.core.recipe import ExportSection
+    from pocketbert.core.config.recipe import ExportSection
     from pocketbert.export.pipeline import export_jobs
 
     assert export_jobs(ExportSection(jobs=None)) == len(os.sched_getaffinity(0))

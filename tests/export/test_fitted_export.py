@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 
-from pocketbert.core import run_files
+from pocketbert.core.run import run_files
 from pocketbert.core.errors import RunDirError
 
 pytestmark = pytest.mark.minutes(3)
@@ -67,7 +67,7 @@ def _fake_run(folder: Path, student_manifest: dict, fitted_config: dict | None) 
 
 
 def test_a_fitted_student_is_refit_only_when_missing_from_another_student_or_with_other_settings(tmp_path):
-    from pocketbert.core.fitted_vocabulary import FITTED_FROM, SETTINGS, student_identity, why_refit
+    from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, student_identity, why_refit
 
     student = {"stage": "student", "config": {"recipe": {}}, "metrics": {"eval": {}}}
     settings = {"vocabulary_min_count": 2, "vocabulary_max_rows": None, "vocabulary_recovery_steps": 5,

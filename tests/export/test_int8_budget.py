@@ -8,8 +8,8 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.export import int8_budget, onnx_export
-from pocketbert.core.inference import ort_forward, ort_session
-from pocketbert.core.tasks import SentimentTask
+from pocketbert.core.students.inference import ort_forward, ort_session
+from pocketbert.core.tasks.registry import SentimentTask
 
 
 FFN_INPUT_SCALE = 4.0

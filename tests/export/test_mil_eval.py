@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
-from pocketbert.core.tasks import QATask, SentimentTask
+from pocketbert.core.tasks.registry import QATask, SentimentTask
 from pocketbert.core.errors import ExportError
 from pocketbert.export import coreml
 from pocketbert.export.evaluators import mil_kernels

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core.tasks import SentimentTask
+from pocketbert.core.tasks.registry import SentimentTask
 from pocketbert.export import onnx_export
 
 pytestmark = pytest.mark.slow  # two ORT conversions

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pocketbert.core.tasks import make_task
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.export import parity
 
 EXAMPLES = 200  # a parity set where two answers are one point

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core.tasks import SentimentTask
+from pocketbert.core.tasks.registry import SentimentTask
 from pocketbert.export import coreml
 from pocketbert.export.evaluators import placement, placement_rules, program_view
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocketbert.core.recipe import EvalSection
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.tasks import QATask
+from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.tasks.registry import QATask
 from pocketbert.export import parity
 
 pytestmark = pytest.mark.slow  # SQuAD read and cut into windows

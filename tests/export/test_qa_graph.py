@@ -1,5 +1,5 @@
 """QA in one call (export/text_in/qa_graph.py): the graph's windows, span search, offsets and answer text against the Python
-pipeline (core/qa.py) on the same encoder, on crafted questions whose answer is known and on real SQuAD ones."""
+pipeline (core/tasks/qa.py) on the same encoder, on crafted questions whose answer is known and on real SQuAD ones."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from transformers import BertConfig, BertForQuestionAnswering
 
 from helpers import JS_DIR, transformers_js_or_skip
 
-from pocketbert.core.data import QAExample, read_squad_file
-from pocketbert.core.inference import batched_logits, ort_forward, ort_session
-from pocketbert.core.models import load_tokenizer
-from pocketbert.core.recipe import EvalSection
-from pocketbert.core.tasks import QATask
+from pocketbert.core.tasks.data import QAExample, read_squad_file
+from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session
+from pocketbert.core.students.models import load_tokenizer
+from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.tasks.registry import QATask
 from pocketbert.export import onnx_export
 from pocketbert.export.app import tokenizer_files
 from pocketbert.export.text_in import qa_graph
@@ -91,7 +91,7 @@ def crafted(folder):
 
 
 def python_pipeline(folder: Path, encoder: Path, examples: list[QAExample]) -> tuple[list[str], list[int]]:
-    """core/qa.py's answers on the encoder's logits, and each example's window count."""
+    """core/tasks/qa.py's answers on the encoder's logits, and each example's window count."""
     task = QATask()
     tokenizer = load_tokenizer(str(folder))
     features = task.features(tokenizer, examples, MAX_LENGTH, None)

@@ -14,10 +14,10 @@ from kotlin_build import QA_ANSWER_CHECK_MAIN, app_kotlin_jar, needs_kotlinc
 from swift_build import needs_swift, qa_answer_check
 from transformers import BertConfig, BertForQuestionAnswering
 
-from pocketbert.core.data import read_squad_file
-from pocketbert.core.inference import batched_logits, torch_forward
-from pocketbert.core.recipe import EvalSection
-from pocketbert.core.tasks import QATask
+from pocketbert.core.tasks.data import read_squad_file
+from pocketbert.core.students.inference import batched_logits, torch_forward
+from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.tasks.registry import QATask
 from pocketbert.export.app import qa_postprocess
 from pocketbert.export.text_in import qa_graph
 
@@ -33,7 +33,7 @@ EXTRA = ("Café naïve résumé: the zebra ran to Zürich and on to 東京, 大�
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory, wordpiece_tokenizer, shared_data) -> Path:
     """Questions of several windows (SQuAD dev, and an accented, CJK and astral context) with a tiny BERT's logits."""
-    from pocketbert.core.data import QAExample
+    from pocketbert.core.tasks.data import QAExample
 
     task = QATask()
     config = BertConfig(vocab_size=wordpiece_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,

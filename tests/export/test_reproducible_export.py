@@ -11,7 +11,7 @@ import sys
 import pytest
 from helpers import error_line, linked_copy, run_cli
 
-from pocketbert.core import run_files
+from pocketbert.core.run import run_files
 from pocketbert.export import int8_budget, onnx_export
 
 pytestmark = pytest.mark.slow  # one export of the tiny run beside the session's shared one

@@ -26,7 +26,7 @@ def _lookup_model(path, table: np.ndarray):
 
 
 def _looked_up(path, ids: np.ndarray) -> np.ndarray:
-    from pocketbert.core.inference import ort_session
+    from pocketbert.core.students.inference import ort_session
 
     return ort_session(path, 1).run(None, {"input_ids": ids})[0]
 

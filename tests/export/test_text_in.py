@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
-from pocketbert.core.data import TextExample
-from pocketbert.core.recipe import EvalSection
-from pocketbert.core.tasks import QATask, SentimentTask, text_in_string
+from pocketbert.core.tasks.data import TextExample
+from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.tasks.registry import QATask, SentimentTask, text_in_string
 from pocketbert.core.errors import DataError
 from pocketbert.export import onnx_export, parity
 from pocketbert.export.app import tokenizer_files
@@ -116,8 +116,8 @@ def test_a_lone_surrogate_is_a_one_line_error_not_a_crash():
 @pytest.mark.slow
 def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, shared_data, wordpiece_tokenizer,
                                                                        tmp_path):
-    from pocketbert.core.data import subsample
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.task_data import load_task_data
 
     model, task = tiny(BertForQuestionAnswering, wordpiece_tokenizer.vocab_size), QATask()
     onnx_export.export_onnx(model, task, tmp_path / "qa.onnx")
@@ -125,7 +125,7 @@ def test_qa_text_in_cuts_pairs_like_the_pipeline_and_agrees_on_answers(folder, s
                           MAX_LENGTH * 2)
     examples = subsample(load_task_data("squad", "qa", shared_data).eval, SQUAD_PAIRS, 3)
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH * 2, MAX_LENGTH // 2)
-    from pocketbert.core.inference import batched_logits, torch_forward
+    from pocketbert.core.students.inference import batched_logits, torch_forward
 
     student = batched_logits(task, features, 0, 8, torch_forward(model, task))
     one_window, one_window_features, one_window_logits = task.within_one_window(examples, features, student)
@@ -180,7 +180,7 @@ def test_the_text_in_gate_fails_a_model_that_answers_otherwise(folder, shared_da
                           MAX_LENGTH)
     examples = [TextExample(t, i % 2) for i, t in enumerate(sst2_texts(shared_data, 60))]
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH)
-    from pocketbert.core.inference import batched_logits, torch_forward
+    from pocketbert.core.students.inference import batched_logits, torch_forward
 
     reference = batched_logits(task, features, 0, 8, torch_forward(student, task))
     own, logits = text_in_model.text_in_forward(tmp_path / "other.text.onnx", task)(examples)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pocketbert.core.tasks import text_in_string
+from pocketbert.core.tasks.registry import text_in_string
 from pocketbert.core.errors import ExportError
 from pocketbert.export import tokenizer_probes
 from pocketbert.export.text_in import text_normalization, tokenizer_check
@@ -152,7 +152,7 @@ def test_hard_cases_cover_each_special_class_and_tokenize_as_tokenizer_json(refe
 
 
 def test_the_recipe_names_every_context_the_check_has_and_each_choice_is_cached_apart(tokenizer_data):
-    from pocketbert.core.recipe import TOKENIZER_CHECK_CONTEXTS, ExportSection
+    from pocketbert.core.config.recipe import TOKENIZER_CHECK_CONTEXTS, ExportSection
 
     assert TOKENIZER_CHECK_CONTEXTS == tuple(tokenizer_check.CONTEXTS)
     assert ExportSection().tokenizer_check_contexts == list(tokenizer_check.CONTEXTS)  # the default: all of them

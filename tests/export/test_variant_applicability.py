@@ -3,8 +3,8 @@ BiLSTM cannot be exported to must not be offered to it (its export would fail af
 
 from __future__ import annotations
 
-from pocketbert.core.architectures import ARCHITECTURES
-from pocketbert.core.tasks import make_task
+from pocketbert.core.students.architectures import ARCHITECTURES
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.export import variants
 
 # torch.export cannot keep a BiLSTM's sequence length dynamic: no ExecuTorch or Core AI program for it
@@ -27,7 +27,7 @@ def test_the_bert_family_is_offered_every_core_ai_variant():
 
 def test_the_core_names_every_apple_program_the_export_makes():
     """A recipe and a ladder are checked against core's names when read: they must be the export table's own."""
-    from pocketbert.core import export_variant_names
+    from pocketbert.core.config import export_variant_names
     from pocketbert.export.variants import COREAI_VARIANTS, COREML_VARIANTS
 
     assert export_variant_names.COREML == COREML_VARIANTS
@@ -39,7 +39,7 @@ def test_a_recipe_chooses_its_executorch_programs_and_an_unknown_one_is_refused_
     import pytest
     from pydantic import ValidationError
 
-    from pocketbert.core.recipe import ExportSection
+    from pocketbert.core.config.recipe import ExportSection
 
     task = make_task("sentiment", ["negative", "positive"])
     bert = ARCHITECTURES["bert-family"]

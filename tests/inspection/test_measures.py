@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core.architectures import BERT_FAMILY
+from pocketbert.core.students.architectures import BERT_FAMILY
 from pocketbert.inspect import measures
 
 ROW_SUM_TOLERANCE = 1e-5

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.core import run_files
+from pocketbert.core.run import run_files
 
 pytestmark = pytest.mark.slow
 FIRST_RUNG = {"name": "default", "label": "the run's own student", "preset": "tiny", "in_run": True}

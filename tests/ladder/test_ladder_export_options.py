@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.recipe import parse_set_options
+from pocketbert.core.config.recipe import parse_set_options
 from pocketbert.ladder.spec import Ladder, rung_export
 
 

@@ -16,8 +16,8 @@ import yaml
 from helpers import error_line, run_cli, run_cli_steps
 
 from pocketbert.core.errors import ConfigError, RunDirError
-from pocketbert.core.manifest import read_manifest
-from pocketbert.core.recipe import parse_set_options
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.config.recipe import parse_set_options
 from pocketbert.ladder.flow import plan, prepare_folder, spec_digest
 from pocketbert.ladder.run_transfer import RunTransfer, read_run_transfer
 from pocketbert.ladder.spec import check_ladder, read_ladder

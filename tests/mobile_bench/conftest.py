@@ -19,9 +19,9 @@ def export_tokenizer_files(request, tmp_path_factory) -> Path:
     texts' ids from the tokenizer, the tables from tokenizer.json), for runs made from the recorded manifest. Kept in
     pytest's cache under a hash of the tokenizer and the code that writes them: probing every code point for the
     tables is most of a fresh session's cost."""
-    from pocketbert.core.cache_dir import building
-    from pocketbert.core.models import PACKAGED_TEACHER, resolve_model_source
-    from pocketbert.core.run_files import TOKENIZER_GOLDEN, TOKENIZER_JSON, TOKENIZER_TABLES
+    from pocketbert.core.run.cache_dir import building
+    from pocketbert.core.students.models import PACKAGED_TEACHER, resolve_model_source
+    from pocketbert.core.run.run_files import TOKENIZER_GOLDEN, TOKENIZER_JSON, TOKENIZER_TABLES
     from pocketbert.export import tokenizer_probes
     from pocketbert.export.app import tokenizer_files, tokenizer_tables
 

@@ -14,13 +14,13 @@ from pocketbert.core.errors import ConfigError, RunDirError
 from pocketbert.mobile_bench import calibration, derive, profiles
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, TOKENIZER_PATH, write_kit
-from pocketbert.core.run_files import APP_README as README
+from pocketbert.core.run.run_files import APP_README as README
 from pocketbert.mobile_bench.model_shape import EncoderShape, GatedEncoderShape
 from pocketbert.mobile_bench.report import build_document, render_markdown
 from pocketbert.mobile_bench.phone_import import KIT_SCHEMA, import_phone_rows
 from pocketbert.mobile_bench.run import import_phone_measurement
 from pocketbert.mobile_bench.stats import median_rank_interval
-from pocketbert.core.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST, PLACEMENT,
+from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from tests.mobile_bench.test_report import synthetic_results
 
@@ -126,7 +126,7 @@ def _run_with_export(tmp_path: Path, tokenizer: Path | None = None) -> Path:
     """A run whose export is the recorded one's manifest (and a multifunction package's entry); with `tokenizer`, a
     folder holding tokenizer.tables and tokenizer_golden.json, those files too, recorded in its manifest (what
     `bench kit` copies)."""
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     export = tmp_path / "run" / EXPORT_DIR
     export.mkdir(parents=True)

@@ -18,7 +18,7 @@ from pocketbert.mobile_bench.calibration_report import render_calibration
 from pocketbert.mobile_bench.report import build_document, render_markdown
 from pocketbert.mobile_bench.run import import_phone_measurement
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS
+from pocketbert.core.run.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS
 from tests.mobile_bench.test_calibration_and_kit import _run_with_export
 from tests.mobile_bench.test_report import synthetic_results
 

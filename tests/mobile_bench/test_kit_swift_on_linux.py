@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketbert.core.cache_dir import building
-from pocketbert.core.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, PLACEMENT,
+from pocketbert.core.run.cache_dir import building
+from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from pocketbert.export.app.app_programs import swift_executable
 from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, write_kit

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pocketbert.mobile_bench import reference
-from pocketbert.core.tasks import make_task
+from pocketbert.core.tasks.registry import make_task
 
 pytestmark = pytest.mark.minutes(1.5)
 
@@ -27,7 +27,7 @@ def test_without_a_checkpoint_the_reference_is_bert_base_built_from_its_config()
 
 @pytest.mark.slow
 def test_a_reference_entry_gains_its_executorch_programs_only_when_asked(tiny_base, private_cache):
-    from pocketbert.core.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
+    from pocketbert.core.run.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
 
     task = make_task("sentiment", ["negative", "positive"])
     folder, describe = reference.bert_base(task, str(tiny_base), with_pte=False)

@@ -52,8 +52,8 @@ def test_flops_of_the_exported_tiny_bert_match_the_formula(tmp_path, tiny_base):
 
     from pocketbert.export.onnx_export import export_onnx
     from pocketbert.mobile_bench.latency import synthetic_inputs
-    from pocketbert.core.models import load_for_task
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.students.models import load_for_task
+    from pocketbert.core.tasks.registry import make_task
 
     task = make_task("sentiment", ["negative", "positive"])
     model = load_for_task(str(tiny_base), task)

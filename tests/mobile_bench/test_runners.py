@@ -68,7 +68,7 @@ def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
 
 def test_bench_settings_are_checked():
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.recipe import typed_section
+    from pocketbert.core.config.recipe import typed_section
     from pocketbert.mobile_bench.run import bench_config
 
     assert bench_config({"bench": {"repeats": 30}}, None, None).model_dump() == typed_section("bench", {}).model_dump()  # an older recipe still runs
@@ -84,10 +84,10 @@ def test_pytorch_runner_loads_a_bilstm_student_through_its_architecture(tmp_path
     import torch
     from transformers import BertTokenizerFast
 
-    from pocketbert.core.architectures import BILSTM
-    from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
-    from pocketbert.core.stage_folder import save_stage_model
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.students.architectures import BILSTM
+    from pocketbert.core.students.bilstm import BiLSTMClassifier, BiLSTMConfig
+    from pocketbert.core.students.stage_folder import save_stage_model
+    from pocketbert.core.tasks.registry import make_task
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]) + "\n")

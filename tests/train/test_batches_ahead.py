@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 from pocketbert.train import batches_ahead, trainer
 
 CPU = torch.device("cpu")

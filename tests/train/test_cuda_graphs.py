@@ -12,9 +12,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core import losses
-from pocketbert.core.recipe import TrainingSection
-from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.core.tasks import losses
+from pocketbert.core.config.recipe import TrainingSection
+from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 from pocketbert.train import cuda_graphs, trainer
 from pocketbert.train.distill import distillation_loss
 

@@ -21,7 +21,7 @@ from helpers import error_line, run_cli, run_with_teacher
 from safetensors.torch import load_file
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run_files import ABLATION_DIR, ABLATION_RESULTS, ABLATION_TABLE
+from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_RESULTS, ABLATION_TABLE
 from pocketbert.train import distributed, precision, trainer
 from pocketbert.train.checkpoint import FAULT_ENV
 
@@ -114,9 +114,9 @@ def killed_run(teacher_run, shared_data):
 
 @pytest.mark.slow
 def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shared_data):
-    from pocketbert.core.recipe import validate_recipe
-    from pocketbert.core.stage_folder import load_stage_model
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.config.recipe import validate_recipe
+    from pocketbert.core.students.stage_folder import load_stage_model
+    from pocketbert.core.tasks.task_data import load_task_data
 
     run, done = two_process_run
     student = manifest(run / "student")

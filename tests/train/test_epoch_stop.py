@@ -8,8 +8,8 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.recipe import TrainingSection
-from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.core.config.recipe import TrainingSection
+from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 from pocketbert.train import epoch_stop, trainer
 
 CPU = torch.device("cpu")

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core import losses
-from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.core.tasks import losses
+from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 from pocketbert.core.errors import ConfigError
 from pocketbert.train import bert_layout, importance, narrow, teacher_cache
 from pocketbert.train.layerwise import (

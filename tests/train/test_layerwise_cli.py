@@ -9,7 +9,7 @@ import json
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.core.run_files import ABLATION_DIR, ABLATION_RESULTS
+from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_RESULTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes(2.5)]
 TINY = ["--preset", "tiny", "--device", "cpu"]

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from pocketbert.core.recipe import TrainingSection
+from pocketbert.core.config.recipe import TrainingSection
 from pocketbert.train import checkpoint, distributed, precision, trainer
 
 
@@ -73,7 +73,7 @@ def test_the_gpu_is_asked_whether_it_does_bf16_in_hardware(monkeypatch):
 
 
 def test_only_process_0_gets_a_folder_to_write(tmp_path, monkeypatch):
-    from pocketbert.core.atomic_folder import staged_output
+    from pocketbert.core.run.atomic_folder import staged_output
 
     for name, value in {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
         monkeypatch.setenv(name, value)  # what torchrun sets (launch_env refuses half a set)
@@ -106,8 +106,8 @@ def test_padding_to_a_multiple_trains_the_same_rows(wordpiece_tokenizer):
     """Rounded-up batch widths only add padding: ids with the pad id, masks 0, per-token labels ignored."""
     import numpy as np
 
-    from pocketbert.core.losses import IGNORE_LABEL
-    from pocketbert.core.tasks import SentimentTask, TextFeature
+    from pocketbert.core.tasks.losses import IGNORE_LABEL
+    from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 
     task = SentimentTask(["neg", "pos"])
     features = [TextFeature([101, 7, 8, 102], 0), TextFeature([101, 9, 102], 1)]

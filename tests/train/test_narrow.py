@@ -10,10 +10,10 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig, BertForQuestionAnswering, \
     BertForSequenceClassification
 
-from pocketbert.core import student_shape
-from pocketbert.core.data import TextExample
-from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-from pocketbert.core.tasks import QATask, SentimentTask, TextFeature
+from pocketbert.core.students import student_shape
+from pocketbert.core.tasks.data import TextExample
+from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.tasks.registry import QATask, SentimentTask, TextFeature
 from pocketbert.core.errors import ConfigError, ModelError
 from pocketbert.train import bert_layout, importance, narrow
 
@@ -32,7 +32,7 @@ def tiny_teacher(cls=BertForSequenceClassification, **extra):
 
 
 def features(n=48, seed=0, task=None):
-    from pocketbert.core.qa import QAFeature
+    from pocketbert.core.tasks.qa import QAFeature
 
     rng = np.random.default_rng(seed)
     rows = [list(rng.integers(5, VOCAB, size=int(rng.integers(4, 24)))) for _ in range(n)]

@@ -13,9 +13,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
-from pocketbert.core import losses
-from pocketbert.core.recipe import TrainingSection
-from pocketbert.core.tasks import QATask, SentimentTask
+from pocketbert.core.tasks import losses
+from pocketbert.core.config.recipe import TrainingSection
+from pocketbert.core.tasks.registry import QATask, SentimentTask
 from pocketbert.train import precision, trainer
 from pocketbert.train.distill import distillation_loss
 from pocketbert.train.teacher_cache import TeacherOutputs

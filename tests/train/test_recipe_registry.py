@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.core.manifest import RECIPE_NAME
+from pocketbert.core.run.manifest import RECIPE_NAME
 from pocketbert.train import registry
 
 pytestmark = pytest.mark.slow
@@ -26,8 +26,8 @@ def toy_recipe():
     import torch.nn.functional as F
     from pydantic import Field
 
-    from pocketbert.core import stage_folder
-    from pocketbert.core.recipe import Section
+    from pocketbert.core.students import stage_folder
+    from pocketbert.core.config.recipe import Section
     from pocketbert.train import teacher_cache
     from pocketbert.train.distillation import TeacherDistillation
 
@@ -78,7 +78,7 @@ def test_a_recipe_registered_in_a_test_runs_through_the_cli(capsys, toy_recipe, 
     assert abs(train["final_weighed"] - TOY_X * train["final_mse"]) < SUM_TOLERANCE  # the loss read toy.x
     assert (run / "student" / "model.safetensors").is_file()
 
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     student, _, task, info = load_stage_model(run / "student")
     assert info["task"] == "sentiment"

@@ -10,10 +10,10 @@ import torch
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.train import augment
-from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
-from pocketbert.core.data import TextExample
-from pocketbert.core.inference import ort_session
-from pocketbert.core.losses import IGNORE_LABEL
+from pocketbert.core.students.bilstm import BiLSTMClassifier, BiLSTMConfig
+from pocketbert.core.tasks.data import TextExample
+from pocketbert.core.students.inference import ort_session
+from pocketbert.core.tasks.losses import IGNORE_LABEL
 
 ONNX_TOLERANCE = 1e-5     # fp32 ONNX Runtime against PyTorch
 COREML_TOLERANCE = 5e-3   # fp16 Core ML program, evaluated by the MIL interpreter
@@ -74,7 +74,7 @@ def test_pos_replacement_keeps_the_tag():
                                            ({"p_mask": 0.6, "p_pos": 0.6}, "at most 1"),
                                            ({"pos_tagger": "nonsense"}, "unknown augment.pos_tagger")])
 def test_augment_config_errors(cfg, fragment):
-    from pocketbert.core.recipe import AugmentSection
+    from pocketbert.core.config.recipe import AugmentSection
 
     with pytest.raises(ConfigError, match=fragment):
         augment.AugmentConfig.from_recipe(AugmentSection.model_construct(**cfg))  # unchecked: the config checks
@@ -127,8 +127,8 @@ def test_bilstm_backward_direction_reads_the_sentence_reversed():
 
 @pytest.mark.slow
 def test_bilstm_exports_to_onnx_and_core_ml(tmp_path):
-    from pocketbert.core.architectures import BILSTM
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.students.architectures import BILSTM
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.export import coreml, onnx_export
 
     model, task = tiny_bilstm(), make_task("sentiment", ["a", "b", "c"])

@@ -9,7 +9,8 @@ import shutil
 import pytest
 from helpers import error_line, run_cli, run_with_teacher
 
-from pocketbert.core.run_files import ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE, TRAIN_BENCH_RESULTS
+from pocketbert.core.run.run_files import (ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE,
+                                           TRAIN_BENCH_RESULTS)
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes(7)]
 TINY = ["--preset", "tiny"]
@@ -20,7 +21,7 @@ def manifest(path):
 
 
 def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path, shared_data, monkeypatch):
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     run = run_with_teacher(teacher_run, tmp_path / "run")
     working = tmp_path / "working"  # the export writes only into the run: nothing here afterwards
@@ -46,7 +47,7 @@ def test_tang_recipe_trains_a_bilstm_that_exports(capsys, teacher_run, tmp_path,
 
 def test_static_recipe_trains_a_table_student_that_exports_and_benches(capsys, teacher_run, tmp_path, shared_data,
                                                                        tiny_reference):
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     run = run_with_teacher(teacher_run, tmp_path / "run")
     result = run_cli(capsys, "train", "distill", "--run", run, *TINY, "--recipe", "static", "--cos-weight", "0",
@@ -248,7 +249,7 @@ def test_a_larger_batch_scales_the_learning_rate_and_records_the_global_batch(ca
                                                                               shared_data):
     import math
 
-    from pocketbert.core.recipe import load_recipe
+    from pocketbert.core.config.recipe import load_recipe
 
     tiny = load_recipe("sentiment", "tiny")["distill"]
     run = run_with_teacher(teacher_run, tmp_path / "run")

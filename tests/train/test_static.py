@@ -9,11 +9,11 @@ import pytest
 import torch
 from helpers import error_line, run_cli
 
-from pocketbert.core.architectures import STATIC
-from pocketbert.core.inference import batched_logits, ort_forward, ort_session, torch_forward
-from pocketbert.core.recipe import EvalSection
-from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
-from pocketbert.core.tasks import make_task
+from pocketbert.core.students.architectures import STATIC
+from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
+from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.students.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
+from pocketbert.core.tasks.registry import make_task
 from pocketbert.export import onnx_export, parity
 from pocketbert.train import static_table
 
@@ -120,8 +120,8 @@ def test_the_sentence_vector_is_the_mean_of_its_word_pieces_alone():
 
 @pytest.fixture(scope="module")
 def sst2(shared_data, wordpiece_tokenizer):
-    from pocketbert.core.data import subsample
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.task_data import load_task_data
 
     data = load_task_data("sst2", "sentiment", shared_data)
     task = make_task("sentiment", data.label_names)
@@ -170,8 +170,8 @@ def test_the_classifier_learns_real_sst2(trained, sst2, wordpiece_tokenizer):
 
 @pytest.mark.slow
 def test_the_saved_student_reloads_from_its_folder_alone(trained, sst2, wordpiece_tokenizer, tmp_path):
-    from pocketbert.core.stage_folder import load_stage_model, save_stage_model
-    from pocketbert.core.run_files import STATIC_CONFIG, TOKENIZER_JSON, WEIGHTS
+    from pocketbert.core.students.stage_folder import load_stage_model, save_stage_model
+    from pocketbert.core.run.run_files import STATIC_CONFIG, TOKENIZER_JSON, WEIGHTS
 
     model, _ = trained
     task, _, _, dev = sst2

@@ -10,7 +10,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.train import teacher_cache
-from pocketbert.core.tasks import SentimentTask, TextFeature
+from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 
 FP16_TOLERANCE = 1e-2
 TARGETS = [1, 2]

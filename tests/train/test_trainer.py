@@ -48,7 +48,7 @@ def test_pick_device():
 
 
 def tiny_classifier_features(n: int = 32):
-    from pocketbert.core.tasks import SentimentTask, TextFeature
+    from pocketbert.core.tasks.registry import SentimentTask, TextFeature
 
     task = SentimentTask(["neg", "pos"])
     return task, [TextFeature([101, 7 + i % 50, 8 + i % 30, 102], i % 2) for i in range(n)]
@@ -58,7 +58,7 @@ def tiny_classifier_features(n: int = 32):
 def test_a_loss_that_stops_being_finite_ends_training_in_one_line():
     from transformers import BertConfig, BertForSequenceClassification
 
-    from pocketbert.core.recipe import TrainingSection
+    from pocketbert.core.config.recipe import TrainingSection
     from pocketbert.train.trainer import TrainingDiverged, train
 
     task, features = tiny_classifier_features()
@@ -81,8 +81,8 @@ def test_a_checkpoint_saved_in_fp16_trains_in_fp32(tmp_path, wordpiece_tokenizer
     from safetensors.torch import load_file
     from transformers import BertConfig, BertModel
 
-    from pocketbert.core.models import load_for_task
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.students.models import load_for_task
+    from pocketbert.core.tasks.registry import make_task
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=wordpiece_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
@@ -135,7 +135,7 @@ def test_max_steps_trains_that_many_steps_across_epochs_and_dropout_off_trains_i
     epochs, the last epoch stops at its step, and dropout=False runs every step in eval mode."""
     from test_epoch_stop import CPU, rows, step_loss_for, tiny_bert
 
-    from pocketbert.core.recipe import TrainingSection
+    from pocketbert.core.config.recipe import TrainingSection
     from pocketbert.train import trainer
 
     task, features = rows(32)  # 4 batches of 8 an epoch

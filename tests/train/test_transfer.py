@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from helpers import error_line, run_cli, run_with_teacher
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.core.data import TextExample, text_key
-from pocketbert.core.task_data import load_task_data
-from pocketbert.core.losses import IGNORE_LABEL, cross_entropy
-from pocketbert.core.recipe import Recipe, validate_recipe
-from pocketbert.core.tasks import SentimentTask, make_task
+from pocketbert.core.tasks.data import TextExample, text_key
+from pocketbert.core.tasks.task_data import load_task_data
+from pocketbert.core.tasks.losses import IGNORE_LABEL, cross_entropy
+from pocketbert.core.config.recipe import Recipe, validate_recipe
+from pocketbert.core.tasks.registry import SentimentTask, make_task
 from pocketbert.train import transfer
 from pocketbert.train.distill import distillation_loss
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import error_line, linked_copy, run_cli
 
-from pocketbert.core import run_files
+from pocketbert.core.run import run_files
 from pocketbert.core.errors import ConfigError
 
 pytestmark = pytest.mark.minutes(4)
@@ -25,8 +25,8 @@ RECOVERY_LEARNING_RATE = 3e-3  # a few steps that move the tiny student's table 
 
 @pytest.fixture(scope="module")
 def sst2(shared_data):
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.tasks.registry import make_task
 
     data = load_task_data("sst2", "sentiment", shared_data)
     return make_task("sentiment", data.label_names), data
@@ -35,7 +35,7 @@ def sst2(shared_data):
 @pytest.fixture(scope="module")
 def train_counts(sst2, wordpiece_tokenizer):
     """Pieces counted on SST-2's training sentences only, so that the dev sentences hold pieces the fit dropped."""
-    from pocketbert.core import piece_counts as counting
+    from pocketbert.core.students import piece_counts as counting
 
     task, data = sst2
     return counting.count_pieces(wordpiece_tokenizer,
@@ -155,11 +155,11 @@ def _tiny_student(architecture: str, vocab_size: int):
 
     torch.manual_seed(0)
     if architecture == "bilstm":
-        from pocketbert.core.bilstm import BiLSTMClassifier, BiLSTMConfig
+        from pocketbert.core.students.bilstm import BiLSTMClassifier, BiLSTMConfig
 
         model = BiLSTMClassifier(BiLSTMConfig(vocab_size, 2, embedding_dim=16, hidden_size=8, relu_size=8))
     elif architecture == "static":
-        from pocketbert.core.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
+        from pocketbert.core.students.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
 
         model = StaticEmbeddingClassifier(StaticEmbeddingConfig(vocab_size, 2, embedding_dim=16, hidden_size=8,
                                                                 ignored_token_ids=[0, 100, 101, 102, 103]))
@@ -173,7 +173,7 @@ def _tiny_student(architecture: str, vocab_size: int):
 def test_under_a_cap_a_large_source_does_not_crowd_out_a_small_ones_pieces(wordpiece_tokenizer, forced):
     """Pieces ranked by their share of the source where they are most common: a small source's own words stay
     beside a source many times its size."""
-    from pocketbert.core import piece_counts as counting
+    from pocketbert.core.students import piece_counts as counting
     from pocketbert.train.vocabulary.choice import choose_rows
 
     small = ["the espresso was fine"] * 5
@@ -200,8 +200,8 @@ def test_the_training_step_writes_the_fitted_student_with_its_manifest(quick_exp
                                                                       shared_data):
     import torch
 
-    from pocketbert.core.fitted_vocabulary import FITTED_FROM, SETTINGS, student_identity
-    from pocketbert.core.stage_folder import load_stage_model
+    from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, student_identity
+    from pocketbert.core.students.stage_folder import load_stage_model
 
     run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
     result = run_cli(capsys, "train", "vocabulary", "--run", run, "--data-dir", shared_data, "--device", "cpu",

@@ -21,9 +21,9 @@ def fitted(shared_data, wordpiece_tokenizer):
     from helpers import TINY_CONFIG
     from transformers import BertConfig, BertForSequenceClassification
 
-    from pocketbert.core.task_data import load_task_data
-    from pocketbert.core.tasks import make_task
-    from pocketbert.core import piece_counts as counting
+    from pocketbert.core.tasks.task_data import load_task_data
+    from pocketbert.core.tasks.registry import make_task
+    from pocketbert.core.students import piece_counts as counting
     from pocketbert.train.vocabulary import choice
     from pocketbert.train.vocabulary.rows import fitted_student
     from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
@@ -60,7 +60,7 @@ def test_the_first_half_vocabulary_is_within_the_kept_rows_and_cuts_some_of_the_
 def test_the_recovery_rows_are_the_fitted_students_cuts_with_the_full_students_answers(fitted, wordpiece_tokenizer):
     import numpy as np
 
-    from pocketbert.core.inference import batched_logits, torch_forward
+    from pocketbert.core.students.inference import batched_logits, torch_forward
     from pocketbert.train.vocabulary.recovery import held_out_cut, recovery_rows, split_by_cut
     from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
 
@@ -85,7 +85,7 @@ def test_the_recovery_rows_are_the_fitted_students_cuts_with_the_full_students_a
 def _kl_on(task, texts, full_model, full_tokenizer, model, tokenizer) -> float:
     import torch
 
-    from pocketbert.core.losses import soft_target_kl
+    from pocketbert.core.tasks.losses import soft_target_kl
 
     def logits(m, tok):
         features = task.features(tok, task.unlabeled_examples(texts), 64)
@@ -105,7 +105,7 @@ def test_the_training_loop_trains_the_table_alone_toward_the_full_students_answe
     import numpy as np
     import torch
 
-    from pocketbert.core.recipe import DistillSection
+    from pocketbert.core.config.recipe import DistillSection
     from pocketbert.train import trainer
     from pocketbert.train.teacher_cache import TeacherOutputs
     from pocketbert.train.vocabulary import recovery
@@ -145,7 +145,7 @@ def test_the_training_loop_trains_the_table_alone_toward_the_full_students_answe
 
 
 def test_a_task_answering_per_word_piece_is_refused_recovery():
-    from pocketbert.core.tasks import make_task
+    from pocketbert.core.tasks.registry import make_task
     from pocketbert.train.vocabulary.recovery import check_task
 
     check_task(make_task("sentiment", ["negative", "positive"]))
@@ -158,7 +158,7 @@ CROSS_DOMAIN_EXAMPLES = 20
 
 @pytest.mark.slow  # reads IMDb
 def test_the_cost_is_measured_on_each_cross_domain_dataset_too(fitted, wordpiece_tokenizer, shared_data):
-    from pocketbert.core.recipe import validate_recipe
+    from pocketbert.core.config.recipe import validate_recipe
     from pocketbert.train.vocabulary.cost import Compared, across_domains
     from pocketbert.train.vocabulary.rows import fitted_student
 

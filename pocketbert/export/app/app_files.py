@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ExportError
 from pocketbert.export.app import tokenizer_files, tokenizer_tables
-from pocketbert.core.run_files import (
+from pocketbert.core.run.run_files import (
     LABELS,
     MODEL_CONFIG,
     TOKENIZER_CONFIG,

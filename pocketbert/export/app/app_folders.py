@@ -14,9 +14,9 @@ from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
 from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS, Variant
-from pocketbert.core.manifest import read_manifest
-from pocketbert.core.atomic_folder import require_stage
-from pocketbert.core.run_files import (
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.atomic_folder import require_stage
+from pocketbert.core.run.run_files import (
     ANDROID_APP_DIR,
     APP_README,
     EXECUTORCH_INT8,
@@ -35,8 +35,8 @@ from pocketbert.core.run_files import (
     coreai_asset_name,
     coreml_package_name,
 )
-from pocketbert.core.tasks import TASK_CLASSES
-from pocketbert.core.user_paths import output_folder, written_output
+from pocketbert.core.tasks.registry import TASK_CLASSES
+from pocketbert.core.run.user_paths import output_folder, written_output
 
 # PocketBertTokenizer reads tokenizer.tables; swift-transformers, the alternative docs/app.md shows, the other three
 TOKENIZER_FOR_SWIFT = (TOKENIZER_TABLES, TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL_CONFIG)

@@ -42,7 +42,7 @@ def _digest(paths: list[Path], root: Path) -> str:
 
 def _built(folder: Path, build) -> Path:
     """`folder` after build(folder) made it, once: several processes wait for the one that builds."""
-    from pocketbert.core.cache_dir import building
+    from pocketbert.core.run.cache_dir import building
 
     with building(folder):
         if not (folder / "built").is_file():
@@ -62,7 +62,7 @@ def _run_build(argv: list[str], cwd: Path | None, what: str) -> None:
 def swift_package_build(with_tests: bool = False) -> Path:
     """The PocketBertTokenizer package, copied into the cache under its sources' hash and built there (release;
     with_tests: its XCTest cases too, for `swift test --skip-build`)."""
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 
     swift = swift_executable()
@@ -83,7 +83,7 @@ def swift_program() -> list[str]:
 
 def kotlin_jar(sources: list[Path], name: str) -> Path:
     """`sources` compiled into one jar with the Kotlin runtime (run it with `java -cp JAR MAIN_CLASS`)."""
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
 
     if shutil.which("kotlinc") is None or shutil.which("java") is None:
         raise ToolchainMissing("kotlinc not installed (Debian: apt-get install kotlin)")

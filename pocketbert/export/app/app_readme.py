@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE, TOKENIZER_JSON, TOKENIZER_TABLES
+from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE, TOKENIZER_JSON, TOKENIZER_TABLES
 
 # The app code, one folder per task (templates/<task>/ios.swift.txt, android.kt.txt, ...), shipped as package data.
 # A template is the code as an app holds it; `{name}` marks what the export fills in (README text, not Python).

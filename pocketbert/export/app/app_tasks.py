@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.core.run_files import (
+from pocketbert.core.run.run_files import (
     LABELS,
     ORT_MODEL,
     ORT_REQUIRED_OPERATORS,

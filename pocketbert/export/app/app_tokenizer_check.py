@@ -103,7 +103,7 @@ def _cached_digests(data: str, contexts: tuple[str, ...], probes_per_line: int, 
     Swift and the Kotlin checks, each export of it, share them)."""
     from importlib.metadata import version
 
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export import tokenizer_probes
     from pocketbert.export.text_in.text_tokenizer import cached_or_built, tokenizer_rules
 
@@ -119,7 +119,7 @@ def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden:
                  contexts: tuple[str, ...] = tuple(CONTEXTS)) -> dict:
     """check()'s result for `command` (a program built under its sources' hash, which its path holds) on these
     files: run once a machine, then read back, as each export of one tokenizer is checked again."""
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export.text_in.text_tokenizer import cached_or_built
 
     key = hashlib.sha256(b"\0".join([name.encode(), json.dumps([command, list(contexts)]).encode(),

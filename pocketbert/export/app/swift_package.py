@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.core.run_files import SWIFT_TOKENIZER_PACKAGE
+from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE
 
 SWIFT_PACKAGE = Path(__file__).parent / "swift" / SWIFT_TOKENIZER_PACKAGE
 SOURCE_SUFFIXES = (".swift",)

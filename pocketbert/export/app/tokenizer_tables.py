@@ -39,7 +39,7 @@ import json
 from importlib.metadata import version
 from pathlib import Path
 
-from pocketbert.core.cache_dir import cache_root
+from pocketbert.core.run.cache_dir import cache_root
 from pocketbert.core.errors import ExportError
 from pocketbert.export.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, code_points,
                                                 normalizer_rows, word_classes)

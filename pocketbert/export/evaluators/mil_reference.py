@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.core.inference import import_coremltools
-from pocketbert.core.quiet import quiet_tools
+from pocketbert.core.students.inference import import_coremltools
+from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.core.errors import ExportError
 from pocketbert.export.evaluators.numeric import ACTIVATIONS, REDUCTIONS
 

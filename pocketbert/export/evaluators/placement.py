@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pocketbert.export.evaluators import placement_rules, program_view
 from pocketbert.export.evaluators.placement_rules import NEURAL_ENGINE, PLACEMENT, RISK, Rule
-from pocketbert.core.run_files import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
+from pocketbert.core.run.run_files import COREAI_ASSET_SUFFIX, COREML_PACKAGE_SUFFIX
 
 VERDICTS = ("neural_engine", "split", "off_neural_engine", "may_fail")  # best first
 NEURAL_ENGINE_VERDICT, SPLIT, OFF, MAY_FAIL = VERDICTS

@@ -166,8 +166,8 @@ def read_mlpackage(path: Path) -> list[Function]:
     """Every function of a saved .mlpackage (a multifunction package has several), as the rules read them."""
     from coremltools.converters.mil.frontend.milproto.load import load as load_mil
 
-    from pocketbert.core.inference import import_coremltools
-    from pocketbert.core.quiet import quiet_tools
+    from pocketbert.core.students.inference import import_coremltools
+    from pocketbert.core.process.quiet import quiet_tools
 
     ct = import_coremltools()
     with quiet_tools():

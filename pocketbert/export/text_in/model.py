@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.core.tasks import text_in_string
+from pocketbert.core.tasks.registry import text_in_string
 from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import CONTRIB, GOLDEN_OPSET, PREFIX, tokenizer_graph

@@ -1,16 +1,16 @@
 """Question answering in one call: a question and a context of any length in, the answer out (its text, its
 character span in the context in code points, UTF-16 units and UTF-8 bytes, and its score).
 
-Everything the Python pipeline (core/qa.py) does after tokenizing happens inside the graph, with standard ONNX ops
+Everything the Python pipeline (core/tasks/qa.py) does after tokenizing happens inside the graph, with standard ONNX ops
 and the onnxruntime-extensions ops the text-in models already use:
 - the context is tokenized whole (up to max_context_tokens word pieces; a longer context is cut there, and the
   output context_cut says so), the question up to the window;
 - the doc-stride windows of tokenizers' `truncation="only_second"` with `stride`: window k holds the context
   tokens from k * (room - stride), room = max_length - 3 - question tokens, and the last window is the first that
   reaches the context's end; all windows run as one batch, padded to the first window's width (masked);
-- the span search of core/qa.py: in each window the n_best highest start and end logits over the window's own
+- the span search of core/tasks/qa.py: in each window the n_best highest start and end logits over the window's own
   tokens, every pair of them in the context with end >= start and at most max_answer_length tokens, scored
-  start + end; the first highest pair in (window, start rank, end rank) order wins, as core/qa.py's strict `>`;
+  start + end; the first highest pair in (window, start rank, end rank) order wins, as core/tasks/qa.py's strict `>`;
 - the answer's code-point span comes from the tokenizer graph's offsets; UTF-16 and UTF-8 positions from the
   context's own bytes;
 - the text: the context's UTF-8 bytes in the answer's span, turned into a string by BpeDecoder (one token per
@@ -39,7 +39,7 @@ LONG_CONTEXT_POLICY = "cut"
 @dataclass(frozen=True)
 class QASettings:
     max_length: int          # tokens in one window: [CLS] question [SEP] context part [SEP]
-    doc_stride: int          # tokens two windows share (as core/qa.py adjusts it)
+    doc_stride: int          # tokens two windows share (as core/tasks/qa.py adjusts it)
     max_answer_length: int   # tokens in an answer at most
     n_best: int              # start and end candidates per window
     max_context_tokens: int  # word pieces of the context read at most; the windows follow from it
@@ -57,7 +57,7 @@ class QASettings:
 
 
 def effective_stride(max_length: int, doc_stride: int | None) -> int:
-    """The stride core/qa.build_qa_features uses for this window and recipe stride."""
+    """The stride core/tasks/qa.build_qa_features uses for this window and recipe stride."""
     stride = doc_stride or max_length // 3
     return max_length // 4 if stride >= max_length // 2 else stride
 
@@ -224,7 +224,7 @@ def answer_forward(path: Path, task=None):
     them: one call per question."""
     import numpy as np
 
-    from pocketbert.core.tasks import text_in_string
+    from pocketbert.core.tasks.registry import text_in_string
 
     session = text_session(path)
     names = [o.name for o in session.get_outputs()]

@@ -63,7 +63,7 @@ def cache_entry(folder: str, *parts: bytes) -> Path:
     import hashlib
     from importlib.metadata import version
 
-    from pocketbert.core.cache_dir import cache_root
+    from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export.text_in import text_normalization
 
     code = Path(__file__).read_bytes() + Path(text_normalization.__file__).read_bytes()
@@ -89,7 +89,7 @@ def cached_or_built(path: Path, read, build, keep=lambda value: True, dump=lambd
     where the cache folder can hold the lock; a damaged entry is built again."""
     from contextlib import nullcontext
 
-    from pocketbert.core.cache_dir import building
+    from pocketbert.core.run.cache_dir import building
 
     def cached():
         try:

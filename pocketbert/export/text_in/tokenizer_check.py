@@ -108,7 +108,7 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
     one), with `workers` threads; the first `named` mismatches named (None: all)."""
     from tokenizers import Tokenizer
 
-    from pocketbert.core.tasks import text_in_string
+    from pocketbert.core.tasks.registry import text_in_string
 
     started = time.perf_counter()
     reference = Tokenizer.from_str(json.dumps(data))

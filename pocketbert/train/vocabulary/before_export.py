@@ -7,17 +7,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pocketbert.core.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
+from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
 
 
 def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> Path | None:
     """Fit the run's vocabulary where the export asks for a fitted one (the recipe's export.vocabulary, or the
     export's options `settings` over it) and the run holds none, one fitted from another student, or one fitted with
     other settings than the options give. Returns the fitted student's folder when it fitted one."""
-    from pocketbert.core.atomic_folder import require_stage
-    from pocketbert.core.manifest import read_manifest
-    from pocketbert.core.recipe import complete_recipe, recipe_dict, recorded_section
-    from pocketbert.core.run_files import STUDENT_DIR
+    from pocketbert.core.run.atomic_folder import require_stage
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.config.recipe import complete_recipe, recipe_dict, recorded_section
+    from pocketbert.core.run.run_files import STUDENT_DIR
     from pocketbert.train.vocabulary.step import STAGE_MADE_BY, fit_vocabulary
 
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)

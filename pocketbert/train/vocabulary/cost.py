@@ -28,7 +28,7 @@ class Compared:
     device: Any = "cpu"
 
     def logits(self, model, tokenizer, examples: list, what: str) -> tuple[list, list]:
-        from pocketbert.core.inference import batched_logits, torch_forward
+        from pocketbert.core.students.inference import batched_logits, torch_forward
 
         features = self.task.features(tokenizer, examples, self.max_length, self.doc_stride)
         return features, batched_logits(self.task, features, tokenizer.pad_token_id, self.batch_size,
@@ -55,9 +55,9 @@ def against_full(compared: Compared, examples: list, what: str = "") -> dict:
 def across_domains(compared: Compared, recipe, data_dir, seed: int) -> dict:
     """The same comparison on each eval.cross_domain dataset of the typed recipe (eval.cross_domain_max_examples
     of its evaluation split): text the vocabulary was not fitted to, where a dropped piece is met most."""
-    from pocketbert.core.data import subsample
-    from pocketbert.core.recipe import cross_domain_datasets
-    from pocketbert.core.task_data import load_task_data
+    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.config.recipe import cross_domain_datasets
+    from pocketbert.core.tasks.task_data import load_task_data
 
     task = compared.task
     out = {}

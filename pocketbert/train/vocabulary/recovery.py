@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pocketbert.core import piece_counts
+from pocketbert.core.students import piece_counts
 from pocketbert.core.errors import ConfigError
 from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
 
@@ -68,7 +68,7 @@ def held_out_cut(full_tokenizer, texts: list[str], kept_ids: list[int], forced: 
 def loop_section(distill, learning_rate: float):
     """What the training loop runs the recovery with: batches of RECOVERY_BATCH at the distillation's length, the
     recovery's learning rate decaying to 0 over the steps, no warm-up, no weight decay."""
-    from pocketbert.core.recipe import TrainingSection
+    from pocketbert.core.config.recipe import TrainingSection
 
     return TrainingSection(max_length=distill.max_length, batch_size=RECOVERY_BATCH, epochs=1,
                            learning_rate=learning_rate, warmup_ratio=0.0, weight_decay=0.0,
@@ -112,8 +112,8 @@ def recovery_rows(full_model, full_tokenizer, task, texts: list[str], kept_ids: 
                   min_count: int, max_length: int, batch_size: int, seed: int, device="cpu") -> RecoveryRows:
     """The rows of the recovery: the second half's texts the first half's vocabulary cuts differently, and as many
     it cuts as before. No such text leaves no rows, and the record says why."""
-    from pocketbert.core.inference import batched_logits, torch_forward
-    from pocketbert.core.tasks import TextFeature
+    from pocketbert.core.students.inference import batched_logits, torch_forward
+    from pocketbert.core.tasks.registry import TextFeature
 
     second, half_ids = held_out_cut(full_tokenizer, texts, kept_ids, forced, min_count, seed)
     half_tokenizer = fitted_tokenizer(full_tokenizer, half_ids)

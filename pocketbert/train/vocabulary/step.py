@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pocketbert.core.fitted_vocabulary import FITTED_FROM, SETTINGS, fitting_settings, student_identity
-from pocketbert.core.recipe import Recipe, TrainingSection
-from pocketbert.core.run_files import FITTED_STUDENT_DIR, PIECE_SHARES, STUDENT_DIR
+from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, fitting_settings, student_identity
+from pocketbert.core.config.recipe import Recipe, TrainingSection
+from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES, STUDENT_DIR
 from pocketbert.train import registry
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 
@@ -26,9 +26,9 @@ STAGE_MADE_BY = "pocketbert train distill"
 def recorded_recipe(run_dir: Path, overrides: dict[str, Any], set_items: tuple[str, ...] = ()) -> Recipe:
     """The recipe the run's student was trained with (every default filled), with `overrides` (dotted keys the
     command's options set) and --set pairs over it."""
-    from pocketbert.core.manifest import read_manifest
-    from pocketbert.core.atomic_folder import require_stage
-    from pocketbert.core.recipe import complete_recipe, parse_set_options, with_overrides
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.atomic_folder import require_stage
+    from pocketbert.core.config.recipe import complete_recipe, parse_set_options, with_overrides
 
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
     recorded = complete_recipe(read_manifest(student)["config"]["recipe"])
@@ -49,10 +49,10 @@ class VocabularyFit(TrainingRecipe):
     dropout = False  # the fitted student learns the full student's answers, not a noisy version of them
 
     def load_inputs(self, run: StageRun) -> None:
-        from pocketbert.core.manifest import verified_stage
-        from pocketbert.core.stage_folder import load_stage_model
-        from pocketbert.core.task_data import load_task_data
-        from pocketbert.core.user_paths import recorded_dataset
+        from pocketbert.core.run.manifest import verified_stage
+        from pocketbert.core.students.stage_folder import load_stage_model
+        from pocketbert.core.tasks.task_data import load_task_data
+        from pocketbert.core.run.user_paths import recorded_dataset
         from pocketbert.train.vocabulary import recovery
 
         export = run.recipe.export
@@ -67,7 +67,7 @@ class VocabularyFit(TrainingRecipe):
 
     def build_model(self, run: StageRun):
         """The fitted copy of the student, its rows chosen on the counted text; only its word-piece table trains."""
-        from pocketbert.core import piece_counts
+        from pocketbert.core.students import piece_counts
         from pocketbert.train.vocabulary import choice, recovery, rows
         from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
 
@@ -167,7 +167,7 @@ class VocabularyFit(TrainingRecipe):
     def evaluate(self, run: StageRun, model, dev) -> dict:
         """The fitted student against the full one: on the export's parity examples of the evaluation split and on
         each cross-domain dataset."""
-        from pocketbert.core.data import subsample
+        from pocketbert.core.tasks.data import subsample
         from pocketbert.train.vocabulary import cost
 
         recipe = run.recipe
@@ -189,9 +189,9 @@ class VocabularyFit(TrainingRecipe):
         it (what the export ranks rows for 4 bits by, so that it reads no training text)."""
         import numpy as np
 
-        from pocketbert.core import piece_counts
-        from pocketbert.core.architectures import architecture_of
-        from pocketbert.core.stage_folder import save_stage_model
+        from pocketbert.core.students import piece_counts
+        from pocketbert.core.students.architectures import architecture_of
+        from pocketbert.core.students.stage_folder import save_stage_model
 
         extra = {k: v for k, v in self.info.items() if k not in ("task", "label_names", "max_length", "architecture")}
         save_stage_model(model, self.tokenizer, out, self.task, self.info["max_length"], extra,

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pocketbert.core.errors import ModelError
-from pocketbert.core.run_files import TOKENIZER_JSON, VOCAB
+from pocketbert.core.run.run_files import TOKENIZER_JSON, VOCAB
 
 WORDPIECE = "WordPiece"
 
@@ -26,7 +26,7 @@ def wordpiece_vocabulary(tokenizer) -> tuple[dict[str, int], str]:
 
 def fitted_tokenizer(tokenizer, kept_ids: list[int]):
     """A tokenizer of the same class and settings that knows only `kept_ids`, kept_ids[k] renumbered k."""
-    from pocketbert.core.models import load_tokenizer
+    from pocketbert.core.students.models import load_tokenizer
 
     data = _tokenizer_data(tokenizer)
     renumber = {old: new for new, old in enumerate(kept_ids)}

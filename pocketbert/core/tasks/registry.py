@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from pocketbert.core import qa as qa_lib
-from pocketbert.core import data as data_lib
-from pocketbert.core.data import QAExample, TextExample
+from pocketbert.core.tasks import qa as qa_lib
+from pocketbert.core.tasks import data as data_lib
+from pocketbert.core.tasks.data import QAExample, TextExample
 from pocketbert.core.errors import ConfigError, DataError, ModelError
 
 if TYPE_CHECKING:  # torch loads when a loss or a logits stack is first asked for: naming the tasks needs none
@@ -27,7 +27,7 @@ GENERIC_LABEL_PREFIX = "LABEL_"  # transformers' names for labels a config does 
 
 
 class SpanSearch(Protocol):
-    """What scoring reads of the recipe's eval section (core/recipe.py's EvalSection, which imports this module):
+    """What scoring reads of the recipe's eval section (core/config/recipe.py's EvalSection, which imports this module):
     a QA answer's span search limits."""
 
     n_best: int
@@ -73,7 +73,7 @@ def _examples_subset(examples: list, features: list, chosen: list[int]) -> tuple
 
 
 def _losses():
-    from pocketbert.core import losses
+    from pocketbert.core.tasks import losses
 
     return losses
 

@@ -93,7 +93,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def hard_label_loss(section):
     """The recipe's hard-label loss: `hard_loss: ce` or `focal` with `focal_gamma` and `focal_alpha`, from a
-    validated training section (core/recipe.py's TrainingSection checks the kind and the gamma)."""
+    validated training section (core/config/recipe.py's TrainingSection checks the kind and the gamma)."""
     from functools import partial
 
     if section.hard_loss == "ce":

@@ -19,12 +19,12 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from pocketbert.core.export_variant_names import check_names
-from pocketbert.core.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
-from pocketbert.core.tasks import TASKS
+from pocketbert.core.config.export_variant_names import check_names
+from pocketbert.core.config.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
+from pocketbert.core.tasks.registry import TASKS
 from pocketbert.core.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"  # inside the package: a wheel ships the presets
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"  # inside the package: a wheel ships the presets
 
 
 # Every float in a recipe is finite: `.inf` or `.nan` from YAML or --set is refused (pydantic takes them by default,
@@ -544,7 +544,7 @@ def available_presets(task: str) -> list[str]:
 
 def read_recipe(task: str, preset: str = "default", path: Path | None = None) -> Recipe:
     """The recipe for a task and preset (pocketbert/configs/<task>-<preset>.yaml), or the YAML file at `path`."""
-    from pocketbert.core.tasks import check_task
+    from pocketbert.core.tasks.registry import check_task
 
     check_task(task)
     if path is None:

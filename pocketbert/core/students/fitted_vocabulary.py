@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.core.run_files import FITTED_STUDENT_DIR, MANIFEST, STUDENT_DIR, stage_path
+from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, MANIFEST, STUDENT_DIR, stage_path
 
-# The export section's keys that shape a fitted student (core/recipe.py ExportSection declares them).
+# The export section's keys that shape a fitted student (core/config/recipe.py ExportSection declares them).
 FITTING_KEYS = ("vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps",
                 "vocabulary_recovery_learning_rate")
 SETTINGS = "vocabulary_settings"         # the fitted manifest's config key: FITTING_KEYS' values it was fitted with
@@ -24,7 +24,7 @@ def fitting_settings(export) -> dict:
 def student_identity(run_dir: Path) -> str:
     """The run's student, by its manifest's sha256: the manifest records every file's hash, so a student trained
     again (or replaced) has another."""
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     return sha256_of(stage_path(run_dir, STUDENT_DIR) / MANIFEST)
 
@@ -32,9 +32,9 @@ def student_identity(run_dir: Path) -> str:
 def why_refit(run_dir: Path, asked: dict) -> str | None:
     """None when the run holds a fitted student fitted from its student with every setting `asked` names (export
     section keys given on the command line; a key not given takes what the fit used); else why not, in words."""
-    from pocketbert.core.atomic_folder import recover_stage
-    from pocketbert.core.manifest import read_manifest
-    from pocketbert.core.recipe import typed_section
+    from pocketbert.core.run.atomic_folder import recover_stage
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.config.recipe import typed_section
 
     recover_stage(run_dir, FITTED_STUDENT_DIR)
     folder = stage_path(run_dir, FITTED_STUDENT_DIR)

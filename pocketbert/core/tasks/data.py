@@ -416,7 +416,7 @@ def read_squad_file(path: Path) -> list[QAExample]:
     return examples
 
 
-# ---------------------------------------------------------------- hub splits (core/task_data.py resolves names)
+# ---------------------------------------------------------------- hub splits (core/tasks/task_data.py resolves names)
 
 def hub_sentiment(split) -> list[TextExample]:
     text_key = "sentence" if "sentence" in split.column_names else "text"

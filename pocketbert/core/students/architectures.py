@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pocketbert.core.errors import ModelError
 
 if TYPE_CHECKING:  # torch loads when a model is wrapped for export, not when an architecture is named
-    from pocketbert.core.export_wrapper import ExportWrapper
+    from pocketbert.core.students.export_wrapper import ExportWrapper
 
 
 class Architecture:
@@ -33,7 +33,7 @@ class Architecture:
         raise NotImplementedError
 
     def export_wrapper(self, model, task, additive_mask: bool = False, fixed_length: int | None = None) -> ExportWrapper:
-        from pocketbert.core.export_wrapper import ExportWrapper
+        from pocketbert.core.students.export_wrapper import ExportWrapper
 
         return ExportWrapper(model, task, additive_mask=additive_mask, fixed_length=fixed_length, attends=self.attends)
 
@@ -56,12 +56,12 @@ class BertFamily(Architecture):
     supports_pruning = True
 
     def load(self, folder: Path, task):
-        from pocketbert.core.models import load_for_task
+        from pocketbert.core.students.models import load_for_task
 
         return load_for_task(str(folder), task, num_labels_from_source=True, whole=True)
 
     def describe(self, model) -> str:
-        from pocketbert.core.models import layer_count
+        from pocketbert.core.students.models import layer_count
 
         return f"{layer_count(model.config)}-layer, {model.config.hidden_size} wide"
 
@@ -77,7 +77,7 @@ class BertFamily(Architecture):
 
 
 class BiLSTM(Architecture):
-    """Tang et al.'s BiLSTM student (core/bilstm.py): no attention, so the wrapper hands it the 0/1 mask."""
+    """Tang et al.'s BiLSTM student (core/students/bilstm.py): no attention, so the wrapper hands it the 0/1 mask."""
 
     name = "bilstm"
     attends = False
@@ -88,12 +88,12 @@ class BiLSTM(Architecture):
                                       "coreai-4bit"})
 
     def load(self, folder: Path, task):
-        from pocketbert.core.bilstm import load_bilstm
+        from pocketbert.core.students.bilstm import load_bilstm
 
         return load_bilstm(folder)
 
     def save(self, model, folder: Path) -> None:
-        from pocketbert.core.bilstm import save_bilstm
+        from pocketbert.core.students.bilstm import save_bilstm
 
         save_bilstm(model, folder)
 
@@ -109,20 +109,20 @@ class BiLSTM(Architecture):
 
 
 class StaticEmbedding(Architecture):
-    """A token-embedding table averaged over the sentence, then a small classifier (core/static_embedding.py): no
-    attention, so the wrapper hands it the 0/1 mask."""
+    """A token-embedding table averaged over the sentence, then a small classifier (core/students/static_embedding.py):
+    no attention, so the wrapper hands it the 0/1 mask."""
 
     name = "static"
     attends = False
     hub_layout = False  # its config.json names a model type no Hugging Face library knows
 
     def load(self, folder: Path, task):
-        from pocketbert.core.static_embedding import load_static
+        from pocketbert.core.students.static_embedding import load_static
 
         return load_static(folder)
 
     def save(self, model, folder: Path) -> None:
-        from pocketbert.core.static_embedding import save_static
+        from pocketbert.core.students.static_embedding import save_static
 
         save_static(model, folder)
 

@@ -1,8 +1,8 @@
 """Stage folders: a teacher/ or student/ checkpoint saved with what a later stage needs to rebuild it (the task,
 its labels, the training length, the architecture), and read back from disk alone.
 
-It sits above core/models.py (loading a checkpoint) and core/architectures.py (how each architecture loads and
-saves), which therefore need not know about each other's callers.
+It sits above core/students/models.py (loading a checkpoint) and core/students/architectures.py (how each architecture
+loads and saves), which therefore need not know about each other's callers.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pocketbert.core.architectures import BERT_FAMILY, architecture_of
+from pocketbert.core.students.architectures import BERT_FAMILY, architecture_of
 from pocketbert.core.files import read_json, read_json_object
-from pocketbert.core.models import load_tokenizer, quiet_transformers
-from pocketbert.core.tasks import TASKS, make_task
+from pocketbert.core.students.models import load_tokenizer, quiet_transformers
+from pocketbert.core.tasks.registry import TASKS, make_task
 from pocketbert.core.errors import ModelError
-from pocketbert.core.run_files import LABELS, MODEL_CONFIG, TASK_INFO
+from pocketbert.core.run.run_files import LABELS, MODEL_CONFIG, TASK_INFO
 
 
 def save_stage_model(model, tokenizer, folder: Path, task, max_length: int, extra: dict[str, Any] | None = None,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pocketbert.core.data import QAExample
+from pocketbert.core.tasks.data import QAExample
 
 
 @dataclass

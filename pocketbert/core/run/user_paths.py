@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pocketbert.core.errors import ConfigError, DataError, RunDirError
-from pocketbert.core.run_files import DEFAULT_RUNS_ROOT, MANIFEST
+from pocketbert.core.run.run_files import DEFAULT_RUNS_ROOT, MANIFEST
 
 # {"made_by": "<command>"} in an output folder: what --overwrite may replace. Hidden, so that an app's build
 # (Android assets, an Xcode folder reference) leaves it out.
@@ -75,7 +75,7 @@ def _files_in(folder: Path) -> list[Path]:
 
 
 def _written_by_us(folder: Path) -> dict[str, str]:
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     return {p.relative_to(folder).as_posix(): sha256_of(p) for p in _files_in(folder)}
 
@@ -83,7 +83,7 @@ def _written_by_us(folder: Path) -> dict[str, str]:
 def _foreign_files(folder: Path, made_by: str) -> None:
     """Refuse to replace an output that holds files its command did not write (added, or changed since): they
     would be deleted with it."""
-    from pocketbert.core.manifest import sha256_of
+    from pocketbert.core.run.manifest import sha256_of
 
     recorded = _marker(folder).get(WRITTEN)
     if not isinstance(recorded, dict):
@@ -201,7 +201,7 @@ def written_output(target: Path, made_by: str, **facts) -> Iterator[Path]:
     """A staged folder that replaces `target` when the block ends without error (atomic_folder.atomic_folder), marked as
     `made_by`'s output with every file written in it recorded: a later --overwrite (own_files) then knows which
     files are the command's own."""
-    from pocketbert.core.atomic_folder import atomic_folder
+    from pocketbert.core.run.atomic_folder import atomic_folder
 
     with atomic_folder(target) as tmp:
         mark_output(tmp, made_by, **facts)
@@ -235,7 +235,7 @@ def inside_run(run: Path, path: Path) -> bool:
 def dataset_for_recipe(dataset: str | None) -> str | None:
     """The recipe's dataset as it is recorded: a named dataset as it is, a local file as an absolute path, so a
     later stage finds it from any folder."""
-    from pocketbert.core.data import NAMED_DATASETS
+    from pocketbert.core.tasks.data import NAMED_DATASETS
 
     if not dataset or dataset in NAMED_DATASETS or not Path(dataset).exists():
         return dataset  # unknown names are refused, with the choices, where the data is read
@@ -245,7 +245,7 @@ def dataset_for_recipe(dataset: str | None) -> str | None:
 def recorded_dataset(run: Path, dataset: str) -> str:
     """The dataset a run's recipe names, resolved on read: a named one as it is, a recorded absolute path as it
     is; a relative one (written by an older version, relative to where it was trained) from here, or the run."""
-    from pocketbert.core.data import NAMED_DATASETS
+    from pocketbert.core.tasks.data import NAMED_DATASETS
 
     if dataset in NAMED_DATASETS or Path(dataset).is_absolute():
         return dataset

@@ -1,5 +1,5 @@
 """Command-line options made from the recipe's fields, in one step: a setting is named (its dotted key), typed,
-bounded and described once, where the recipe declares it (core/recipe.py, or a recipe's own settings); a
+bounded and described once, where the recipe declares it (core/config/recipe.py, or a recipe's own settings); a
 command's table only says which keys it offers as options and how an option spells one.
 
 An option's type follows its field: a number keeps the field's bounds (checked as the option is parsed, in one
@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 
 import click
 
-from pocketbert.core.cli_options import Number, OneOf, comma_list
+from pocketbert.core.config.cli_options import Number, OneOf, comma_list
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def as_flag(spelling: Flag | str) -> Flag:
 def recipe_field(key: str):
     """The pydantic field a dotted recipe key names: a shared one, else one of a registered recipe's sections
     (the shared sections first: reading them imports no recipe module)."""
-    from pocketbert.core.recipe import Recipe, recipe_model
+    from pocketbert.core.config.recipe import Recipe, recipe_model
 
     def find(model):
         *sections, leaf = key.split(".")

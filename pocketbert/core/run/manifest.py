@@ -14,7 +14,7 @@ from typing import Any
 
 from pocketbert.core.files import dumps_strict
 from pocketbert.core.errors import PocketbertError, RunDirError
-from pocketbert.core.run_files import MANIFEST
+from pocketbert.core.run.run_files import MANIFEST
 
 # The config key under which a training stage records the name of the recipe it ran (train/registry.py);
 # compare and the result scripts read it.
@@ -229,7 +229,7 @@ def read_verified_stage(stage_dir: Path) -> dict[str, Any]:
 def verified_stage(run_dir: Path, stage: str, made_by: str) -> tuple[Path, dict[str, Any]]:
     """(folder, manifest) of a run's finished stage, its files checked against their hashes (read_verified_stage),
     or an error naming the command that makes it."""
-    from pocketbert.core.atomic_folder import require_stage
+    from pocketbert.core.run.atomic_folder import require_stage
 
     folder = require_stage(run_dir, stage, made_by)
     return folder, read_verified_stage(folder)

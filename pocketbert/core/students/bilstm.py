@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pocketbert.core.own_student import load_own_student, save_own_student
+from pocketbert.core.students.own_student import load_own_student, save_own_student
 from pocketbert.core.errors import ConfigError, ModelError
-from pocketbert.core.run_files import BILSTM_CONFIG
+from pocketbert.core.run.run_files import BILSTM_CONFIG
 
 CONFIG_FILE = BILSTM_CONFIG
 EMBEDDING_INITS = ("teacher", "random")

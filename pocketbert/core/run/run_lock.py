@@ -67,7 +67,7 @@ def _is_distributed_worker() -> bool:
     skip the lock."""
     import sys as _sys
 
-    from pocketbert.core.launch_env import launch
+    from pocketbert.core.process.launch_env import launch
 
     if launch().rank == 0:
         return False
@@ -82,7 +82,7 @@ def _own_file(path: Path, folder: Path, shared: bool) -> int | None:
     import errno
     import stat
 
-    from pocketbert.core.storage import storage_error
+    from pocketbert.core.run.storage import storage_error
 
     flags = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # O_NONBLOCK: a FIFO in its place must not hang the open
     try:
@@ -128,7 +128,7 @@ def _join_launched_group(device: str | None) -> None:
     the run for all). A shell's leftover RANK=1 thus waits for a peer that never comes and ends in one line,
     instead of writing without the lock. A command of a stage that never trains in a group registers no joiner:
     it takes its locks as any process does."""
-    from pocketbert.core.launch_env import launch
+    from pocketbert.core.process.launch_env import launch
 
     here = launch()
     if here.world_size > 1 and here.rank > 0 and _group_joiner is not None:
@@ -142,7 +142,7 @@ def folder_lock(folder: Path, shared: bool = False) -> Iterator[Path]:
     reads, and a reader while one writes. A reader of a folder it cannot write reads without the lock."""
     import fcntl
 
-    from pocketbert.core.storage import storage_error
+    from pocketbert.core.run.storage import storage_error
 
     if _is_distributed_worker():
         yield Path(folder)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.core.quiet import quiet_tools
+from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.core.errors import require
 
 

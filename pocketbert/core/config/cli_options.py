@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.user_paths import run_dir as resolve_run_dir  # noqa: F401  (the commands' one way to read --run)
+from pocketbert.core.run.user_paths import run_dir as resolve_run_dir  # noqa: F401  (the commands' one way to read --run)
 
 
 # --run-dir spells the same option for torchrun, whose own parser takes "--run" for its "--run-path".
@@ -21,9 +21,9 @@ device_option = click.option("--device", default="auto", show_default=True, help
 def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None = None):
     """The command writes the folders these parameters name (a --run by its name or path, others as paths), and
     only reads those `reads` names: one writer per folder, or readers, held for the whole command
-    (pocketbert/core/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
+    (pocketbert/core/run/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
     (<run>/<default_out>), or the name beside it, as <run><default_out>, when it starts with '-'."""
-    from pocketbert.core.run_lock import writes
+    from pocketbert.core.run.run_lock import writes
 
     def folder(name: str, value) -> Path:
         return resolve_run_dir(value) if name in ("run", "runs") else Path(value)
@@ -105,7 +105,7 @@ class OneOf(click.ParamType):
 
 
 MAX_THREADS = 256  # more threads than any phone or laptop has cores: a larger count is a typo
-from pocketbert.core.recipe import SEED_MAX  # noqa: E402  (one bound for the recipe and --seed)
+from pocketbert.core.config.recipe import SEED_MAX  # noqa: E402  (one bound for the recipe and --seed)
 
 COUNT = Number(int, 1)  # examples, epochs, batch, sequence length: at least one
 THREADS = Number(int, 1, MAX_THREADS)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pocketbert.core.recipe import TransferSection
+    from pocketbert.core.config.recipe import TransferSection
 
 TOKENIZE_CHUNK = 2000  # texts tokenized at a time
 
@@ -44,7 +44,7 @@ def recipe_texts(task, data, transfer: TransferSection, data_dir: Path | None,
                  seed: int) -> dict[str, tuple[int, list[str]]]:
     """The recipe's own text by split: split name -> (examples, their texts). transfer: the recipe's typed transfer
     section."""
-    from pocketbert.core.task_data import transfer_passages
+    from pocketbert.core.tasks.task_data import transfer_passages
 
     texts = {"train": (len(data.train), example_texts(task, data.train)),
              "eval": (len(data.eval), example_texts(task, data.eval))}

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pocketbert.core.own_student import load_own_student, save_own_student
-from pocketbert.core.run_files import STATIC_CONFIG
+from pocketbert.core.students.own_student import load_own_student, save_own_student
+from pocketbert.core.run.run_files import STATIC_CONFIG
 
 MODEL_TYPE = "pocketbert-static"  # config.json's model type: no Hugging Face library knows it, on purpose
 NORM_FLOOR = 1e-6  # the smallest norm a sentence vector is divided by (an all-special-token input has norm 0)

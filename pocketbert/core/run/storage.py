@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from pocketbert.core.cache_dir import CACHE_ENV, cache_root
+from pocketbert.core.run.cache_dir import CACHE_ENV, cache_root
 from pocketbert.core.errors import PocketbertError
 
 # A disk with less than this free when a write failed was full for that write: a failed write of a large file
