@@ -18,6 +18,7 @@ from pocketbert.export import job_graph
 
 # The libraries' own thread-count variables, set before any of them loads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+FAULT_STALL_S = 600  # export_job_stalls: longer than any test waits for the export to end
 
 
 def serve(conn, parent_pid: int, threads: int) -> None:
@@ -127,6 +128,8 @@ def _build(state, args, variants, notes):
             raise ExportError(f"the build of {name} failed (POCKETBERT_FAULT asked for it)")
         if fault_asked("export_job_killed", name):
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault_asked("export_job_stalls", name):  # an export that cannot end before the test's Ctrl-C lands
+            time.sleep(FAULT_STALL_S)
     return seconds, _changed(notes, context.notes)
 
 

@@ -173,9 +173,12 @@ def test_ctrl_c_stops_every_worker_and_publishes_nothing(quick_exported_run, tmp
     from pocketbert.boundary import INTERRUPTED_LINE
 
     run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
+    # One build sleeps in its worker: the export cannot finish before the Ctrl-C lands, however late a loaded
+    # machine lets this test read the first job's line.
     process = subprocess.Popen([sys.executable, "-m", "pocketbert.cli", "export", "--run", str(run), "--data-dir",
                                 str(shared_data), "--jobs", str(JOBS), *QUICK_EXPORT],
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                               env={**os.environ, FAULT_ENV: f"export_job_stalls:{FAULTED_VARIANT}"})
     try:
         for line in process.stderr:  # the first finished job: the workers are running
             if line.startswith("export ["):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 # "kill_after_step:N", "kill_in_checkpoint:N", "disk_full_in_cache:RANK", "stall_in_training:RANK" (train);
-# "export_job_fails:VARIANT", "export_job_killed:VARIANT" (a parallel export's worker, after that variant's build
-# wrote its file: an error raised, or the worker killed by SIGKILL)
+# "export_job_fails:VARIANT", "export_job_killed:VARIANT", "export_job_stalls:VARIANT" (a parallel export's worker,
+# after that variant's build wrote its file: an error raised, the worker killed by SIGKILL, or the worker asleep
+# until it is stopped)
 FAULT_ENV = "POCKETBERT_FAULT"
 
 
