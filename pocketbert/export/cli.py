@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pocketbert.core.config import export_variant_names
+from pocketbert.core.config import export_families as families
 from pocketbert.core.config.cli_options import (
     comma_list,
     data_dir_option,
@@ -50,18 +50,18 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
               help="Run directory: a name under runs/, or a path.")
 @data_dir_option
 # The program lists stay written out: given here they are programs asked for by name (one that does not apply to
-# the student is refused, where the recipe's list is cut to those that apply: pipeline._chosen), and 'none'
+# the student is refused, where the recipe's list is cut to those that apply: ExportFamily.choose), and 'none'
 # spells an empty list; a field's option has neither.
 @click.option("--coreml-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8", unique=True),
-              help=f"Core ML programs: {', '.join(export_variant_names.COREML)} (default: the recipe's).")
+              help=f"Core ML programs: {', '.join(families.COREML.names)} (default: the recipe's).")
 @click.option("--coreai-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "fp16,int8 (or none)", unique=True),
-              help=f"Core AI (iOS 27) programs: {', '.join(export_variant_names.COREAI)} (default: the recipe's; 'none' "
+              help=f"Core AI (iOS 27) programs: {', '.join(families.COREAI.names)} (default: the recipe's; 'none' "
                    "leaves Core AI out).")
 @click.option("--executorch-variants", default=None, metavar="V,...",
               callback=comma_list(str, "variant names", "pte,pte-int8 (or none)", unique=True),
-              help=f"ExecuTorch programs: {', '.join(export_variant_names.EXECUTORCH)} (default: the recipe's, else "
+              help=f"ExecuTorch programs: {', '.join(families.EXECUTORCH.names)} (default: the recipe's, else "
                    "every one the student can take; 'none' leaves ExecuTorch out).")
 @overwrite_option
 @with_flags(EXPORT_FLAGS)
@@ -87,15 +87,17 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     settings = export_settings(from_fields, set_items, {"coreml_variants": coreml_variants,
                                                         "coreai_variants": coreai_variants,
                                                         "executorch_variants": executorch_variants})
-    if STUDENT_STEPS:  # an export that may not replace the run's export/ is refused before a step trains
+    asked = {families.COREML: coreml_variants, families.COREAI: coreai, families.EXECUTORCH: executorch}
+    if STUDENT_STEPS:  # an export that would be refused is refused before a step trains
         from pocketbert.core.run.atomic_folder import check_writable
         from pocketbert.core.run.run_files import EXPORT_DIR
+        from pocketbert.export.plan import check_choice
 
         check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
+        check_choice(resolve_run_dir(run), settings, asked)
     for step in STUDENT_STEPS:
         step(resolve_run_dir(run), data_dir, settings)
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, settings, coreml_variants, coreai,
-                               executorch)
+    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, settings, asked)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "

@@ -14,13 +14,13 @@ import copy
 import pickle
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.core.config.recipe import ExportSection
 from pocketbert.core.run.run_files import TOKENIZER_JSON
 from pocketbert.export import job_graph
 from pocketbert.export.app import app_programs
+from pocketbert.export.built import Built
 from pocketbert.export.job_graph import Job
 from pocketbert.export.process_pool import WorkerPool
 
@@ -31,16 +31,6 @@ APPENDED_NOTES = ("coreml_warnings",)
 CALIBRATED = ("onnx-int8", "onnx-qdq")
 LENGTH_SHARES = ("ane_programs", "coreai_program", "coreai_ane_program")
 LENGTH_VARIANTS = ("enumerated",)
-
-
-@dataclass
-class Finished:
-    results: list          # parity.ParityResult per variant, in plan order
-    placements: dict       # file name -> placement.ProgramPlacement, Apple programs in plan order
-    ort_usability: dict    # file name -> mobile_usability verdicts
-    app_tokenizers: dict   # language -> the app tokenizer check's record
-    notes: dict            # the builders' notes, as the serial export's context holds them
-    timings: dict
 
 
 class ParallelExport:
@@ -89,8 +79,9 @@ class ParallelExport:
         """One line per finished job, as it finishes."""
         print(f"export [{done}/{total}] {job.name}: {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    def finish(self, context, given) -> Finished:
-        """Every job run on `context` (variants.BuildContext) and `given` (variants.GateInputs)."""
+    def finish(self, context, given, steps=None) -> Built:
+        """Every job run on `context` (variants.BuildContext) and `given` (variants.GateInputs). `steps`, the serial
+        export's progress bar, is unused: each job prints its own line."""
         uses_lengths = any(v.shares in LENGTH_SHARES or v.name in LENGTH_VARIANTS for v in self.plan)
         if uses_lengths or {v.name for v in self.plan} & set(CALIBRATED):
             context.calibration  # noqa: B018 - computed once here, sent to every worker with the context
@@ -104,7 +95,7 @@ class ParallelExport:
         done = self.pool.run()
         return self._assembled(context, done)
 
-    def _assembled(self, context, done: dict) -> Finished:
+    def _assembled(self, context, done: dict) -> Built:
         by_kind: dict[str, list[Job]] = {}
         for job in self.jobs:
             by_kind.setdefault(job.kind, []).append(job)
@@ -124,7 +115,7 @@ class ParallelExport:
                    # the seconds above are each job's own; these say how they ran together
                    "parallel": {"processes": self.processes, "threads_each": self.threads,
                                 "jobs": len(self.jobs), "wall_s": round(time.perf_counter() - self.started, 2)}}
-        return Finished(
+        return Built(
             results=[done[j.name] for j in by_kind.get(job_graph.GATE, [])],
             placements={context.path(j.variants[0]).name: done[j.name] for j in by_kind.get(job_graph.PLACE, [])},
             ort_usability={context.path(j.variants[0]).name: done[j.name]

@@ -1,9 +1,10 @@
 """Every export variant, defined once: its file, runtime, precision, how it is built, how it is run, its gate.
 
-Adding a variant is one entry in VARIANTS and, where no existing builder fits, its build function. The ONNX and
-ExecuTorch families are always built; Core ML variants are chosen by export.coreml_variants, Core AI variants by
-export.coreai_variants. Entries are built in
-order, so a variant may read the file of one listed before it (fp16, int8 and static int8 read the fp32 graph);
+Adding a variant is one entry here, its name in its family's record (core/config/export_families.py, which also
+says how a family's programs are chosen: the ONNX family is always built whole) and, where no existing builder
+fits, its build function. What a variant needs of the student (attention, a dynamic length under torch.export)
+is a field, held against the architecture's capabilities. Entries are built in order, so a variant may read the
+file of one listed before it (fp16, int8 and static int8 read the fp32 graph);
 each record names the files it reads (`reads`), the context's program it shares with others (`shares`) and whether
 it needs the checked tokenizer, which is what a parallel export (job_graph.py) schedules by.
 """
@@ -22,6 +23,7 @@ from typing import Any, Callable
 
 from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
 from pocketbert.core.errors import ExportError
+from pocketbert.core.config import export_families as families
 from pocketbert.core.config.recipe import EvalSection, ExportSection
 from pocketbert.export import (ane_program, app_runtimes, coreai, coreml, executorch_export, int8_budget, onnx_export, parity,
                                table_rows)
@@ -54,8 +56,8 @@ from pocketbert.core.run.run_files import (
     coreml_package_name,
 )
 
-ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY, COREAI_FAMILY = "onnx", "coreml", "executorch", "coreai"
-ALWAYS_BUILT = (ONNX_FAMILY,)  # the others are chosen by export.coreml_variants, coreai_variants, executorch_variants
+ONNX_FAMILY, COREML_FAMILY, EXECUTORCH_FAMILY, COREAI_FAMILY = (f.name for f in (families.ONNX, families.COREML,
+                                                                                 families.EXECUTORCH, families.COREAI))
 
 
 @dataclass
@@ -304,6 +306,8 @@ class Variant:
     extra_files: tuple[str, ...] = ()        # written beside the model by its build
     needs: Callable[[Any], bool] = lambda task: True  # whether the task can take this variant
     needs_attention: bool = False  # a transformer's program (the ANE layout): not for the BiLSTM or static students
+    # made by torch.export with the sequence length kept dynamic: not for an architecture that cannot be traced so
+    needs_dynamic_length: bool = False
     multifunction: bool = False    # one fixed-length function per length, main_len<n> (export/multifunction.py)
     reads: tuple[str, ...] = ()    # the variants whose files its build reads: built before it
     shares: str | None = None      # the context's program it is made from, converted once and shared by the
@@ -311,8 +315,8 @@ class Variant:
     checked_tokenizer: bool = False  # built from tokenizer.json once its exhaustive check passed (_checked_tokenizer)
 
     def applies_to(self, task, architecture) -> bool:
-        return (self.needs(task) and architecture.supports_variant(self.name)
-                and (architecture.attends or not self.needs_attention))
+        return (self.needs(task) and (architecture.attends or not self.needs_attention)
+                and (architecture.traces_dynamic_length or not self.needs_dynamic_length))
 
 
 # ---------------------------------------------------------------- builders
@@ -492,9 +496,11 @@ def _coreai_variant(name, precision, gate, compression=None, ane=False) -> Varia
     <Class>.aimodel for fp16, <Class>.<name>.aimodel for the others. ane: the student in the Neural Engine's layout
     (export/ane_layout.py) rather than as it is, so a transformer's program only."""
     source = (lambda ctx: ctx.coreai_ane_program) if ane else (lambda ctx: ctx.coreai_program)
-    return Variant(f"coreai-{name}", COREAI_FAMILY, lambda task: coreai_asset_name(task.coreml_class_stem, name), COREAI_RUNTIME,
-                   precision, _coreai_builder(compression, source), gate, minimum_ios=coreai.MINIMUM_OS,
-                   needs_attention=ane, shares="coreai_ane_program" if ane else "coreai_program")
+    return Variant(families.COREAI.variant(name), COREAI_FAMILY,
+                   lambda task: coreai_asset_name(task.coreml_class_stem, name), COREAI_RUNTIME, precision,
+                   _coreai_builder(compression, source), gate, minimum_ios=coreai.MINIMUM_OS,
+                   needs_attention=ane, needs_dynamic_length=True,
+                   shares="coreai_ane_program" if ane else "coreai_program")
 
 
 _DEFINITIONS = [
@@ -528,12 +534,13 @@ _DEFINITIONS = [
             reads=("onnx-qa-int8",)),
     # ExecuTorch programs delegated to XNNPACK, sequence 2..max_length.
     Variant("pte", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_FP32, EXECUTORCH_RUNTIME, "fp32", _pte_builder(False),
-            parity.FP32_GATE),
+            parity.FP32_GATE, needs_dynamic_length=True),
     Variant("pte-int8", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_INT8, EXECUTORCH_RUNTIME, "int8",
-            _pte_builder(True), parity.COMPRESSED_GATE),
+            _pte_builder(True), parity.COMPRESSED_GATE, needs_dynamic_length=True),
     # The whole graph as one fp16 Core ML program inside an ExecuTorch program, sequence 2..max_length.
     Variant("pte-coreml", EXECUTORCH_FAMILY, lambda task: EXECUTORCH_COREML, EXECUTORCH_COREML_RUNTIME, "fp16",
-            _pte_builder(False, coreml=True), parity.FP16_GATE, minimum_ios=executorch_export.COREML_DELEGATE_IOS),
+            _pte_builder(False, coreml=True), parity.FP16_GATE, minimum_ios=executorch_export.COREML_DELEGATE_IOS,
+            needs_dynamic_length=True),
     # The fp16 program: sequence length 1..max_length.
     _coreml_variant("fp16", "fp16", parity.FP16_GATE),
     _coreml_variant("int8", "int8-weights", parity.COMPRESSED_GATE, "int8"),
@@ -566,21 +573,24 @@ _DEFINITIONS = [
     _coreai_variant("ane-6bit", "6bit", parity.COMPRESSED_GATE, "6bit", ane=True),
 ]
 VARIANTS: dict[str, Variant] = {v.name: v for v in _DEFINITIONS}
-COREML_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == COREML_FAMILY)
-ONNX_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == ONNX_FAMILY)
-EXECUTORCH_VARIANTS = tuple(v.name for v in _DEFINITIONS if v.family == EXECUTORCH_FAMILY)
-COREAI_PREFIX = "coreai-"
-COREAI_VARIANTS = tuple(v.name[len(COREAI_PREFIX):] for v in _DEFINITIONS if v.family == COREAI_FAMILY)
-# export.coreai_variants left unset: these, where the architecture takes them. 6-bit palettes, as the Core ML
-# default: on the default run 13.2 MB against 34.7 MB for fp16, SST-2 dev 0.8704 against the student's 0.8681;
-# int8 (17.6 MB, 0.8727) and 4-bit (8.8 MB, 0.8670, 98.3 % agreement) on request.
-DEFAULT_COREAI = ("fp16", "6bit")
+# A family's record (core/config/export_families.py) names its programs, and there is one entry above for each
+# name: tests/export/test_variant_applicability.py holds the two to each other.
+
+
+def variant_of(family: families.ExportFamily, name: str) -> Variant:
+    return VARIANTS[family.variant(name)]
+
+
+def applies(family: families.ExportFamily, task, architecture) -> Callable[[str], bool]:
+    """Whether a program of the family, by its name there, suits this student (the choice rule's question)."""
+    return lambda name: variant_of(family, name).applies_to(task, architecture)
 
 
 def selected(coreml_names: list[str], task, architecture, coreai_names: list[str] = (),
-             executorch_names: list[str] = EXECUTORCH_VARIANTS) -> list[Variant]:
+             executorch_names: list[str] = families.EXECUTORCH.names) -> list[Variant]:
     """The ONNX family and the chosen Core ML, Core AI and ExecuTorch variants that apply to this task and
     architecture, in build order."""
-    chosen = set(coreml_names) | {COREAI_PREFIX + name for name in coreai_names} | set(executorch_names)
-    return [v for v in _DEFINITIONS if (v.family in ALWAYS_BUILT or v.name in chosen)
+    chosen = ({families.COREML.variant(n) for n in coreml_names} | {families.COREAI.variant(n) for n in coreai_names}
+              | {families.EXECUTORCH.variant(n) for n in executorch_names})
+    return [v for v in _DEFINITIONS if (v.family == ONNX_FAMILY or v.name in chosen)
             and v.applies_to(task, architecture)]

@@ -181,15 +181,15 @@ def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_p
 @pytest.mark.parametrize("architecture", [BILSTM, STATIC])
 def test_the_ane_variants_are_refused_to_students_without_attention(architecture):
     from pocketbert.core.tasks.registry import SentimentTask
+    from pocketbert.core.config.export_families import COREAI, COREML
     from pocketbert.export import variants
-    from pocketbert.export.pipeline import check_coreai_choice, check_coreml_choice
 
     task = SentimentTask(["negative", "positive"])
     assert not [v for v in variants.selected(["fp16", "ane", "ane-6bit"], task, architecture, ["fp16", "ane"])
                 if v.needs_attention]
-    for check, names in ((check_coreml_choice, ["fp16", "ane"]), (check_coreai_choice, ["ane"])):
+    for family, names in ((COREML, ["fp16", "ane"]), (COREAI, ["ane"])):
         with pytest.raises(ExportError) as info:
-            check(names, task, architecture)
+            family.refuse(names, variants.applies(family, task, architecture), task.name, architecture.name)
         assert "\n" not in str(info.value) and "ane" in str(info.value)
 
 

@@ -44,11 +44,16 @@ def test_templates_are_plain_text_without_escaped_braces():
         assert text.endswith("\n") and not text.endswith("\n\n"), path
 
 
+def _facts(task: str, max_length: int, values: dict | None = None) -> app_readme.FolderFacts:
+    """A folder with no files and no gate figures: what these tests read is the code."""
+    return app_readme.FolderFacts(task, {}, max_length, {}, 1, values=values)
+
+
 def test_filled_code_keeps_no_placeholder_it_was_given():
     code = app_readme.swift_code("sentiment", "PocketBertSentiment", 64, "fp16", ())
     assert "PocketBertSentiment" in code and "{model_class}" not in code and "{decode}" not in code
     assert "map { exp($0 - top) }" in code  # the code's own braces stay
-    kotlin = app_readme.android_readme("qa", {}, [], 64, "model.qa.ort", "CPU", [], {}, 1, text_in=True)
+    kotlin = app_readme.android_readme(_facts("qa", 64), [], "model.qa.ort", "CPU", [], text_in=True)
     assert '"\\u0000"' in kotlin  # Kotlin's escape, as written, not a NUL character
     assert app_readme.fill("{a} {b} { c }", a=1) == "1 {b} { c }"
 
@@ -88,8 +93,7 @@ def test_each_task_has_its_app_folder_contents(task):
 def test_qa_kotlin_reads_the_one_call_models_answer_outputs():
     from pocketbert.export.text_in import qa_graph
 
-    kotlin = app_readme.android_readme("qa", {}, [], 96, "model.qa.ort", "CPU", [], {}, 1, values=QA_VALUES,
-                                       text_in=True)
+    kotlin = app_readme.android_readme(_facts("qa", 96, QA_VALUES), [], "model.qa.ort", "CPU", [], text_in=True)
     assert not app_readme.PLACEHOLDER.findall(kotlin)
     assert '"question" to OnnxTensor' in kotlin and '"context" to OnnxTensor' in kotlin
     read = set(re.findall(r'output<.+?>\("([a-z0-9_]+)"\)', kotlin))
@@ -101,14 +105,14 @@ def test_default_android_kotlin_feeds_ids_to_onnx_runtime_alone(task):
     """The default Android code: BertTokenizer's ids into model.ort, with ONNX Runtime's own Android package at the
     version the export proved the model on, and nothing of onnxruntime-extensions (its Android build is not 16 KB
     aligned)."""
-    kotlin = app_readme.android_readme(task, {}, ["negative", "positive"], 96, "model.ort", "CPU", [], {}, 1,
-                                       values=QA_VALUES, ort_version="1.31.1", tables="tokenizer.tables")
+    kotlin = app_readme.android_readme(_facts(task, 96, QA_VALUES), ["negative", "positive"], "model.ort", "CPU",
+                                       [], ort_version="1.31.1", tables="tokenizer.tables")
     assert not app_readme.PLACEHOLDER.findall(kotlin)
     assert 'implementation("com.microsoft.onnxruntime:onnxruntime-android:1.31.1")' in kotlin
     assert "extensions" not in kotlin.lower() and "OrtxPackage" not in kotlin
     assert 'context.assets.open("tokenizer.tables")' in kotlin and 'context.assets.open("model.ort")' in kotlin
     assert '"input_ids" to' in kotlin and '"attention_mask" to' in kotlin
-    text_in = app_readme.android_readme(task, {}, [], 96, "model.text.ort", "CPU", [], {}, 1, values=QA_VALUES,
+    text_in = app_readme.android_readme(_facts(task, 96, QA_VALUES), [], "model.text.ort", "CPU", [],
                                         text_in=True)
     assert "OrtxPackage.getLibraryPath()" in text_in and app_readme.TEXT_IN_WARNING in text_in
 

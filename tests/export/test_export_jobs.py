@@ -15,6 +15,7 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 from pocketbert.core.process import exit_codes
 from pocketbert.core.run import run_files
 from pocketbert.core.process.faults import FAULT_ENV
+from pocketbert.core.config import export_families as families
 from pocketbert.export import job_graph, variants
 
 pytestmark = pytest.mark.minutes  # three exports and three stopped ones: started first under `make test`
@@ -79,7 +80,7 @@ def test_each_job_waits_only_for_earlier_jobs_and_a_shared_program_is_built_once
     from pocketbert.core.tasks.registry import make_task
 
     task, architecture = make_task("qa"), ARCHITECTURES["bert-family"]  # QA: the one-call graphs' waits too
-    plan = variants.selected(list(variants.COREML_VARIANTS), task, architecture, list(variants.COREAI_VARIANTS))
+    plan = variants.selected(list(families.COREML.names), task, architecture, list(families.COREAI.names))
     jobs = job_graph.plan_jobs(plan, task, {v.file_name(task) for v in plan if v.family != "onnx"}, ("onnx",),
                                ("swift",), (Path("out"), ("alone",)), [(0, 100), (100, 200)], ("t", ("text",)))
     job_graph.check_graph(jobs)  # raises on a wait for a later or missing job
@@ -108,7 +109,7 @@ def test_processes_are_bounded_by_jobs_by_what_can_run_at_once_and_by_memory():
 
 def test_the_machine_cores_are_the_default(monkeypatch):
     from pocketbert.core.config.recipe import ExportSection
-    from pocketbert.export.pipeline import export_jobs
+    from pocketbert.export.plan import export_jobs
 
     assert export_jobs(ExportSection(jobs=None)) == len(os.sched_getaffinity(0))
     assert export_jobs(ExportSection(jobs=3)) == 3
@@ -178,7 +179,10 @@ def test_ctrl_c_stops_every_worker_and_publishes_nothing(quick_exported_run, tmp
     process = subprocess.Popen([sys.executable, "-m", "pocketbert.cli", "export", "--run", str(run), "--data-dir",
                                 str(shared_data), "--jobs", str(JOBS), *QUICK_EXPORT],
                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                               env={**os.environ, FAULT_ENV: f"export_job_stalls:{FAULTED_VARIANT}"})
+                               env={**os.environ, FAULT_ENV: f"export_job_stalls:{FAULTED_VARIANT}"},
+                               # a background job (make test under `&`, some CI runners) starts with SIGINT ignored,
+                               # and the export would inherit it: the test is of a terminal's Ctrl-C
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in process.stderr:  # the first finished job: the workers are running
             if line.startswith("export ["):

@@ -84,6 +84,18 @@ def test_a_fitted_student_is_refit_only_when_missing_from_another_student_or_wit
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("refused", [["--coreml-variants", "int8"], ["--executorch-variants", "pte-int4"]])
+def test_a_refused_program_choice_is_refused_before_any_fit(quick_exported_run, tmp_path, capsys, shared_data,
+                                                            refused):
+    """The export's plan refuses what it would refuse after a fit before the command fits: seconds, not a fit."""
+    run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
+    result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted", *refused)
+    assert result.exit_code == 2 and refused[1] in error_line(result)
+    assert "fitting it first" not in result.err
+    assert not (run / run_files.FITTED_STUDENT_DIR).exists() and not (run / run_files.EXPORT_DIR).exists()
+
+
+@pytest.mark.slow
 def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_exported_run, tmp_path, capsys,
                                                                      shared_data):
     run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])

@@ -237,9 +237,9 @@ def test_the_training_step_writes_the_fitted_student_with_its_manifest(quick_exp
     full = dict(student.named_parameters())
     changed = {name for name, p in fitted.named_parameters() if not torch.equal(p, full[name]) if name != table}
     assert changed == set()  # every layer as the full student's
+    full_ids = json.loads((run / run_files.STUDENT_DIR / run_files.TOKENIZER_JSON).read_text())["model"]["vocab"]
     kept = [student.get_input_embeddings().weight[wordpiece_id] for wordpiece_id in
-            sorted(json.loads((run / run_files.STUDENT_DIR / run_files.TOKENIZER_JSON).read_text())["model"]["vocab"][
-                piece] for piece in tokenizer.get_vocab())]
+            sorted(full_ids[piece] for piece in tokenizer.get_vocab())]
     assert not torch.equal(torch.stack(kept), fitted.get_input_embeddings().weight)  # the table trained
     shares = np.load(folder / run_files.PIECE_SHARES)
     assert shares.shape == (rows,) and shares.max() <= 1.0 and shares.sum() > 0

@@ -19,7 +19,7 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from pocketbert.core.config.export_variant_names import check_names
+from pocketbert.core.config.export_families import CHOSEN
 from pocketbert.core.config.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
 from pocketbert.core.tasks.registry import TASKS
 from pocketbert.core.errors import ConfigError
@@ -243,7 +243,8 @@ class ExportSection(Section):
     def _variant_names(self):
         _no_repeats(self, "export.", ("coreml_variants", "coreai_variants", "executorch_variants",
                                       "tokenizer_check_contexts"))
-        check_names(self.coreml_variants, self.coreai_variants, "export.", self.executorch_variants)
+        for family in CHOSEN:
+            family.check_names(getattr(self, family.recipe_key), "export.")
         return self
 
 

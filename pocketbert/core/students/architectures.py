@@ -1,5 +1,6 @@
-"""The student architectures behind one interface: how each loads, saves, describes itself, is wrapped for
-export, and which export variants and training operations it supports (BERT-family, BiLSTM, static embeddings).
+"""The student architectures behind one interface: how each loads, saves, describes itself and is wrapped for
+export, and what it can take (attention, a dynamic length under torch.export, pruning): BERT-family, BiLSTM,
+static embeddings.
 
 A stage folder's pocketbert_task.json names its architecture; folders written before it did are BERT-family.
 """
@@ -19,7 +20,7 @@ class Architecture:
     name: str
     attends = True            # attention layers: the export wrapper gives them an additive mask and position ids
     supports_pruning = False  # `train prune` removes FFN channels
-    unsupported_variants: frozenset[str] = frozenset()  # export variant names this architecture cannot take
+    traces_dynamic_length = True  # torch.export keeps its sequence length dynamic (ExecuTorch and Core AI need it)
     hub_layout = True  # transformers.js and Optimum can rebuild it from config.json's model type
 
     def load(self, folder: Path, task):
@@ -36,9 +37,6 @@ class Architecture:
         from pocketbert.core.students.export_wrapper import ExportWrapper
 
         return ExportWrapper(model, task, additive_mask=additive_mask, fixed_length=fixed_length, attends=self.attends)
-
-    def supports_variant(self, variant: str) -> bool:
-        return variant not in self.unsupported_variants
 
     def encode(self, model, inputs: dict, pooling: str, with_attention: bool):
         """(sentence embeddings [batch, dim], logits, attention per layer [batch, heads, T, T] or None)."""
@@ -82,10 +80,8 @@ class BiLSTM(Architecture):
     name = "bilstm"
     attends = False
     hub_layout = False  # its config.json names a model type no Hugging Face library knows
-    # torch.export cannot keep its sequence length dynamic (the packed sequences tie it to the mask's sums), and every
-    # ExecuTorch program and Core AI program (the compressed ones start from the fp16 conversion) needs it
-    unsupported_variants = frozenset({"pte", "pte-int8", "pte-coreml", "coreai-fp16", "coreai-int8", "coreai-6bit",
-                                      "coreai-4bit"})
+    # the packed sequences tie the length to the mask's sums, so no ExecuTorch or Core AI program
+    traces_dynamic_length = False
 
     def load(self, folder: Path, task):
         from pocketbert.core.students.bilstm import load_bilstm

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pocketbert.core.students.own_student import load_own_student, save_own_student
+from pocketbert.core.students.own_student import Output, load_own_student, save_own_student
 from pocketbert.core.errors import ConfigError, ModelError
 from pocketbert.core.run.run_files import BILSTM_CONFIG
 
@@ -37,13 +37,6 @@ class BiLSTMConfig:
         """The config an app reads beside the tokenizer files, named like a transformers config.json."""
         body = {"model_type": "pocketbert-bilstm", "architectures": ["BiLSTMClassifier"], **asdict(self)}
         Path(path).write_text(json.dumps(body, indent=2) + "\n")
-
-
-class Output:
-    """Has `.logits`, like a transformers output, so tasks and the export wrapper treat both students alike."""
-
-    def __init__(self, logits: torch.Tensor):
-        self.logits = logits
 
 
 class BiLSTMClassifier(nn.Module):

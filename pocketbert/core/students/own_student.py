@@ -1,6 +1,7 @@
-"""pocketbert's own student classes on disk (the BiLSTM, the static-embedding student): the config dataclass they
-were built from as JSON beside their weights (safetensors), so that a folder rebuilds its model from nothing else,
-as nanoGPT's checkpoints do. Each class keeps its own config file name (pocketbert/core/run/run_files.py)."""
+"""pocketbert's own student classes (the BiLSTM, the static-embedding student): what their forward returns, and
+how they sit on disk: the config dataclass they were built from as JSON beside their weights (safetensors), so that
+a folder rebuilds its model from nothing else, as nanoGPT's checkpoints do. Each class keeps its own config file
+name (pocketbert/core/run/run_files.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from pathlib import Path
 
 from pocketbert.core.errors import ModelError
 from pocketbert.core.run.run_files import WEIGHTS
+
+
+class Output:
+    """What an own student's forward returns: `.logits`, as a transformers output has, so tasks and the export
+    wrapper treat every student alike."""
+
+    def __init__(self, logits):
+        self.logits = logits
 
 
 def save_own_student(model, folder: Path, config_file: str) -> None:

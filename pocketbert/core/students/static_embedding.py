@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pocketbert.core.students.own_student import load_own_student, save_own_student
+from pocketbert.core.students.own_student import Output, load_own_student, save_own_student
 from pocketbert.core.run.run_files import STATIC_CONFIG
 
 MODEL_TYPE = "pocketbert-static"  # config.json's model type: no Hugging Face library knows it, on purpose
@@ -40,13 +40,6 @@ class StaticEmbeddingConfig:
         """The config an app reads beside the tokenizer files, named like a transformers config.json."""
         body = {"model_type": MODEL_TYPE, "architectures": ["StaticEmbeddingClassifier"], **asdict(self)}
         Path(path).write_text(json.dumps(body, indent=2) + "\n")
-
-
-class Output:
-    """Has `.logits`, like a transformers output, so tasks and the export wrapper treat every student alike."""
-
-    def __init__(self, logits: torch.Tensor):
-        self.logits = logits
 
 
 class StaticEmbeddingClassifier(nn.Module):

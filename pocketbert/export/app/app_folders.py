@@ -13,7 +13,8 @@ from pocketbert.export.app import app_readme, app_tasks
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
-from pocketbert.export.variants import COREAI_PREFIX, COREAI_VARIANTS, COREML_VARIANTS, VARIANTS, Variant
+from pocketbert.core.config.export_families import COREAI, COREML
+from pocketbert.export.variants import Variant, variant_of
 from pocketbert.core.run.manifest import read_manifest
 from pocketbert.core.run.atomic_folder import require_stage
 from pocketbert.core.run.run_files import (
@@ -127,8 +128,8 @@ class CoreMLTarget:
         made = manifest["config"].get("coreml_variants", ["fp16"])
         gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(stem, v), {}).get("passed")}
         variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in gated or v == made[0])
-        if variant not in COREML_VARIANTS:
-            raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML_VARIANTS)}")
+        if variant not in COREML.names:
+            raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML.names)}")
         package = export_dir / coreml_package_name(stem, variant)
         if not package.exists():
             raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
@@ -136,7 +137,7 @@ class CoreMLTarget:
         parity = manifest["metrics"]["parity"][package.name]
         lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
         # one class name, whatever the compression
-        return _IOSModel(package, coreml_package_name(stem), variant, VARIANTS[variant], parity, lengths)
+        return _IOSModel(package, coreml_package_name(stem), variant, variant_of(COREML, variant), parity, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core ML ML Program (`{model.variant}`), {model.definition.precision} weights, minimum "
@@ -155,10 +156,10 @@ class CoreMLTarget:
         return ("the Swift code is type-checked here against stubs of Core ML's API, not built with Apple's SDK; "
                 "Core ML itself (and which compute unit it picks) runs only on Apple hardware")
 
-    def readme(self, model: _IOSModel, **common) -> str:
-        return app_readme.ios_readme(model_class=model.base_name.removesuffix(".mlpackage"), variant=model.variant,
-                                     weights=model.definition.precision, lengths=model.lengths,
-                                     functions=model.definition.multifunction, **common)
+    def readme(self, model: _IOSModel, facts: app_readme.FolderFacts, **steps) -> str:
+        return app_readme.ios_readme(facts, model_class=model.base_name.removesuffix(".mlpackage"),
+                                     variant=model.variant, weights=model.definition.precision, lengths=model.lengths,
+                                     functions=model.definition.multifunction, **steps)
 
 
 class CoreAITarget:
@@ -174,8 +175,8 @@ class CoreAITarget:
             raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
                               "(with the coreai extra installed), or leave out --target ios27")
         variant = variant or made[0]
-        if variant not in COREAI_VARIANTS:
-            raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI_VARIANTS)}")
+        if variant not in COREAI.names:
+            raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI.names)}")
         asset = export_dir / coreai_asset_name(stem, variant)
         if variant not in made or not asset.exists():
             raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
@@ -183,7 +184,7 @@ class CoreAITarget:
         parity = manifest["metrics"]["parity"][asset.name]
         lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
             manifest["metrics"].get("coreai_entry_points") or ())
-        return _IOSModel(asset, coreai_asset_name(stem), variant, VARIANTS[COREAI_PREFIX + variant], parity, lengths)
+        return _IOSModel(asset, coreai_asset_name(stem), variant, variant_of(COREAI, variant), parity, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core AI program (`{model.variant}`), {model.definition.precision} weights, one function per "
@@ -204,9 +205,9 @@ class CoreAITarget:
                 "Core AI's runtime (which runs only on Apple platforms) did not run the program; `coreai-build` did "
                 "not compile it")
 
-    def readme(self, model: _IOSModel, **common) -> str:
-        return app_readme.ios_coreai_readme(asset_stem=model.base_name.removesuffix(".aimodel"),
-                                            weights=model.definition.precision, lengths=model.lengths, **common)
+    def readme(self, model: _IOSModel, facts: app_readme.FolderFacts, **steps) -> str:
+        return app_readme.ios_coreai_readme(facts, asset_stem=model.base_name.removesuffix(".aimodel"),
+                                            weights=model.definition.precision, lengths=model.lengths, **steps)
 
 
 # `export ios --target`: what the folder's program is and how its README speaks of it.
@@ -262,11 +263,10 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         alternative = [line for name in pte for line in app_readme.executorch_section(
             app_readme.SWIFT_EXECUTORCH, kind.runtime, task, name, max_length,
             json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))]
-        (tmp / APP_README).write_text(kind.readme(
-            model, task=task, files=files, max_length=max_length, metrics=parity["metrics"],
-            n_examples=parity["n_examples"], resources=IOS_RESOURCES, proven=proven, needs_device=needs_device,
-            alternative=alternative, extra_steps=app.ios_steps(), values=values,
-            placement=_placement(manifest, model.path.name)))
+        facts = app_readme.FolderFacts(task, files, max_length, parity["metrics"], parity["n_examples"], proven,
+                                       needs_device, alternative, values)
+        (tmp / APP_README).write_text(kind.readme(model, facts, resources=IOS_RESOURCES, extra_steps=app.ios_steps(),
+                                                  placement=_placement(manifest, model.path.name)))
     return folder
 
 
@@ -324,12 +324,14 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
             shutil.copyfile(export_dir / name, tmp / name)
         if not text_in:
             shutil.copyfile(app_tasks.KOTLIN_TOKENIZER, tmp / app_tasks.KOTLIN_TOKENIZER.name)
-        (tmp / APP_README).write_text(app_readme.android_readme(
-            task, files, labels, max_length, model, provider, verdicts, shipped["metrics"],
-            shipped["n_examples"], app.android_proven(shipped, text_in, ort_version),
+        facts = app_readme.FolderFacts(
+            task, files, max_length, shipped["metrics"], shipped["n_examples"],
+            app.android_proven(shipped, text_in, ort_version),
             app.android_needs_device(contrib_ops, shipped, pte, text_in),
             [line for name in pte for line in app_readme.executorch_section(
                 app_readme.KOTLIN_EXECUTORCH, "ONNX Runtime", task, name, max_length, labels, values,
-                app.executorch_note("kotlin"))],
-            app.android_input_step(max_length, values, text_in), values, text_in, ort_version, TOKENIZER_TABLES))
+                app.executorch_note("kotlin"))], values)
+        (tmp / APP_README).write_text(app_readme.android_readme(
+            facts, labels, model, provider, verdicts, app.android_input_step(max_length, values, text_in), text_in,
+            ort_version, TOKENIZER_TABLES))
     return target

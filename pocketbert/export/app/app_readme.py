@@ -4,6 +4,7 @@ predicts and decodes, in Swift (Core ML + the PocketBertTokenizer package) or Ko
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE, TOKENIZER_JSON, TOKENIZER_TABLES
@@ -12,6 +13,23 @@ from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE, TOKENIZER_JSO
 # A template is the code as an app holds it; `{name}` marks what the export fills in (README text, not Python).
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True)
+class FolderFacts:
+    """What every app folder's README tells, whatever its platform: the task, the files, the shipped model's gate
+    figures, what the export proved and what needs a device, other runtimes' sections, and the task's code values
+    (QA: the stride, n_best and the longest answer)."""
+
+    task: str
+    files: dict[str, str]
+    max_length: int
+    metrics: dict
+    n_examples: int
+    proven: list[str] = ()
+    needs_device: list[str] = ()
+    alternative: list[str] = ()
+    values: dict | None = None
 
 
 def template(name: str, task: str | None = None) -> str:
@@ -139,13 +157,12 @@ def _resources_steps(resources: str) -> list[str]:
             f"`{TOKENIZER_TABLES}` from the folder and gives tokenizer.json's ids and each token's code-point span."]
 
 
-def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str, weights: str, max_length: int,
-               metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...] = (),
-               proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
-               extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = (),
+def ios_readme(facts: FolderFacts, model_class: str, variant: str, weights: str, resources: str,
+               lengths: tuple[int, ...] = (), extra_steps: list[str] = (), placement: list[str] = (),
                functions: bool = False) -> str:
     """functions: the program is a multifunction package, one fixed-length function per length."""
-    code = swift_code(task, model_class, max_length, variant, lengths, values, functions)
+    max_length = facts.max_length
+    code = swift_code(facts.task, model_class, max_length, variant, lengths, facts.values, functions)
     shape_step = {
         "fixed": f"The model takes exactly {max_length} tokens (pad with 0, mask 0): one fixed shape, which the "
                  "Neural Engine runs; short inputs pay for the padding.",
@@ -158,12 +175,12 @@ def ios_readme(task: str, files: dict[str, str], model_class: str, variant: str,
                    "function (`MLModelConfiguration.functionName`, iOS 18). Its layout is the Neural Engine's "
                    "(channels-first, 1x1 convolutions, attention per head)." if functions else f"The model accepts 1 to {max_length} tokens and runs each input at its own length (CPU and GPU; "
                    "for the Neural Engine export the `enumerated` or `fixed` variant).")
-    return _readme("iOS", files, code, weights, metrics, n_examples, [
+    return _readme("iOS", facts, code, weights, [
         f"Drag `{model_class}.mlpackage` into the Xcode project with the app target ticked: Xcode compiles it "
         f"and generates the `{model_class}` class the code uses. (Inside a folder reference it would only be "
         "copied, and the class would not exist.)",
         *_resources_steps(resources), shape_step, *extra_steps,
-    ], shape_tradeoffs(max_length, lengths, variant) + list(placement), proven, needs_device, alternative)
+    ], shape_tradeoffs(max_length, lengths, variant) + list(placement))
 
 
 # `export android --text-in`: why the default folder ships the ids-in model instead.
@@ -199,14 +216,13 @@ def kotlin_code(task: str, labels: list[str], max_length: int, model_file: str, 
                 **(values or {}))
 
 
-def android_readme(task: str, files: dict[str, str], labels: list[str], max_length: int, model_file: str,
-                   provider: str, verdicts: list[str], metrics: dict, n_examples: int, proven: list[str] = (),
-                   needs_device: list[str] = (), alternative: list[str] = (), input_step: str = "",
-                   values: dict | None = None, text_in: bool = False, ort_version: str = "",
-                   tables: str = "") -> str:
+def android_readme(facts: FolderFacts, labels: list[str], model_file: str, provider: str, verdicts: list[str],
+                   input_step: str = "", text_in: bool = False, ort_version: str = "", tables: str = "") -> str:
     """text_in: the folder ships the model with the tokenizer inside; else the ids-in model and BertTokenizer.kt
     with its `tables`. ort_version: the onnxruntime the export proved the model on."""
-    code = kotlin_code(task, labels, max_length, model_file, provider, values, text_in, ort_version, tables)
+    max_length = facts.max_length
+    code = kotlin_code(facts.task, labels, max_length, model_file, provider, facts.values, text_in, ort_version,
+                       tables)
     if text_in:
         load = (f"`{model_file}` loads with the full ONNX Runtime Android package and the onnxruntime-extensions "
                 "Android package (the tokenizer is inside the model), or with a reduced ONNX Runtime build made "
@@ -219,28 +235,27 @@ def android_readme(task: str, files: dict[str, str], labels: list[str], max_leng
                 "build made from the operator list beside it (ONNX Runtime's build script, "
                 f"`--include_ops_by_config`). Add `BertTokenizer.kt` to the app's sources; `{tables}` is what it "
                 "reads.")
-    return _readme("Android", files, code, "int8", metrics, n_examples, [
+    return _readme("Android", facts, code, "int8", [
         f"Copy the model and data files into `app/src/main/assets/`. {load}",
         input_step or f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} "
                       "tokens.",
     ], ["", "Execution providers, as ONNX Runtime's own checks judge the int8 graphs (nodes each provider would "
-            "take, with the input shapes fixed):", ""] + verdicts, proven, needs_device, alternative)
+            "take, with the input shapes fixed):", ""] + verdicts)
 
 
-def _readme(platform: str, files: dict[str, str], code: str, variant: str, metrics: dict, n_examples: int,
-            steps: list[str], notes: list[str] = (), proven: list[str] = (), needs_device: list[str] = (),
-            alternative: list[str] = ()) -> str:
+def _readme(platform: str, facts: FolderFacts, code: str, variant: str, steps: list[str],
+            notes: list[str] = ()) -> str:
     lines = [f"# pocketbert model for {platform}", "",
-             f"Exported by pocketbert; {variant} weights. On {n_examples} examples of the eval set the model scored "
-             + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+             f"Exported by pocketbert; {variant} weights. On {facts.n_examples} examples of the eval set the model "
+             "scored " + ", ".join(f"{k} {v:.4f}" for k, v in facts.metrics.items() if isinstance(v, float))
              + " on its own runtime.", "", "| file | what it is |", "|---|---|"]
-    lines += [f"| `{name}` | {what} |" for name, what in files.items()]
+    lines += [f"| `{name}` | {what} |" for name, what in facts.files.items()]
     lines += ["", "## Set-up", ""] + [f"{i}. {s}" for i, s in enumerate(steps, 1)] + list(notes)
-    if proven or needs_device:
+    if facts.proven or facts.needs_device:
         lines += ["", "## Proven by pocketbert, and what needs a device", ""]
-        lines += [f"- Proven at export: {p}" for p in proven]
-        lines += [f"- Needs a device (not done here): {n}" for n in needs_device]
-    lines += ["", "## Code", "", code] + list(alternative) + [""]
+        lines += [f"- Proven at export: {p}" for p in facts.proven]
+        lines += [f"- Needs a device (not done here): {n}" for n in facts.needs_device]
+    lines += ["", "## Code", "", code] + list(facts.alternative) + [""]
     return "\n".join(lines)
 
 
@@ -253,12 +268,10 @@ def swift_coreai_code(task: str, asset_stem: str, max_length: int, lengths: tupl
                 lengths=", ".join(map(str, lengths)), max_length=max_length, **(values or {}))
 
 
-def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights: str, max_length: int,
-                      metrics: dict, n_examples: int, resources: str, lengths: tuple[int, ...],
-                      proven: list[str] = (), needs_device: list[str] = (), alternative: list[str] = (),
-                      extra_steps: list[str] = (), values: dict | None = None, placement: list[str] = ()) -> str:
-    code = swift_coreai_code(task, asset_stem, max_length, lengths, values)
-    return _readme("iOS 27 (Core AI)", files, code, weights, metrics, n_examples, [
+def ios_coreai_readme(facts: FolderFacts, asset_stem: str, weights: str, resources: str, lengths: tuple[int, ...],
+                      extra_steps: list[str] = (), placement: list[str] = ()) -> str:
+    code = swift_coreai_code(facts.task, asset_stem, facts.max_length, lengths, facts.values)
+    return _readme("iOS 27 (Core AI)", facts, code, weights, [
         f"Add `{asset_stem}.aimodel` to the Xcode 27 project, app target ticked.",
         "Compile it ahead of time with Apple's `coreai-build` command-line tool (Xcode 27; Apple's article "
         "\"Compiling Core AI models ahead of time\"): it turns the `.aimodel` into `.aimodelc` assets, one per device "
@@ -271,4 +284,4 @@ def ios_coreai_readme(task: str, files: dict[str, str], asset_stem: str, weights
         "code pads (mask 0) to the smallest that fits, a static shape each, which the Neural Engine runs. It "
         "needs iOS 27 / macOS 27; for earlier systems take the Core ML folder (`export ios` without `--target`).",
         *extra_steps,
-    ], list(placement), proven, needs_device, alternative)
+    ], list(placement))
