@@ -219,10 +219,14 @@ def app_sections(results: dict) -> list[tuple]:
     return doc
 
 
+def _kept_text(results: dict) -> str:
+    kept = results["accuracy"]["fraction_of_teacher_kept"]
+    return f"{100 * kept:.1f} %" if kept is not None else "–"
+
+
 def build_document(results: dict, images: dict) -> list[tuple]:
-    host, proto, acc = results["host"], results["protocol"], results["accuracy"]
-    kept = acc["fraction_of_teacher_kept"]
-    kept_text = f"{100 * kept:.1f} %" if kept is not None else "–"
+    """The report as blocks (heading, paragraph, table, image, list), section by section: render_markdown and
+    render_html write them."""
     doc: list[tuple] = [("h1", "pocketbert latency report"), ("strong", headline_sentence(results)),
                         ("p", phone_figures_sentence(results)),
                         ("p", "\"X % faster\" is the baseline's median latency over the student's, minus one (the "
@@ -232,6 +236,17 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                               "calibrated estimates are floors times the measured/floor factor of published "
                               "measurements. Each has its own column; none is mixed with another.")]
 
+    for section in (_at_a_glance(results, images), _student_against_baselines(results), app_sections(results),
+                    _architecture_check(results), _measured_here(results, images), _sweeps(results, images),
+                    _export_variants(results, images), _roofline(results, images), _models(results)):
+        doc += section
+    return doc
+
+
+def _at_a_glance(results: dict, images: dict) -> list[tuple]:
+    """The student against BERT-base at the fewest threads, one row a runtime."""
+    kept_text = _kept_text(results)
+    doc: list[tuple] = []
     versus = [c for c in results["comparisons"] if c["baseline"] == derive.BERT_BASE and c["device"] == derive.HOST]
     fewest = min((c["threads"] for c in versus if c["threads"]), default=None)
     compact = [c for c in versus if c["threads"] in (fewest, None)]
@@ -246,6 +261,13 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                       kept_text] for c in compact]))
         doc.append(("p", "The full tables follow: every thread count, the teacher, the estimates for phones."))
 
+    return doc
+
+
+def _student_against_baselines(results: dict) -> list[tuple]:
+    """Every comparison measured here, then the floors and calibrated estimates for phones."""
+    kept_text = _kept_text(results)
+    doc: list[tuple] = []
     doc.append(("h2", "Student against BERT-base and the teacher — measured"))
     rows = [[_device_name(results, c["device"]), c["baseline"], runtime_text(c), c["precision"],
              setting_text(c), _ms(c["student_ms"]), _ms(c["baseline_ms"]), f"{c['latency_ratio']:.3f}",
@@ -274,8 +296,12 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                           "baseline calibrated ms", "floor ratio", "faster (floors)", "smaller", "accuracy kept"],
                 rows))
 
-    doc += app_sections(results)
+    return doc
 
+
+def _architecture_check(results: dict) -> list[tuple]:
+    """Half the layers, half the time? The student against BERT-base beside their FLOP ratio."""
+    doc: list[tuple] = []
     check = results.get("architecture_check")
     if check:
         doc.append(("h2", "Architecture check: half the layers, half the time?"))
@@ -287,6 +313,14 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                          f"bar of {check['bar']}. The embeddings and the classifier do not shrink with depth, so the "
                          "FLOP ratio sits just above one half."))
 
+    return doc
+
+
+def _measured_here(results: dict, images: dict) -> list[tuple]:
+    """This host, the protocol, every headline measurement, the runners that cannot run here, the phones' imported
+    measurements, cold starts and tokenization."""
+    host, proto = results["host"], results["protocol"]
+    doc: list[tuple] = []
     doc.append(("h2", "Measured here"))
     doc.append(("list", [
         f"Device: {host['cpu']}, {host['cores']} cores, {host['os']}, {host['machine']} "
@@ -348,6 +382,13 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     else:
         doc.append(("p", "Not measured: the run's evaluation file is not readable from here."))
 
+    return doc
+
+
+def _sweeps(results: dict, images: dict) -> list[tuple]:
+    """Latency against sequence length and batch size."""
+    proto = results["protocol"]
+    doc: list[tuple] = []
     doc.append(("h2", "Sweeps"))
     for axis, title in (("sequence", "sequence length"), ("batch", "batch size")):
         sweep_rows = [m for m in results["measurements"] if m.get("device", derive.HOST) == derive.HOST
@@ -365,6 +406,14 @@ def build_document(results: dict, images: dict) -> list[tuple]:
         if axis in images:
             doc.append(("img", images[axis], f"latency against {title}"))
 
+    return doc
+
+
+def _export_variants(results: dict, images: dict) -> list[tuple]:
+    """Each exported model's size, accuracy on its own runtime and latency here."""
+    acc = results["accuracy"]
+    kept = acc["fraction_of_teacher_kept"]
+    doc: list[tuple] = []
     doc.append(("h2", "Export variants: size, accuracy on their own runtime, latency"))
     doc.append(("table", ["artifact", "precision", "size", acc["metric"], "agreement with the student", "examples",
                           "evaluated on", "median ms here"],
@@ -378,6 +427,12 @@ def build_document(results: dict, images: dict) -> list[tuple]:
     if "variants" in images:
         doc.append(("img", images["variants"], "accuracy against latency and size"))
 
+    return doc
+
+
+def _roofline(results: dict, images: dict) -> list[tuple]:
+    """Floors per phone and per model, the calibration points, this host beside its floor, the device profiles."""
+    doc: list[tuple] = []
     doc.append(("h2", "Roofline estimates"))
     doc.append(("p", "floor = max(FLOPs / peak compute, bytes / memory bandwidth). FLOPs are counted on the exported "
                      "ONNX graph (a multiply-add is 2), bytes are the weights as stored plus inputs and outputs: the "
@@ -432,6 +487,12 @@ def build_document(results: dict, images: dict) -> list[tuple]:
                                      "; ".join(e["source"])])
     doc.append(("table", ["device", "unit", "precision", "peak", "how", "source"], profile_rows))
 
+    return doc
+
+
+def _models(results: dict) -> list[tuple]:
+    """The models compared, and where the report came from."""
+    doc: list[tuple] = []
     doc.append(("h2", "Models"))
     doc.append(("list", [f"{name}: {m['num_hidden_layers']} layers, hidden {m['hidden_size']}, "
                          f"{m['num_attention_heads']} heads, FFN {m['intermediate_size']} — {m['description']}"
