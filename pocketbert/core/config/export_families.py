@@ -77,8 +77,7 @@ class ExportFamily:
         misfits = [n for n in names if not applies(n)]
         if misfits:
             raise ExportError(f"{self.program} {', '.join(misfits)} does not apply to a {task} {architecture} "
-                              f"student: "
-                              f"{self.misfit_remedy}")
+                              f"student: {self.misfit_remedy}")
         if names and any(importlib.util.find_spec(m) is None for m in self.packages):
             raise ExportError(f"the {self.title} variants need {self.install}, or set export.{self.recipe_key} to []")
 
