@@ -7,13 +7,15 @@ keeps what it had. What one part made for a later one (the teacher run) goes int
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS, WEIGHTS
+from pocketbert.core.run.run_files import (EXPORT_DIR, MANIFEST, PARITY, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS,
+                                           WEIGHTS)
 
 # The CPU run the GPU's accuracy is held against: the default recipe on the 2-core CPU (results/README.md, Training).
 CPU_REFERENCE_FILE = "results/training.json"
@@ -58,9 +60,10 @@ class Plan:
     ship_preset: str = "gpu"
     ship_options: tuple[str, ...] = ()  # added to both of the ship part's training stages
     ship_export_options: tuple[str, ...] = ()  # added to its export
+    qa_export_options: tuple[str, ...] = ()  # added to the qa part's export
 
 
-GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="default", large_batch=256, extra_seeds=(1, 2),
+GPU_PLAN = Plan(device="cuda", sentiment_preset="default", qa_preset="gpu", large_batch=256, extra_seeds=(1, 2),
                 resume_kill_step=600,  # of 1,250 steps, at a checkpoint (every 200), as results/gpu/resume_check.json
                 bench_examples=4000, lever_examples=4096, lever_batch_sizes=(32, 256))
 DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_batch=64, extra_seeds=(1,),
@@ -72,7 +75,10 @@ DRY_PLAN = Plan(device="cpu", sentiment_preset="tiny", qa_preset="tiny", large_b
                 ship_options=("--epochs", "3", "--stop-patience", "1", "--validation-examples", "64"),
                 ship_export_options=("--coreml-variants", "fp16", "--coreai-variants", "none",
                                      "--executorch-variants", "none", "--parity-examples", "16",
-                                     "--coreml-examples", "4"))
+                                     "--coreml-examples", "4"),
+                qa_export_options=("--coreml-variants", "fp16", "--coreai-variants", "none",
+                                   "--executorch-variants", "none", "--parity-examples", "12",
+                                   "--coreml-examples", "1"))
 
 
 class NeedsEarlierPart(Exception):
@@ -148,8 +154,6 @@ def stages(check, fig: dict) -> None:
 def ship(check, fig: dict) -> None:
     """`make distill export` of the GPU recipe from nothing, timed by stage: the teacher and the student trained
     until their held-out validation score stops improving, then the export, where this machine can build it."""
-    import importlib.util
-
     plan, run = check.plan, check.work / "runs" / "sst2-ship"
     common = ("--preset", plan.ship_preset, "--device", plan.device, "--data-dir", check.data_dir, *plan.ship_options)
     fig["preset"], fig["targets"] = plan.ship_preset, {
@@ -316,7 +320,9 @@ def resume_verdict(bitwise_equal: bool, diff: float | None, run_to_run: float | 
 
 
 def qa(check, fig: dict) -> None:
-    """A QA teacher and its student on the QA preset (SQuAD), timed, with exact match and F1."""
+    """A QA teacher and its student on the plan's QA preset (on a GPU qa-gpu: the whole official SQuAD train split,
+    epochs until validation stops improving), timed, with exact match and F1 on the official dev file (its md5 and
+    the number of questions scored from the manifests), then the export and its gates where the converters import."""
     plan, run = check.plan, check.work / "runs" / "squad"
     done = check.cli("teacher", "train", "teacher", "--task", "qa", "--run", run, "--model", check.base_model,
                      "--preset", plan.qa_preset, "--device", plan.device, "--data-dir", check.data_dir)
@@ -324,6 +330,17 @@ def qa(check, fig: dict) -> None:
     done = check.cli("distill", "train", "distill", "--task", "qa", "--run", run, "--preset", plan.qa_preset,
                      "--device", plan.device, "--data-dir", check.data_dir)
     fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds)
+    student = metrics(run / STUDENT_DIR)
+    fig["eval_set"] = student.get("eval_set")
+    fig["kept"] = student.get("fraction_of_teacher_kept")
+    missing = [m for m in EXPORT_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        fig["export"] = {"ran": False, "why": f"this machine's Python lacks {', '.join(missing)}"}
+        return
+    done = check.cli("qa export", "export", "--run", run, "--data-dir", check.data_dir, *plan.qa_export_options)
+    rows = json.loads((run / EXPORT_DIR / PARITY).read_text())
+    fig["export"] = {"ran": True, "process_seconds": round(done.seconds, 2),
+                     "gates": {row["artifact"]: row["passed"] for row in rows}}
 
 
 def bench_train(check, fig: dict) -> None:

@@ -40,7 +40,8 @@ WEIGHT_INDEX = "weights.json"
 HIGH_BYTES = "weights.hi.xz"
 LOW_BYTES = "weights.lo"  # noise to a compressor: stored as it is
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
-DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "imdb/train.jsonl.gz", "squad/train.json", "squad/dev.json")
+DATA_FILES = ("sst2/train.tsv", "sst2/dev.tsv", "imdb/train.jsonl.gz", "squad/train-v1.1.json",
+              "squad/dev-v1.1.json")
 GZIPPED = ".gz"  # such a file travels decompressed (xz packs the text tighter than gzip) and is gzipped again
 # The image's python3 is 3.12 (/work/.library/device/KINDS.md, "pip list, as a session saw it"); its package list
 # has no pydantic, and transformers 5.17.0 against the 5.23.0 pyproject.toml pins.

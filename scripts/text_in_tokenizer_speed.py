@@ -61,7 +61,7 @@ def main(data_dir: Path, baseline: str) -> dict:
     tokenizer_json = Path(resolve_model_source(PACKAGED_TEACHER)) / "tokenizer.json"
     lines = (data_dir / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:SENTENCES + 1]
     sentences = [{"text": text_in_string(line.split("\t")[0])} for line in lines]
-    squad = json.loads((data_dir / "squad" / "dev.json").read_text(encoding="utf-8"))["data"]
+    squad = json.loads((data_dir / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
     pairs = [{"question": text_in_string(qa["question"]), "context": text_in_string(paragraph["context"])}
              for article in squad for paragraph in article["paragraphs"] for qa in paragraph["qas"]][:PAIRS]
     figures = {}

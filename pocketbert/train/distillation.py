@@ -4,6 +4,7 @@ recipes (DistilBERT, the BiLSTM); the masked-LM recipe takes the layer alignment
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
@@ -177,9 +178,12 @@ class TeacherDistillation(TrainingRecipe):
         return None if cached is None else (lambda idx, length: cached.as_batch(idx, length, dev))
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
-        self.metrics, self.teacher_metrics, self.kept = evaluate_against_teacher(
+        self.eval_set = self.data.eval_set(len(self.eval_examples))
+        metrics, teacher_metrics, self.kept = evaluate_against_teacher(
             model, self.teacher, self.teacher_dir, self.task, self.eval_examples, self.eval_features,
             self.tokenizer.pad_token_id, run.recipe.eval, dev)
+        scored = {"scored": self.eval_set.describe()}
+        self.metrics, self.teacher_metrics = {**metrics, **scored}, {**teacher_metrics, **scored}
         self.cross_domain = cross_domain_eval(model, self.teacher, self.task, self.tokenizer, run.recipe, run.data_dir,
                                               dev)
         return self.metrics
@@ -198,7 +202,8 @@ class TeacherDistillation(TrainingRecipe):
         inputs = {"teacher": self.teacher_dir, **{f"data_{k}": v for k, v in self.data.sources.items()},
                   **transfer.file_inputs(run.recipe)}
         metrics = {
-            "eval": self.metrics, "teacher_eval": self.teacher_metrics, "primary_metric": self.task.primary_metric,
+            "eval": self.metrics, "teacher_eval": self.teacher_metrics, "eval_set": asdict(self.eval_set),
+            "primary_metric": self.task.primary_metric,
             "fraction_of_teacher_kept": self.kept, "cross_domain": self.cross_domain, "train": stats,
             "teacher_cache": self.cache_report, **self.rows_report,
             **({"teacher_cache_unlabeled": self.extra_cache_report} if self.extra_cache_report else {}),

@@ -20,9 +20,12 @@ from pocketbert.core.run.run_files import BEST_WEIGHTS_FILE, EPOCH_SCORES_FILE
 
 
 def held_out_split(examples: list, validation: int, seed: int) -> tuple[list, list]:
-    """(training pool, validation rows): a seeded draw of `validation` examples kept out of training. The draw
+    """(training pool, validation rows): a seeded draw of `validation` examples kept out of training, with every
+    training example that shares one's text or passage (a QA validation question's context stays unseen). The draw
     does not depend on how many training examples a recipe then takes from the pool."""
     import random
+
+    from pocketbert.core.tasks.data import separation_key
 
     if validation >= len(examples):
         raise ConfigError(f"validation_examples {validation} leaves none of the {len(examples)} training examples to "
@@ -30,7 +33,12 @@ def held_out_split(examples: list, validation: int, seed: int) -> tuple[list, li
     order = list(range(len(examples)))
     random.Random(seed ^ 0x5EED).shuffle(order)
     held = set(order[:validation])
-    return ([e for i, e in enumerate(examples) if i not in held], [examples[i] for i in sorted(held)])
+    held_keys = {separation_key(examples[i]) for i in held}
+    pool = [e for i, e in enumerate(examples) if i not in held and separation_key(e) not in held_keys]
+    if not pool:
+        raise ConfigError(f"validation_examples {validation} holds out every passage of the {len(examples)} training "
+                          "examples: lower it")
+    return pool, [examples[i] for i in sorted(held)]
 
 
 def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.run_files import TEACHER_DIR
 from pocketbert.core.tasks import losses
@@ -59,8 +61,10 @@ class TeacherFineTuning(TrainingRecipe):
         return {"cfg": as_record(run.section), "seed": run.seed, "base_model": run.source, "labels": self.task.label_names}
 
     def evaluate(self, run: StageRun, model, dev) -> dict:
-        self.metrics = trainer.evaluate(model, self.task, self.eval_examples, self.eval_features,
-                                        self.tokenizer.pad_token_id, run.recipe.eval, dev, "teacher eval")
+        self.eval_set = self.data.eval_set(len(self.eval_examples))
+        self.metrics = {**trainer.evaluate(model, self.task, self.eval_examples, self.eval_features,
+                                           self.tokenizer.pad_token_id, run.recipe.eval, dev, "teacher eval"),
+                        "scored": self.eval_set.describe()}
         return self.metrics
 
     def save(self, run: StageRun, model, out) -> None:
@@ -71,7 +75,7 @@ class TeacherFineTuning(TrainingRecipe):
         config = {"seed": run.seed, "base_model": run.source, "device": str(dev),
                   "dataset": self.data.name, "trust_remote_code": run.trust_remote_code}
         inputs = {f"data_{k}": v for k, v in self.data.sources.items()}
-        metrics = {"eval": self.metrics, "train": stats, "parameters": sum(p.numel() for p in model.parameters())}
+        metrics = {"eval": self.metrics, "eval_set": asdict(self.eval_set), "train": stats, "parameters": sum(p.numel() for p in model.parameters())}
         return config, inputs, metrics
 
     def result(self) -> dict:

@@ -78,10 +78,10 @@ def validation_examples(data, cfg: TrainingSection, seed: int) -> list:
 
 def prepare_features(task, tokenizer, data, cfg: TrainingSection, eval_cfg: EvalSection, seed: int):
     """Eval examples, and train and eval features of seeded subsets of `data`, at the stage's length and stride."""
-    from pocketbert.core.tasks.data import subsample
+    from pocketbert.core.tasks.data import EVAL_SAMPLE_SEED, subsample
 
     train_examples = labelled_examples(data, cfg, seed)
-    eval_examples = subsample(data.eval, eval_cfg.max_examples, seed)
+    eval_examples = subsample(data.eval, eval_cfg.max_examples, EVAL_SAMPLE_SEED)
     length, stride = cfg.max_length, cfg.doc_stride
     return (eval_examples, task.features(tokenizer, train_examples, length, stride),
             task.features(tokenizer, eval_examples, length, stride))

@@ -41,15 +41,6 @@ def test_imdb_holds_out_a_fixed_eval_split(shared_data):
     assert not set(first.eval) & set(first.train)
 
 
-@pytest.mark.slow
-def test_squad_answers_sit_in_their_context(shared_data):
-    data = load_task_data("squad", "qa", shared_data)
-    assert len(data.eval) == 1446
-    for ex in data.eval[:200]:
-        for text, start in ex.answers:
-            assert ex.context[start:start + len(text)] == text
-
-
 def test_wrong_task_for_named_dataset(shared_data):
     with pytest.raises(ConfigError, match="--task qa"):
         load_task_data("squad", "sentiment", shared_data)

@@ -175,7 +175,7 @@ def test_a_trained_shape_encoder_gives_the_python_pipelines_answers_on_squad(fol
     encoder = onnx_export.export_onnx(BertForQuestionAnswering(config).eval(), task, folder / "bert.onnx")
     model = qa_graph.build_qa_model(folder / "tokenizer.json", encoder, folder / "bert.qa.onnx", settings())
     # short questions: the Python pipeline refuses a question that leaves the context less room than the stride
-    examples = [ex for ex in read_squad_file(shared_data / "squad" / "dev.json") if len(ex.question) < 40]
+    examples = [ex for ex in read_squad_file(shared_data / "squad" / "dev-v1.1.json") if len(ex.question) < 40]
     examples = examples[:SQUAD_QUESTIONS]
     got, (expected, windows) = answers_of(model, examples), python_pipeline(folder, encoder, examples)
     assert sum(n > 1 for n in windows) > len(examples) // 2

@@ -40,7 +40,7 @@ def golden(tmp_path_factory, wordpiece_tokenizer, shared_data) -> Path:
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=MAX_LENGTH)
     torch.manual_seed(0)
     model = BertForQuestionAnswering(config).eval()
-    examples = [ex for ex in read_squad_file(shared_data / "squad" / "dev.json") if len(ex.question) < 40]
+    examples = [ex for ex in read_squad_file(shared_data / "squad" / "dev-v1.1.json") if len(ex.question) < 40]
     examples = examples[:QUESTIONS] + [QAExample("extra", "where did it run?", EXTRA, ())]
     features = task.features(wordpiece_tokenizer, examples, MAX_LENGTH, None)
     logits = batched_logits(task, features, wordpiece_tokenizer.pad_token_id, 16, torch_forward(model, task))

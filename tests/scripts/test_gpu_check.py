@@ -19,6 +19,7 @@ import gpu_check  # noqa: E402
 import gpu_check_parts  # noqa: E402
 import gpu_check_render  # noqa: E402
 import gpu_kit  # noqa: E402
+from pocketbert.core.tasks.data import OFFICIAL_MD5  # noqa: E402
 
 pytestmark = pytest.mark.minutes(4)
 
@@ -91,6 +92,10 @@ def test_the_dry_run_gives_every_part_its_figures(dry_run):
     for role in ("teacher", "student"):
         assert set(parts["qa"][role]["eval"]) >= {"exact_match", "f1"}
         assert positive(parts["qa"][role]["wall_time_s"])
+    # scored on the official dev file, named by its published md5, and every QA program built passed its gate
+    assert parts["qa"]["eval_set"]["official"] and parts["qa"]["eval_set"]["md5"] == OFFICIAL_MD5["squad/dev-v1.1.json"]
+    assert parts["qa"]["export"]["ran"] and parts["qa"]["export"]["gates"]
+    assert all(parts["qa"]["export"]["gates"].values())
 
     timings = parts["bench_train"]["timings"]
     assert set(timings) == {"reference", "pocketbert_cold_cache", "pocketbert_warm_cache"}

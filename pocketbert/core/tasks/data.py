@@ -8,6 +8,7 @@ SQuAD-format JSON. Every reader either returns clean examples or raises DataErro
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import random
 import re
@@ -37,6 +38,34 @@ class QAExample:
     answers: tuple[tuple[str, int], ...]  # (text, character start); empty for unanswerable
 
 
+@dataclass(frozen=True)
+class EvalSet:
+    """The examples a stage's scores are on: the eval file with its md5, how many examples it holds, how many
+    were scored, and whether those were all of them or the fixed sample (EVAL_SAMPLE_SEED)."""
+
+    file: str | None  # None: a hub split
+    md5: str | None
+    official: bool  # the md5 is the published one (OFFICIAL_MD5)
+    examples: int
+    scored: int
+    sample: str
+
+    def describe(self) -> str:
+        """How a printed score names its questions, e.g. 'on 2,000 of dev-v1.1.json's 10,570 (fixed sample)'."""
+        where = Path(self.file).name if self.file else "the hub split"
+        if self.scored >= self.examples:
+            return f"on all {self.examples:,} examples of {where}"
+        return f"on {self.scored:,} of {where}'s {self.examples:,} (the fixed sample, seed {EVAL_SAMPLE_SEED})"
+
+
+def md5_of(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 @dataclass
 class TaskData:
     name: str
@@ -45,6 +74,14 @@ class TaskData:
     train: list
     eval: list
     sources: dict[str, Path] = field(default_factory=dict)
+
+    def eval_set(self, scored: int) -> EvalSet:
+        """The record of which eval examples `scored` of them are (the first `scored` of the fixed sample)."""
+        path = self.sources.get("eval")
+        md5 = md5_of(path) if path is not None else None
+        official = md5 is not None and md5 in OFFICIAL_MD5.values()
+        sample = "all" if scored >= len(self.eval) else f"fixed sample (seed {EVAL_SAMPLE_SEED})"
+        return EvalSet(str(path) if path is not None else None, md5, official, len(self.eval), scored, sample)
 
 
 @dataclass(frozen=True)
@@ -64,8 +101,19 @@ NAMED_DATASETS = {
                          "stanfordnlp/imdb", "test"),
     "emotion": NamedDataset("sentiment", ("sadness", "joy", "love", "anger", "fear", "surprise"),
                             "emotion/train.txt", "emotion/val.txt", "dair-ai/emotion", "validation"),
-    "squad": NamedDataset("qa", (), "squad/train.json", "squad/dev.json", "rajpurkar/squad", "validation"),
+    # SQuAD v1.1's official splits, the published files byte for byte (md5s below); the hub's rajpurkar/squad is
+    # the same two splits.
+    "squad": NamedDataset("qa", (), "squad/train-v1.1.json", "squad/dev-v1.1.json", "rajpurkar/squad", "validation"),
 }
+# The md5 each official file is published with (the digests torchtext, ParlAI and PaddleNLP pin): a manifest that
+# records one of these scored the published file, not an edited copy.
+OFFICIAL_MD5 = {
+    "squad/train-v1.1.json": "981b29407e0affa3b1b156f72073b945",
+    "squad/dev-v1.1.json": "3e85deb501d4e538b6bc56f786231552",
+}
+# A stage that scores a sample of the eval split (eval.max_examples) draws it with this seed, not the recipe's:
+# runs with other seeds, teacher and student alike, are scored on the same questions.
+EVAL_SAMPLE_SEED = 2016
 
 
 def default_data_dir() -> Path | None:
@@ -463,13 +511,27 @@ def hold_out(examples: list, n_eval: int, seed: int) -> tuple[list, list]:
     shuffled = list(examples)
     random.Random(seed).shuffle(shuffled)
     held = shuffled[:n_eval]
-    held_keys = {_text_key(ex) for ex in held}
-    kept = [ex for ex in shuffled[n_eval:] if _text_key(ex) not in held_keys]
+    held_keys = {separation_key(ex) for ex in held}
+    kept = [ex for ex in shuffled[n_eval:] if separation_key(ex) not in held_keys]
     return kept, held
 
 
-def _text_key(example) -> str:
-    return example.text if isinstance(example, TextExample) else f"{example.question}\n{example.context}"
+def separation_key(example) -> str:
+    """What two examples share when one must not train while the other is scored: a sentence, or a question's
+    context (every question on a held-out passage is held out with it)."""
+    return example.text if isinstance(example, TextExample) else example.context
+
+
+def check_qa_separation(train: list[QAExample], eval_examples: list[QAExample], train_source: str,
+                        eval_source: str) -> None:
+    """No question of the eval split, by id or by context, is in the training split: a model scored on a passage
+    it learnt from reports a score nobody else could compare with."""
+    ids, contexts = {ex.id for ex in eval_examples}, {ex.context for ex in eval_examples}
+    leaked = next((ex for ex in train if ex.id in ids or ex.context in contexts), None)
+    if leaked is not None:
+        how = f"id {leaked.id}" if leaked.id in ids else "its context"
+        raise DataError(f"{train_source} holds question {leaked.id!r} of {eval_source} (by {how}): train on data "
+                        "that holds none of the eval split's passages")
 
 
 def subsample(examples: list, limit: int | None, seed: int) -> list:

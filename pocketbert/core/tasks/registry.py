@@ -113,6 +113,8 @@ class Task(Protocol):
     def read_file(path: Path, label_names: list[str] | None) -> tuple[list, list[str]]: ...
     @staticmethod
     def hub_examples(split) -> list: ...
+    @staticmethod
+    def check_separation(train: list, eval_examples: list, train_source: str, eval_source: str) -> None: ...
     def features(self, tokenizer, examples: list, max_length: int, doc_stride: int | None = None) -> list: ...
     def collate(self, features: list, pad_id: int) -> dict[str, np.ndarray]: ...
     def eval_inputs(self, examples: list) -> list: ...
@@ -186,6 +188,11 @@ class SentimentTask:
     def hub_examples(split) -> list[TextExample]:
         """The examples of a Hugging Face dataset split (a `sentence` or `text` column and a `label`)."""
         return data_lib.hub_sentiment(split)
+
+    @staticmethod
+    def check_separation(train: list, eval_examples: list, train_source: str, eval_source: str) -> None:
+        """Sentence datasets legitimately repeat short phrases across their published splits (SST-2's train split
+        holds its sentences' phrases): nothing to refuse."""
 
     def features(self, tokenizer, examples: list[TextExample], max_length: int, doc_stride: int | None = None):
         enc = tokenizer([ex.text for ex in examples], truncation=True, max_length=max_length)
@@ -331,6 +338,11 @@ class QATask:
     def hub_examples(split) -> list[QAExample]:
         """The examples of a SQuAD-format Hugging Face dataset split."""
         return data_lib.hub_squad(split)
+
+    @staticmethod
+    def check_separation(train: list, eval_examples: list, train_source: str, eval_source: str) -> None:
+        """No eval question, by id or by its passage, among the training questions."""
+        data_lib.check_qa_separation(train, eval_examples, train_source, eval_source)
 
     def features(self, tokenizer, examples: list[QAExample], max_length: int, doc_stride: int | None = None):
         return qa_lib.build_qa_features(tokenizer, examples, max_length, doc_stride or max_length // 3)

@@ -38,8 +38,9 @@ def _hub_dataset(name: str, spec: NamedDataset) -> TaskData:
         ) from exc
 
     task = TASK_CLASSES[spec.task]
-    return TaskData(name, spec.task, list(spec.label_names), task.hub_examples(ds["train"]),
-                    task.hub_examples(ds[spec.hub_eval_split]))
+    train, eval_examples = task.hub_examples(ds["train"]), task.hub_examples(ds[spec.hub_eval_split])
+    task.check_separation(train, eval_examples, f"{spec.hub_id} train", f"{spec.hub_id} {spec.hub_eval_split}")
+    return TaskData(name, spec.task, list(spec.label_names), train, eval_examples)
 
 
 def load_task_data(
@@ -72,6 +73,7 @@ def load_task_data(
             return TaskData(dataset, task, names, kept, held, sources)
         check_eval_file(train_path, eval_file)
         eval_examples, _ = read_task_file(Path(eval_file), task, names)
+        TASK_CLASSES[task].check_separation(train, eval_examples, str(train_path), str(eval_file))
         sources["eval"] = Path(eval_file)
         return TaskData(dataset, task, names, train, eval_examples, sources)
 
@@ -90,6 +92,7 @@ def load_task_data(
         kept, held = hold_out(train, max(1, len(train) // 10), seed)
         return TaskData(path.stem, task, names, kept, held, sources)
     eval_examples, _ = read_task_file(Path(eval_file), task, names)
+    TASK_CLASSES[task].check_separation(train, eval_examples, str(path), str(eval_file))
     sources["eval"] = Path(eval_file)
     return TaskData(path.stem, task, names, train, eval_examples, sources)
 
