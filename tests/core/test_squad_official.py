@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pocketbert.core.errors import DataError
-from pocketbert.core.tasks.data import EVAL_SAMPLE_SEED, OFFICIAL_MD5, QAExample, md5_of, read_squad_file
+from pocketbert.core.tasks.data import EVAL_SAMPLE_SEED, OFFICIAL_MD5, QAExample, md5_of
 from pocketbert.core.tasks.qa import squad_scores
 from pocketbert.core.tasks.task_data import load_task_data
 
