@@ -120,6 +120,20 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(reads, run, t
     assert lock_path(run).is_symlink(), "the user's link is left where it was"
 
 
+@pytest.mark.parametrize("reads", [False, True], ids=["writer", "reader"])
+def test_a_lock_file_that_is_a_hard_link_is_refused_and_the_other_name_kept(reads, run, tmp_path, tiny_base,
+                                                                            shared_data):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"the user's file, which a lock must never rewrite\n")
+    digest = hashlib.sha256(victim.read_bytes()).hexdigest()
+    os.link(victim, lock_path(run))
+    command = ("export", "android", "--run", run, "--out", tmp_path / "app") if reads else \
+        writer(run, tiny_base, shared_data)
+    one_line_refusal(cli(*command), str(lock_path(run)), "hard link")
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == digest
+    assert victim.stat().st_nlink == 2, "both names are left where they were"
+
+
 def test_a_lock_file_that_is_a_folder_is_refused(run, tmp_path):
     lock_path(run).mkdir()
     one_line_refusal(cli("export", "android", "--run", run, "--out", tmp_path / "app"), str(lock_path(run)),

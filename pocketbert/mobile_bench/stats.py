@@ -41,9 +41,15 @@ def median_rank_interval(n: int, confidence: float = CONFIDENCE) -> tuple[int, i
     [x_(k), x_(n+1-k)] (1-based) covers the median with probability 1 - 2·P(Binomial(n, 1/2) <= k-1); k is the
     largest with coverage >= `confidence` (the whole sample when even that falls short, below 6 samples).
     """
-    k, below = 1, 0.5**n  # below: P(Binomial(n, 1/2) <= k - 1)
+    # Each term C(n, k) / 2**n in logarithms: 2.0**n overflows a float from n = 1,024 samples on.
+    log_half_n = -n * math.log(2.0)
+
+    def probability(k: int) -> float:
+        return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + log_half_n)
+
+    k, below = 1, probability(0)  # below: P(Binomial(n, 1/2) <= k - 1)
     while k < (n + 1) // 2:
-        below_next = below + math.comb(n, k) / 2.0**n
+        below_next = below + probability(k)
         if 1.0 - 2.0 * below_next < confidence:
             break
         k, below = k + 1, below_next

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import assert_exhaustive_tokenizer_check, error_line, named_in_readme, run_cli, run_cli_steps
+from helpers import (
+    QUICK_EXPORT,
+    assert_exhaustive_tokenizer_check,
+    error_line,
+    linked_copy,
+    named_in_readme,
+    run_cli,
+    run_cli_steps,
+)
 
 from pocketbert.core.run.user_paths import OUTPUT_MARKER
 
@@ -155,5 +163,26 @@ def test_qa_app_folders_refuse_an_export_without_the_one_call_model(qa_run, caps
 
 
 MIN_QA_TEXT_IN_AGREEMENT = 0.99
+FIT_RECOVERY_STEPS = 0  # a QA student's answers are cut per word piece: no recovery to match them to (refused)
+
+
+def test_a_qa_student_fits_its_vocabulary_and_exports_it(qa_run, capsys, tmp_path, shared_data):
+    """`train vocabulary` and `export --vocabulary fitted` on a QA run: the fit compares answers with the task's own
+    span search, and every program of the fitted export passes its gate with the smaller table."""
+    run = linked_copy(qa_run, tmp_path / "run", ["teacher", "student"])
+    fitted = run_cli(capsys, "train", "vocabulary", "--run", run, "--data-dir", shared_data, "--device", "cpu",
+                     "--vocabulary-recovery-steps", str(FIT_RECOVERY_STEPS))
+    assert fitted.exit_code == 0, error_line(fitted)
+    record = json.loads((run / "student_fitted" / "manifest.json").read_text())["metrics"]["vocabulary"]
+    assert record["rows_after"] < record["rows_before"]
+    assert {"exact_match", "f1"} <= set(record["against_full_student"]["fitted_student"])
+    exported = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
+                       "--vocabulary-recovery-steps", str(FIT_RECOVERY_STEPS), *QUICK_EXPORT)
+    assert exported.exit_code == 0, error_line(exported)
+    parity = json.loads((run / "export" / "parity.json").read_text())
+    assert parity and all(r["passed"] for r in parity)
+    manifest = json.loads((run / "export" / "manifest.json").read_text())
+    assert manifest["config"]["vocabulary"] == "fitted"
+    assert json.loads((run / "export" / "config.json").read_text())["vocab_size"] == record["rows_after"]
 
 

@@ -105,9 +105,15 @@ def _own_file(path: Path, folder: Path, shared: bool) -> int | None:
                 raise RunDirError(f"the lock file {path} is a link, and pocketbert opens only its own lock file: "
                                   "remove the link (rm it), then run the command again") from None
             return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
         os.close(fd)
         raise RunDirError(f"the lock file {path} is not a regular file: move it away, then run the command again")
+    if status.st_nlink > 1:  # a hard link: the file has another name, a user's file that the lock would rewrite
+        os.close(fd)
+        raise RunDirError(f"the lock file {path} is a hard link to a file with another name, and pocketbert writes "
+                          "only its own lock file: remove this name (rm it; the other stays), then run the command "
+                          "again")
     os.set_blocking(fd, True)
     return fd
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pocketbert.core.config.recipe import EvalSection
+
 
 @dataclass
 class Compared:
@@ -24,7 +26,7 @@ class Compared:
     max_length: int
     doc_stride: int | None
     batch_size: int
-    eval_cfg: dict    # the eval section as plain data (the tasks read plain data)
+    eval_cfg: EvalSection  # how answers are chosen (a QA span's n_best and longest answer)
     device: Any = "cpu"
 
     def logits(self, model, tokenizer, examples: list, what: str) -> tuple[list, list]:

@@ -177,7 +177,7 @@ class VocabularyFit(TrainingRecipe):
             self.record["recovery"] = self.recovery | {"steps": self.steps}
         compared = cost.Compared(self.task, self.full_model, self.full_tokenizer, model, self.tokenizer,
                                  recipe.export.max_length or self.info["max_length"], self.info.get("doc_stride"),
-                                 recipe.eval.batch_size, recipe.eval.model_dump(), dev)
+                                 recipe.eval.batch_size, recipe.eval, dev)
         examples = subsample(self.data.eval, recipe.export.parity_examples, run.seed)
         self.record["against_full_student"] = cost.against_full(compared, examples)
         self.record["against_full_student_across_domains"] = cost.across_domains(compared, recipe, run.data_dir,
