@@ -15,7 +15,7 @@ PRESET   ?= default
 RUN      ?= $(DATASET)-$(PRESET)
 DATA_DIR ?= $(or $(POCKETBERT_DATA_DIR),$(wildcard ../shared/data))
 DEVICE   ?= auto
-LADDER   ?= reduced
+LADDER   ?= $(if $(filter qa,$(TASK)),qa-reduced,reduced)
 
 RUN_DIR    := runs/$(RUN)
 JS_DIR     := tests/js
@@ -34,7 +34,7 @@ help:
 	@echo "  PRESET=bilstm|static|transfer|tiny  another recipe (pocketbert/configs/<TASK>-<PRESET>.yaml)"
 	@echo "make bench            latency report for runs/$(RUN)"
 	@echo "make ladder           students of every size from runs/$(RUN)'s teacher: runs/$(RUN)-ladder/ladder.md"
-	@echo "  LADDER=reduced|full   its setting (reduced: sized for a 2-core CPU)"
+	@echo "  LADDER=reduced|full   its setting (reduced: sized for a 2-core CPU; TASK=qa: qa-reduced|qa-full)"
 	@echo "make test             ruff, then every test"
 	@echo "make test-fast        ruff, then the tests not marked slow"
 

@@ -198,6 +198,20 @@ def test_launch_variables_in_a_shell_never_skip_the_lock(rank, run, tiny_base, s
         holder.wait()
 
 
+def test_leftover_launch_variables_make_no_command_that_trains_nothing_wait_for_a_group(run):
+    """bench and export never train in process groups: a shell's leftover RANK=1 leaves them as they are, meeting
+    the lock like any process, instead of waiting for peers that never come."""
+    holder = hold(run, shared=False)
+    env = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "POCKETBERT_DDP_STEP_TIMEOUT": str(JOIN_TIMEOUT_S)}
+    try:
+        for command in (("bench", "--run", run, "--overwrite"), ("export", "--run", run, "--overwrite")):
+            one_line_refusal(cli(*command, env=env), f"pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_torchrun_address_that_does_not_resolve_is_one_line(run, tiny_base, shared_data):
     env = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "no-such-host.invalid", "MASTER_PORT": str(free_port()),
            "POCKETBERT_DDP_STEP_TIMEOUT": str(JOIN_TIMEOUT_S)}

@@ -98,7 +98,23 @@ def check_choice(run_dir: Path, settings: dict | None,
     info = read_task_info(student_dir)
     task = make_task(info["task"], info["label_names"])
     recipe = export_recipe(student_manifest["config"]["recipe"], settings)
+    check_positions(recipe.export, student_dir)
     _chosen_programs(recipe, settings, asked, task, architecture_of(info), notes=False)
+
+
+def check_positions(export: ExportSection, student_dir: Path) -> None:
+    """export.max_length within the student's position table: a longer length would export, and the app's model
+    would then fail on every input longer than its positions."""
+    from pocketbert.core.files import read_json_object
+    from pocketbert.core.run.run_files import MODEL_CONFIG
+
+    if export.max_length is None or not (student_dir / MODEL_CONFIG).is_file():
+        return
+    positions = read_json_object(student_dir / MODEL_CONFIG, ConfigError,
+                                 "train the student again").get("max_position_embeddings")
+    if isinstance(positions, int) and export.max_length > positions:
+        raise ConfigError(f"export.max_length {export.max_length} is beyond the student's {positions} positions: give "
+                          f"at most {positions}")
 
 
 def plan_export(run_dir: Path, data_dir: Path | None, settings: dict | None,
@@ -111,6 +127,7 @@ def plan_export(run_dir: Path, data_dir: Path | None, settings: dict | None,
     architecture = architecture_of(info)
     recipe = export_recipe(student_manifest["config"]["recipe"], settings)
     export = recipe.export
+    check_positions(export, student_dir)
     programs = _chosen_programs(recipe, settings, asked, task, architecture)
     seed = recipe.seed
     dataset = recorded_dataset(run_dir, recipe.dataset)  # a local file, wherever this command runs from

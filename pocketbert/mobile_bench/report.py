@@ -14,9 +14,11 @@ from pathlib import Path
 from pocketbert.mobile_bench import derive, plots
 from pocketbert.mobile_bench.calibration_report import loo_text
 from pocketbert.mobile_bench.phone_import import package_of
+from pocketbert.mobile_bench.published import PublishedLine
 from pocketbert.mobile_bench.runners import runtime_text, setting_text
 from pocketbert.core.run.run_files import BENCH_HTML, BENCH_PLOTS, BENCH_REPORT
 
+METRIC_WORDS = {"accuracy": "accuracy", "f1": "F1", "exact_match": "exact match"}  # a metric's name in a sentence
 HEADLINE_PRECISION = "fp32"  # the DistilBERT comparison: same precision, same runtime, same shape
 TEXT_SHOWN = 60       # characters of a differing golden text the report quotes
 TOKEN_IDS_SHOWN = 12  # ids of each side of a tokenizer difference the report prints
@@ -43,7 +45,7 @@ def headline_sentence(results: dict) -> str:
               f"{h['size_ratio_full_vocabulary']:.1f}× with the full one)"
               if h.get("size_ratio_full_vocabulary") else "")
     return (f"The student is {h['percent_faster']:.0f} % faster and {h['size_ratio']:.1f}× smaller{fitted} than BERT-base "
-            f"and keeps {kept} of its teacher's accuracy "
+            f"and keeps {kept} of its teacher's {METRIC_WORDS.get(results['accuracy']['metric'], 'accuracy')} "
             f"(measured: {h['precision']}, onnxruntime, {h['threads']} thread{'s' if h['threads'] > 1 else ''}, "
             f"batch {proto['batch_size']}, sequence {proto['sequence_length']}, {results['host']['cpu']}).")
 
@@ -227,7 +229,9 @@ def _kept_text(results: dict) -> str:
 def build_document(results: dict, images: dict) -> list[tuple]:
     """The report as blocks (heading, paragraph, table, image, list), section by section: render_markdown and
     render_html write them."""
-    doc: list[tuple] = [("h1", "pocketbert latency report"), ("strong", headline_sentence(results)),
+    line = results.get("published")
+    published = [("p", PublishedLine(**{k: v for k, v in line.items() if k != "kept"}).sentence())] if line else []
+    doc: list[tuple] = [("h1", "pocketbert latency report"), ("strong", headline_sentence(results)), *published,
                         ("p", phone_figures_sentence(results)),
                         ("p", "\"X % faster\" is the baseline's median latency over the student's, minus one (the "
                               "DistilBERT paper's usage); \"Y× smaller\" compares file sizes at the same precision; "

@@ -29,6 +29,7 @@ from pocketbert.mobile_bench import (
     graph_cost,
     host,
     profiles,
+    published,
     reference,
     report,
 )
@@ -348,7 +349,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "runners": runners_status,
             "accuracy": {
                 "metric": primary,
-                "eval_set": f"{student_manifest['config']['dataset']} eval ({student_metrics['eval']['n_examples']} examples)",
+                "eval_set": _eval_set_text(student_manifest),
                 "student": student_metrics["eval"][primary],
                 # an imported student has no teacher
                 "teacher": (student_metrics.get("teacher_eval") or {}).get(primary),
@@ -366,12 +367,23 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "graph_costs": costs,
             "placement": student_placement(export_manifest),
             "vocabulary": shipped_vocabulary(export_manifest),
+            "published": published.published_line(task.name),
         }
         derive.derive(results)
         results["wall_time_s"] = round(time.time() - started, 1)
         (out / BENCH_RESULTS).write_text(dumps_strict(results, indent=2) + "\n")
         report.write_reports(out / BENCH_RESULTS, out)
     return Path(run_dir) / BENCH_DIR, results
+
+
+def _eval_set_text(student_manifest: dict) -> str:
+    """Which examples the student's score is on: the file, its md5 and the count the distillation recorded."""
+    metrics = student_manifest["metrics"]
+    record = metrics.get("eval_set")
+    if record is None:  # an imported student scores the eval split as it is
+        return f"{student_manifest['config']['dataset']} eval ({metrics['eval']['n_examples']} examples)"
+    scored = metrics["eval"].get("scored") or f"on {record['scored']:,} examples"
+    return f"{student_manifest['config']['dataset']}, {scored.removeprefix('on ')}, md5 {record['md5']}"
 
 
 def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, export_manifest: dict, student_dir: Path,

@@ -149,7 +149,7 @@ def train():
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def teacher(run, model_name, task, eval_file, preset, config, set_items, labels, resume, trust_remote_code, large_batch,
             data_dir, device, overwrite, **options):
     """Fine-tune a BERT-family checkpoint for the task; writes <run>/teacher/."""
@@ -178,7 +178,7 @@ def teacher(run, model_name, task, eval_file, preset, config, set_items, labels,
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def distill(run, teacher_dir, task, eval_file, preset, config, set_items, resume, large_batch, data_dir, device,
             overwrite, **options):
     """Distil the teacher into a student (half its layers, one of any shape, a BiLSTM or static embeddings); writes
@@ -231,7 +231,7 @@ def _format_metrics(metrics: dict) -> str:
 @data_dir_option
 @device_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variants, data_dir, device, **options):
     """Distil with each loss removed in turn and from a random student; writes <run>/ablation/ablation.md."""
     from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_TABLE
@@ -259,7 +259,7 @@ def ablate(run, teacher_dir, task, eval_file, preset, config, set_items, variant
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def mlm(run, teacher_model, corpus, task, preset, config, set_items, resume, device, overwrite, **options):
     """Masked-LM distillation on plain text (task-agnostic); writes <run>/student_mlm/ for --student-model."""
     from pocketbert.train import registry
@@ -285,7 +285,7 @@ def mlm(run, teacher_model, corpus, task, preset, config, set_items, resume, dev
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("out_run", reads=("run",), default_out="-pruned")
+@locks("out_run", reads=("run",), default_out="-pruned", joins_launched_group=True)
 def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items, data_dir, device, overwrite,
           **options):
     """Prune the student's FFN channels (torch-pruning) and recover by distillation; writes <run>-pruned/student/."""
@@ -309,7 +309,7 @@ def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items,
 @device_option
 @overwrite_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     """Fit the student's vocabulary to the recipe's text (training, transfer and evaluation), then recover it by a
     short distillation toward the full student; writes <run>/student_fitted/ for `export --vocabulary fitted`."""
@@ -338,7 +338,7 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
 @data_dir_option
 @device_option
 @launch_env.checked
-@locks("run")
+@locks("run", joins_launched_group=True)
 def bench_train(run, teacher_dir, task, preset, examples, data_dir, device):
     """Examples/s of a distillation epoch against a reference loop (max-length padding, teacher every step)."""
     from pocketbert.core.config.recipe import read_recipe

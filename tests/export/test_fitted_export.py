@@ -150,10 +150,21 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     with pytest.raises(RunDirError, match="fitted with vocabulary_min_count 2, not 3.*pocketbert train vocabulary"):
         export_run(run, shared_data, True, settings={"vocabulary": "fitted", "vocabulary_min_count": 3})
     assert _manifest(export) == manifest
+    # the command replaces no fitted student without that stage's own --overwrite (the export's replaces export/)
+    fitted_files = {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()}
+    result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
+                     "--vocabulary-min-count", "3", "--overwrite", *QUICK_EXPORT)
+    assert result.exit_code == 2 and "vocabulary_min_count 2, not 3" in error_line(result)
+    assert "pocketbert train vocabulary" in error_line(result) and "--overwrite" in error_line(result)
+    assert {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()} == fitted_files
+    assert _manifest(export) == manifest
+    result = run_cli(capsys, "train", "vocabulary", "--run", run, "--data-dir", shared_data, "--device", "cpu",
+                     "--vocabulary-min-count", "3", "--overwrite")
+    assert result.exit_code == 0, error_line(result)
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
                      "--vocabulary-min-count", "3", "--overwrite", *QUICK_EXPORT)
     assert result.exit_code == 0, error_line(result)
-    assert "vocabulary_min_count 2, not 3: fitting it first" in result.err
+    assert "fitting it first" not in result.err
     refit = _manifest(fitted_dir)["metrics"]["vocabulary"]
     assert refit["min_count"] == 3 and _manifest(export)["metrics"]["vocabulary"]["rows_after"] == refit["rows_after"]
     assert "recovery" not in refit  # the recipe's own settings but the option given: no recovery steps

@@ -68,6 +68,17 @@ def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
         assert [r.student_init for r in ladder.rungs if not r.ship] == ["random", "random"]  # 4 x 256's, 2 x 192's
 
 
+def test_the_qa_ladders_are_valid_and_score_every_rung_on_the_same_dev_questions():
+    assert {"qa-reduced", "qa-full"} <= set(available_ladders())
+    for name in ("qa-reduced", "qa-full"):
+        recipes = check_ladder(read_ladder(name), "qa")
+        assert {(r.student.layers, r.student.hidden_size) for r in recipes.values() if r.student} >= {(4, 256), (2, 192)}
+        assert {r.dataset for r in recipes.values()} == {"squad"}
+        # one dev sample for every rung: their F1s compare
+        assert len({r.eval.max_examples for r in recipes.values()}) == 1, name
+        assert all(r.export.vocabulary_recovery_steps == 0 for r in recipes.values())  # refused for QA
+
+
 def test_a_rungs_own_keys_win_over_the_ladders_budget_and_null_means_every_sentence(tmp_path):
     path = tmp_path / "ladder.yaml"
     path.write_text("rungs: [{name: a, label: a, preset: narrow-192}, {name: b, label: b, preset: narrow-192, "

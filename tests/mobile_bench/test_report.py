@@ -151,6 +151,24 @@ def test_a_fitted_vocabulary_reports_the_shipped_size_and_the_full_one():
     assert derive.derive(synthetic_results())["comparisons"][0]["size_ratio_full_vocabulary"] is None
 
 
+def test_a_qa_report_names_its_f1_and_stands_beside_distilberts_published_line(tmp_path):
+    from pocketbert.mobile_bench.published import published_line
+
+    raw = synthetic_results()
+    raw["accuracy"].update(metric="f1", student=61.2, teacher=68.0, fraction_of_teacher_kept=61.2 / 68.0,
+                           eval_set="squad, 2,000 of dev-v1.1.json's 10,570 (the fixed sample, seed 2016)")
+    raw["published"] = published_line("qa")
+    results = derive.derive(raw)
+    assert "keeps 90.0 % of its teacher's F1" in headline_sentence(results)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    md = write_reports(path, tmp_path)["markdown"].read_text()
+    line = next(line for line in md.splitlines() if line.startswith("Published beside it: DistilBERT"))
+    assert "71 % faster than BERT-base on an iPhone 7 Plus" in line and "f1 86.9 against BERT-base's 88.5" in line
+    assert "98.2 % kept" in line and "arXiv:1910.01108" in line
+    assert md.index("keeps 90.0 %") < md.index(line)
+
+
 @pytest.mark.slow
 def test_reports_render_from_results_json_alone(tmp_path):
     path = tmp_path / "results.json"

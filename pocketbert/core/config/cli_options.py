@@ -18,11 +18,13 @@ data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), de
 device_option = click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 
 
-def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None = None):
+def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None = None,
+          joins_launched_group: bool = False):
     """The command writes the folders these parameters name (a --run by its name or path, others as paths), and
     only reads those `reads` names: one writer per folder, or readers, held for the whole command
     (pocketbert/core/run/run_lock.py). default_out: the folder inside the run that `--out` left unset stands for
-    (<run>/<default_out>), or the name beside it, as <run><default_out>, when it starts with '-'."""
+    (<run>/<default_out>), or the name beside it, as <run><default_out>, when it starts with '-'.
+    joins_launched_group: the command trains in torchrun's process groups (run_lock.writes)."""
     from pocketbert.core.run.run_lock import writes
 
     def folder(name: str, value) -> Path:
@@ -35,7 +37,8 @@ def locks(*parameters: str, reads: tuple[str, ...] = (), default_out: str | None
         out = run.parent / f"{run.name}{default_out}" if default_out.startswith("-") else run / default_out
         return {name: out for name in parameters if name.startswith("out")}
 
-    return writes(*parameters, reads=reads, resolve=folder, defaults=defaults)
+    return writes(*parameters, reads=reads, resolve=folder, defaults=defaults,
+                  joins_launched_group=joins_launched_group)
 
 
 # ---------------------------------------------------------------- option values, checked as they are parsed

@@ -215,7 +215,7 @@ def folder_locks(folders, shared_folders=()) -> Iterator[None]:
 
 def writes(*parameters: str, reads: tuple[str, ...] = (),
            resolve: Callable[[str, object], Path | None] | None = None,
-           defaults: Callable[[dict], dict] | None = None):
+           defaults: Callable[[dict], dict] | None = None, joins_launched_group: bool = False):
     """Decorate a click command that writes the folders its `parameters` name (`run`, `out`, ...) and only reads
     those `reads` names: exclusive locks on the first, shared on the others, taken before the command's first
     step and released when it ends, whatever ends it.
@@ -224,6 +224,8 @@ def writes(*parameters: str, reads: tuple[str, ...] = (),
     None values (an --out left to its default inside the run) are skipped: the run's own lock covers them. A
     parameter holding several values (compare's runs) names a folder each. `defaults(kwargs)` gives the values
     of parameters left unset that still name a folder the command writes (an app folder inside a run it reads).
+    joins_launched_group: a command that trains in torchrun's process groups joins its group first; any other
+    ignores launch variables a shell left behind rather than wait for peers that never come.
     """
     def folders_of(names, kwargs) -> list[Path]:
         found = []
@@ -237,7 +239,8 @@ def writes(*parameters: str, reads: tuple[str, ...] = (),
     def decorate(command):
         @functools.wraps(command)
         def locked(*args, **kwargs):
-            _join_launched_group(kwargs.get("device"))
+            if joins_launched_group:
+                _join_launched_group(kwargs.get("device"))
             named = {**kwargs, **{k: v for k, v in (defaults(kwargs) if defaults else {}).items()
                                   if kwargs.get(k) is None}}
             with folder_locks(folders_of(parameters, named), folders_of(reads, named)):

@@ -34,16 +34,26 @@ def why_refit(run_dir: Path, asked: dict) -> str | None:
     section keys given on the command line; a key not given takes what the fit used); else why not, in words."""
     from pocketbert.core.run.atomic_folder import recover_stage
     from pocketbert.core.run.manifest import read_manifest
-    from pocketbert.core.config.recipe import typed_section
 
     recover_stage(run_dir, FITTED_STUDENT_DIR)
     folder = stage_path(run_dir, FITTED_STUDENT_DIR)
     if not (folder / MANIFEST).is_file():
         return "the run holds no fitted student"
-    config = read_manifest(folder)["config"]
-    if config.get(FITTED_FROM) != student_identity(run_dir):
+    if read_manifest(folder)["config"].get(FITTED_FROM) != student_identity(run_dir):
         return "the run's student changed since its vocabulary was fitted"
-    recorded = config.get(SETTINGS) or {}
+    return other_settings(run_dir, asked)
+
+
+def other_settings(run_dir: Path, asked: dict) -> str | None:
+    """Why the run's fitted student (of its current student) is not what `asked` names, in words; None when it is,
+    or when the run holds none. Replacing it is a choice its own command's --overwrite makes, never an export's."""
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.config.recipe import typed_section
+
+    folder = stage_path(run_dir, FITTED_STUDENT_DIR)
+    if not (folder / MANIFEST).is_file():
+        return None
+    recorded = read_manifest(folder)["config"].get(SETTINGS) or {}
     wanted = typed_section("export", {k: v for k, v in asked.items() if k in FITTING_KEYS}, "export option")
     for key in FITTING_KEYS:
         if key in asked and getattr(wanted, key) != recorded.get(key):

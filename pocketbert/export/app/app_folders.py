@@ -131,7 +131,8 @@ class CoreMLTarget:
         if variant not in COREML.names:
             raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML.names)}")
         package = export_dir / coreml_package_name(stem, variant)
-        if not package.exists():
+        # a package the export did not make (copied in by hand) has no gate: it is not shipped
+        if variant not in made or package.name not in manifest["metrics"]["parity"] or not package.exists():
             raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
                               f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
         parity = manifest["metrics"]["parity"][package.name]
@@ -178,7 +179,7 @@ class CoreAITarget:
         if variant not in COREAI.names:
             raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI.names)}")
         asset = export_dir / coreai_asset_name(stem, variant)
-        if variant not in made or not asset.exists():
+        if variant not in made or asset.name not in manifest["metrics"]["parity"] or not asset.exists():
             raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
                               f"those, or re-run `pocketbert export --coreai-variants {variant}`")
         parity = manifest["metrics"]["parity"][asset.name]

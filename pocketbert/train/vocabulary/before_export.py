@@ -7,13 +7,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
+from pocketbert.core.errors import RunDirError
+from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, other_settings, why_refit
 
 
 def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> Path | None:
     """Fit the run's vocabulary where the export asks for a fitted one (the recipe's export.vocabulary, or the
-    export's options `settings` over it) and the run holds none, one fitted from another student, or one fitted with
-    other settings than the options give. Returns the fitted student's folder when it fitted one."""
+    export's options `settings` over it) and the run holds none, or one fitted from another student. One fitted
+    from this student with other settings than the options give is the user's to replace (`train vocabulary
+    --overwrite`): refused, nothing written. Returns the fitted student's folder when it fitted one."""
     from pocketbert.core.run.atomic_folder import require_stage
     from pocketbert.core.run.manifest import read_manifest
     from pocketbert.core.config.recipe import complete_recipe, recipe_dict, recorded_section
@@ -28,6 +30,10 @@ def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> P
     reason = why_refit(run_dir, asked)
     if reason is None:
         return None
+    if reason == other_settings(run_dir, asked):
+        given = "".join(f" --{key.replace('_', '-')} {value}" for key, value in asked.items())
+        raise RunDirError(f"the run's fitted student: {reason}; replace it with `{FIT_COMMAND} --run {run_dir}{given} "
+                          "--overwrite`, then export again (or export with its settings)")
     print(f"note: {reason}: fitting it first ({FIT_COMMAND})", file=sys.stderr)
     path, _ = fit_vocabulary(run_dir, {f"export.{key}": value for key, value in asked.items()}, data_dir,
                              overwrite=True)
