@@ -14,10 +14,12 @@ import os
 import click
 
 from pocketbert.core.process import exit_codes
+from pocketbert.core.process.termination import Terminated
 from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.core.run.storage import describe, fault_behind
 
 INTERRUPTED_LINE = "interrupted: nothing half-written was kept"
+TERMINATED_LINE = "terminated (SIGTERM): nothing half-written was kept"
 MAX_QUOTED = 300  # characters of an exception's own message quoted in the line
 DEBUG_ENV = "POCKETBERT_DEBUG"
 DEBUG_HINT = f"run again with {DEBUG_ENV}=1 to see the traceback"
@@ -53,6 +55,8 @@ def verdict(exc: BaseException) -> tuple[str, int, bool]:
     An empty line for a click usage error: click prints its own usage text and `Error:` line."""
     if isinstance(exc, PocketbertError):
         return f"error: {exc}", exc.exit_code, True
+    if any(isinstance(link, Terminated) for link in _causes(exc)):
+        return TERMINATED_LINE, exit_codes.TERMINATED, False
     if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
         # click turns both Ctrl-C and a read past the end of a file (EOFError) into Abort: only the first is
         # an interrupt; the second is a truncated input, the user's to fix.

@@ -86,3 +86,24 @@ def test_export_killed_at_random_moments(student_run, shared_data):
     assert is_complete_export(export)
     assert not list(export.glob("*.pte"))  # --executorch-variants none
     assert not [p.name for p in student_run.iterdir() if p.name.startswith(".")], "temporary folders were not cleaned"
+
+
+def test_export_terminated_cleans_up_what_it_made(student_run, tmp_path, shared_data):
+    """SIGTERM (a `kill`, a CI timeout) ends the export as Ctrl-C does: exit 143, its staging folder and the run's
+    lock file removed, no export published."""
+    from pocketbert.core.process.exit_codes import TERMINATED
+    from pocketbert.core.run.run_lock import lock_path
+
+    run = linked_copy(student_run, tmp_path / "run", [run_files.TEACHER_DIR, run_files.STUDENT_DIR])
+    process = start("export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT)
+    deadline = time.monotonic() + WRITE_START_TIMEOUT_S
+    while not list(run.glob(f".{run_files.EXPORT_DIR}.tmp-*")):
+        assert process.poll() is None, "the export ended before it started writing"
+        assert time.monotonic() < deadline, "the export never started writing"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    process.wait()
+    assert process.returncode == TERMINATED
+    assert not (run / run_files.EXPORT_DIR).exists()
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".")], "temporary folders were left"
+    assert not lock_path(run).exists()

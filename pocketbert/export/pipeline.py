@@ -32,26 +32,34 @@ USABILITY_CHECKED = ("onnx", "onnx-int8", "onnx-qdq")
 
 @contextlib.contextmanager
 def interrupts_remembered():
-    """Ctrl-C raises KeyboardInterrupt as always, and is also remembered: code that catches BaseException on the
-    way (a converter, a worker pool under load) cannot make an interrupted export publish."""
+    """Ctrl-C (and SIGTERM, which the command raises as Terminated) raise as always, and are also remembered: code
+    that catches BaseException on the way (a converter, a worker pool under load) cannot make an interrupted export
+    publish. Yields a function giving the exception to raise for the first signal seen, or None."""
     import signal
     import threading
 
+    from pocketbert.core.process.termination import Terminated
+
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:  # Ctrl-C handled otherwise: left so
-        yield lambda: False
+        yield lambda: None
         return
+    handled = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    handled = {sig: handler for sig, handler in handled.items() if callable(handler)}
     seen = []
 
     def remember(signum, frame):
         seen.append(signum)
-        signal.default_int_handler(signum, frame)
+        handled[signum](signum, frame)
 
-    previous = signal.signal(signal.SIGINT, remember)
+    for sig in handled:
+        signal.signal(sig, remember)
     try:
-        yield lambda: bool(seen)
+        yield lambda: None if not seen else (Terminated if seen[0] == signal.SIGTERM else KeyboardInterrupt)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in handled.items():
+            if signal.getsignal(sig) is remember:  # a handler that reset itself meanwhile stays as it set itself
+                signal.signal(sig, handler)
 
 
 def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, settings: dict | None = None,
@@ -76,8 +84,9 @@ def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = Fa
         steps.close()
         workers.close()
         rows = record_gates(out, built)
-        if interrupted():  # a Ctrl-C that a library's handler took on the way: still nothing is published
-            raise KeyboardInterrupt
+        signalled = interrupted()
+        if signalled is not None:  # a Ctrl-C or SIGTERM that a library's handler took on the way: nothing published
+            raise signalled()
         record_manifest(plan, out, built, rows, app_files + more_app_files)
     return Path(run_dir) / EXPORT_DIR, built.results
 

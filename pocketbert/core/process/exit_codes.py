@@ -10,6 +10,8 @@
          (the exit status stays the same with debugging on)
          (70 is EX_SOFTWARE of BSD's sysexits.h, "internal software error")
     130  interrupted (Ctrl-C): nothing half-written was kept
+    143  terminated (SIGTERM): nothing half-written was kept, no staging folder or lock file left (128 + 15, the
+         status a shell gives a process SIGTERM ends)
 """
 
 OK = 0
@@ -17,3 +19,4 @@ FINDING = 1
 USAGE = 2
 INTERNAL = 70
 INTERRUPTED = 130
+TERMINATED = 143
