@@ -22,6 +22,7 @@ import yaml
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.mobile_bench import roofline
+from pocketbert.mobile_bench.profiles import APPLE_FAMILY
 from pocketbert.mobile_bench.model_shape import SHAPE_KINDS
 
 CALIBRATION_FILE = "calibration.yaml"
@@ -186,7 +187,7 @@ def pooled_factors(rows: list[dict]) -> list[CalibrationFactor]:
 
 def apple_misses(rows: list[dict]) -> list[dict]:
     """The Apple points whose leave-one-out error is beyond APPLE_TARGET."""
-    return [r for r in rows if r["family"] == "apple" and r.get("loo_error") is not None
+    return [r for r in rows if r["family"] == APPLE_FAMILY and r.get("loo_error") is not None
             and abs(r["loo_error"]) > APPLE_TARGET]
 
 

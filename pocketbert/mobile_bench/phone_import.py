@@ -34,6 +34,9 @@ PLACEMENT_UNITS = ("neural_engine", "gpu", "cpu", "unknown")
 IDLE_MIN_S = 5.0          # the Neural Engine re-wakes after > 5 s idle (arXiv 2606.22283): a shorter pause is warm
 SUSTAINED_MIN_CALLS = 1000  # the Neural Engine's sustained state begins ~830 calls into a run (coreai-model-zoo)
 KILLED_STAGES = ("load", "first_prediction", "warm")
+# No phone takes ten minutes for one call of a model an app ships: a larger figure is seconds or microseconds
+# mistaken for milliseconds, or a damaged file.
+MAX_PLAUSIBLE_MS = 600_000.0
 
 
 def _count(raw, where: str, least: int) -> int:
@@ -102,6 +105,9 @@ def _positive(raw, where: str) -> float:
         raise ConfigError(f"{where} must be a number of milliseconds (got '{raw}')") from None
     if not (value > 0 and math.isfinite(value)):
         raise ConfigError(f"{where} must be positive and finite, in milliseconds (got {raw!r})")
+    if value > MAX_PLAUSIBLE_MS:
+        raise ConfigError(f"{where}: {raw!r} ms is more than {MAX_PLAUSIBLE_MS:,.0f} ms (ten minutes) for one call: "
+                          "give milliseconds, as the kit and Xcode write them")
     return value
 
 

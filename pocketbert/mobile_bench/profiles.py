@@ -18,6 +18,7 @@ HOST_DEVICE = "host"
 HOST_SOURCE = "measured here by pocketbert (bench.profiles.measure_host)"
 GEMM_SIZE = 1024  # large enough to run at the BLAS kernel's peak, small enough to take well under a second
 COPY_MEGABYTES = 256  # far beyond any last-level cache, so the copy streams from memory
+APPLE_FAMILY = "apple"  # device_profiles.yaml's family of the devices Core ML and Core AI run on
 
 
 def load_profiles() -> dict:

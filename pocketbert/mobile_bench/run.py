@@ -517,7 +517,8 @@ def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
     if not manifest_path.is_file():
         raise RunDirError(f"{file} measured an export, and {run_dir} has none to check it against: import it into "
                           "the run whose export it measured")
-    artifacts_recorded = read_manifest(Path(run_dir) / EXPORT_DIR).get(ARTIFACTS) or {}
+    manifest = read_manifest(Path(run_dir) / EXPORT_DIR)
+    artifacts_recorded = manifest.get(ARTIFACTS) or {}
     recorded = {entry.get("sha256"): name for name, entry in artifacts_recorded.items() if isinstance(entry, dict)}
     for row in named:
         program = recorded.get(row["program_sha256"])
@@ -525,6 +526,7 @@ def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
             raise ConfigError(f"{file} measured {row.get('program') or 'a program'} with sha256 "
                               f"{row['program_sha256'][:12]}…, which {run_dir}/export does not hold: import it into "
                               "the run whose export it measured, or measure this export (pocketbert bench kit)")
+        _check_program_claims(row, program, manifest, Path(run_dir) / EXPORT_DIR, file)
     for key, digest in sorted(checked):
         name = {"tables": TOKENIZER_TABLES, "golden": TOKENIZER_GOLDEN}[key]
         entry = artifacts_recorded.get(name)
@@ -532,6 +534,43 @@ def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
             raise ConfigError(f"{file} checked the tokenizer on a {name} with sha256 {digest[:12]}…, not the one "
                               f"{run_dir}/export holds: import it into the run whose export it measured, or measure "
                               "this export (pocketbert bench kit)")
+
+
+def _check_program_claims(row: dict, program: str, manifest: dict, export_dir: Path, file: Path) -> None:
+    """What a row says of the program its sha256 names, against the export's own record of that program: its
+    runtime (and so its file format), its precision, and the function measured (one the package holds, at that
+    function's length)."""
+    from pocketbert.mobile_bench.kit import apple_programs, program_functions
+    from pocketbert.export.multifunction import function_length, function_name
+
+    made = {p["program"]: p for p in apple_programs(manifest)}.get(program)
+    if made is None:
+        raise ConfigError(f"{file}: {program} is not one of the export's Core ML or Core AI programs, which the kit "
+                          "measures: measure this export with `pocketbert bench kit`")
+    for claim in ("runtime", "precision"):
+        if row[claim] != made[claim]:
+            raise ConfigError(f"{file}: {program} is a {made['runtime']} {made['precision']} program, not "
+                              f"{row['runtime']} {row['precision']}: import the file the kit wrote, unedited")
+    if row.get("function") is None:
+        return
+    functions = (program_functions(export_dir).get(program) or []) if made["runtime"] == "coreml" else \
+        [function_name(int(n)) for n in (manifest["metrics"].get("coreai_entry_points") or [])]
+    if row["function"] not in functions:
+        raise ConfigError(f"{file}: {program} has no function {row['function']!r} (it has "
+                          f"{', '.join(functions) or 'one, main'}): import the file the kit wrote, unedited")
+    if function_length(row["function"]) != row["sequence_length"]:
+        raise ConfigError(f"{file}: {row['function']} takes sequence {function_length(row['function'])}, not "
+                          f"{row['sequence_length']}: import the file the kit wrote, unedited")
+
+
+def _check_device(rows: list[dict], device_key: str, file: Path) -> None:
+    """Every phone file pocketbert reads measured an Apple runtime (Core ML, Core AI): a device key whose profile is
+    not an Apple device would put an iPhone's figures under an Android phone's name."""
+    device = profiles.load_profiles()["devices"].get(device_key)
+    if device is not None and device.get("family") != profiles.APPLE_FAMILY:
+        runtimes = ", ".join(sorted({row.get("runtime") or row["model_format"] for row in rows}))
+        raise ConfigError(f"{file} measured {runtimes} on an Apple device, and --device {device_key} is "
+                          f"{device.get('name', device_key)}: name the Apple device it ran on")
 
 
 def _import_names(imports: Path, rows: list[dict], device_key: str, model: str, file: Path) -> list[tuple[str, str]]:
@@ -569,6 +608,7 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
             raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
         sequence_length = existing["protocol"]["sequence_length"]
     rows = import_phone_rows(file, device_key, model, precision, batch, sequence_length)
+    _check_device(rows, device_key, file)
     _check_measured_export(run_dir, rows, file)
     imports = Path(run_dir) / BENCH_IMPORTS_DIR
     named = _import_names(imports, rows, device_key, model, file)

@@ -277,6 +277,29 @@ def test_the_kit_names_each_program_by_the_sha256_its_export_recorded(tmp_path, 
     assert f'"pocketbert_kit": {KIT_SCHEMA}' in core and '"tokenizer_check": tokenizer' in core
 
 
+def _onnx_under_a_core_ml_name(data: dict) -> None:
+    onnx_sha = json.loads(RECORDED_EXPORT_MANIFEST.read_text())["artifacts"]["model.onnx"]["sha256"]
+    data["programs"][0].update(program="model.onnx", sha256=onnx_sha)
+
+
+@pytest.mark.parametrize("edit, device, words", [
+    (lambda d: d["programs"][2].update(program="PocketBertSentiment.ane.mlpackage#main_len99", function="main_len99",
+                                       sequence_length=99), "iphone-15-pro", "has no function 'main_len99'"),
+    (lambda d: d["programs"][2].update(sequence_length=64), "iphone-15-pro", "takes sequence 16, not 64"),
+    (lambda d: d["programs"][0].update(precision="int8"), "iphone-15-pro", "is a coreml fp16 program, not coreml int8"),
+    (lambda d: d["programs"][0].update(runtime="coreai"), "iphone-15-pro", "is a coreml fp16 program, not coreai"),
+    (_onnx_under_a_core_ml_name, "iphone-15-pro", "model.onnx is not one of the export's Core ML or Core AI"),
+    (lambda d: d["programs"][0]["warm_samples_ms"].__setitem__(0, 1e308), "iphone-15-pro", "ten minutes"),
+    (lambda d: None, "pixel-8", "on an Apple device, and --device pixel-8 is Google Pixel 8"),
+])
+def test_each_claim_of_a_measurement_is_checked_against_the_export_and_the_device(tmp_path, edit, device, words):
+    run = _run_with_export(tmp_path)
+    claimed = _kit_file(tmp_path, "claimed.json", edit)
+    with pytest.raises(ConfigError, match=words):
+        import_phone_measurement(run, claimed, device, "student", "fp16", 1, 128)
+    assert not (run / "bench_imports").exists()
+
+
 def test_a_measurement_of_another_export_is_refused(tmp_path):
     run = _run_with_export(tmp_path)
     other = _kit_file(tmp_path, "other.json", lambda d: [p.update(sha256="0" * 64) for p in d["programs"]])
