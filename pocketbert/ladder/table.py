@@ -108,6 +108,7 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
         export = read_manifest(export_dir) if rung.ship and (export_dir / MANIFEST).is_file() else None
         rows.append({
             "rung": rung.name, "label": rung.label, "run": str(run), "ship": rung.ship, "kind": row["kind"],
+            "scored": (student["metrics"].get("eval") or {}).get("scored"),  # the questions a sample names
             "accuracy": row["accuracy"], "kept": row["accuracy"] / teacher["accuracy"],
             "cross_domain": row["cross_domain"], "kept_cross_domain": kept_across(row, teacher),
             "latency_ms": row["latency_ms"] if rung.ship else None,
@@ -173,6 +174,12 @@ def _inherited(result: dict) -> list[str]:
             "the teacher labels, so that they hold across domains. \"trained on\" says what each saw.", ""]
 
 
+def _scored_on(result: dict) -> str:
+    """' (on 2,000 of dev-v1.1.json's 10,570 ...)' where every rung was scored on the same named sample; else ''."""
+    scored = {r.get("scored") for r in result["rungs"]}
+    return f" ({scored.pop()})" if len(scored) == 1 and None not in scored else ""
+
+
 def render_table(result: dict) -> str:
     views, cheapest, points = result["views"], result["cheapest"], result["within_points"]
     teacher, primary, ref = result["teacher"], result["primary_metric"], result["reference_rung"]
@@ -183,7 +190,8 @@ def render_table(result: dict) -> str:
             if name:
                 marks.setdefault(name, []).append(f"{'fastest' if cost == 'latency_ms' else 'smallest'} ({view})")
     lines = [f"# The ladder: {result['ladder']['description'] or 'students from one teacher'}", "",
-             f"{result['dataset']} {primary}; latency: {s['runtime']} {s['model_format']} {s['precision']}, "
+             f"{result['dataset']} {primary}{_scored_on(result)}; latency: {s['runtime']} {s['model_format']} "
+             f"{s['precision']}, "
              f"{s['threads']} thread, batch 1, median; file: the int8 ONNX model bench timed. Kept: the student's "
              f"accuracy over the teacher's on the same data. Marked: the cheapest student within {points:g} point of "
              "the teacher on that data.", "", *_inherited(result)]
