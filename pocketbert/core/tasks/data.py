@@ -51,7 +51,7 @@ class EvalSet:
     sample: str
 
     def describe(self) -> str:
-        """How a printed score names its questions, e.g. 'on 2,000 of dev-v1.1.json's 10,570 (fixed sample)'."""
+        """How a printed score names its questions: 'on 2,000 of dev-v1.1.json's 10,570 (the fixed sample, ...)'."""
         where = Path(self.file).name if self.file else "the hub split"
         if self.scored >= self.examples:
             return f"on all {self.examples:,} examples of {where}"
