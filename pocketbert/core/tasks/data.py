@@ -519,7 +519,9 @@ def hold_out(examples: list, n_eval: int, seed: int) -> tuple[list, list]:
 def separation_key(example) -> str:
     """What two examples share when one must not train while the other is scored: a sentence, or a question's
     context (every question on a held-out passage is held out with it)."""
-    return example.text if isinstance(example, TextExample) else example.context
+    if isinstance(example, TextExample):
+        return example.text
+    return example.context if isinstance(example, QAExample) else example  # any other row stands for itself
 
 
 def check_qa_separation(train: list[QAExample], eval_examples: list[QAExample], train_source: str,
