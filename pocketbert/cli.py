@@ -92,7 +92,6 @@ def main(argv=None) -> None:
 
     from pocketbert.boundary import debug_requested, verdict
     from pocketbert.core.process.parent_watch import stop_with_parent
-
     from pocketbert.core.process.termination import end_on_sigterm_as_on_ctrl_c
 
     end_on_sigterm_as_on_ctrl_c()  # before the parent watch, which ends this process with SIGTERM
