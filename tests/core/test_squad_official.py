@@ -85,9 +85,9 @@ def test_the_official_score_takes_the_best_gold_answer():
         return QAExample("q", "?", context, tuple((g, context.index(g)) for g in golds))
 
     examples = [
-        example("Denver Broncos", "the Broncos"),   # "Broncos": EM 0 against both, F1 2/3 against the first, 1 the 2nd
-        example("Santa Clara, California", "Levi's Stadium"),  # "levis stadium": punctuation dropped, exact
-        example("1879", "in 1879"),                  # "The year 1879": F1 2*(1/3*1)/(1/3+1)=0.5 against "1879"
+        example("Denver Broncos", "the Broncos"),   # "Broncos": exact against the second (its article dropped)
+        example("Santa Clara, California", "Levi's Stadium"),  # "Levis Stadium": exact, punctuation dropped
+        example("1879", "in 1879"),                  # "The year 1879": partial credit, the better of the two
         example("Nikola Tesla"),                     # a wrong answer: 0, 0
     ]
     predictions = ["Broncos", "Levis Stadium", "The year 1879", "Edison"]
