@@ -134,6 +134,7 @@ def test_two_processes_split_the_work_and_process_0_writes(two_process_run, shar
                              torch.device("cpu"), "eval")
     together = dict(student["metrics"]["eval"])
     shares = together.pop("features_scored_by_process")
+    assert together.pop("scored") == data.eval_set(len(examples)).describe()  # the questions the score is on
     assert shares == [len(features) - len(features) // 2, len(features) // 2]  # each its share, not all of it
     assert alone == together
 
