@@ -96,7 +96,10 @@ def test_the_exhaustive_check_finds_one_changed_entry_among_every_code_point(tok
 
 @settings(max_examples=PROPERTY_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=st.text(max_size=40), context=st.text(max_size=120))
-def test_random_unicode_pairs_tokenize_as_tokenizer_json(reference, pair_session, question, context):
+def test_random_unicode_pairs_tokenize_as_tokenizer_json(reference, pair_session, tokenizer_data, question, context):
+    # as for single texts below: a special token's text in the input is the one known difference, pinned by
+    # test_a_special_tokens_text_in_the_input_is_read_as_text_by_the_graph
+    assume(not any(token["content"] in text for token in tokenizer_data["added_tokens"] for text in (question, context)))
     feeds = {"question": text_in_string(question), "context": text_in_string(context)}
     ids, types, offsets = pair_session.run([PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")],
                                            feeds)
