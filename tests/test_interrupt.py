@@ -39,13 +39,18 @@ def student_run(tmp_path_factory, exported_run):
                                                                                  run_files.STUDENT_DIR])
 
 
-def kill_while_writing(process, run, stage, delay):
-    """SIGKILL the stage once its temporary folder exists, `delay` s later; fail unless the kill landed mid-write."""
+def wait_until_writing(process, run, stage) -> None:
+    """Return once the stage's temporary folder exists; fail if the stage ends or never starts writing."""
     deadline = time.monotonic() + WRITE_START_TIMEOUT_S
     while not list(run.glob(f".{stage}.tmp-*")):
         assert process.poll() is None, "the stage ended before it started writing"
         assert time.monotonic() < deadline, "the stage never started writing"
         time.sleep(0.02)
+
+
+def kill_while_writing(process, run, stage, delay):
+    """SIGKILL the stage once its temporary folder exists, `delay` s later; fail unless the kill landed mid-write."""
+    wait_until_writing(process, run, stage)
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -96,11 +101,7 @@ def test_export_terminated_cleans_up_what_it_made(student_run, tmp_path, shared_
 
     run = linked_copy(student_run, tmp_path / "run", [run_files.TEACHER_DIR, run_files.STUDENT_DIR])
     process = start("export", "--run", run, "--data-dir", shared_data, *QUICK_EXPORT)
-    deadline = time.monotonic() + WRITE_START_TIMEOUT_S
-    while not list(run.glob(f".{run_files.EXPORT_DIR}.tmp-*")):
-        assert process.poll() is None, "the export ended before it started writing"
-        assert time.monotonic() < deadline, "the export never started writing"
-        time.sleep(0.02)
+    wait_until_writing(process, run, run_files.EXPORT_DIR)
     process.send_signal(signal.SIGTERM)
     process.wait()
     assert process.returncode == TERMINATED
