@@ -32,6 +32,11 @@ def student_identity(run_dir: Path) -> str:
 def why_refit(run_dir: Path, asked: dict) -> str | None:
     """None when the run holds a fitted student fitted from its student with every setting `asked` names (export
     section keys given on the command line; a key not given takes what the fit used); else why not, in words."""
+    return missing_or_stale(run_dir) or other_settings(run_dir, asked)
+
+
+def missing_or_stale(run_dir: Path) -> str | None:
+    """Why the run holds no fitted student of its current student, in words; None when it holds one."""
     from pocketbert.core.run.atomic_folder import recover_stage
     from pocketbert.core.run.manifest import read_manifest
 
@@ -41,7 +46,7 @@ def why_refit(run_dir: Path, asked: dict) -> str | None:
         return "the run holds no fitted student"
     if read_manifest(folder)["config"].get(FITTED_FROM) != student_identity(run_dir):
         return "the run's student changed since its vocabulary was fitted"
-    return other_settings(run_dir, asked)
+    return None
 
 
 def other_settings(run_dir: Path, asked: dict) -> str | None:

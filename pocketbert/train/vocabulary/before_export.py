@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, other_settings, why_refit
+from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, missing_or_stale, other_settings
 
 
 def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> Path | None:
@@ -27,12 +27,13 @@ def fit_before_export(run_dir: Path, data_dir: Path | None, settings: dict) -> P
     if recorded_section(recorded, "export", settings, "export option").vocabulary != "fitted":
         return None
     asked = {key: value for key, value in settings.items() if key in FITTING_KEYS}
-    reason = why_refit(run_dir, asked)
+    reason = missing_or_stale(run_dir)
     if reason is None:
-        return None
-    if reason == other_settings(run_dir, asked):
+        differs = other_settings(run_dir, asked)
+        if differs is None:
+            return None
         given = "".join(f" --{key.replace('_', '-')} {value}" for key, value in asked.items())
-        raise RunDirError(f"the run's fitted student: {reason}; replace it with `{FIT_COMMAND} --run {run_dir}{given} "
+        raise RunDirError(f"the run's fitted student: {differs}; replace it with `{FIT_COMMAND} --run {run_dir}{given} "
                           "--overwrite`, then export again (or export with its settings)")
     print(f"note: {reason}: fitting it first ({FIT_COMMAND})", file=sys.stderr)
     path, _ = fit_vocabulary(run_dir, {f"export.{key}": value for key, value in asked.items()}, data_dir,
