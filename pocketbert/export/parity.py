@@ -88,6 +88,9 @@ class ParityResult:
     by_length: dict | None = None  # a model of enumerated lengths: each length checked on its own (check_lengths)
     by_windows: dict | None = None  # QA in one call: questions of one window and of several, each on its own
     app_runtimes: dict | None = None  # an .ort: the gate on each ONNX Runtime version the app folders name
+    # The standard error of the primary metric's drop (paired, over the examples gated): how far the drop measured
+    # on these examples may lie from the drop on others. Answers near a tie (a QA span) move under int8 both ways.
+    drop_standard_error: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -110,6 +113,8 @@ class ParityResult:
         allowed = f" (allowed {self.max_abs_diff_allowed})" if self.max_abs_diff_allowed is not None else ""
         metric = "; ".join(f"{k} {self.metrics[k]:.4f} vs student {v:.4f}" for k, v in self.student_metrics.items()
                            if isinstance(v, float))
+        if self.drop_standard_error is not None:
+            metric += f" (the drop's standard error on these {self.n_examples}: {self.drop_standard_error:.4f})"
         return (f"{self.artifact} on {self.runtime} no longer gives the student's answers: agreement "
                 f"{self.agreement:.4f}{needs}, max |diff| {self.max_abs_diff:.4g}{allowed}, {metric}")
 
@@ -124,7 +129,8 @@ def compare(task, examples, features, student_logits: list[np.ndarray], artifact
     theirs = task.answers(examples, feats, ref, evaluation)
     metrics = task.score(examples, feats, artifact_logits, evaluation)
     student_metrics = task.score(examples, feats, ref, evaluation)
-    return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+    result = _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+    return _with_standard_error(result, task, examples, feats, ours, theirs)
 
 
 def compare_text_in(task, examples, features, student_logits: list[np.ndarray], own_features: list,
@@ -141,7 +147,8 @@ def compare_text_in(task, examples, features, student_logits: list[np.ndarray], 
     theirs = task.answers(examples, features, student_logits, evaluation)
     metrics = task.score_answers(examples, features, ours)
     student_metrics = task.score_answers(examples, features, theirs)
-    return _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+    result = _result(task, ours, theirs, max_diff, metrics, student_metrics, artifact, runtime, precision, gate)
+    return _with_standard_error(result, task, examples, features, ours, theirs)
 
 
 def compare_answers(task, examples, features, student_logits: list[np.ndarray], answers: list[dict],
@@ -153,7 +160,9 @@ def compare_answers(task, examples, features, student_logits: list[np.ndarray], 
     theirs = task.answers(examples, features, student_logits, evaluation)
     metrics = task.score_answers(examples, features, ours)
     student_metrics = task.score_answers(examples, features, theirs)
-    result = _result(task, ours, theirs, 0.0, metrics, student_metrics, artifact, runtime, precision, gate)
+    result = _with_standard_error(
+        _result(task, ours, theirs, 0.0, metrics, student_metrics, artifact, runtime, precision, gate),
+        task, examples, features, ours, theirs)
     windows = np.bincount([f.example_index for f in features], minlength=len(examples))
     by_windows = {"span_mismatches": span_mismatches,
                   # a cut context has fewer windows than the pipeline's, by design
@@ -172,6 +181,20 @@ def compare_answers(task, examples, features, student_logits: list[np.ndarray], 
     apart = max(abs(metrics[k] - student_metrics[k]) for k in ("exact_match", "f1"))
     result.passed = (result.passed and span_mismatches == 0 and by_windows["windows_differ"] == 0
                      and (gate.max_points_apart is None or apart <= gate.max_points_apart))
+    return result
+
+
+def drop_standard_error(task, examples, features, ours: list, theirs: list) -> float:
+    """The standard error of the primary metric's drop from the student's answers (theirs) to the artifact's (ours),
+    paired over the examples: only the examples whose answers differ spread it."""
+    drops = task.primary_scores(examples, features, theirs) - task.primary_scores(examples, features, ours)
+    if len(drops) < 2:
+        return float("nan")
+    return float(drops.std(ddof=1) / np.sqrt(len(drops)))
+
+
+def _with_standard_error(result: ParityResult, task, examples, features, ours: list, theirs: list) -> ParityResult:
+    result.drop_standard_error = drop_standard_error(task, examples, features, ours, theirs)
     return result
 
 

@@ -135,12 +135,17 @@ def f1_score(prediction: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_scores(examples: list[QAExample], predictions: list[str]) -> dict[str, float]:
-    """Exact match and F1 in percent, each the best over an example's gold answers."""
-    em = f1 = 0.0
+def example_scores(examples: list[QAExample], predictions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each example's exact match and F1 in percent, the best over its gold answers."""
+    em, f1 = [], []
     for example, prediction in zip(examples, predictions):
         golds = [text for text, _ in example.answers] or [""]
-        em += max(exact_match(prediction, g) for g in golds)
-        f1 += max(f1_score(prediction, g) for g in golds)
-    n = max(1, len(examples))
-    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
+        em.append(100.0 * max(exact_match(prediction, g) for g in golds))
+        f1.append(100.0 * max(f1_score(prediction, g) for g in golds))
+    return np.array(em), np.array(f1)
+
+
+def squad_scores(examples: list[QAExample], predictions: list[str]) -> dict[str, float]:
+    """Exact match and F1 in percent, each the mean over examples of the best over an example's gold answers."""
+    em, f1 = example_scores(examples, predictions)
+    return {"exact_match": float(em.mean()) if len(em) else 0.0, "f1": float(f1.mean()) if len(f1) else 0.0}

@@ -141,6 +141,8 @@ class Task(Protocol):
     def answers(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> list: ...
     def score(self, examples, features, logits: list[np.ndarray], evaluation: SpanSearch) -> dict[str, float]: ...
     def score_answers(self, examples, features, answers: list) -> dict[str, float]: ...
+    # each example's share of the primary metric, whose mean it is (in the metric's own units)
+    def primary_scores(self, examples, features, answers: list) -> np.ndarray: ...
 
     # the text-in model (tokenizer in the graph)
     def text_in_feeds(self, example) -> dict[str, np.ndarray]: ...
@@ -264,8 +266,12 @@ class SentimentTask:
 
     def score_answers(self, examples, features, answers: list) -> dict[str, float]:
         """The task metrics of comparable answers."""
-        gold = np.array([f.label for f in features])
-        return {"accuracy": float((np.array(answers) == gold).mean()), "n_examples": int(len(gold))}
+        return {"accuracy": float(self.primary_scores(examples, features, answers).mean()),
+                "n_examples": len(features)}
+
+    def primary_scores(self, examples, features, answers: list) -> np.ndarray:
+        """1 where the answer is the gold label, else 0: accuracy is their mean."""
+        return (np.array(answers) == np.array([f.label for f in features])).astype(float)
 
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
         loss_fn = loss_fn or _losses().cross_entropy
@@ -431,6 +437,10 @@ class QATask:
         metrics = qa_lib.squad_scores(examples, answers)
         metrics["n_examples"] = len(examples)
         return metrics
+
+    def primary_scores(self, examples, features, answers: list) -> np.ndarray:
+        """Each question's F1 in percent (the best over its gold answers): F1 is their mean."""
+        return qa_lib.example_scores(examples, answers)[1]
 
     def hard_loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor], loss_fn=None) -> torch.Tensor:
         loss_fn = loss_fn or _losses().cross_entropy
