@@ -7,6 +7,12 @@
              options), run (the run folder), tasks (tasks, datasets, losses), process (launch, exit codes),
            and its ground, errors.py and files.py, which every wing imports and which import no wing
 
+export and mobile_bench stand in wings too, each importing only the wings of its stage below it (and the core);
+the stage's top level (its cli.py) is its command layer, which may import all of them:
+    export: steps (plan, runners, record) -> app (the app folders) -> programs (the program makers and the
+            catalogue of variants) -> text_in (the tokenizer graph) -> checks (gates, probes) -> evaluators
+    mobile_bench: steps (the bench run) -> reports -> device (the kit) -> estimates (phones) -> timing
+
 A stage reads another stage's files, never its code; the ladder runs the stages' commands and reads their files.
 The rule is one table, ALLOWED, with no exception list: every module belongs to exactly one part, and the whole
 graph, not only the core's, has no cycle."""
@@ -27,13 +33,25 @@ STAGES = ("train", "export", "mobile_bench", "inspect", "ladder")
 CORE_WINGS = ("core.students", "core.config", "core.run", "core.tasks", "core.process")
 # The core's ground: its modules outside the wings, which every wing imports (and the package's own __init__).
 CORE_GROUND = {"pocketbert", "pocketbert.core", "pocketbert.core.errors", "pocketbert.core.files"}
+# The wings of the stages that stand in wings, top to bottom: each may import the core and the wings below it.
+STAGE_WINGS = {
+    "export": ("export.steps", "export.app", "export.programs", "export.text_in", "export.checks",
+               "export.evaluators"),
+    "mobile_bench": ("mobile_bench.steps", "mobile_bench.reports", "mobile_bench.device", "mobile_bench.estimates",
+                     "mobile_bench.timing"),
+}
+EXPORT_WINGS, BENCH_WINGS = STAGE_WINGS["export"], STAGE_WINGS["mobile_bench"]
 # What each part may import besides itself.
 ALLOWED = {
     CORE: set(),
     **{wing: {CORE, *CORE_WINGS[i + 1:]} for i, wing in enumerate(CORE_WINGS)},
     "train": {CORE, *CORE_WINGS},
-    "export": {CORE, *CORE_WINGS},
-    "mobile_bench": {CORE, *CORE_WINGS, "export"},  # it loads the exported programs through export's runtimes
+    "export": {CORE, *CORE_WINGS, *EXPORT_WINGS},
+    **{wing: {CORE, *CORE_WINGS, *EXPORT_WINGS[i + 1:]} for i, wing in enumerate(EXPORT_WINGS)},
+    # it loads the exported programs through export's makers and runtimes
+    "mobile_bench": {CORE, *CORE_WINGS, *BENCH_WINGS, "export.programs", "export.checks"},
+    **{wing: {CORE, *CORE_WINGS, *BENCH_WINGS[i + 1:], "export.programs", "export.checks"}
+       for i, wing in enumerate(BENCH_WINGS)},
     "inspect": {CORE, *CORE_WINGS},  # it reads the runs' files: manifests, results.json
     "ladder": {CORE, *CORE_WINGS},  # it runs the stages' commands and reads what they wrote
     CLI: {CORE, *CORE_WINGS, *STAGES},
@@ -51,8 +69,9 @@ def part_of_module(name: str) -> str:
     if len(parts) == 1:
         return CORE  # pocketbert/__init__.py: the version every part may read
     wing = ".".join(parts[1:3])
-    if wing in CORE_WINGS and (len(parts) > 3 or (PACKAGE_ROOT / parts[1] / parts[2]).is_dir()):
-        return wing  # pocketbert.core.run.manifest, or the wing's own __init__
+    wings = (*CORE_WINGS, *EXPORT_WINGS, *BENCH_WINGS)
+    if wing in wings and (len(parts) > 3 or (PACKAGE_ROOT / parts[1] / parts[2]).is_dir()):
+        return wing  # pocketbert.core.run.manifest, pocketbert.export.steps.plan, or the wing's own __init__
     if parts[1] in ALLOWED and parts[1] != CLI and (len(parts) > 2 or (PACKAGE_ROOT / parts[1]).is_dir()):
         return parts[1]
     return CLI  # a top-level module: the command line's wiring
@@ -158,6 +177,20 @@ def test_the_checks_see_an_arrow_up_a_sideways_one_and_a_cycle():
     ]
 
 
+def test_the_check_sees_an_arrow_up_between_a_stages_wings():
+    graph = {"pocketbert.export.checks.gate": {"pocketbert.export.programs.maker", "pocketbert.core.errors"},
+             "pocketbert.export.steps.plan": {"pocketbert.export.programs.maker"},
+             "pocketbert.mobile_bench.timing.stats": {"pocketbert.mobile_bench.reports.report"},
+             "pocketbert.mobile_bench.reports.report": {"pocketbert.export.steps.plan"}}
+    assert against_the_direction(graph) == [
+        "pocketbert.export.checks.gate (export.checks) imports pocketbert.export.programs.maker (export.programs)",
+        "pocketbert.mobile_bench.reports.report (mobile_bench.reports) imports pocketbert.export.steps.plan "
+        "(export.steps)",
+        "pocketbert.mobile_bench.timing.stats (mobile_bench.timing) imports pocketbert.mobile_bench.reports.report "
+        "(mobile_bench.reports)",
+    ]
+
+
 def test_the_check_sees_imports_inside_functions_and_from_lists():
     assert imported_modules("def f():\n    from pocketbert.train.models import x\n") >= {"pocketbert.train.models"}
     assert imported_modules("from pocketbert import train\n") >= {"pocketbert.train"}
@@ -186,6 +219,16 @@ def test_every_module_is_in_one_part_and_every_folder_is_a_known_part():
     assert {name for name in ALL_MODULES if part_of_module(name) == CORE} == CORE_GROUND  # the ground stays small
     top_level = {name for name in ALL_MODULES if part_of_module(name) == CLI}
     assert top_level == {"pocketbert.cli", "pocketbert.boundary"}  # the wiring stays small
+
+
+def test_the_staged_wings_are_the_folders_and_each_top_level_only_its_command_layer():
+    """export/ and mobile_bench/ hold wings and their command line (cli.py): a module beside cli.py belongs in a wing,
+    a new folder is named in STAGE_WINGS."""
+    for stage, wings in STAGE_WINGS.items():
+        folder = PACKAGE_ROOT / stage
+        found = {f"{stage}.{p.name}" for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+        assert found == set(wings)
+        assert {p.name for p in folder.glob("*.py")} == {"__init__.py", "cli.py"}
 
 
 def test_bench_reaches_training_speed_through_the_cli_wiring_only():

@@ -35,6 +35,7 @@ EXPORT_FLAGS = {
     "vocabulary_max_rows": "export.vocabulary_max_rows",
     "vocabulary_recovery_steps": "export.vocabulary_recovery_steps",
     "embedding_int4_share": "export.embedding_int4_share",
+    "int8_activation_scale": "export.int8_activation_scale",
     "jobs": "export.jobs",
 }
 # Steps that make the student the export reads, each step(run_dir, data_dir, settings) run by this command before

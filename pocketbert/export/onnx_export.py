@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from pocketbert.core.config.int8_budgets import INT8_PER_CALL, INT8_PER_TOKEN
 from pocketbert.core.errors import ExportError, require
 from pocketbert.core.students.architectures import BERT_FAMILY
 from pocketbert.export import table_rows
@@ -53,25 +54,94 @@ def fp32_nodes(model_path: Path) -> list[str]:
             if n.op_type in ("MatMul", "Gemm") and any(p.search(n.name) for p in FP32_NODE_PATTERNS)]
 
 
-def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None, int4_rows=None) -> Path:
-    """Dynamic int8 quantization of weights, per channel (it keeps far more accuracy than per tensor), and the
-    word-piece table per row (table_rows.py), the rows `int4_rows` in 4 bits.
+def quantize_int8(source: Path, target: Path, keep_fp32: list[str] | None = None, int4_rows=None,
+                  activation_scale: str = INT8_PER_CALL) -> Path:
+    """int8 weights, per channel (it keeps far more accuracy than per tensor), activations quantized on the fly with
+    one scale per call (ONNX Runtime's dynamic quantization) or per token (quantize_per_token); and the word-piece
+    table per row (table_rows.py), the rows `int4_rows` in 4 bits.
 
     keep_fp32: nodes left in fp32; None keeps every FFN output projection (FP32_NODE_PATTERNS).
     """
-    quantization = require("onnxruntime.quantization", "export")
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # its root-logger advice to pre-process is meant for static quantization
-    try:
-        quantization.quantize_dynamic(
-            str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
-            nodes_to_exclude=[*(fp32_nodes(source) if keep_fp32 is None else keep_fp32),
-                              table_rows.table_gather_name(source)],
-        )
-    finally:
-        root.setLevel(level)
+    kept = fp32_nodes(source) if keep_fp32 is None else list(keep_fp32)
+    if activation_scale == INT8_PER_TOKEN:
+        quantize_per_token(source, target, kept)
+    else:
+        quantization = require("onnxruntime.quantization", "export")
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # its root-logger advice to pre-process is meant for static quantization
+        try:
+            quantization.quantize_dynamic(
+                str(source), str(target), per_channel=True, weight_type=quantization.QuantType.QInt8,
+                nodes_to_exclude=[*kept, table_rows.table_gather_name(source)],
+            )
+        finally:
+            root.setLevel(level)
     table_rows.quantize_rows(target, int4_rows)
+    return target
+
+
+# A token's activations are quantized around 128 (uint8), so every row shares the zero point ONNX Runtime's
+# MatMulInteger takes as a scalar and only the scale differs per row: symmetric, +-127 steps.
+PER_TOKEN_ZERO_POINT = 128
+PER_TOKEN_STEPS = 127.0
+PER_TOKEN_MIN_RANGE = 1e-12  # an all-zero row (padding) keeps a finite scale
+
+
+def quantize_per_token(source: Path, target: Path, keep_fp32: list[str] = ()) -> Path:
+    """Each MatMul with a 2-D weight initializer (but those in keep_fp32) as int8 weights, symmetric per output
+    column, over its input quantized per row (per token) at run time: scale = max |row| / 127, uint8 around 128.
+    Standard operators only (Abs, ReduceMax, Div, Round, Clip, Cast, MatMulInteger, Mul), which every ONNX Runtime
+    build runs, the mobile ones included; the int32 products are rescaled by the row's and the column's scales."""
+    import numpy as np
+    onnx = require("onnx", "export")
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    constants = {"pt_min_range": np.float32(PER_TOKEN_MIN_RANGE), "pt_steps": np.float32(PER_TOKEN_STEPS),
+                 "pt_offset": np.float32(PER_TOKEN_ZERO_POINT), "pt_low": np.float32(0.0),
+                 "pt_high": np.float32(2 * PER_TOKEN_ZERO_POINT - 1), "pt_zero_point": np.uint8(PER_TOKEN_ZERO_POINT)}
+    added = [numpy_helper.from_array(np.array(value), name) for name, value in constants.items()]
+    nodes, quantized = [], set()
+    for node in graph.node:
+        weight = initializers.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) > 1 else None
+        if weight is None or len(weight.dims) != 2 or node.name in keep_fp32:
+            nodes.append(node)
+            continue
+        values = numpy_helper.to_array(weight).astype(np.float32)
+        column_scale = np.maximum(np.abs(values).max(axis=0), PER_TOKEN_MIN_RANGE) / PER_TOKEN_STEPS
+        key = f"{node.name}/per_token"
+        added += [numpy_helper.from_array(np.clip(np.round(values / column_scale), -PER_TOKEN_STEPS,
+                                                  PER_TOKEN_STEPS).astype(np.int8), f"{key}/weight"),
+                  numpy_helper.from_array(column_scale.astype(np.float32), f"{key}/weight_scale")]
+        quantized.add(weight.name)
+        a = node.input[0]
+        nodes += [
+            helper.make_node("Abs", [a], [f"{key}/abs"], name=f"{key}/Abs"),
+            helper.make_node("ReduceMax", [f"{key}/abs"], [f"{key}/range"], name=f"{key}/ReduceMax", axes=[-1],
+                             keepdims=1),
+            helper.make_node("Max", [f"{key}/range", "pt_min_range"], [f"{key}/kept_range"], name=f"{key}/Max"),
+            helper.make_node("Div", [f"{key}/kept_range", "pt_steps"], [f"{key}/scale"], name=f"{key}/Scale"),
+            helper.make_node("Div", [a, f"{key}/scale"], [f"{key}/steps"], name=f"{key}/Div"),
+            helper.make_node("Add", [f"{key}/steps", "pt_offset"], [f"{key}/shifted"], name=f"{key}/Add"),
+            helper.make_node("Round", [f"{key}/shifted"], [f"{key}/rounded"], name=f"{key}/Round"),
+            helper.make_node("Clip", [f"{key}/rounded", "pt_low", "pt_high"], [f"{key}/clipped"], name=f"{key}/Clip"),
+            helper.make_node("Cast", [f"{key}/clipped"], [f"{key}/uint8"], name=f"{key}/Cast", to=TensorProto.UINT8),
+            helper.make_node("MatMulInteger", [f"{key}/uint8", f"{key}/weight", "pt_zero_point"], [f"{key}/int32"],
+                             name=f"{key}/MatMulInteger"),
+            helper.make_node("Cast", [f"{key}/int32"], [f"{key}/float"], name=f"{key}/ToFloat", to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{key}/float", f"{key}/scale"], [f"{key}/rows"], name=f"{key}/RowScale"),
+            helper.make_node("Mul", [f"{key}/rows", f"{key}/weight_scale"], list(node.output), name=node.name),
+        ]
+    used = {name for node in nodes for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used or t.name not in quantized]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept + [t for t in added if t.name in used])
+    onnx.save(model, str(target))
     return target
 
 

@@ -341,6 +341,7 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
     fp32 = ctx.path("onnx")
     features, reference = ctx.calibration
     candidates = onnx_export.fp32_nodes(fp32)
+    scale = ctx.export.int8_activation_scale
     choice: dict = {"fp32_nodes": [], "candidates": [], "trials": []}
     with tempfile.TemporaryDirectory(prefix="pocketbert-int8-") as tmp:
         if candidates:
@@ -349,14 +350,17 @@ def _build_int8(ctx: BuildContext, path: Path) -> None:
                                         _open_onnxruntime(trial, ctx.task))
                 return int8_budget.closeness(logits, reference)
 
+            def quantize(source: Path, target: Path, kept: list[str]) -> Path:
+                return onnx_export.quantize_int8(source, target, kept, activation_scale=scale)
+
             choice = int8_budget.choose_fp32_nodes(
-                fp32, candidates, Path(tmp), measure, onnx_export.quantize_int8,
+                fp32, candidates, Path(tmp), measure, quantize,
                 ctx.export.int8_size_budget, ctx.export.int8_latency_budget)
             choice = {**choice, "calibration_examples": len(features)}
         share = ctx.export.embedding_int4_share
         rows4 = table_rows.int4_rows(ctx.row_shares, share) if share else None
-        onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4)
-    ctx.notes["int8_mixed_precision"] = choice
+        onnx_export.quantize_int8(fp32, path, choice["fp32_nodes"], rows4, activation_scale=scale)
+    ctx.notes["int8_mixed_precision"] = {**choice, "activation_scale": scale}
     table = ctx.model.get_input_embeddings()
     four = 0 if rows4 is None else len(rows4)
     ctx.notes["word_table"] = {"rows": table.num_embeddings, "int8_rows": table.num_embeddings - four,

@@ -80,3 +80,52 @@ def test_dynamic_int8_answers_one_input_differently_in_a_batch(tmp_path):
 
 
 ACTIVATION_SCALE = 8.0
+
+
+def tiny_int8_pair(tmp_path, activation_scale: str):
+    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model, task = BertForSequenceClassification(config).eval(), SentimentTask(["a", "b"])
+    with torch.no_grad():
+        for layer in model.bert.encoder.layer:
+            layer.intermediate.dense.weight.mul_(ACTIVATION_SCALE)
+        model.classifier.weight.mul_(ACTIVATION_SCALE)
+    fp32 = onnx_export.export_onnx(model, task, tmp_path / "model.onnx")
+    int8 = onnx_export.quantize_int8(fp32, tmp_path / f"{activation_scale}.onnx", keep_fp32=[],
+                                     activation_scale=activation_scale)
+    return task, fp32, int8
+
+
+def test_per_token_int8_answers_each_input_as_if_alone(tmp_path):
+    """One scale per token: a companion in the call moves no other input's logits, and the logits lie closer to
+    fp32's than with one scale for the whole call (each input run alone, as an app runs it)."""
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 200, size=(4, 10))
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    errors = {}
+    for scale in ("per_call", "per_token"):
+        task, fp32, int8 = tiny_int8_pair(tmp_path, scale)
+        reference = ort_forward(ort_session(fp32), task)(batch)
+        together = ort_forward(ort_session(int8), task)(batch)
+        alone = np.concatenate([ort_forward(ort_session(int8), task)({k: v[i:i + 1] for k, v in batch.items()})
+                                for i in range(len(ids))])
+        if scale == "per_token":
+            np.testing.assert_allclose(together, alone, atol=PER_ROW_FLOAT_NOISE)
+        errors[scale] = float(np.abs(alone - reference).mean())
+    assert errors["per_token"] < errors["per_call"], errors
+
+
+PER_ROW_FLOAT_NOISE = 1e-5  # the same int8 products, other float summation orders
+
+
+@pytest.mark.slow
+def test_per_token_int8_converts_for_onnx_runtime_mobile(tmp_path):
+    task, _, int8 = tiny_int8_pair(tmp_path, "per_token")
+    ort, operators = onnx_export.convert_to_ort(int8, tmp_path / "model.ort", tmp_path / "operators.config")
+    assert "MatMulInteger" in operators.read_text()
+    ids = np.arange(5, 15)[None, :]
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    np.testing.assert_allclose(ort_forward(ort_session(ort), task)(batch), ort_forward(ort_session(int8), task)(batch),
+                               atol=PER_ROW_FLOAT_NOISE)

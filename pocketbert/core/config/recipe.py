@@ -20,7 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from pocketbert.core.config.export_families import CHOSEN
-from pocketbert.core.config.int8_budgets import INT8_LATENCY_BUDGET, INT8_SIZE_BUDGET
+from pocketbert.core.config.int8_budgets import (INT8_ACTIVATION_SCALES, INT8_LATENCY_BUDGET, INT8_PER_CALL,
+                                                 INT8_SIZE_BUDGET)
 from pocketbert.core.tasks.registry import TASKS
 from pocketbert.core.errors import ConfigError
 
@@ -203,6 +204,10 @@ class ExportSection(Section):
     calibration_examples: int = Field(512, gt=0)
     int8_size_budget: float = Field(INT8_SIZE_BUDGET, gt=0.0, le=1.0)
     int8_latency_budget: Optional[float] = Field(INT8_LATENCY_BUDGET, ge=1.0)  # of all-int8's latency; None: size alone decides
+    int8_activation_scale: Literal[INT8_ACTIVATION_SCALES] = Field(  # type: ignore[valid-type]
+        INT8_PER_CALL, description=(
+            "How the int8 ONNX model scales each weight product's input: per_call (one scale for the whole call) or "
+            "per_token (one per token: more of the student's answers kept, a little slower)."))
     static_calibration_examples: int = Field(128, gt=0)
     # QA in one call (model.qa.onnx): the context's word pieces read at most, which bounds the windows; a longer
     # context is cut there (the model's context_cut output says so, the manifest records the policy).
