@@ -102,8 +102,9 @@ $(JS_STAMP): $(JS_DIR)/package.json
 TEST_WORKERS ?= 2
 PYTEST = $(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
   $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
+# DURATIONS=results/tests/durations.json: every test's seconds and each file's sum, as JSON (tests/conftest.py).
 test: lint $(JS_STAMP)
-	$(PYTEST) --durations=25
+	$(PYTEST) --durations=25 $(if $(DURATIONS),--durations-file $(abspath $(DURATIONS)),)
 
 # The slow tests are the only ones that run Node.js (transformers.js): no npm install here.
 test-fast: lint

@@ -184,3 +184,43 @@ def quick_exported_run(tmp_path_factory, teacher_run, shared_data) -> Path:
         return run
 
     return built_once(tmp_path_factory, "quick-exported", build)
+
+
+# ---------------------------------------------------------------- the suite's durations, recorded
+
+def pytest_addoption(parser):
+    parser.addoption("--durations-file", default=None, metavar="PATH",
+                     help="Write every test's seconds (setup, call and teardown), and each file's sum, as JSON.")
+
+
+_DURATIONS: dict[str, dict] = {}
+
+
+def pytest_runtest_logreport(report):
+    """On the controlling process (under xdist the workers' reports arrive here too)."""
+    entry = _DURATIONS.setdefault(report.nodeid, {"setup": 0.0, "call": 0.0, "teardown": 0.0, "outcome": "passed"})
+    entry[report.when] = round(report.duration, 3)
+    if report.outcome != "passed" and (report.when == "call" or report.outcome == "failed"):
+        entry["outcome"] = report.outcome
+    entry["worker"] = getattr(report, "node", None) and report.node.gateway.id
+
+
+def pytest_sessionfinish(session):
+    import json
+    import time
+
+    target = session.config.getoption("durations_file")
+    if not target or hasattr(session.config, "workerinput"):  # a worker: the controller writes the file
+        return
+    tests = [{"test": nodeid, "seconds": round(e["setup"] + e["call"] + e["teardown"], 3), **e}
+             for nodeid, e in _DURATIONS.items()]
+    tests.sort(key=lambda t: -t["seconds"])
+    files: dict[str, float] = {}
+    for t in tests:
+        files[t["test"].split("::")[0]] = files.get(t["test"].split("::")[0], 0.0) + t["seconds"]
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(json.dumps({
+        "recorded": time.strftime("%Y-%m-%d"), "tests": len(tests),
+        "test_seconds": round(sum(t["seconds"] for t in tests), 1),
+        "files": dict(sorted(((f, round(s, 1)) for f, s in files.items()), key=lambda kv: -kv[1])),
+        "by_test": tests}, indent=1) + "\n")

@@ -41,6 +41,7 @@ STAGE_WINGS = {
                      "mobile_bench.timing"),
 }
 EXPORT_WINGS, BENCH_WINGS = STAGE_WINGS["export"], STAGE_WINGS["mobile_bench"]
+BENCH_READS_OF_EXPORT = ("export.app", "export.programs")
 # What each part may import besides itself.
 ALLOWED = {
     CORE: set(),
@@ -48,10 +49,9 @@ ALLOWED = {
     "train": {CORE, *CORE_WINGS},
     "export": {CORE, *CORE_WINGS, *EXPORT_WINGS},
     **{wing: {CORE, *CORE_WINGS, *EXPORT_WINGS[i + 1:]} for i, wing in enumerate(EXPORT_WINGS)},
-    # it loads the exported programs through export's makers and runtimes
-    "mobile_bench": {CORE, *CORE_WINGS, *BENCH_WINGS, "export.programs", "export.checks"},
-    **{wing: {CORE, *CORE_WINGS, *BENCH_WINGS[i + 1:], "export.programs", "export.checks"}
-       for i, wing in enumerate(BENCH_WINGS)},
+    # it loads the exported programs through export's makers, and the kit builds the app folders' Swift package
+    "mobile_bench": {CORE, *CORE_WINGS, *BENCH_WINGS, *BENCH_READS_OF_EXPORT},
+    **{wing: {CORE, *CORE_WINGS, *BENCH_WINGS[i + 1:], *BENCH_READS_OF_EXPORT} for i, wing in enumerate(BENCH_WINGS)},
     "inspect": {CORE, *CORE_WINGS},  # it reads the runs' files: manifests, results.json
     "ladder": {CORE, *CORE_WINGS},  # it runs the stages' commands and reads what they wrote
     CLI: {CORE, *CORE_WINGS, *STAGES},
@@ -173,6 +173,7 @@ def test_the_checks_see_an_arrow_up_a_sideways_one_and_a_cycle():
         "pocketbert.core.a (core) imports pocketbert.train.c (train)",
         "pocketbert.core.tasks.g (core.tasks) imports pocketbert.core.run.h (core.run)",  # a wing above
         "pocketbert.export.e (export) imports pocketbert.cli (cli)",
+        "pocketbert.mobile_bench.d (mobile_bench) imports pocketbert.export.e (export)",  # export's command layer
         "pocketbert.mobile_bench.d (mobile_bench) imports pocketbert.ladder.f (ladder)",
     ]
 
