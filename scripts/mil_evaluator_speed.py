@@ -34,8 +34,8 @@ from pocketbert.core.config.recipe import complete_recipe
 from pocketbert.core.students.stage_folder import read_task_info
 from pocketbert.core.tasks.task_data import load_task_data
 from pocketbert.core.tasks.registry import make_task
-from pocketbert.export import coreml
-from pocketbert.export.executorch_export import MIN_SEQUENCE, coreml_delegate_package
+from pocketbert.export.programs import coreml
+from pocketbert.export.programs.executorch_export import MIN_SEQUENCE, coreml_delegate_package
 from pocketbert.export.evaluators.forward import one_row_at_a_time
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter

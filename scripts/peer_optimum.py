@@ -46,7 +46,7 @@ def ensure_venv(venv: Path) -> Path:
 
 def optimum_models(cli: Path, student: Path, work: Path) -> dict:
     """Optimum's fp32 export and its int8 quantization of it, with the commands and their wall times."""
-    from pocketbert.mobile_bench.host import host_info
+    from pocketbert.mobile_bench.timing.host import host_info
 
     arch = "avx512_vnni" if "avx512_vnni" in host_info()["isa_flags"] else "avx2"
     commands = {
@@ -99,8 +99,8 @@ def latencies(models: dict[str, Path], threads: int, vocab_size: int) -> dict:
     run, and on 2 cores that would slow whichever model runs next."""
     import time
 
-    from pocketbert.mobile_bench.latency import synthetic_inputs
-    from pocketbert.mobile_bench.stats import summarize
+    from pocketbert.mobile_bench.timing.latency import synthetic_inputs
+    from pocketbert.mobile_bench.timing.stats import summarize
 
     inputs = synthetic_inputs(["input_ids", "attention_mask", "token_type_ids"], 1, SEQUENCE, vocab_size, SEED)
     inputs["token_type_ids"] = np.zeros_like(inputs["input_ids"])  # one sentence: segment 0 throughout
@@ -146,7 +146,7 @@ def main(run: Path, data_dir: Path | None, out: Path, venv: Path) -> None:
     from pocketbert.core.tasks.task_data import load_task_data
     from pocketbert.core.students.inference import batched_logits, torch_forward
     from pocketbert.core.students.stage_folder import load_stage_model
-    from pocketbert.mobile_bench.host import host_info
+    from pocketbert.mobile_bench.timing.host import host_info
 
     export = run / "export"
     model, tokenizer, task, info = load_stage_model(run / "student")

@@ -25,7 +25,8 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.core.config.recipe import complete_recipe
     from pocketbert.core.students.stage_folder import load_stage_model
     from pocketbert.core.tasks.task_data import load_task_data
-    from pocketbert.export import onnx_export, parity
+    from pocketbert.export.checks import parity
+    from pocketbert.export.programs import onnx_export
     from pocketbert.export.text_in import qa_graph
     from pocketbert.export.app.app_files import write_app_files
     from pocketbert.core.run.manifest import git_commit, read_manifest

@@ -26,11 +26,11 @@ import torch
 
 from pocketbert.core.students.inference import ort_session
 from pocketbert.core.tasks.registry import make_task
-from pocketbert.export.onnx_export import export_onnx, quantize_int8
+from pocketbert.export.programs.onnx_export import export_onnx, quantize_int8
 from pocketbert.core.run.manifest import git_commit, package_versions
-from pocketbert.mobile_bench.host import host_info
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.stats import measure_interleaved
+from pocketbert.mobile_bench.timing.host import host_info
+from pocketbert.mobile_bench.timing.latency import synthetic_inputs
+from pocketbert.mobile_bench.timing.stats import measure_interleaved
 
 SEQUENCE, BATCH, THREADS = 128, 1, 1
 WARMUP, MIN_REPEATS, MAX_REPEATS, TIME_CAP_S = 3, 20, 300, 8.0

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pocketbert.core.students.inference import ort_session
 from pocketbert.core.run.manifest import git_commit, package_versions, path_size, read_manifest
-from pocketbert.mobile_bench.host import host_info
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.stats import measure_interleaved
+from pocketbert.mobile_bench.timing.host import host_info
+from pocketbert.mobile_bench.timing.latency import synthetic_inputs
+from pocketbert.mobile_bench.timing.stats import measure_interleaved
 
 SEQUENCE, BATCH, THREADS = 128, 1, 1
 VARIANTS = ("onnx", "onnx-int8", "ort")  # export variant names, as the export manifest's table has them

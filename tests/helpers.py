@@ -90,7 +90,7 @@ def linked_copy(run, copy, stages=None):
 def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
     """The text-in graph was checked on every Unicode scalar value in each context the recipe names, and agreed
     on all."""
-    from pocketbert.export.tokenizer_probes import FLAG_SEQUENCES
+    from pocketbert.export.checks.tokenizer_probes import FLAG_SEQUENCES
 
     check = manifest["metrics"]["text_in_tokenizer_exhaustive"]
     contexts = manifest["config"]["tokenizer_check_contexts"]

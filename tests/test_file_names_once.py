@@ -13,7 +13,7 @@ from pocketbert.core.run import run_files
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 ALLOWED = {
-    ("export/onnx_export.py", run_files.ONNX_FP32),  # on purpose: a scratch name inside a temporary folder
+    ("export/programs/onnx_export.py", run_files.ONNX_FP32),  # on purpose: a scratch name inside a temporary folder
 }
 
 
@@ -64,7 +64,7 @@ def test_the_check_sees_a_literal_and_skips_docstrings():
 
 def test_the_recipe_defaults_are_the_int8_budgets():
     from pocketbert.core.config.recipe import ExportSection
-    from pocketbert.export import int8_budget
+    from pocketbert.export.checks import int8_budget
 
     fields = ExportSection.model_fields
     assert fields["int8_size_budget"].default == int8_budget.INT8_SIZE_BUDGET

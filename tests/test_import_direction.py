@@ -195,7 +195,7 @@ def test_the_check_sees_an_arrow_up_between_a_stages_wings():
 def test_the_check_sees_imports_inside_functions_and_from_lists():
     assert imported_modules("def f():\n    from pocketbert.train.models import x\n") >= {"pocketbert.train.models"}
     assert imported_modules("from pocketbert import train\n") >= {"pocketbert.train"}
-    assert imported_modules("import pocketbert.mobile_bench.run\n") == {"pocketbert.mobile_bench.run"}
+    assert imported_modules("import pocketbert.mobile_bench.steps.run\n") == {"pocketbert.mobile_bench.steps.run"}
     graph = import_graph({"pocketbert.train.x": _source("from pocketbert.core.tasks import qa\n"),
                           "pocketbert.core.tasks": Path(pocketbert.__file__),
                           "pocketbert.core.tasks.qa": Path(pocketbert.__file__)})

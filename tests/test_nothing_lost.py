@@ -248,7 +248,7 @@ def test_compare_follows_no_teacher_path_out_of_the_runs(capsys, sst2_runs, tmp_
 # --- class 6: app folders and bench take only what the export proved ----------------------------------------------
 
 def test_export_manifest_hashes_every_artifact(exported):
-    from pocketbert.export.artifacts import verified
+    from pocketbert.export.programs.artifacts import verified
     from pocketbert.core.run.manifest import sha256_of
 
     export = exported[0] / "export"

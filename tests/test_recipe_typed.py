@@ -87,7 +87,7 @@ def toy_export_cli(monkeypatch):
 
 def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_value_reaches_the_section(
         capsys, toy_export_cli):
-    from pocketbert.export.plan import export_recipe
+    from pocketbert.export.steps.plan import export_recipe
 
     result = run_cli(capsys, "export", "--help")
     assert result.exit_code == 0, result.err
@@ -113,7 +113,7 @@ def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_v
 
 
 def test_a_bad_export_value_from_the_command_line_is_one_line_naming_the_key():
-    from pocketbert.export.plan import export_recipe
+    from pocketbert.export.steps.plan import export_recipe
 
     with pytest.raises(ConfigError) as caught:
         export_recipe({"task": "sentiment", "dataset": "sst2"}, {"int8_size_budget": 7})

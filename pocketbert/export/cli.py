@@ -39,7 +39,7 @@ EXPORT_FLAGS = {
     "jobs": "export.jobs",
 }
 # Steps that make the student the export reads, each step(run_dir, data_dir, settings) run by this command before
-# the export (never by export/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit,
+# the export (never by export/steps/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit,
 # so that `export --vocabulary fitted` fits one first where the run lacks it.
 STUDENT_STEPS: list = []
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -77,7 +77,7 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     `export ios` and `export android` then make the folder an app takes."""
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.run.manifest import read_manifest
-    from pocketbert.export.pipeline import export_run
+    from pocketbert.export.steps.pipeline import export_run
 
     if ctx.invoked_subcommand is not None:
         return
@@ -92,7 +92,7 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     if STUDENT_STEPS:  # an export that would be refused is refused before a step trains
         from pocketbert.core.run.atomic_folder import check_writable
         from pocketbert.core.run.run_files import EXPORT_DIR
-        from pocketbert.export.plan import check_choice
+        from pocketbert.export.steps.plan import check_choice
 
         check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
         check_choice(resolve_run_dir(run), settings, asked)

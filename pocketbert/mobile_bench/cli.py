@@ -10,7 +10,7 @@ import click
 
 from pocketbert.core.config.cli_options import (COUNT, POSITIVE, OneOf, locks, overwrite_option, resolve_run_dir,
                                                 thread_list)
-from pocketbert.mobile_bench.results_diff import DEFAULT_THRESHOLD_PERCENT
+from pocketbert.mobile_bench.reports.results_diff import DEFAULT_THRESHOLD_PERCENT
 from pocketbert.core.run.run_files import DEVICE_KIT_DIR
 
 PHONE_PRECISIONS = ("fp32", "fp16", "int8", "6bit", "4bit", "int4-block")  # of a measured .mlpackage
@@ -44,8 +44,8 @@ def bench(ctx, run, reference_source, threads, time_cap, set_items, overwrite):
     if ctx.invoked_subcommand is not None:
         return
     from pocketbert.core.errors import ConfigError
-    from pocketbert.mobile_bench.report import headline_sentence
-    from pocketbert.mobile_bench.run import bench_run
+    from pocketbert.mobile_bench.reports.report import headline_sentence
+    from pocketbert.mobile_bench.steps.run import bench_run
 
     if run is None:
         raise ConfigError("name the run to benchmark: pocketbert bench --run NAME")
@@ -81,7 +81,7 @@ def bench_overrides(set_items: tuple[str, ...]) -> dict:
 def import_measurement(file, run, device_key, model, precision, sequence_length, batch):
     """Bring a latency measured on a phone (Xcode performance report or coremltools benchmark JSON) into the run."""
     from pocketbert.core.errors import ConfigError
-    from pocketbert.mobile_bench.run import import_phone_measurement
+    from pocketbert.mobile_bench.steps.run import import_phone_measurement
 
     if not DEVICE_KEY.match(device_key):
         raise ConfigError(f"--device must be a key like iphone-15-pro (lower case, digits, '-'), got '{device_key}'")
@@ -109,7 +109,7 @@ def compare(before, after, threshold, allow_missing):
     import sys
 
     from pocketbert.core.process import exit_codes
-    from pocketbert.mobile_bench.results_diff import (
+    from pocketbert.mobile_bench.reports.results_diff import (
         compare_results,
         load_results,
         render_comparison,
@@ -128,7 +128,7 @@ def compare(before, after, threshold, allow_missing):
 @locks("out")
 def calibration_command(out):
     """Published device measurements beside pocketbert's floor for each, and the calibration factors."""
-    from pocketbert.mobile_bench.calibration_report import render_calibration, write_calibration
+    from pocketbert.mobile_bench.reports.calibration_report import render_calibration, write_calibration
 
     text, table = render_calibration()
     click.echo(text)
@@ -145,7 +145,7 @@ def calibration_command(out):
 def kit_command(run, out, overwrite):
     """A Swift package that loads each Apple program of the export on a Mac or an iPhone, prints where each
     operation is planned, times load, first and warm predictions, and writes a JSON `bench import` reads."""
-    from pocketbert.mobile_bench.kit import write_kit
+    from pocketbert.mobile_bench.device.kit import write_kit
 
     folder = write_kit(resolve_run_dir(run), out, overwrite)
     click.echo(f"bench kit: wrote {folder} (build it with Xcode on a Mac; see its README.md)")

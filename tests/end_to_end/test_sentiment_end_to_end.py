@@ -177,7 +177,7 @@ def test_transformers_js_loads_the_export_as_it_is_and_agrees_with_pytorch(senti
 def test_the_ios_default_program_has_no_flexible_or_enumerated_input(sentiment_run, capsys, tmp_path):
     """A program with enumerated or flexible shapes can fail at prediction on the device (apple/coremltools#2730):
     the folder `export ios` ships by default holds one fixed-shape function per length bucket, nothing else."""
-    from pocketbert.export.coreml import load_mlpackage
+    from pocketbert.export.programs.coreml import load_mlpackage
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
@@ -194,7 +194,7 @@ def test_the_ios_default_program_has_no_flexible_or_enumerated_input(sentiment_r
 
 
 def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
-    from pocketbert.export.coreml import coreml_forward
+    from pocketbert.export.programs.coreml import coreml_forward
     from pocketbert.core.tasks.registry import make_task
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--variant", "6bit", "--out", tmp_path / "ios")
@@ -242,7 +242,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
     assert "registerCustomOpLibrary(OrtxPackage.getLibraryPath())" in kotlin
     assert "class WordPiece" not in kotlin  # the tokenizer is in the model, not hand-written in the app
     # the provider the Kotlin picks is the one ONNX Runtime's verdict on the int8 graph supports
-    from pocketbert.export.mobile_usability import preferred_provider
+    from pocketbert.export.checks.mobile_usability import preferred_provider
 
     verdict = json.loads((sentiment_run / "export" / "manifest.json").read_text())["metrics"]["ort_mobile_usability"]
     provider = preferred_provider(verdict["model.int8.onnx"])
@@ -265,7 +265,7 @@ def test_app_folders_for_ios_and_android(sentiment_run, capsys, tmp_path):
 
 def test_ios27_folder_carries_the_core_ai_program(sentiment_run, capsys, tmp_path):
     from pocketbert.core.tasks.registry import make_task
-    from pocketbert.export.coreai import coreai_forward
+    from pocketbert.export.programs.coreai import coreai_forward
 
     result = run_cli(capsys, "export", "ios", "--run", sentiment_run, "--target", "ios27", "--out", tmp_path / "ios")
     assert result.exit_code == 0, result.err
@@ -392,7 +392,7 @@ def test_rerun_without_overwrite_is_refused(sentiment_run, capsys, shared_data):
 @pytest.mark.parametrize("platform, folder", [("ios", "resources"), ("android", ".")])
 def test_app_folders_can_carry_the_executorch_program(sentiment_run, capsys, tmp_path, platform, folder):
     from pocketbert.core.tasks.registry import make_task
-    from pocketbert.export.executorch_export import executorch_forward
+    from pocketbert.export.programs.executorch_export import executorch_forward
 
     result = run_cli(capsys, "export", platform, "--run", sentiment_run, "--executorch", "--out", tmp_path / platform)
     assert result.exit_code == 0, result.err

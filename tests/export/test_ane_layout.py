@@ -1,4 +1,4 @@
-"""The student in the Neural Engine's layout (export/ane_layout.py): the same logits as the plain student, and a
+"""The student in the Neural Engine's layout (export/programs/ane_layout.py): the same logits as the plain student, and a
 Core ML program and a Core AI program of the layout Apple's article asks for (channels-first rank 4, 1x1
 convolutions, per-head attention, no reshape, no transpose between layers), one fixed-length function per length."""
 
@@ -55,7 +55,7 @@ def _plain_logits(model, ids, mask, types) -> list[torch.Tensor]:
     ("classifier", {"hidden_size": 48, "num_attention_heads": 4, "intermediate_size": 40, "num_hidden_layers": 3}),
 ])
 def test_the_ane_layout_gives_the_students_logits(head, shape):
-    from pocketbert.export.ane_layout import ane_module
+    from pocketbert.export.programs.ane_layout import ane_module
 
     model = _student(head, **shape)
     ane = ane_module(model, BERT_FAMILY)
@@ -74,7 +74,7 @@ def test_the_ane_layout_gives_the_students_logits(head, shape):
 
 def test_the_ane_layout_masks_padding():
     """A padded key changes nothing: the mask is applied (as a bias over the keys' axis)."""
-    from pocketbert.export.ane_layout import ane_module
+    from pocketbert.export.programs.ane_layout import ane_module
 
     ane = ane_module(_student("classifier"), BERT_FAMILY)
     ids, mask, _ = _batch(12)
@@ -87,7 +87,7 @@ def test_the_ane_layout_masks_padding():
 
 @pytest.mark.parametrize("architecture", [BILSTM, STATIC])
 def test_students_without_attention_are_refused_in_one_line(architecture):
-    from pocketbert.export.ane_layout import refuse_unless_bert
+    from pocketbert.export.programs.ane_layout import refuse_unless_bert
 
     with pytest.raises(ExportError) as info:
         refuse_unless_bert(architecture, _student("classifier"))
@@ -99,7 +99,7 @@ def test_students_without_attention_are_refused_in_one_line(architecture):
 @pytest.fixture(scope="module")
 def ane_package(tmp_path_factory):
     from pocketbert.core.tasks.registry import SentimentTask
-    from pocketbert.export.ane_program import convert_lengths, save_ane_package
+    from pocketbert.export.programs.ane_program import convert_lengths, save_ane_package
 
     model, task = _student("classifier"), SentimentTask(["negative", "positive"])
     path = tmp_path_factory.mktemp("ane") / "Tiny.ane.mlpackage"
@@ -117,7 +117,7 @@ def _float_activations(function):
 @pytest.mark.slow
 def test_every_function_is_in_the_ane_layout(ane_package):
     from pocketbert.export.evaluators.mil_reference import SavedProgram
-    from pocketbert.export.multifunction import function_name
+    from pocketbert.export.programs.multifunction import function_name
 
     model, _, path = ane_package
     linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
@@ -140,7 +140,7 @@ def test_every_function_is_in_the_ane_layout(ane_package):
 
 @pytest.mark.slow
 def test_every_function_gives_the_students_logits(ane_package):
-    from pocketbert.export import coreml
+    from pocketbert.export.programs import coreml
 
     model, task, path = ane_package
     for n in LENGTHS:
@@ -165,7 +165,7 @@ def test_the_package_stores_each_weight_once(ane_package):
 def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_package, tmp_path):
     """Both fixed-shape programs are predicted on the Neural Engine; the plain one reshapes and transposes around
     every attention product (transpose-near-matmul, several a layer), the ANE layout only its keys (one a layer)."""
-    from pocketbert.export import coreml
+    from pocketbert.export.programs import coreml
     from pocketbert.export.evaluators import placement
 
     model, task, path = ane_package
@@ -182,7 +182,7 @@ def test_the_placement_check_reads_the_ane_layout_apart_from_the_plain_one(ane_p
 def test_the_ane_variants_are_refused_to_students_without_attention(architecture):
     from pocketbert.core.tasks.registry import SentimentTask
     from pocketbert.core.config.export_families import COREAI, COREML
-    from pocketbert.export import variants
+    from pocketbert.export.programs import variants
 
     task = SentimentTask(["negative", "positive"])
     assert not [v for v in variants.selected(["fp16", "ane", "ane-6bit"], task, architecture, ["fp16", "ane"])
@@ -220,7 +220,7 @@ def coreai_ane_program(tmp_path_factory):
     specialized into main_len<n> per length, saved."""
     pytest.importorskip("coreai_torch")
     from pocketbert.core.tasks.registry import SentimentTask
-    from pocketbert.export import ane_program, coreai
+    from pocketbert.export.programs import ane_program, coreai
 
     model, task = _student("classifier"), SentimentTask(["negative", "positive"])
     path = tmp_path_factory.mktemp("coreai-ane") / "Tiny.ane.aimodel"
@@ -263,7 +263,7 @@ def test_every_coreai_entry_point_is_in_the_ane_layout(coreai_ane_program):
     """Every Linear a conv2d; every fp16 activation channels-first rank 4, but for the attention products' squeezed
     operands (a unit axis dropped, no element moved) and the logits; no reshape between layers; the only
     transposes, one into the layout and each layer's keys."""
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
     from pocketbert.export.evaluators import coreai_ir
 
     model, _, path = coreai_ane_program
@@ -290,7 +290,7 @@ def test_every_coreai_entry_point_is_in_the_ane_layout(coreai_ane_program):
 
 @pytest.mark.slow
 def test_every_coreai_entry_point_gives_the_students_logits(coreai_ane_program):
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
 
     model, task, path = coreai_ane_program
     for n in LENGTHS:
@@ -332,7 +332,7 @@ COREAI_BROKEN = {
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", list(COREAI_BROKEN))
 def test_the_coreai_evaluator_with_a_wrong_convolution_misses_the_student(coreai_ane_program, broken):
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
     from pocketbert.export.evaluators import coreai_eval, coreai_ir
 
     model, task, path = coreai_ane_program
@@ -392,7 +392,7 @@ def test_export_gates_and_places_the_coreai_ane_program(exported_run):
     import json
 
     from pocketbert.core.run import run_files
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
 
     run = exported_run
     export = run / run_files.EXPORT_DIR

@@ -202,7 +202,7 @@ def _cli_folders(run: Path, out: Path, platform: str, variants: dict[str, list[s
 @pytest.fixture(scope="module")
 def ios_folders(exported_run, tmp_path_factory):
     """The folders `export ios` writes from the session's tiny sentiment export, and its `bench kit` package."""
-    from pocketbert.mobile_bench.kit import write_kit
+    from pocketbert.mobile_bench.device.kit import write_kit
 
     out = tmp_path_factory.mktemp("ios-folders")
     return {**_cli_folders(exported_run, out, "ios", IOS_CLI_VARIANTS), "kit": write_kit(exported_run, out / "kit")}

@@ -11,7 +11,7 @@ import pytest
 
 from pocketbert.core.errors import ExportError
 from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST, ORT_MODEL, ORT_QDQ_MODEL
-from pocketbert.export import app_runtimes
+from pocketbert.export.checks import app_runtimes
 
 pytestmark = pytest.mark.slow  # the session's exported run, and a second ONNX Runtime in a process of its own
 OLDER = [r for r in app_runtimes.APP_RUNTIMES if r.version != onnxruntime.__version__]

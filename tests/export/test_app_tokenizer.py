@@ -12,7 +12,7 @@ import pytest
 
 from pocketbert.core.errors import ExportError
 from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, tokenizer_tables
-from pocketbert.export.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
+from pocketbert.export.checks.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
 from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
 from tests.helpers import FITTED_IDS, OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
 from tests.helpers import write_overlapping_added_tokens

@@ -10,7 +10,7 @@ import pytest
 
 from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST
 from pocketbert.export.app import app_programs
-from pocketbert.export.tokenizer_probes import FLAG_SEQUENCES
+from pocketbert.export.checks.tokenizer_probes import FLAG_SEQUENCES
 
 pytestmark = pytest.mark.slow  # the session's exported run
 

@@ -15,7 +15,8 @@ pytest.importorskip("coreai_torch")
 from pocketbert.core.students.inference import torch_forward  # noqa: E402
 from pocketbert.core.tasks.registry import QATask, SentimentTask  # noqa: E402
 from pocketbert.core.errors import ExportError  # noqa: E402
-from pocketbert.export import coreai, parity  # noqa: E402
+from pocketbert.export.checks import parity
+from pocketbert.export.programs import coreai  # noqa: E402
 from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402
 from pocketbert.export.evaluators.numeric import computing_form  # noqa: E402
 

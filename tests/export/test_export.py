@@ -7,9 +7,10 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 
-from pocketbert.export import coreml, onnx_export, parity
+from pocketbert.export.checks import parity
+from pocketbert.export.programs import coreml, onnx_export
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
-from pocketbert.export.variants import VARIANTS
+from pocketbert.export.programs.variants import VARIANTS
 from pocketbert.core.students.export_wrapper import ExportWrapper
 from pocketbert.core.tasks.data import TextExample
 from pocketbert.core.students.inference import batched_logits, ort_forward, ort_session, torch_forward
@@ -196,7 +197,7 @@ def test_unknown_core_ml_variant_is_refused(sentiment_exports):
 
 @pytest.mark.slow
 def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
-    from pocketbert.export.mobile_usability import PROVIDERS, XNNPACK, usability
+    from pocketbert.export.checks.mobile_usability import PROVIDERS, XNNPACK, usability
 
     _, _, folder = sentiment_exports
     verdict = usability(folder / "model.onnx")
@@ -216,7 +217,7 @@ def test_ort_mobile_usability_verdict_per_provider(sentiment_exports):
 def test_xnnpack_takes_float_weight_products_and_no_dynamic_int8_one(sentiment_exports):
     """XNNPACK's node checks: float MatMul/Gemm with constant weights yes, MatMulInteger never; the attention
     softmax only once the sequence length is fixed (its last axis must be static)."""
-    from pocketbert.export.mobile_usability import XNNPACK, preferred_provider, usability
+    from pocketbert.export.checks.mobile_usability import XNNPACK, preferred_provider, usability
 
     _, _, folder = sentiment_exports
     fp32 = usability(folder / "model.onnx", fixed_length=24)[XNNPACK]
@@ -269,7 +270,7 @@ def test_classifier_variant_outputs_a_label_and_probabilities(sentiment_exports,
 @pytest.mark.parametrize("int8, tolerance", [(False, ONNX_FP32_TOLERANCE), (True, INT8_TOLERANCE)])
 def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_path, int8, tolerance):
     from pocketbert.core.students.architectures import BERT_FAMILY
-    from pocketbert.export.executorch_export import executorch_forward, export_pte
+    from pocketbert.export.programs.executorch_export import executorch_forward, export_pte
 
     for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),
                       (BertForQuestionAnswering, QATask())):
@@ -286,7 +287,7 @@ def test_executorch_program_runs_like_torch_at_lengths_it_was_not_traced_at(tmp_
 @pytest.mark.slow
 def test_a_core_ml_delegated_program_carries_the_students_function(tmp_path):
     from pocketbert.core.students.architectures import BERT_FAMILY
-    from pocketbert.export.executorch_export import coreml_delegate_forward, coreml_delegate_package, export_pte
+    from pocketbert.export.programs.executorch_export import coreml_delegate_forward, coreml_delegate_package, export_pte
 
     for cls, task in ((BertForSequenceClassification, SentimentTask(["a", "b", "c"])),
                       (BertForQuestionAnswering, QATask())):

@@ -16,7 +16,8 @@ from pocketbert.core.process import exit_codes
 from pocketbert.core.run import run_files
 from pocketbert.core.process.faults import FAULT_ENV
 from pocketbert.core.config import export_families as families
-from pocketbert.export import job_graph, variants
+from pocketbert.export.programs import variants
+from pocketbert.export.steps import job_graph
 
 pytestmark = pytest.mark.minutes  # three exports and three stopped ones: started first under `make test`
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "export_jobs_timing.py"
@@ -109,7 +110,7 @@ def test_processes_are_bounded_by_jobs_by_what_can_run_at_once_and_by_memory():
 
 def test_the_machine_cores_are_the_default(monkeypatch):
     from pocketbert.core.config.recipe import ExportSection
-    from pocketbert.export.plan import export_jobs
+    from pocketbert.export.steps.plan import export_jobs
 
     assert export_jobs(ExportSection(jobs=None)) == len(os.sched_getaffinity(0))
     assert export_jobs(ExportSection(jobs=3)) == 3

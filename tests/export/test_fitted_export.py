@@ -145,7 +145,7 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     assert all(0 <= i < rows for row in golden["texts"] for i in row["ids"])
 
     # other settings than the fit's: the library refuses before writing, naming the step; the command fits first
-    from pocketbert.export.pipeline import export_run
+    from pocketbert.export.steps.pipeline import export_run
 
     with pytest.raises(RunDirError, match="fitted with vocabulary_min_count 2, not 3.*pocketbert train vocabulary"):
         export_run(run, shared_data, True, settings={"vocabulary": "fitted", "vocabulary_min_count": 3})

@@ -10,7 +10,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from pocketbert.core.students.inference import ort_forward, ort_session
 from pocketbert.core.tasks.data import QAExample
 from pocketbert.core.tasks.registry import QATask, SentimentTask, TextFeature
-from pocketbert.export import onnx_export, parity, variants
+from pocketbert.export.checks import parity
+from pocketbert.export.programs import onnx_export, variants
 
 
 def qa_example(answer: str) -> QAExample:

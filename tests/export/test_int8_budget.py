@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from pocketbert.export import int8_budget, onnx_export
+from pocketbert.export.checks import int8_budget
+from pocketbert.export.programs import onnx_export
 from pocketbert.core.students.inference import ort_forward, ort_session
 from pocketbert.core.tasks.registry import SentimentTask
 

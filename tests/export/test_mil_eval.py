@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceCl
 
 from pocketbert.core.tasks.registry import QATask, SentimentTask
 from pocketbert.core.errors import ExportError
-from pocketbert.export import coreml
+from pocketbert.export.programs import coreml
 from pocketbert.export.evaluators import mil_kernels
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_kernels import NotCovered

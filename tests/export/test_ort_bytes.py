@@ -9,7 +9,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core.tasks.registry import SentimentTask
-from pocketbert.export import onnx_export
+from pocketbert.export.programs import onnx_export
 
 pytestmark = pytest.mark.slow  # two ORT conversions
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pocketbert.core.tasks.registry import make_task
-from pocketbert.export import parity
+from pocketbert.export.checks import parity
 
 EXAMPLES = 200  # a parity set where two answers are one point
 

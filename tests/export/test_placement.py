@@ -13,7 +13,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from pocketbert.core.tasks.registry import SentimentTask
-from pocketbert.export import coreml
+from pocketbert.export.programs import coreml
 from pocketbert.export.evaluators import placement, placement_rules, program_view
 
 ct = pytest.importorskip("coremltools")
@@ -198,7 +198,7 @@ def test_fixed_flexible_and_enumerated_students_differ_for_named_reasons(student
 def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_programs):
     """The manifest's summary is bench's record (bench/placement_verdict.py): the Neural Engine row applies
     to the program that passes, the others fall back to where their work is predicted."""
-    from pocketbert.mobile_bench.placement_verdict import NEURAL_ENGINE, PlacementVerdict
+    from pocketbert.mobile_bench.estimates.placement_verdict import NEURAL_ENGINE, PlacementVerdict
 
     read = {form: PlacementVerdict.from_dict(form, placement.check(path).summary())
             for form, path in student_programs.items()}
@@ -210,7 +210,7 @@ def test_bench_reads_each_verdict_as_the_unit_its_phone_rows_assume(student_prog
 
 def test_core_ai_student_keeps_fp32_layer_norms_inside_its_fp16_program(tmp_path, monkeypatch):
     pytest.importorskip("coreai_torch")
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
 
     config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64, num_labels=2)

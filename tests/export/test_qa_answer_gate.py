@@ -10,7 +10,7 @@ import pytest
 from pocketbert.core.config.recipe import EvalSection
 from pocketbert.core.tasks.task_data import load_task_data
 from pocketbert.core.tasks.registry import QATask
-from pocketbert.export import parity
+from pocketbert.export.checks import parity
 
 pytestmark = pytest.mark.slow  # SQuAD read and cut into windows
 

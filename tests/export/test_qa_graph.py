@@ -17,7 +17,7 @@ from pocketbert.core.students.inference import batched_logits, ort_forward, ort_
 from pocketbert.core.students.models import load_tokenizer
 from pocketbert.core.config.recipe import EvalSection
 from pocketbert.core.tasks.registry import QATask
-from pocketbert.export import onnx_export
+from pocketbert.export.programs import onnx_export
 from pocketbert.export.app import tokenizer_files
 from pocketbert.export.text_in import qa_graph
 

@@ -12,7 +12,8 @@ import pytest
 from helpers import error_line, linked_copy, run_cli
 
 from pocketbert.core.run import run_files
-from pocketbert.export import int8_budget, onnx_export
+from pocketbert.export.checks import int8_budget
+from pocketbert.export.programs import onnx_export
 
 pytestmark = pytest.mark.slow  # one export of the tiny run beside the session's shared one
 

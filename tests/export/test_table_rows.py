@@ -1,4 +1,4 @@
-"""The int8 ONNX model's word-piece table stored per row, the rarest rows in 4 bits (export/table_rows.py): what
+"""The int8 ONNX model's word-piece table stored per row, the rarest rows in 4 bits (export/programs/table_rows.py): what
 ONNX Runtime reads back from the rewritten graph is the table within each row's own quantization step."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def table():
 
 @pytest.mark.parametrize("share", [0.0, INT4_SHARE])
 def test_each_row_is_read_back_within_its_own_quantization_step(tmp_path, table, share):
-    from pocketbert.export import table_rows
+    from pocketbert.export.programs import table_rows
 
     counts = np.arange(ROWS)[::-1]  # the later the row, the rarer
     four = table_rows.int4_rows(counts, share) if share else None
@@ -65,7 +65,7 @@ def test_each_row_is_read_back_within_its_own_quantization_step(tmp_path, table,
 
 
 def test_the_4_bit_rows_halve_their_bytes(tmp_path, table):
-    from pocketbert.export import table_rows
+    from pocketbert.export.programs import table_rows
 
     sizes = {}
     for share in (0.0, INT4_SHARE):
@@ -81,7 +81,7 @@ def test_the_4_bit_rows_halve_their_bytes(tmp_path, table):
 
 def test_a_narrow_table_shares_a_scale_among_fewer_values():
     from pocketbert.core.errors import ConfigError
-    from pocketbert.export.table_rows import EMBEDDING_INT4_GROUP, int4_group
+    from pocketbert.export.programs.table_rows import EMBEDDING_INT4_GROUP, int4_group
 
     assert int4_group(384) == int4_group(192) == EMBEDDING_INT4_GROUP
     assert (int4_group(32), int4_group(312)) == (32, 52)
@@ -90,7 +90,7 @@ def test_a_narrow_table_shares_a_scale_among_fewer_values():
 
 
 def test_the_rarest_rows_are_chosen_ties_to_the_higher_id():
-    from pocketbert.export.table_rows import int4_rows
+    from pocketbert.export.programs.table_rows import int4_rows
 
     assert int4_rows(np.array([5, 0, 3, 0, 9]), 0.4).tolist() == [1, 3]
     assert int4_rows(np.array([5, 0, 3, 0, 9]), 0.2).tolist() == [3]
@@ -98,7 +98,7 @@ def test_the_rarest_rows_are_chosen_ties_to_the_higher_id():
 
 @pytest.mark.parametrize("share", [0.0, INT4_SHARE])
 def test_the_size_with_a_larger_vocabulary_is_the_size_of_that_table_stored_the_same_way(tmp_path, table, share):
-    from pocketbert.export import table_rows
+    from pocketbert.export.programs import table_rows
 
     def stored(rows: int) -> int:
         path = _lookup_model(tmp_path / f"lookup-{rows}.onnx", table[np.arange(rows) % ROWS])

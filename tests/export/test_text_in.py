@@ -14,7 +14,8 @@ from pocketbert.core.tasks.data import TextExample
 from pocketbert.core.config.recipe import EvalSection
 from pocketbert.core.tasks.registry import QATask, SentimentTask, text_in_string
 from pocketbert.core.errors import DataError
-from pocketbert.export import onnx_export, parity
+from pocketbert.export.checks import parity
+from pocketbert.export.programs import onnx_export
 from pocketbert.export.app import tokenizer_files
 from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in import session

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pocketbert.core.tasks.registry import text_in_string
 from pocketbert.core.errors import ExportError
-from pocketbert.export import tokenizer_probes
+from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.text_in import text_normalization, tokenizer_check
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph

@@ -10,7 +10,7 @@ from pocketbert.core.config import export_families as families
 from pocketbert.core.errors import ExportError
 from pocketbert.core.students.architectures import ARCHITECTURES
 from pocketbert.core.tasks.registry import make_task
-from pocketbert.export import variants
+from pocketbert.export.programs import variants
 
 COREML_VARIANTS, COREAI_VARIANTS = families.COREML.names, families.COREAI.names
 

@@ -22,7 +22,7 @@ def export_tokenizer_files(request, tmp_path_factory) -> Path:
     from pocketbert.core.run.cache_dir import building
     from pocketbert.core.students.models import PACKAGED_TEACHER, resolve_model_source
     from pocketbert.core.run.run_files import TOKENIZER_GOLDEN, TOKENIZER_JSON, TOKENIZER_TABLES
-    from pocketbert.export import tokenizer_probes
+    from pocketbert.export.checks import tokenizer_probes
     from pocketbert.export.app import tokenizer_files, tokenizer_tables
 
     teacher = Path(resolve_model_source(PACKAGED_TEACHER))

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from pocketbert.core.errors import ConfigError, RunDirError
-from pocketbert.mobile_bench import calibration, derive, profiles
+from pocketbert.mobile_bench.estimates import calibration, derive, profiles
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
-from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, TOKENIZER_PATH, write_kit
+from pocketbert.mobile_bench.device.kit import CONFIG_PATH, KIT_FILES, MODELS_PATH, TOKENIZER_PATH, write_kit
 from pocketbert.core.run.run_files import APP_README as README
-from pocketbert.mobile_bench.model_shape import EncoderShape, GatedEncoderShape
-from pocketbert.mobile_bench.report import build_document, render_markdown
-from pocketbert.mobile_bench.phone_import import KIT_SCHEMA, import_phone_rows
-from pocketbert.mobile_bench.run import import_phone_measurement
-from pocketbert.mobile_bench.stats import median_rank_interval
+from pocketbert.mobile_bench.estimates.model_shape import EncoderShape, GatedEncoderShape
+from pocketbert.mobile_bench.reports.report import build_document, render_markdown
+from pocketbert.mobile_bench.device.phone_import import KIT_SCHEMA, import_phone_rows
+from pocketbert.mobile_bench.steps.run import import_phone_measurement
+from pocketbert.mobile_bench.timing.stats import median_rank_interval
 from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from tests.mobile_bench.test_report import synthetic_results
@@ -337,7 +337,7 @@ def test_two_measurements_of_one_setting_are_never_one_row(tmp_path):
 
 
 def test_a_huge_measurement_file_is_refused_before_it_is_read(tmp_path):
-    from pocketbert.mobile_bench.phone_import import MAX_MEASUREMENT_BYTES
+    from pocketbert.mobile_bench.device.phone_import import MAX_MEASUREMENT_BYTES
 
     run = _run_with_export(tmp_path)
     huge = tmp_path / "huge.json"

@@ -8,8 +8,8 @@ import pytest
 from helpers import error_line, run_cli
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.mobile_bench.results_diff import compare_results, render_comparison
-from pocketbert.mobile_bench.phone_import import import_phone_file
+from pocketbert.mobile_bench.reports.results_diff import compare_results, render_comparison
+from pocketbert.mobile_bench.device.phone_import import import_phone_file
 
 
 def row(model, median, half_width, threads=1, precision="fp32"):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pocketbert.mobile_bench import calibration, derive, profiles
-from pocketbert.mobile_bench.calibration_report import render_calibration
-from pocketbert.mobile_bench.report import build_document, render_markdown
-from pocketbert.mobile_bench.run import import_phone_measurement
+from pocketbert.mobile_bench.estimates import calibration, derive, profiles
+from pocketbert.mobile_bench.reports.calibration_report import render_calibration
+from pocketbert.mobile_bench.reports.report import build_document, render_markdown
+from pocketbert.mobile_bench.steps.run import import_phone_measurement
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.run_files import BENCH_DIR, BENCH_REPORT, BENCH_RESULTS
 from tests.mobile_bench.test_calibration_and_kit import _run_with_export
@@ -166,8 +166,8 @@ def test_each_apple_program_shows_its_unit_regions_boundaries_and_added_cost():
 def test_the_kit_measures_the_app_stages_bench_import_reads(tmp_path, export_tokenizer_files):
     import re
 
-    from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, write_kit
-    from pocketbert.mobile_bench.phone_import import IDLE_MIN_S, KILLED_STAGES, SUSTAINED_MIN_CALLS
+    from pocketbert.mobile_bench.device.kit import CONFIG_PATH, KIT_FILES, write_kit
+    from pocketbert.mobile_bench.device.phone_import import IDLE_MIN_S, KILLED_STAGES, SUSTAINED_MIN_CALLS
 
     folder = write_kit(_run_with_export(tmp_path, export_tokenizer_files))
     config = json.loads((folder / CONFIG_PATH).read_text())

@@ -19,7 +19,7 @@ from pocketbert.core.run.cache_dir import building
 from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from pocketbert.export.app.app_programs import swift_executable
-from pocketbert.mobile_bench.kit import CONFIG_PATH, KIT_FILES, write_kit
+from pocketbert.mobile_bench.device.kit import CONFIG_PATH, KIT_FILES, write_kit
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(swift_executable() is None, reason="swift not found (/opt/swift/usr/bin)")]
@@ -97,8 +97,8 @@ def test_a_golden_text_with_a_wrong_id_is_one_differing_text_in_the_report(kit_d
     from tests.mobile_bench.test_calibration_and_kit import FIXTURE, _run_with_export
     from tests.mobile_bench.test_report import synthetic_results
 
-    from pocketbert.mobile_bench import derive
-    from pocketbert.mobile_bench.run import import_phone_measurement
+    from pocketbert.mobile_bench.estimates import derive
+    from pocketbert.mobile_bench.steps.run import import_phone_measurement
 
     export = quick_exported_run / EXPORT_DIR
     golden = json.loads((export / TOKENIZER_GOLDEN).read_text(encoding="utf-8"))

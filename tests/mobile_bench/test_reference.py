@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pocketbert.mobile_bench import reference
+from pocketbert.mobile_bench.timing import reference
 from pocketbert.core.tasks.registry import make_task
 
 pytestmark = pytest.mark.minutes(1.5)

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from pocketbert.mobile_bench import derive, profiles
-from pocketbert.mobile_bench.latency import synthetic_inputs
-from pocketbert.mobile_bench.report import headline, headline_sentence, write_reports
+from pocketbert.mobile_bench.estimates import derive, profiles
+from pocketbert.mobile_bench.timing.latency import synthetic_inputs
+from pocketbert.mobile_bench.reports.report import headline, headline_sentence, write_reports
 
 HEADLINE = dict(batch=1, sequence_length=128)
 
@@ -152,7 +152,7 @@ def test_a_fitted_vocabulary_reports_the_shipped_size_and_the_full_one():
 
 
 def test_a_qa_report_names_its_f1_and_stands_beside_distilberts_published_line(tmp_path):
-    from pocketbert.mobile_bench.published import published_line
+    from pocketbert.mobile_bench.reports.published import published_line
 
     raw = synthetic_results()
     raw["accuracy"].update(metric="f1", student=61.2, teacher=68.0, fraction_of_teacher_kept=61.2 / 68.0,

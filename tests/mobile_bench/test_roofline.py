@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.mobile_bench import profiles, roofline
-from pocketbert.mobile_bench.graph_cost import count_graph_cost, count_graph_costs, weight_bytes
+from pocketbert.mobile_bench.estimates import profiles, roofline
+from pocketbert.mobile_bench.estimates.graph_cost import count_graph_cost, count_graph_costs, weight_bytes
 
 
 def matmul_model(path, m: int, k: int, n: int):
@@ -50,8 +50,8 @@ def test_flops_of_the_exported_tiny_bert_match_the_formula(tmp_path, tiny_base):
     """Per layer: Q, K, V, output projections (4·2·s·h²), FFN (2·2·s·h·f), scores and context (2·2·s²·h)."""
     from transformers import BertConfig
 
-    from pocketbert.export.onnx_export import export_onnx
-    from pocketbert.mobile_bench.latency import synthetic_inputs
+    from pocketbert.export.programs.onnx_export import export_onnx
+    from pocketbert.mobile_bench.timing.latency import synthetic_inputs
     from pocketbert.core.students.models import load_for_task
     from pocketbert.core.tasks.registry import make_task
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_roofline import matmul_model
 
-from pocketbert.mobile_bench.runners import Runner, cold_start
+from pocketbert.mobile_bench.timing.runners import Runner, cold_start
 
 
 @pytest.mark.skipif(platform.system() == "Darwin", reason="Core ML runs on macOS")
@@ -33,8 +33,8 @@ def test_core_ai_runner_explains_why_it_cannot_run_here(tmp_path):
 
 
 def test_core_ai_program_is_benched_where_the_export_made_one():
-    from pocketbert.mobile_bench.run import _runners
-    from pocketbert.mobile_bench.runners import COREAI_COMPUTE_UNITS
+    from pocketbert.mobile_bench.steps.run import _runners
+    from pocketbert.mobile_bench.timing.runners import COREAI_COMPUTE_UNITS
 
     plan = _runners({"student": {"aimodel-fp16": "S.aimodel", "onnx-fp32": "m.onnx"}}, [1], [1], 128, (16, 128))
     coreai = [r for _, r in plan if r.runtime == "coreai"]
@@ -69,7 +69,7 @@ def test_onnxruntime_runner_runs_and_times_a_cold_start(tmp_path):
 def test_bench_settings_are_checked():
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.config.recipe import typed_section
-    from pocketbert.mobile_bench.run import bench_config
+    from pocketbert.mobile_bench.steps.run import bench_config
 
     assert bench_config({"bench": {"repeats": 30}}, None, None).model_dump() == typed_section("bench", {}).model_dump()  # an older recipe still runs
     assert bench_config({}, [1, 4], 2.0).threads == [1, 4]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocketbert.mobile_bench.stats import (
+from pocketbert.mobile_bench.timing.stats import (
     MIN_SAMPLES_FOR_INTERVAL,
     TARGET_RELATIVE_HALF_WIDTH,
     measure_interleaved,

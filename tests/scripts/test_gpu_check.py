@@ -189,7 +189,7 @@ def test_docs_give_each_part_the_cap_the_script_has():
 
 
 def test_the_dry_run_shares_the_exports_own_cache_folders_and_no_other():
-    from pocketbert.export import app_runtimes
+    from pocketbert.export.checks import app_runtimes
     from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_tables
     from pocketbert.export.text_in import text_tokenizer, tokenizer_check
 

@@ -164,7 +164,8 @@ def test_a_model_of_another_layout_is_refused():
 
 @pytest.mark.slow  # about 7 s on 2 cores
 def test_the_exported_onnx_of_a_narrow_student_passes_the_parity_gate(tmp_path):
-    from pocketbert.export import onnx_export, parity
+    from pocketbert.export.checks import parity
+    from pocketbert.export.programs import onnx_export
 
     task = SentimentTask(["neg", "pos"])
     student, _ = cut(tiny_teacher(num_labels=2), NARROW, task)

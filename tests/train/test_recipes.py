@@ -129,7 +129,7 @@ def test_bilstm_backward_direction_reads_the_sentence_reversed():
 def test_bilstm_exports_to_onnx_and_core_ml(tmp_path):
     from pocketbert.core.students.architectures import BILSTM
     from pocketbert.core.tasks.registry import make_task
-    from pocketbert.export import coreml, onnx_export
+    from pocketbert.export.programs import coreml, onnx_export
 
     model, task = tiny_bilstm(), make_task("sentiment", ["a", "b", "c"])
     ids, mask = padded_batch()

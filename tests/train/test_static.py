@@ -14,13 +14,14 @@ from pocketbert.core.students.inference import batched_logits, ort_forward, ort_
 from pocketbert.core.config.recipe import EvalSection
 from pocketbert.core.students.static_embedding import StaticEmbeddingClassifier, StaticEmbeddingConfig
 from pocketbert.core.tasks.registry import make_task
-from pocketbert.export import onnx_export, parity
+from pocketbert.export.checks import parity
+from pocketbert.export.programs import onnx_export
 from pocketbert.train import static_table
 
 DIMS = 16                   # the table's width for the tiny encoder (hidden 32)
 ENCODER_BATCH = 8192        # vocabulary ids a batch: four passes of the tiny encoder
 DISTANCE_TOLERANCE = 1e-4   # a full-width PCA is a rotation: distances between rows kept to float32 rounding
-ROW_SCALE_BYTES = 4         # the int8 table's fp32 scale per row (export/table_rows.py)
+ROW_SCALE_BYTES = 4         # the int8 table's fp32 scale per row (export/programs/table_rows.py)
 INT8_FILE_SLACK = 1.05      # the classifier and the graph beside the table
 TRAIN_EXAMPLES, DEV_EXAMPLES = 3000, 400
 BATCH, EPOCHS, LEARNING_RATE = 100, 4, 1e-2  # few steps: each costs the same few milliseconds at any batch size
@@ -216,7 +217,7 @@ def test_core_ai_evaluates_the_static_graph_and_misses_it_with_a_wrong_compariso
     """The Core AI evaluator runs the static graph's comparisons (special tokens left out) and ReLU as Core AI
     does: exactly; with either operation wrong it misses."""
     pytest.importorskip("coreai_torch")
-    from pocketbert.export import coreai
+    from pocketbert.export.programs import coreai
     from pocketbert.export.evaluators import coreai_eval, coreai_ir
 
     model, _ = trained

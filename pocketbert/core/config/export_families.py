@@ -4,7 +4,7 @@ refused.
 
 The names live here, not in export/, so that a recipe (and a ladder's every rung) is refused for a name that does
 not exist when it is read, before any training. How each program is built and gated is export's
-(export/variants.py, one entry per name; tests/export/test_variant_applicability.py holds the two to each other).
+(export/programs/variants.py, one entry per name; tests/export/test_variant_applicability.py holds the two to each other).
 Whether a program suits a student is the program's and the architecture's (Variant.applies_to): a family's choice
 rule is given it as `applies`.
 """

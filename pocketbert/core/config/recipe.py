@@ -165,7 +165,7 @@ class EvalSection(Section):
 
 VOCABULARIES = ("full", "fitted")  # export.vocabulary (the fit: train/vocabulary/)
 # export.tokenizer_check_contexts: where the exhaustive tokenizer checks (the text-in graph's, the app tokenizers')
-# put each code point (export/tokenizer_probes.py CONTEXTS spells each).
+# put each code point (export/checks/tokenizer_probes.py CONTEXTS spells each).
 TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
 
 
@@ -235,10 +235,10 @@ class ExportSection(Section):
     vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
         "Fitted vocabulary: the recovery distillation's learning rate."))
     # The int8 ONNX model's word-piece table is stored per row in int8; this share of its rows, the least frequent
-    # in the recipe's text, in 4 bits (export/table_rows.py).
+    # in the recipe's text, in 4 bits (export/programs/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
         "The share of the int8 ONNX model's word-piece rows, the rarest in the recipe's text, stored in 4 bits."))
-    # Independent programs built and gated in that many processes at once (export/job_graph.py); 1 is the serial
+    # Independent programs built and gated in that many processes at once (export/steps/job_graph.py); 1 is the serial
     # export. Unset: every core this process may run on.
     jobs: Optional[int] = Field(None, gt=0, le=MAX_JOBS, description=(
         "Processes that build and gate the export's programs at once (default: every core this machine gives the "

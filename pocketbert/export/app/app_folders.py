@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export import artifacts, mobile_usability
+from pocketbert.export.checks import mobile_usability
+from pocketbert.export.programs import artifacts
 from pocketbert.export.app import app_readme, app_tasks
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
 from pocketbert.core.config.export_families import COREAI, COREML
-from pocketbert.export.variants import Variant, variant_of
+from pocketbert.export.programs.variants import Variant, variant_of
 from pocketbert.core.run.manifest import read_manifest
 from pocketbert.core.run.atomic_folder import require_stage
 from pocketbert.core.run.run_files import (

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export.tokenizer_probes import CONTEXTS, probes
+from pocketbert.export.checks.tokenizer_probes import CONTEXTS, probes
 
 PROBES_PER_LINE = 1000
 RANDOM_TEXTS = 2000
@@ -104,7 +104,7 @@ def _cached_digests(data: str, contexts: tuple[str, ...], probes_per_line: int, 
     from importlib.metadata import version
 
     from pocketbert.core.run.cache_dir import cache_root
-    from pocketbert.export import tokenizer_probes
+    from pocketbert.export.checks import tokenizer_probes
     from pocketbert.export.text_in.text_tokenizer import cached_or_built, tokenizer_rules
 
     key = hashlib.sha256(b"\0".join([tokenizer_rules(json.loads(data)).encode(), json.dumps([list(contexts),

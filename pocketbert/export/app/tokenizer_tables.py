@@ -41,7 +41,7 @@ from pathlib import Path
 
 from pocketbert.core.run.cache_dir import cache_root
 from pocketbert.core.errors import ExportError
-from pocketbert.export.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, code_points,
+from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, code_points,
                                                 normalizer_rows, word_classes)
 
 MAGIC = "pocketbert-tokenizer-tables 2"

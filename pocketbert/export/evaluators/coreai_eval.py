@@ -239,7 +239,7 @@ def _concat(op, operands, out):
 def _conv2d(op, operands, out):
     """conv2d (input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), stride, dilation, groups; no bias
     and no padding: coreai-torch adds them as their own operations), pointwise only: the Linear of the Neural Engine
-    layout (export/ane_layout.py)."""
+    layout (export/programs/ane_layout.py)."""
     matrix = pointwise_matrix(*(_constant_operand(op, operands, i, what) for i, what in
                                 ((1, "weight"), (2, "stride"), (3, "dilation"), (4, "groups"))))
     if matrix is None:

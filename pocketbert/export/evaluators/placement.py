@@ -138,7 +138,7 @@ class ProgramPlacement:
 
     def summary(self) -> dict:
         """The verdict without the per-operation lists: for the manifest (where bench reads it:
-        mobile_bench/placement_verdict.py), parity.json and READMEs."""
+        mobile_bench/estimates/placement_verdict.py), parity.json and READMEs."""
         share_ops, share_flops = self._shares()
         return {"format": self.format, "verdict": self.verdict, "passes": self.passes,
                 "predicted_unit": self.predicted_unit,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, SEPARATE, SPLIT, code_points,
+from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, SEPARATE, SPLIT, code_points,
                                                 normalizer_rows, word_classes)
 from pocketbert.export.text_in.session import text_session
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
-from pocketbert.export.tokenizer_probes import halved_down
+from pocketbert.export.checks.tokenizer_probes import halved_down
 from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
                                                   derive)
 

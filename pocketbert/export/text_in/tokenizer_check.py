@@ -17,7 +17,7 @@ from pathlib import Path
 from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in import text_normalization, text_tokenizer
 from pocketbert.export.text_in.session import text_session
-from pocketbert.export.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
+from pocketbert.export.checks.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
 
 # Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
 PROBES_PER_TEXT = 100

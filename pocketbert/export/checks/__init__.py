@@ -1,0 +1,1 @@
+"""What holds an exported program to the student: the parity gates, the int8 search's measure, the tokenizer probes, the mobile checks and the app runtimes' sessions. Imports no other export wing but evaluators."""

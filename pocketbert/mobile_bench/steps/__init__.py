@@ -1,0 +1,1 @@
+"""The bench's step: measure, estimate and write the bench folder."""
