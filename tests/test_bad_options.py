@@ -199,3 +199,32 @@ def test_a_batch_larger_than_the_data_is_capped_with_its_learning_rate(capsys, t
 ])
 def test_export_and_bench_settings_are_bounded_and_checked_before_any_work(capsys, tmp_path, args, words):
     _refused(run_cli(capsys, *args, "--run", tmp_path / "no-such-run"), *words)
+
+
+@pytest.mark.parametrize("command", [["train", "teacher", "--preset", "nope"], ["train", "distill"], ["export"],
+                                     ["bench"], ["train", "vocabulary"]])
+def test_a_refused_run_path_leaves_none_of_its_folders(capsys, tmp_path, monkeypatch, command):
+    """The lock of a/b/c sits in a/b: a command refused there removes every folder it made for it, not only a/b."""
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(capsys, *command, "--run", "a/b/c", "--data-dir", tmp_path / "no-data")
+    assert result.exit_code == USAGE_ERROR, result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_vocabulary_refuses_a_setting_it_would_not_read(capsys, tmp_path):
+    _refused(run_cli(capsys, "train", "vocabulary", "--run", tmp_path / "run", "--set", "teacher.epochs=5"),
+             "teacher.epochs", "export.*")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("variant", ["", " "])
+def test_export_ios_refuses_an_empty_program_name(capsys, tmp_path, variant):
+    _refused(run_cli(capsys, "export", "ios", "--run", tmp_path / "run", "--variant", variant), "--variant")
+
+
+def test_export_ios_help_names_the_default_program_the_folder_ships(capsys):
+    from pocketbert.core.config.export_families import IOS_APP_PROGRAMS
+
+    result = run_cli(capsys, "export", "ios", "--help")
+    assert result.exit_code == 0
+    assert f"first of {', '.join(IOS_APP_PROGRAMS)}" in " ".join(result.out.split())

@@ -132,15 +132,25 @@ def export_settings(from_fields: dict, set_items: tuple[str, ...], listed: dict)
     return {**settings, **given}
 
 
+def _named_program(ctx, param, value: str | None) -> str | None:
+    """An empty --variant would ship the default without a word: a program is named, or the option left out."""
+    from pocketbert.core.errors import ConfigError
+
+    if value is not None and not value.strip():
+        raise ConfigError("--variant names no program: name one (e.g. ane, fp16) or leave --variant out for the "
+                          "default")
+    return value
+
+
 @export.command()
 @run_option
 @click.option("--target", type=click.Choice(["coreml", "ios27"]), default="coreml", show_default=True,
               help="coreml: a Core ML package (iOS 16, or 18 for enumerated and int4-block); ios27: the Core AI "
                    ".aimodel (iOS 27).")
-@click.option("--variant", default=None,
-              help="Core ML program: enumerated, fp16, int8, 6bit, 4bit, int4-block, fixed, classifier "
-                   "(default: enumerated where exported, else fp16); with --target ios27 the Core AI program: "
-                   "fp16, int8, 6bit, 4bit, ane, ane-6bit (default: the first exported).")
+@click.option("--variant", default=None, callback=_named_program,
+              help=f"Core ML program: {', '.join(families.COREML.names)} (default: the first of "
+                   f"{', '.join(families.IOS_APP_PROGRAMS)} the export made); with --target ios27 the Core AI "
+                   f"program: {', '.join(families.COREAI.names)} (default: the first exported).")
 @executorch_option
 @out_option
 @overwrite_option

@@ -93,6 +93,9 @@ COREML = ExportFamily(
      "classifier"),
     "coreml_variants", "leave it out of export.coreml_variants",
     required=("fp16",))  # the app folders' program of last resort: every student takes it
+# The iOS folder's default Core ML program, the first of these the export made and gated: the Neural Engine's layout
+# (one fixed-length function per length); else enumerated lengths (apple/coremltools#2730 warns of them); else fp16.
+IOS_APP_PROGRAMS = ("ane", "enumerated", "fp16")
 COREAI = ExportFamily(
     "coreai", "Core AI", "Core AI variant",
     ("fp16", "int8", "6bit", "4bit", "ane", "ane-6bit"),

@@ -141,6 +141,16 @@ def _join_launched_group(device: str | None) -> None:
         _group_joiner(device)
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """folder and those of its parents that do not exist, the deepest first."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    return missing
+
+
 @contextmanager
 def folder_lock(folder: Path, shared: bool = False) -> Iterator[Path]:
     """Hold `folder`'s lock for the block, or raise RunInUseError naming its holder. Exclusive for a writer;
@@ -154,7 +164,8 @@ def folder_lock(folder: Path, shared: bool = False) -> Iterator[Path]:
         yield Path(folder)
         return
     path = lock_path(folder)
-    made_parent = not path.parent.exists()
+    made = _missing_folders(path.parent)  # deepest first: what this lock makes, and removes again if still empty
+    made_parent = bool(made)
     if made_parent and shared:
         yield Path(folder)  # nothing to read there yet: the command itself says so
         return
@@ -194,8 +205,8 @@ def folder_lock(folder: Path, shared: bool = False) -> Iterator[Path]:
             if shared:  # the last reader removes the file: only when no other holds it (it may take it alone)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             path.unlink(missing_ok=True)  # ours alone: no other process can hold a lock on this file now
-            if made_parent:
-                path.parent.rmdir()  # only if nothing else was written there
+            for made_folder in made:
+                made_folder.rmdir()  # only if nothing else was written there (a refused --run a/b/c leaves no a/)
         except OSError:
             pass
         os.close(fd)  # releases the lock

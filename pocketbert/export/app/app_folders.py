@@ -14,7 +14,7 @@ from pocketbert.export.app import app_readme, app_tasks
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.evaluators.placement import readme_table
 from pocketbert.export.text_in.text_tokenizer import CONTRIB
-from pocketbert.core.config.export_families import COREAI, COREML
+from pocketbert.core.config.export_families import COREAI, COREML, IOS_APP_PROGRAMS
 from pocketbert.export.programs.variants import Variant, variant_of
 from pocketbert.core.run.manifest import read_manifest
 from pocketbert.core.run.atomic_folder import require_stage
@@ -57,11 +57,6 @@ def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None,
     never the export it reads or a folder that holds it."""
     target = Path(out) if out else Path(run_dir) / default
     return output_folder(target, f"export {default}", overwrite, inputs=[export_dir], own_files=True)
-
-
-# The iOS folder's default program, the first the export made and gated: the Neural Engine's layout, one
-# fixed-length function per length; else enumerated lengths (apple/coremltools#2730 warns of them); else fp16.
-IOS_DEFAULT_VARIANTS = ("ane", "enumerated", "fp16")
 
 
 def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, wanted: bool) -> list[str]:
@@ -128,7 +123,7 @@ class CoreMLTarget:
         stem = TASK_CLASSES[task].coreml_class_stem
         made = manifest["config"].get("coreml_variants", ["fp16"])
         gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(stem, v), {}).get("passed")}
-        variant = variant or next(v for v in (*IOS_DEFAULT_VARIANTS, made[0]) if v in gated or v == made[0])
+        variant = variant or next(v for v in (*IOS_APP_PROGRAMS, made[0]) if v in gated or v == made[0])
         if variant not in COREML.names:
             raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML.names)}")
         package = export_dir / coreml_package_name(stem, variant)

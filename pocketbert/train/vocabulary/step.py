@@ -16,6 +16,7 @@ from typing import Any
 
 from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, fitting_settings, student_identity
 from pocketbert.core.config.recipe import Recipe, TrainingSection
+from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES, STUDENT_DIR
 from pocketbert.train import registry
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
@@ -30,9 +31,15 @@ def recorded_recipe(run_dir: Path, overrides: dict[str, Any], set_items: tuple[s
     from pocketbert.core.run.atomic_folder import require_stage
     from pocketbert.core.config.recipe import complete_recipe, parse_set_options, with_overrides
 
+    given = parse_set_options(set_items)
+    elsewhere = sorted(key for key in given if not key.startswith(f"{VocabularyFit.section}."))
+    if elsewhere:  # the fit reads its own section alone: another section's setting would be taken and ignored
+        raise ConfigError(f"train vocabulary reads only {VocabularyFit.section}.* settings, not "
+                          f"{', '.join(elsewhere)}: give those to the stage that reads them (--set on "
+                          "`pocketbert train teacher` or `train distill`)")
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
     recorded = complete_recipe(read_manifest(student)["config"]["recipe"])
-    return with_overrides(recorded, {**overrides, **parse_set_options(set_items)}, keep_none=True)
+    return with_overrides(recorded, {**overrides, **given}, keep_none=True)
 
 
 class VocabularyFit(TrainingRecipe):
