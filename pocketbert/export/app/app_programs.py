@@ -19,6 +19,7 @@ BUILD_TIMEOUT_S = 900  # a first build on 2 busy cores takes minutes
 KOTLIN_SOURCES = Path(__file__).parent / "kotlin" / "tokenizer"
 KOTLIN_MAIN = "ai.pocketbert.tokenizer.TokenizeMainKt"  # the class kotlinc makes of TokenizeMain.kt's main
 CACHE_FOLDER = "app-programs"
+TOOLCHAIN_HOME = "toolchain-home"  # in CACHE_FOLDER: the home the compilers see
 
 
 class ToolchainMissing(Exception):
@@ -52,8 +53,24 @@ def _built(folder: Path, build) -> Path:
     return folder
 
 
+def toolchain_environment() -> dict[str, str]:
+    """The compilers' own state (SwiftPM's caches, configuration and security folders under $HOME and the XDG
+    folders; the JVM's user.home, which Java reads from the account, not from $HOME) kept in pocketbert's cache
+    (POCKETBERT_CACHE where set), never in the user's home."""
+    import os
+
+    from pocketbert.core.run.cache_dir import cache_root
+
+    home = cache_root() / CACHE_FOLDER / TOOLCHAIN_HOME
+    home.mkdir(parents=True, exist_ok=True)
+    java = " ".join(filter(None, [os.environ.get("JAVA_TOOL_OPTIONS", ""), f"-Duser.home={home}"]))
+    return {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_CONFIG_HOME": str(home / ".config"), "JAVA_TOOL_OPTIONS": java}
+
+
 def _run_build(argv: list[str], cwd: Path | None, what: str) -> None:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+                          env=toolchain_environment())
     if done.returncode != 0:
         errors = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line.lower()]
         raise ExportError(f"{what} does not build: {(errors or ['exit ' + str(done.returncode)])[0].strip()}")

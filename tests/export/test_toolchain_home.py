@@ -1,0 +1,36 @@
+"""The compilers the export runs (SwiftPM, kotlinc on the JVM) keep their state in pocketbert's cache, never in the
+user's home."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pocketbert.export.app import app_programs
+
+
+@pytest.fixture
+def homes(tmp_path, monkeypatch):
+    monkeypatch.setenv("POCKETBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home", tmp_path / "cache" / app_programs.CACHE_FOLDER / app_programs.TOOLCHAIN_HOME
+
+
+def test_a_build_that_writes_into_its_home_writes_into_the_cache(homes):
+    user_home, toolchain_home = homes
+    writes_home = "import os, pathlib; pathlib.Path(os.path.expanduser('~/.swiftpm/configuration')).mkdir(parents=True)"
+    app_programs._run_build([sys.executable, "-c", writes_home], None, "a toolchain")
+    assert list(user_home.iterdir()) == []
+    assert (toolchain_home / ".swiftpm" / "configuration").is_dir()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on this machine (Debian: apt-get install kotlin)")
+def test_the_jvm_reads_its_user_home_from_the_cache(homes):
+    _, toolchain_home = homes
+    shown = subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                           env=app_programs.toolchain_environment())
+    assert f"user.home = {toolchain_home}" in shown.stderr
