@@ -20,7 +20,7 @@ from pocketbert.mobile_bench.reports.report import build_document, render_markdo
 from pocketbert.mobile_bench.device.phone_import import KIT_SCHEMA, import_phone_rows
 from pocketbert.mobile_bench.steps.run import import_phone_measurement
 from pocketbert.mobile_bench.timing.stats import median_rank_interval
-from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST, PLACEMENT,
+from pocketbert.core.run.run_files import (BENCH_DIR, BENCH_IMPORTS_DIR, BENCH_REPORT, BENCH_RESULTS, EXPORT_DIR, LABELS, MANIFEST, PLACEMENT,
                                       SWIFT_TOKENIZER_PACKAGE, TOKENIZER_GOLDEN, TOKENIZER_TABLES)
 from tests.mobile_bench.test_report import synthetic_results
 
@@ -220,6 +220,22 @@ def test_kit_json_round_trips_through_bench_import_into_the_report(tmp_path):
     assert md.count("tokenizer on device (iPhone 15 Pro): 14 of 14 golden texts agree") == 1
 
 
+def test_a_kit_file_needs_no_sequence_length_where_the_run_has_no_bench(tmp_path):
+    """The kit's JSON carries each program's shape: no --sequence-length is asked of it, even before any bench."""
+    run = _run_with_export(tmp_path)
+    saved, refreshed = import_phone_measurement(run, FIXTURE, "iphone-15-pro", "student", "fp16", 1, None)
+    assert refreshed is None and len(list(saved.glob("*.json"))) == 4
+
+
+def test_a_file_without_its_shape_needs_a_sequence_length_where_the_run_has_no_bench(tmp_path):
+    run = _run_with_export(tmp_path)
+    xcode = tmp_path / "xcode.json"
+    xcode.write_text(json.dumps({"median_ms": 3.1}))
+    with pytest.raises(ConfigError, match="give --sequence-length"):
+        import_phone_measurement(run, xcode, "iphone-15-pro", "student", "fp16", 1, None)
+    assert not (run / BENCH_IMPORTS_DIR).exists()
+
+
 def test_kit_json_with_a_wrong_placement_unit_is_refused(tmp_path):
     data = json.loads(FIXTURE.read_text())
     data["programs"][0]["placement"]["operations"][0]["preferred"] = "tpu"
@@ -297,7 +313,7 @@ def test_each_claim_of_a_measurement_is_checked_against_the_export_and_the_devic
     claimed = _kit_file(tmp_path, "claimed.json", edit)
     with pytest.raises(ConfigError, match=words):
         import_phone_measurement(run, claimed, device, "student", "fp16", 1, 128)
-    assert not (run / "bench_imports").exists()
+    assert not (run / BENCH_IMPORTS_DIR).exists()
 
 
 def test_a_measurement_of_another_export_is_refused(tmp_path):
@@ -318,7 +334,7 @@ def test_a_measurement_of_another_export_is_refused(tmp_path):
     unnamed = _kit_file(tmp_path, "unnamed.json", lambda d: [p.pop("sha256") for p in d["programs"]])
     with pytest.raises(ConfigError, match="no sha256 of the program measured"):
         import_phone_measurement(run, unnamed, "iphone-15-pro", "student", "fp16", 1, 128)
-    assert not (run / "bench_imports").exists()
+    assert not (run / BENCH_IMPORTS_DIR).exists()
 
 
 def test_two_measurements_of_one_setting_are_never_one_row(tmp_path):

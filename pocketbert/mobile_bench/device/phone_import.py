@@ -340,11 +340,15 @@ def parse_kit_measurement(data: dict, where: str) -> list[dict]:
 
 
 def import_phone_rows(path: Path, device_key: str, model: str, precision: str, batch: int,
-                      sequence_length: int) -> list[dict]:
+                      sequence_length: int | None) -> list[dict]:
     """The rows one file brings: one for an Xcode or coremltools file, one per program for the kit's JSON (its
-    own precision, runtime, shape and compute units win over the command line's)."""
+    own precision, runtime, shape and compute units win over the command line's, so it needs no sequence_length;
+    the other files do: None refuses them)."""
     data = read_measurement(path)
     if KIT_SCHEMA_KEY not in data:
+        if sequence_length is None:
+            raise ConfigError(f"{Path(path).name} does not say the sequence length it measured: give "
+                              "--sequence-length (the run has no bench results to take it from)")
         return [import_phone_file(path, device_key, model, precision, batch, sequence_length, data)]
     return [{"model": model, "threads": None, "tokenization": "excluded", "sweep": "headline", "device": device_key,
              "source": f"imported from {Path(path).name} (kit)", **{k: v for k, v in row.items() if k != "format"}}

@@ -597,9 +597,7 @@ def import_phone_measurement(run_dir: Path, file: Path, device_key: str, model: 
         raise RunDirError(f"{run_dir} is not a run directory: name the run the measurement belongs to")
     results_path = Path(run_dir) / BENCH_DIR / BENCH_RESULTS
     existing = read_results(results_path) if results_path.is_file() else None
-    if sequence_length is None:
-        if existing is None:
-            raise RunDirError("give --sequence-length (the run has no bench results to take it from)")
+    if sequence_length is None and existing is not None:
         sequence_length = existing["protocol"]["sequence_length"]
     rows = import_phone_rows(file, device_key, model, precision, batch, sequence_length)
     _check_device(rows, device_key, file)
