@@ -158,6 +158,26 @@ def plan(ladder: Ladder, run_dir: Path, ladder_dir: Path, task: str, data_dir: P
     return Plan(steps, dirs, compare_dir)
 
 
+# How long a step interrupted with the ladder may take to clean up after its own Ctrl-C (a terminal's reaches both)
+# before the ladder passes the interrupt on to it (it was sent to the ladder alone).
+STEP_CLEANUP_GRACE_S = 5.0
+
+
+def _step_exit_code(argv: list[str]) -> int:
+    """The step's exit code. Interrupted, the ladder waits for the step to end, so that it has removed its staging
+    folder and lock before the ladder says nothing half-written was kept (subprocess.run would kill it at once)."""
+    step = subprocess.Popen(argv, env=child_environment())
+    try:
+        return step.wait()
+    except KeyboardInterrupt:
+        try:
+            step.wait(timeout=STEP_CLEANUP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            step.send_signal(signal.SIGINT)
+            step.wait()
+        raise
+
+
 def run_plan(steps: list[Step], say: Callable[[str], None], command: list[str] | None = None) -> list[dict]:
     """Each unfinished step's command in a process of its own, its output passed through; a line before each step
     says where the ladder is. What each step took is returned (and said)."""
@@ -171,7 +191,7 @@ def run_plan(steps: list[Step], say: Callable[[str], None], command: list[str] |
             continue
         say(f"{where} ({(time.time() - started) / 60:.1f} min so far): pocketbert {' '.join(step.args)}")
         t0 = time.time()
-        code = subprocess.run([*command, *step.args], env=child_environment()).returncode
+        code = _step_exit_code([*command, *step.args])
         if code in (exit_codes.INTERRUPTED, -signal.SIGINT):
             raise KeyboardInterrupt
         if code != 0:
