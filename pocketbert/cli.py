@@ -21,10 +21,18 @@ STAGE_COMMANDS = {
 
 # Commands a stage adds to another stage's group: `bench train` times training, so training owns it.
 STAGE_SUBCOMMANDS = {"bench": {"train": ("pocketbert.train.cli", "bench_train")}}
-# Steps one stage's command runs first, from another stage: (module, list of steps) -> (module, step). The export
-# ships the student the run holds; where it asks for a fitted vocabulary the run lacks, training fits one first.
-STAGE_STEPS_BEFORE = {"export": (("pocketbert.export.cli", "STUDENT_STEPS"),
-                                 ("pocketbert.train.vocabulary.before_export", "fit_before_export"))}
+def _export_steps_before() -> tuple[list, object]:
+    """The export ships the student the run holds; where its request asks for a fitted vocabulary the run lacks,
+    training's step fits one first (each step takes the export's typed request)."""
+    from pocketbert.export.cli import STUDENT_STEPS
+    from pocketbert.train.vocabulary.before_export import fit_before_export
+
+    return STUDENT_STEPS, fit_before_export
+
+
+# Steps one stage's command runs first, from another stage: the stage -> (its list of steps, the step), imported
+# when the stage's command is, by a function whose imports the import graph shows.
+STAGE_STEPS_BEFORE = {"export": _export_steps_before}
 
 
 class LazyGroup(click.Group):
@@ -40,9 +48,7 @@ class LazyGroup(click.Group):
             if sub not in group.commands:
                 group.add_command(getattr(importlib.import_module(sub_module), sub_attr), sub)
         if name in STAGE_STEPS_BEFORE:
-            (steps_module, steps_attr), (step_module, step_attr) = STAGE_STEPS_BEFORE[name]
-            steps = getattr(importlib.import_module(steps_module), steps_attr)
-            step = getattr(importlib.import_module(step_module), step_attr)
+            steps, step = STAGE_STEPS_BEFORE[name]()
             if step not in steps:
                 steps.append(step)
         return group

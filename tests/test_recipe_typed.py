@@ -87,8 +87,6 @@ def toy_export_cli(monkeypatch):
 
 def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_value_reaches_the_section(
         capsys, toy_export_cli):
-    from pocketbert.export.steps.plan import export_recipe
-
     result = run_cli(capsys, "export", "--help")
     assert result.exit_code == 0, result.err
     assert "--toy-level" in result.out and "A toy export setting" in result.out
@@ -97,9 +95,11 @@ def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_v
     command = toy_export_cli.export
 
     def section(args: list[str]) -> ExportSection:
-        params = command.make_context("export", args).params
-        settings = toy_export_cli.export_settings(params, params["set_items"], {})
-        return export_recipe(recorded, settings).export
+        named = {key.removeprefix("--").replace("-", "_") for key in args if key in ("--toy-level", "--parity-examples")}
+        named |= {item.split("=")[0].removeprefix("export.") for item in args if item.startswith("export.")}
+        recipe, given = toy_export_cli.command_line_recipe(command.make_context("export", list(args)), recorded)
+        assert given == named  # the keys the command line set, as the request carries them
+        return recipe.export
 
     given = section(["--toy-level", str(TOY_GIVEN), "--parity-examples", "5"])
     assert isinstance(given, ExportSection)
@@ -113,8 +113,9 @@ def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_v
 
 
 def test_a_bad_export_value_from_the_command_line_is_one_line_naming_the_key():
-    from pocketbert.export.steps.plan import export_recipe
+    from pocketbert.export import cli as export_cli
 
     with pytest.raises(ConfigError) as caught:
-        export_recipe({"task": "sentiment", "dataset": "sst2"}, {"int8_size_budget": 7})
-    assert str(caught.value).startswith("export option: export.int8_size_budget: 7:") and "\n" not in str(caught.value)
+        export_cli.command_line_recipe(export_cli.export.make_context(
+            "export", ["--set", "export.int8_size_budget=7"]), {"task": "sentiment", "dataset": "sst2"})
+    assert str(caught.value).startswith("--set: export.int8_size_budget: 7:") and "\n" not in str(caught.value)

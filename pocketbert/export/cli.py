@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from pocketbert.core.config.cli_options import (
 )
 from pocketbert.core.config.recipe_options import overrides, with_flags
 from pocketbert.core.run.run_files import ANDROID_APP_DIR, IOS_APP_DIR
+
+if TYPE_CHECKING:  # the recipe's models load pydantic: not for `pocketbert --help`
+    from pocketbert.core.config.recipe import Recipe
 
 executorch_option = click.option("--executorch", is_flag=True,
                                  help="Also carry model.int8.pte, with code for ExecuTorch's runtime (sentiment).")
@@ -75,9 +79,12 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     """Export <run>/student to ONNX (fp32, fp16, int8), ORT Mobile, ExecuTorch, Core ML and Core AI; writes <run>/export/.
 
     `export ios` and `export android` then make the folder an app takes."""
+    from pocketbert.core.config.export_request import ExportRequest
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.manifest import read_manifest, verified_stage
+    from pocketbert.core.run.run_files import STUDENT_DIR
     from pocketbert.export.steps.pipeline import export_run
+    from pocketbert.export.steps.plan import check_request
 
     if ctx.invoked_subcommand is not None:
         return
@@ -85,20 +92,17 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
         raise ConfigError("export needs --run: the run directory whose student to export")
     coreai = [] if coreai_variants == ["none"] else coreai_variants
     executorch = [] if executorch_variants == ["none"] else executorch_variants
-    settings = export_settings(from_fields, set_items, {"coreml_variants": coreml_variants,
-                                                        "coreai_variants": coreai_variants,
-                                                        "executorch_variants": executorch_variants})
-    asked = {families.COREML: coreml_variants, families.COREAI: coreai, families.EXECUTORCH: executorch}
-    if STUDENT_STEPS:  # an export that would be refused is refused before a step trains
-        from pocketbert.core.run.atomic_folder import check_writable
-        from pocketbert.core.run.run_files import EXPORT_DIR
-        from pocketbert.export.steps.plan import check_choice
 
-        check_writable(resolve_run_dir(run), EXPORT_DIR, overwrite)
-        check_choice(resolve_run_dir(run), settings, asked)
+    # The request, built and validated once, before any step runs, then every refusal the plan can make from files.
+    asked = {families.COREML: coreml_variants, families.COREAI: coreai, families.EXECUTORCH: executorch}
+    run_dir = resolve_run_dir(run)
+    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
+    recipe, given = command_line_recipe(ctx, student_manifest["config"]["recipe"])
+    request = ExportRequest(run_dir, data_dir, student_dir, recipe, given, asked, overwrite)
+    check_request(request)
     for step in STUDENT_STEPS:
-        step(resolve_run_dir(run), data_dir, settings)
-    path, results = export_run(resolve_run_dir(run), data_dir, overwrite, settings, asked)
+        step(request)
+    path, results = export_run(request)
     for r in results:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "
@@ -117,19 +121,24 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 
-def export_settings(from_fields: dict, set_items: tuple[str, ...], listed: dict) -> dict:
-    """The export-section keys the command line sets: the options made from fields (EXPORT_FLAGS) and --set
-    export.KEY=VALUE, each checked before any work; an option and --set setting one key is refused. `listed`: the
-    program lists given as options of their own."""
+def command_line_recipe(ctx: click.Context, recorded: dict) -> tuple[Recipe, frozenset[str]]:
+    """The student's recorded recipe with the export command's settings over it, validated once, and the export keys
+    the command line set: the options made from fields (EXPORT_FLAGS) and --set export.KEY=VALUE, an option and --set
+    setting one key refused. Reads the command's own parameters (ctx.params)."""
+    from pocketbert.core.config.recipe import known_keys, section_overrides, with_overrides
     from pocketbert.core.errors import ConfigError
-    from pocketbert.core.config.recipe import section_overrides
 
-    given = {key.removeprefix("export."): value for key, value in overrides(from_fields, EXPORT_FLAGS).items()}
-    settings = section_overrides("export", set_items, "export.int8_size_budget=0.4")
-    twice = sorted(key for key in settings if key in given or listed.get(key) is not None)
+    params = ctx.params
+    given = {key.removeprefix("export."): value for key, value in overrides(params, EXPORT_FLAGS).items()}
+    given_set = section_overrides("export", params["set_items"], "export.int8_size_budget=0.4")
+    listed = {"coreml_variants", "coreai_variants", "executorch_variants"}
+    twice = sorted(key for key in given_set if key in given or (key in listed and params.get(key) is not None))
     if twice:
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
-    return {**settings, **given}
+    given.update(given_set)
+    recipe = with_overrides(known_keys(recorded),  # every default filled, validated once
+                            {f"export.{key}": value for key, value in given.items()}, "export option", keep_none=True)
+    return recipe, frozenset(given)
 
 
 def _named_program(ctx, param, value: str | None) -> str | None:

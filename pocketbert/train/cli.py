@@ -313,10 +313,25 @@ def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items,
 def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     """Fit the student's vocabulary to the recipe's text (training, transfer and evaluation), then recover it by a
     short distillation toward the full student; writes <run>/student_fitted/ for `export --vocabulary fitted`."""
-    from pocketbert.train.vocabulary.step import fit_vocabulary
+    from pocketbert.core.config.recipe import complete_recipe, parse_set_options, with_overrides
+    from pocketbert.core.errors import ConfigError
+    from pocketbert.core.run.atomic_folder import require_stage
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.run_files import STUDENT_DIR
+    from pocketbert.train.vocabulary.step import FIT_READS, STAGE_MADE_BY, fit_recipe
 
-    path, record = fit_vocabulary(resolve_run_dir(run), overrides(options, VOCABULARY_FLAGS), data_dir, device,
-                                  overwrite, resume, tuple(set_items))
+    given = parse_set_options(tuple(set_items))
+    elsewhere = sorted(key for key in given if "." in key and key.split(".")[0] not in FIT_READS)
+    if elsewhere:  # a setting of a section the fit never reads would be taken and ignored
+        raise ConfigError(f"train vocabulary reads the {' and '.join(FIT_READS)} sections, not "
+                          f"{', '.join(elsewhere)}: give those to the stage that reads them (--set on "
+                          "`pocketbert train teacher` or `train distill`)")
+    run_dir = resolve_run_dir(run)
+    student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
+    # the student's recorded recipe, every default filled, with the options and --set pairs over it
+    recipe = with_overrides(complete_recipe(read_manifest(student)["config"]["recipe"]),
+                            {**overrides(options, VOCABULARY_FLAGS), **given}, keep_none=True)
+    path, record = fit_recipe(run_dir, recipe, data_dir, device, overwrite, resume)
     cost = record["against_full_student"]
     metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
                        for k, v in cost["fitted_student"].items() if isinstance(v, float))

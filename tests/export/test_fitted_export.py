@@ -145,10 +145,17 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     assert all(0 <= i < rows for row in golden["texts"] for i in row["ids"])
 
     # other settings than the fit's: the library refuses before writing, naming the step; the command fits first
+    from pocketbert.core.config.export_request import ExportRequest
+    from pocketbert.core.config.recipe import complete_recipe, with_overrides
+    from pocketbert.core.run.manifest import read_manifest
     from pocketbert.export.steps.pipeline import export_run
 
+    asked = {"export.vocabulary": "fitted", "export.vocabulary_min_count": 3}
+    recipe = with_overrides(complete_recipe(read_manifest(run / run_files.STUDENT_DIR)["config"]["recipe"]), asked)
+    request = ExportRequest(run, shared_data, run / run_files.STUDENT_DIR, recipe,
+                            frozenset(key.removeprefix("export.") for key in asked), overwrite=True)
     with pytest.raises(RunDirError, match="fitted with vocabulary_min_count 2, not 3.*pocketbert train vocabulary"):
-        export_run(run, shared_data, True, settings={"vocabulary": "fitted", "vocabulary_min_count": 3})
+        export_run(request)
     assert _manifest(export) == manifest
     # the command replaces no fitted student without that stage's own --overwrite (the export's replaces export/)
     fitted_files = {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()}

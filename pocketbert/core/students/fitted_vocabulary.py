@@ -50,17 +50,16 @@ def missing_or_stale(run_dir: Path) -> str | None:
 
 
 def other_settings(run_dir: Path, asked: dict) -> str | None:
-    """Why the run's fitted student (of its current student) is not what `asked` names, in words; None when it is,
-    or when the run holds none. Replacing it is a choice its own command's --overwrite makes, never an export's."""
+    """Why the run's fitted student (of its current student) is not what `asked` names (FITTING_KEYS given on the
+    command line, with their validated values), in words; None when it is, or when the run holds none. Replacing it
+    is a choice its own command's --overwrite makes, never an export's."""
     from pocketbert.core.run.manifest import read_manifest
-    from pocketbert.core.config.recipe import typed_section
 
     folder = stage_path(run_dir, FITTED_STUDENT_DIR)
     if not (folder / MANIFEST).is_file():
         return None
     recorded = read_manifest(folder)["config"].get(SETTINGS) or {}
-    wanted = typed_section("export", {k: v for k, v in asked.items() if k in FITTING_KEYS}, "export option")
     for key in FITTING_KEYS:
-        if key in asked and getattr(wanted, key) != recorded.get(key):
-            return f"its vocabulary was fitted with {key} {recorded.get(key)}, not {getattr(wanted, key)}"
+        if key in asked and asked[key] != recorded.get(key):
+            return f"its vocabulary was fitted with {key} {recorded.get(key)}, not {asked[key]}"
     return None

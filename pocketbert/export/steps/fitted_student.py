@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pocketbert.core.config.export_request import ExportRequest
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
 from pocketbert.core.run.manifest import verified_stage
@@ -44,16 +45,17 @@ class FittedStudent:
         return self.record
 
 
-def read_fitted_student(run_dir: Path, settings: dict) -> FittedStudent:
+def read_fitted_student(request: ExportRequest) -> FittedStudent:
     """The run's fitted student, checked to be fitted from the run's student with the vocabulary settings the
-    export's options give (`settings`: export keys given on the command line)."""
+    request's options give."""
     from pocketbert.core.students.stage_folder import load_stage_model
 
-    reason = why_refit(run_dir, {key: value for key, value in settings.items() if key in FITTING_KEYS})
+    asked = request.given_values(FITTING_KEYS)
+    reason = why_refit(request.run_dir, asked)
     if reason is not None:
-        given = "".join(f" --{key.replace('_', '-')} {settings[key]}" for key in FITTING_KEYS if key in settings)
-        raise RunDirError(f"{reason}: run `{FIT_COMMAND} --run {run_dir}{given} --overwrite` first (`pocketbert "
-                          "export` runs it itself)")
-    folder, manifest = verified_stage(run_dir, FITTED_STUDENT_DIR, FIT_COMMAND)
+        given = "".join(f" --{key.replace('_', '-')} {value}" for key, value in asked.items())
+        raise RunDirError(f"{reason}: run `{FIT_COMMAND} --run {request.run_dir}{given} --overwrite` first "
+                          "(`pocketbert export` runs it itself)")
+    folder, manifest = verified_stage(request.run_dir, FITTED_STUDENT_DIR, FIT_COMMAND)
     model, tokenizer, _, _ = load_stage_model(folder)
     return FittedStudent(folder, model, tokenizer, dict(manifest["metrics"]["vocabulary"]))

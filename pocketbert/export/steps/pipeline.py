@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from pocketbert.core.config import export_families as families
-from pocketbert.core.run.atomic_folder import check_writable, staged_output
+from pocketbert.core.config.export_request import ExportRequest
+from pocketbert.core.run.atomic_folder import staged_output
 from pocketbert.core.run.run_files import EXPORT_DIR
 from pocketbert.core.students.inference import batched_logits, torch_forward
 from pocketbert.core.students.models import load_tokenizer, quiet_transformers
@@ -63,15 +63,11 @@ def interrupts_remembered():
                 signal.signal(sig, handler)
 
 
-def export_run(run_dir: Path, data_dir: Path | None = None, overwrite: bool = False, settings: dict | None = None,
-               asked: dict[families.ExportFamily, list[str] | None] | None = None,
-               ) -> tuple[Path, list[parity.ParityResult]]:
-    """settings: export-section keys given on the command line (parity_examples, vocabulary, ...), over the
-    recipe's. asked: per family, the programs asked for by name (a misfit is refused, not left out); a family
-    missing or None takes the recipe's choice."""
-    check_writable(run_dir, EXPORT_DIR, overwrite)
-    plan = plan_export(run_dir, data_dir, settings, asked or {})
-    with staged_output(run_dir, EXPORT_DIR, overwrite) as out, ExitStack() as workers, \
+def export_run(request: ExportRequest) -> tuple[Path, list[parity.ParityResult]]:
+    """The export of a request the command built and checked (export/steps/plan.py check_request)."""
+    run_dir = request.run_dir
+    plan = plan_export(request)
+    with staged_output(run_dir, EXPORT_DIR, request.overwrite) as out, ExitStack() as workers, \
             interrupts_remembered() as interrupted:
         steps = tqdm(total=len(plan.variants) + 2, desc="export", unit="step", disable=plan.jobs > 1)
         phase = time.perf_counter()

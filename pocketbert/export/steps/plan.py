@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pocketbert.core.config import export_families as families
-from pocketbert.core.config.recipe import ExportSection, Recipe, complete_recipe, with_overrides
+from pocketbert.core.config.export_request import ExportRequest
+from pocketbert.core.config.recipe import ExportSection, Recipe
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run.manifest import verified_stage
-from pocketbert.core.run.run_files import STUDENT_DIR
+from pocketbert.core.run.atomic_folder import check_writable
+from pocketbert.core.run.run_files import EXPORT_DIR
 from pocketbert.core.run.user_paths import recorded_dataset
 from pocketbert.core.students.architectures import architecture_of
 from pocketbert.core.students.piece_counts import count_pieces, recipe_texts
@@ -67,39 +68,25 @@ def export_jobs(export: ExportSection) -> int:
     return export.jobs or machine_cores()
 
 
-def export_recipe(recorded: dict, settings: dict | None = None) -> Recipe:
-    """The student's recorded recipe, typed, with the export-section keys given on the command line (`settings`,
-    null included) over its own and validated again: a bad value is one line naming the key."""
-    recipe = complete_recipe(recorded)
-    if not settings:
-        return recipe
-    return with_overrides(recipe, {f"export.{key}": value for key, value in settings.items()}, "export option",
-                          keep_none=True)
-
-
-def _chosen_programs(recipe: Recipe, settings: dict | None, asked: dict, task, architecture,
-                     notes: bool = True) -> dict:
+def _chosen_programs(request: ExportRequest, task, architecture, notes: bool = True) -> dict:
     """Each family's programs, by its record's choice rule; a ConfigError or ExportError for what cannot apply."""
-    shaping = sorted(k for k in settings or {} if k.startswith("vocabulary_"))
-    if shaping and recipe.export.vocabulary != "fitted":
-        raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in shaping)} shape a fitted vocabulary, and "
-                          "this export keeps the full one: add --vocabulary fitted")
-    return {family: family.choose(asked.get(family), getattr(recipe.export, family.recipe_key),
+    shaping = request.shaping_options()
+    if shaping and request.export.vocabulary != "fitted":
+        raise ConfigError(f"{', '.join(shaping)} shape a fitted vocabulary, and this export keeps the full one: add "
+                          "--vocabulary fitted")
+    return {family: family.choose(request.asked.get(family), getattr(request.export, family.recipe_key),
                                   variants.applies(family, task, architecture), task.name, architecture.name, notes)
             for family in families.CHOSEN}
 
 
-def check_choice(run_dir: Path, settings: dict | None,
-                 asked: dict[families.ExportFamily, Optional[list[str]]]) -> None:
-    """What the plan would refuse in the options and the programs asked for, read from the student's files without
-    loading it: the command runs this before the steps that make the student it exports (a vocabulary fit), so a
-    refused export costs seconds, not a fit."""
-    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    info = read_task_info(student_dir)
-    task = make_task(info["task"], info["label_names"])
-    recipe = export_recipe(student_manifest["config"]["recipe"], settings)
-    check_positions(recipe.export, student_dir)
-    _chosen_programs(recipe, settings, asked, task, architecture_of(info), notes=False)
+def check_request(request: ExportRequest) -> None:
+    """What the plan would refuse in the request, read from the student's files without loading it, and whether
+    the export may be written: the command runs this before any step (a vocabulary fit may come first), so a refused
+    export costs seconds, not a fit."""
+    check_writable(request.run_dir, EXPORT_DIR, request.overwrite)
+    info = read_task_info(request.student_dir)
+    check_positions(request.export, request.student_dir)
+    _chosen_programs(request, make_task(info["task"], info["label_names"]), architecture_of(info), notes=False)
 
 
 def check_positions(export: ExportSection, student_dir: Path) -> None:
@@ -117,18 +104,15 @@ def check_positions(export: ExportSection, student_dir: Path) -> None:
                           f"at most {positions}")
 
 
-def plan_export(run_dir: Path, data_dir: Path | None, settings: dict | None,
-                asked: dict[families.ExportFamily, Optional[list[str]]]) -> ExportPlan:
-    """settings: export-section keys given on the command line, over the recipe's. asked: the programs given by name
-    on the command line, per family (None: the recipe's choice)."""
+def plan_export(request: ExportRequest) -> ExportPlan:
+    """The plan of a request check_request passed: the student loaded, its programs chosen (with their notes), the
+    parity examples drawn."""
     started = time.time()
-    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    model, tokenizer, task, info = load_stage_model(student_dir)
+    run_dir, data_dir, recipe = request.run_dir, request.data_dir, request.recipe
+    model, tokenizer, task, info = load_stage_model(request.student_dir)
     architecture = architecture_of(info)
-    recipe = export_recipe(student_manifest["config"]["recipe"], settings)
     export = recipe.export
-    check_positions(export, student_dir)
-    programs = _chosen_programs(recipe, settings, asked, task, architecture)
+    programs = _chosen_programs(request, task, architecture)
     seed = recipe.seed
     dataset = recorded_dataset(run_dir, recipe.dataset)  # a local file, wherever this command runs from
     data = load_task_data(dataset, task.name, data_dir, None, task.label_names or None, seed)
@@ -139,7 +123,7 @@ def plan_export(run_dir: Path, data_dir: Path | None, settings: dict | None,
                                         programs[families.EXECUTORCH])
     fitted = None
     if export.vocabulary == "fitted":  # the run's fitted student (`pocketbert train vocabulary`), as trained
-        fitted = read_fitted_student(run_dir, settings or {})
+        fitted = read_fitted_student(request)
         model, tokenizer = fitted.model, fitted.tokenizer
     shares = None
     if export.embedding_int4_share:  # the rarest rows of the table go to 4 bits: rank them on the recipe's text
@@ -147,8 +131,8 @@ def plan_export(run_dir: Path, data_dir: Path | None, settings: dict | None,
         # as the shipped tokenizer cuts it: a fitted student carries its rows' shares, counted when it was fitted
         shares = fitted.shares() if fitted is not None else count_pieces(tokenizer, recipe_texts(
             task, data, recipe.transfer, data_dir, seed)).shares
-    return ExportPlan(run_dir=Path(run_dir), started=started, student_dir=student_dir, recipe=recipe, model=model,
-                      tokenizer=tokenizer, task=task, architecture=architecture,
+    return ExportPlan(run_dir=Path(run_dir), started=started, student_dir=request.student_dir, recipe=recipe,
+                      model=model, tokenizer=tokenizer, task=task, architecture=architecture,
                       max_length=export.max_length or info["max_length"], doc_stride=info.get("doc_stride"),
                       programs=programs, variants=chosen_variants, data=data, examples=examples, n_coreml=n_coreml,
                       fitted=fitted, row_shares=shares, jobs=export_jobs(export))

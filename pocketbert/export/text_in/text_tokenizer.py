@@ -166,7 +166,7 @@ def misread_in_words(data: dict, mapping: CodePointMapping, codes: list[int]) ->
 
 
 def _vocabulary(data: dict, mapping: CodePointMapping | None) -> tuple[str, dict, list[int]]:
-    """The vocabulary one token a line in id order, the graph's settings, and each token's length in characters
+    """The vocabulary one token a line in id order, the graph's constants, and each token's length in characters
     of the word it covers (0 for [UNK], which covers a whole word), from tokenizer.json."""
     model = data.get("model") or {}
     if model.get("type") != "WordPiece":
@@ -178,11 +178,11 @@ def _vocabulary(data: dict, mapping: CodePointMapping | None) -> tuple[str, dict
         raise ExportError("tokenizer.json's vocabulary ids are not 0..n-1: re-save the tokenizer with transformers")
     unk_token = model.get("unk_token", "[UNK]")
     prefix = model.get("continuing_subword_prefix", "##")
-    settings = {"unk": vocab[unk_token], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "prefix": prefix,
+    constants = {"unk": vocab[unk_token], "cls": vocab["[CLS]"], "sep": vocab["[SEP]"], "prefix": prefix,
                 "mapping": mapping or mapping_for(data)}
     chars = [0 if token == unk_token else len(token[len(prefix):] if token.startswith(prefix) and token != prefix
                                                  else token) for token, _ in ordered]
-    return "\n".join(token for token, _ in ordered), settings, chars
+    return "\n".join(token for token, _ in ordered), constants, chars
 
 
 class _Nodes:
@@ -202,16 +202,16 @@ class _Nodes:
 class _Builder:
     """The tokenizer graph's nodes and initializers; loop bodies read the initializers from the outer scope."""
 
-    def __init__(self, vocab: str, settings: dict, chars: list[int], offsets: bool):
+    def __init__(self, vocab: str, constants: dict, chars: list[int], offsets: bool):
         require("onnx", "export")
         from onnx import TensorProto, helper
 
         self.helper, self.T = helper, TensorProto
-        self.vocab, self.settings = vocab, settings
+        self.vocab, self.constants = vocab, constants
         self.n = _Nodes(helper, PREFIX)
         self.initializers, self.subgraphs = [], 0
-        for name, values in (("zero", [0]), ("one", [1]), ("minus_one", [-1]), ("unk", [settings["unk"]]),
-                             ("cls", [settings["cls"]]), ("sep", [settings["sep"]]), ("no_ids", []),
+        for name, values in (("zero", [0]), ("one", [1]), ("minus_one", [-1]), ("unk", [constants["unk"]]),
+                             ("cls", [constants["cls"]]), ("sep", [constants["sep"]]), ("no_ids", []),
                              ("missing", [MISSING]), ("special", [GPT2_SPECIAL_ID]),
                              ("special_bytes", list(GPT2_SPECIAL.encode())), ("first_continuation", [0x80]),
                              ("first_lead", [0xC0])):
@@ -229,7 +229,7 @@ class _Builder:
         self.int64("k0123", [0, 1, 2, 3])
         from onnx import numpy_helper
 
-        page_index, absolute, relative = settings["mapping"].page_tables()
+        page_index, absolute, relative = constants["mapping"].page_tables()
         for name, array in (("page_index", page_index), ("absolute", absolute), ("relative", relative)):
             self.initializers.append(numpy_helper.from_array(array, PREFIX + name))
         self.int64("page", [PAGE])
@@ -367,7 +367,7 @@ class _Builder:
     def word_pieces(self, text: str, limit: str, offsets: bool) -> tuple[str, str | None, str | None]:
         """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1]) pieces
         are reached (1-D int64); with offsets, each piece's first code point and the one past its end."""
-        n, s, T = self.n, self.settings, self.T
+        n, s, T = self.n, self.constants, self.T
         zero, one = PREFIX + "zero", PREFIX + "one"
         text, text_bytes, origin = self.normalized(text)
         words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, **OPS_SETTINGS)
@@ -469,8 +469,8 @@ def _graph(data: dict, text_inputs: tuple[str, ...], max_length: int, opset: int
     if opset < MIN_OPSET:
         raise ExportError(f"a text-in model needs ONNX opset {MIN_OPSET} or later; this graph has {opset}: "
                           "re-export it with a newer opset")
-    vocab, settings, chars = _vocabulary(data, mapping)
-    b = _Builder(vocab, settings, chars, offsets)
+    vocab, constants, chars = _vocabulary(data, mapping)
+    b = _Builder(vocab, constants, chars, offsets)
     h, T, n = b.helper, b.T, b.n
     cls, sep, zero = PREFIX + "cls", PREFIX + "sep", PREFIX + "zero"
     if len(text_inputs) == 1:

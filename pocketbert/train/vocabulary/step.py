@@ -12,34 +12,15 @@ export.vocabulary_* keys: the recipe the student was trained with, and the comma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, fitting_settings, student_identity
 from pocketbert.core.config.recipe import Recipe, TrainingSection
-from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES, STUDENT_DIR
 from pocketbert.train import registry
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 
 STAGE_MADE_BY = "pocketbert train distill"
-
-
-def recorded_recipe(run_dir: Path, overrides: dict[str, Any], set_items: tuple[str, ...] = ()) -> Recipe:
-    """The recipe the run's student was trained with (every default filled), with `overrides` (dotted keys the
-    command's options set) and --set pairs over it."""
-    from pocketbert.core.run.manifest import read_manifest
-    from pocketbert.core.run.atomic_folder import require_stage
-    from pocketbert.core.config.recipe import complete_recipe, parse_set_options, with_overrides
-
-    given = parse_set_options(set_items)
-    elsewhere = sorted(key for key in given if not key.startswith(f"{VocabularyFit.section}."))
-    if elsewhere:  # the fit reads its own section alone: another section's setting would be taken and ignored
-        raise ConfigError(f"train vocabulary reads only {VocabularyFit.section}.* settings, not "
-                          f"{', '.join(elsewhere)}: give those to the stage that reads them (--set on "
-                          "`pocketbert train teacher` or `train distill`)")
-    student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
-    recorded = complete_recipe(read_manifest(student)["config"]["recipe"])
-    return with_overrides(recorded, {**overrides, **given}, keep_none=True)
+FIT_READS = ("export", "transfer")  # the recipe sections the fit reads: its settings, and the app text it counts
 
 
 class VocabularyFit(TrainingRecipe):
@@ -221,12 +202,11 @@ class VocabularyFit(TrainingRecipe):
         return self.record
 
 
-def fit_vocabulary(run_dir: Path, overrides: dict[str, Any], data_dir: Path | None = None, device: str | None = None,
-                   overwrite: bool = False, resume: bool = False, set_items: tuple[str, ...] = ()) -> tuple[Path, dict]:
-    """Fit the run's student's vocabulary (`overrides`: dotted recipe keys over the student's recipe); returns the
-    fitted student's folder and its record."""
+def fit_recipe(run_dir: Path, recipe: Recipe, data_dir: Path | None = None, device: str | None = None,
+               overwrite: bool = False, resume: bool = False) -> tuple[Path, dict]:
+    """Fit the run's student's vocabulary with `recipe` (its recorded recipe, the fit's settings over it); returns
+    the fitted student's folder and its record."""
     from pocketbert.train.stage import run_stage
 
     return run_stage(registry.create(registry.FITTED_VOCABULARY, "vocabulary"), StageRun(
-        Path(run_dir), recorded_recipe(Path(run_dir), overrides, set_items), data_dir, device=device,
-        overwrite=overwrite, resume=resume))
+        Path(run_dir), recipe, data_dir, device=device, overwrite=overwrite, resume=resume))
