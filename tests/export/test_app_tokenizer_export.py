@@ -31,3 +31,15 @@ def test_the_export_checks_each_app_tokenizer_it_can_build(exported_run):
         assert checks[language]["probes"] == len(contexts) * SCALAR_VALUES + len(FLAG_SEQUENCES)
         assert checks[language]["golden_texts"] >= 10 and checks[language]["random_texts"] > 0
         assert checks[language]["added_token_texts"] > 0  # [SEP], [MASK] ... typed in texts
+
+
+def test_the_manifest_leaves_to_a_device_only_what_this_machine_did_not_prove(exported_run):
+    """The app tokenizers compiled and checked here are proven here: the device list keeps only the frameworks."""
+    manifest = json.loads((exported_run / EXPORT_DIR / MANIFEST).read_text())
+    checks = manifest["metrics"]["app_tokenizer_exhaustive"]
+    ran = [language for language, check in checks.items() if "not_run" not in check]
+    proven, device = " ".join(manifest["metrics"]["proven_here"]), " ".join(manifest["metrics"]["needs_a_device"])
+    if ran:
+        assert f"{' and '.join(sorted(ran))} compiled and checked here" in proven
+    assert "compiling and running the Swift and Kotlin" not in device
+    assert "frameworks" in device
