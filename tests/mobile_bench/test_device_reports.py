@@ -195,3 +195,29 @@ def test_no_neural_engine_estimate_beats_the_published_per_call_floor():
     assert any(r["steady_is"] == "the per-call floor" for r in ane)
     # other units have no published per-call floor: their figures stay as calibrated
     assert any(r["steady_ms"] < floor for r in stages if r["compute_unit"] != "neural_engine")
+
+
+def _manifest_with(passed: dict[str, bool]) -> dict:
+    files = {name: f"PocketBertSentiment.{name}.mlpackage" for name in passed}
+    return {"config": {"variants": {name: {"file": file} for name, file in files.items()}},
+            "metrics": {"parity": {files[name]: {"passed": ok} for name, ok in passed.items()}}}
+
+
+def test_the_phone_rows_stand_for_the_program_the_ios_folder_ships():
+    from pocketbert.mobile_bench.steps.run import shipped_apple_program
+
+    assert shipped_apple_program(_manifest_with({"fp16": True, "ane": True})) == "PocketBertSentiment.ane.mlpackage"
+    assert shipped_apple_program(_manifest_with({"fp16": True, "ane": False})) == "PocketBertSentiment.fp16.mlpackage"
+    assert shipped_apple_program(_manifest_with({"6bit": True})) is None
+
+
+def test_each_estimated_phone_row_names_the_students_program():
+    results = synthetic_results()
+    results["placement"] = {"student_program": "S.ane.mlpackage", "verdicts": {"S.ane.mlpackage": {
+        "program": "S.ane.mlpackage", "predicted_unit": "neural_engine", "neural_engine_op_share": 1.0,
+        "neural_engine_flop_share": 1.0, "rules_fired": []}}}
+    derived = derive.derive(results)
+    assert derived["estimated_comparisons"]
+    assert all(c["student_program"] == "S.ane.mlpackage" for c in derived["estimated_comparisons"])
+    md = render_markdown(build_document(derived, {}))
+    assert "| program (student) |" in md and "| S.ane.mlpackage | neural_engine |" in md

@@ -84,7 +84,8 @@ def _figures(row: dict | None) -> dict:
     return {k: (row or {}).get(k) for k in keys}
 
 
-def estimated_comparisons(estimates: list[dict], verdict: dict | None = None) -> list[dict]:
+def estimated_comparisons(estimates: list[dict], verdict: dict | None = None,
+                          program: str | None = None) -> list[dict]:
     """Student against each baseline on each phone, unit and precision: floors and calibrated estimates side
     by side. A Neural Engine row takes the student's floor on the unit its program is predicted on (a GPU or CPU
     fallback), and says when no verdict exists; BERT-base has no exported program, so its Neural Engine figure
@@ -104,6 +105,7 @@ def estimated_comparisons(estimates: list[dict], verdict: dict | None = None) ->
             ratio = s["floor_ms"] / b["floor_ms"] if s["floor_ms"] else None
             out.append({"kind": "estimated", "baseline": baseline, "device": device, "compute_unit": unit,
                         "precision": precision, "student_unit": student_unit if student else None,
+                        "student_program": program,  # the program the row describes: the one the iOS folder ships
                         "placement": placement if student else f"{placement}; no {student_unit} profile",
                         "baseline_placement": UNCHECKED if unit == "neural_engine" else "not needed",
                         **{f"student_{k}": v for k, v in s.items()}, **{f"baseline_{k}": v for k, v in b.items()},
@@ -189,7 +191,8 @@ def derive(results: dict) -> dict:
     # re-derives an older results.json with the current table)
     results["calibration"] = calibration.calibration_table(results["profiles"])
     results["estimates"] = {"devices": device_estimates(results), "host": host_estimates(results)}
-    results["estimated_comparisons"] = estimated_comparisons(results["estimates"]["devices"], student_verdict(results))
+    results["estimated_comparisons"] = estimated_comparisons(results["estimates"]["devices"], student_verdict(results),
+                                                             (results.get("placement") or {}).get("student_program"))
     student_cost = results["graph_costs"]["headline"].get(STUDENT) or {}
     results["app_latency"] = {
         "estimated": app_latency.estimated_stages(results["estimates"]["devices"], results["calibration"]["regimes"]),

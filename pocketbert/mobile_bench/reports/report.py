@@ -286,17 +286,19 @@ def _student_against_baselines(results: dict) -> list[tuple]:
                      "Calibrated: the floor times the measured/floor factor of published measurements on the same "
                      "device family, compute unit and precision; its range is the leave-one-out spread (each "
                      "published point predicted from the others), '–' where no point of the key predicts another "
-                     "or no published point shares the key. A Neural Engine row uses the student's floor on the unit the "
-                     "placement check predicts its Core ML program on; 'unchecked' means the export recorded no "
+                     "or no published point shares the key. Each row describes the student's program it names, the "
+                     "one the iOS folder ships; a Neural Engine row uses the student's floor on the unit the "
+                     "placement check predicts that program on; 'unchecked' means the export recorded no "
                      "verdict. BERT-base has no exported program, so its Neural Engine figures are unchecked."))
-    rows = [[_device_name(results, c["device"]), c["baseline"], c["compute_unit"], c["precision"], c["placement"],
+    rows = [[_device_name(results, c["device"]), c["baseline"], c.get("student_program") or "–", c["compute_unit"],
+             c["precision"], c["placement"],
              _ms(c["student_floor_ms"]), _ms(c["student_calibrated_ms"]),
              _spread(c["student_calibrated_low_ms"], c["student_calibrated_high_ms"]),
              _ms(c["baseline_floor_ms"]), _ms(c["baseline_calibrated_ms"]),
              "–" if c["latency_ratio"] is None else f"{c['latency_ratio']:.3f}", _pct(c["percent_faster"]),
              f"{c['size_ratio']:.1f}×", kept_text]
             for c in results["estimated_comparisons"]]
-    doc.append(("table", ["device", "against", "compute unit", "precision", "placement (student)",
+    doc.append(("table", ["device", "against", "program (student)", "compute unit", "precision", "placement (student)",
                           "student floor ms", "student calibrated ms", "calibrated range ms", "baseline floor ms",
                           "baseline calibrated ms", "floor ratio", "faster (floors)", "smaller", "accuracy kept"],
                 rows))

@@ -190,15 +190,26 @@ def _with_pytorch(export_files: dict[str, Path], student_dir: Path) -> dict[str,
             **{k: v for k, v in export_files.items() if k not in first}}
 
 
-STUDENT_APPLE_VARIANT = "fp16"  # the Core ML program the phone rows stand for (bench times the same one on a Mac)
+def shipped_apple_program(export_manifest: dict) -> str | None:
+    """The Core ML program the iOS folder ships by default (export/app/app_folders.py): the first of
+    IOS_APP_PROGRAMS the export made and gated, by its file name; None where it made none."""
+    from pocketbert.core.config.export_families import IOS_APP_PROGRAMS
+
+    variants = export_manifest["config"].get("variants") or {}
+    parity = export_manifest["metrics"].get("parity") or {}
+    for name in IOS_APP_PROGRAMS:
+        entry = variants.get(name)
+        if isinstance(entry, dict) and (parity.get(entry.get("file")) or {}).get("passed"):
+            return entry["file"]
+    return None
 
 
 def student_placement(export_manifest: dict) -> dict:
-    """The placement verdicts the export recorded, and which program the phone rows stand for."""
+    """The placement verdicts the export recorded, and which program the phone rows stand for: the one the iOS
+    folder ships."""
     from pocketbert.mobile_bench.estimates.placement_verdict import verdicts_from_manifest
 
-    entry = (export_manifest["config"].get("variants") or {}).get(STUDENT_APPLE_VARIANT)
-    return {"student_program": entry["file"] if isinstance(entry, dict) else None,
+    return {"student_program": shipped_apple_program(export_manifest),
             "verdicts": verdicts_from_manifest(export_manifest)}
 
 
