@@ -137,7 +137,8 @@ def command_line_recipe(ctx: click.Context, recorded: dict) -> tuple[Recipe, fro
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
     given.update(given_set)
     recipe = with_overrides(known_keys(recorded),  # every default filled, validated once
-                            {f"export.{key}": value for key, value in given.items()}, "export option", keep_none=True)
+                            {f"export.{key}": value for key, value in given.items()},
+                            "export option" if given else "the recorded recipe", keep_none=True)
     return recipe, frozenset(given)
 
 
