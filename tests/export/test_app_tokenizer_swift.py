@@ -5,18 +5,22 @@ Built once a session (release), in the tests' cache folder, keyed by the package
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_reference
+from pocketbert.export.app.swift_package import SWIFT_PACKAGE
 from tests.helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
 from tests.helpers import write_overlapping_added_tokens
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes(2)]  # a build and two exhaustive checks
 ACCENTED_E = 0xE9
 OVERLAP_SAMPLE = 500
+PACKAGE_TESTS = SWIFT_PACKAGE / "Tests" / "PocketBertTokenizerTests" / "BertTokenizerTests.swift"
+MIN_PACKAGE_TESTS = 6  # the package's XCTest cases, the damaged tables' one among them
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +41,9 @@ def test_swift_package_tests_pass(swift_package):
     done = subprocess.run([app_programs.swift_executable(), "test", "-c", "release", "--skip-build"], cwd=swift_package,
                           capture_output=True, text=True, timeout=app_programs.BUILD_TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Executed 5 tests, with 0 failures" in done.stdout + done.stderr
+    written = len(re.findall(r"^    func test\w+\(", PACKAGE_TESTS.read_text(encoding="utf-8"), flags=re.M))
+    assert written >= MIN_PACKAGE_TESTS
+    assert f"Executed {written} tests, with 0 failures" in done.stdout + done.stderr  # every one the file holds ran
 
 
 @pytest.mark.parametrize("vocabulary", ["full", "fitted"])

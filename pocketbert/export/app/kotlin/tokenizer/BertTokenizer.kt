@@ -4,7 +4,6 @@
 // holds no Unicode data of its own and the host's Unicode version cannot change the ids. JVM/Android stdlib only.
 package ai.pocketbert.tokenizer
 
-import java.io.BufferedReader
 import java.io.File
 import java.io.Reader
 
@@ -19,7 +18,10 @@ class Encoding(val ids: LongArray, val typeIds: LongArray, val attentionMask: Lo
 
 class BertTokenizer(tables: Reader) {
     companion object {
-        private const val HEADER = "pocketbert-tokenizer-tables 2"
+        private const val MAGIC_NAME = "pocketbert-tokenizer-tables"
+        private const val HEADER = "$MAGIC_NAME 2"
+        private const val LAST_SCALAR = 0x10FFFF
+        private const val CRLF = "tokenizer.tables has CRLF line ends (a copy or checkout converted them): copy the exported file byte for byte (git: mark *.tables binary)"
         private const val PAGE = 256
         private const val PAGES = 4352  // 0x110000 code points / 256
         // Map entries that are not a delta: deltas lie within +-0x10FFFF, so these values cannot be one.
@@ -51,53 +53,76 @@ class BertTokenizer(tables: Reader) {
     private val classEntries: ByteArray
 
     init {
-        val lines = (if (tables is BufferedReader) tables else BufferedReader(tables))
+        val text = tables.readText()
+        // A CR anywhere is a copy that converted the line ends (the format is \n-ended, and no entry holds a CR).
+        if (text.indexOf('\r') >= 0) throw IllegalArgumentException(CRLF)
+        val lines = text.split('\n')
         var lineNumber = 0
         fun line(): String {
-            lineNumber++
-            return lines.readLine() ?: throw IllegalArgumentException("tokenizer tables end early at line $lineNumber")
+            // the text after the last \n is no line of the file
+            if (lineNumber >= lines.size - 1) throw IllegalArgumentException("tokenizer.tables ends early: copy it again from the export")
+            return lines[lineNumber++]
         }
+        fun unexpected(wanted: String) = IllegalArgumentException("tokenizer.tables line $lineNumber is not $wanted: export it again")
         fun field(key: String): String {
             val text = line()
-            if (!text.startsWith("$key ")) {
-                throw IllegalArgumentException("tokenizer tables line $lineNumber: expected '$key', got '${text.take(40)}'")
-            }
+            if (!text.startsWith("$key ")) throw unexpected(key)
             return text.substring(key.length + 1)
         }
-        fun intField(key: String) = field(key).trim().toInt()
+        fun intField(key: String, atLeast: Int = Int.MIN_VALUE): Int {
+            val value = field(key).toIntOrNull() ?: throw unexpected(key)
+            if (value < atLeast) throw unexpected(key)
+            return value
+        }
+        /** A count of lines that follow: never negative, never more than the file holds (no loop or array of it). */
+        fun count(key: String): Int {
+            val value = intField(key, 0)
+            if (value > lines.size - 1 - lineNumber) throw unexpected("a count of $key lines the file holds")
+            return value
+        }
+        /** Code points written in hex, each a Unicode scalar value; null when one is not. */
+        fun scalars(text: String): IntArray? {
+            val codes = text.split(',').map { it.toIntOrNull(16) }
+            if (codes.isEmpty() || codes.any { it == null || it > LAST_SCALAR || it in 0xD800..0xDFFF || it < 0 }) return null
+            return codes.map { it!! }.toIntArray()
+        }
         fun pageIndex(key: String, pages: Int): IntArray {
             val numbers = field(key).split(' ')
-            if (numbers.size != PAGES) throw IllegalArgumentException("tokenizer tables: $key holds ${numbers.size} pages, not $PAGES")
+            if (numbers.size != PAGES) throw unexpected("$key of $PAGES pages")
             return IntArray(PAGES) { k ->
-                val page = numbers[k].toInt()
-                if (page < 0 || page >= pages) throw IllegalArgumentException("tokenizer tables: $key names page $page of $pages")
+                val page = numbers[k].toIntOrNull() ?: throw unexpected(key)
+                if (page < 0 || page >= pages) throw unexpected("$key within its $pages pages")
                 page * PAGE
             }
         }
 
-        if (line() != HEADER) throw IllegalArgumentException("not a tokenizer.tables file this tokenizer reads (its first line must be '$HEADER'): export it again with pocketbert")
+        val first = line()
+        if (first != HEADER) {
+            if (first.startsWith("$MAGIC_NAME ")) {
+                throw IllegalArgumentException("tokenizer.tables is format ${first.substring(MAGIC_NAME.length + 1)}, this tokenizer reads 2: take the tables and the tokenizer from one pocketbert export")
+            }
+            throw IllegalArgumentException("not a tokenizer.tables file: export it again with pocketbert")
+        }
         unkId = intField("unk")
         clsId = intField("cls")
         sepId = intField("sep")
         padId = intField("pad")
         prefix = field("prefix")
-        maxWordChars = intField("max_word_chars")
-        maxLength = intField("max_length")
-        val addedCount = intField("added")
+        maxWordChars = intField("max_word_chars", 1)
+        maxLength = intField("max_length", 2)
+        val addedCount = count("added")
         added = HashMap(addedCount * 2)
         for (k in 0 until addedCount) {
             val text = line()
             val space = text.indexOf(' ')
-            val codes = if (space > 0) text.substring(space + 1).split(',').map { it.toIntOrNull(16) } else emptyList()
+            val codes = if (space > 0) scalars(text.substring(space + 1)) else null
             val id = if (space > 0) text.substring(0, space).toIntOrNull() else null
-            if (id == null || codes.isEmpty() || codes.any { it == null }) {
-                throw IllegalArgumentException("tokenizer tables line $lineNumber: not an added token: export it again")
-            }
-            added[String(codes.map { it!! }.toIntArray(), 0, codes.size)] = id
+            if (id == null || codes == null) throw unexpected("added token")
+            added[String(codes, 0, codes.size)] = id
         }
         addedLengths = added.keys.map { it.codePointCount(0, it.length) }.distinct().sortedDescending().toIntArray()
         addedStarts = added.keys.mapTo(HashSet()) { it.codePointAt(0) }
-        val size = intField("vocab")
+        val size = count("vocab")
         vocab = HashMap(size * 2)
         var longest = 0
         for (id in 0 until size) {
@@ -107,42 +132,50 @@ class BertTokenizer(tables: Reader) {
         }
         longestToken = longest
 
-        val mapPages = intField("map_pages")
+        val mapPages = count("map_pages")
         mapEntries = IntArray(mapPages * PAGE)
         val sequences = ArrayList<IntArray>()
         for (page in 0 until mapPages) {
             val entries = line().split(' ')
-            if (entries.size != PAGE) throw IllegalArgumentException("tokenizer tables line $lineNumber: ${entries.size} entries, not $PAGE")
+            if (entries.size != PAGE) throw unexpected("a page of $PAGE map entries")
             for (k in 0 until PAGE) {
                 val entry = entries[k]
                 mapEntries[page * PAGE + k] = when {
                     entry == "-" -> REMOVED
                     entry.startsWith("=") -> {
-                        sequences.add(entry.substring(1).split(',').map { it.toInt(16) }.toIntArray())
+                        sequences.add(scalars(entry.substring(1)) ?: throw unexpected("map entry"))
                         EXPANSION - (sequences.size - 1)
                     }
-                    else -> entry.toInt()
+                    else -> entry.toIntOrNull()?.takeIf { it in -LAST_SCALAR..LAST_SCALAR } ?: throw unexpected("map entry")
                 }
             }
         }
         expansions = sequences
         mapIndex = pageIndex("map_index", mapPages)
 
-        val classPages = intField("class_pages")
+        val classPages = count("class_pages")
         classEntries = ByteArray(classPages * PAGE)
         for (page in 0 until classPages) {
             val entries = line()
-            if (entries.length != PAGE) throw IllegalArgumentException("tokenizer tables line $lineNumber: ${entries.length} classes, not $PAGE")
+            if (entries.length != PAGE) throw unexpected("a page of $PAGE classes")
             for (k in 0 until PAGE) {
                 classEntries[page * PAGE + k] = when (entries[k]) {
                     'o' -> OTHER
                     'w' -> WHITESPACE
                     'p' -> PUNCTUATION
-                    else -> throw IllegalArgumentException("tokenizer tables line $lineNumber: class '${entries[k]}'")
+                    else -> throw unexpected("a page of classes (o, w, p)")
                 }
             }
         }
         classIndex = pageIndex("class_index", classPages)
+        // Every code point a shift maps stays in the code space: tokenize() then never indexes a page past it.
+        // (Removals and expansions lie below -LAST_SCALAR; a shift, checked above, does not.)
+        for (code in 0..LAST_SCALAR) {
+            val entry = mapEntries[mapIndex[code shr 8] + (code and 0xFF)]
+            if (entry != 0 && entry >= -LAST_SCALAR && (code + entry) !in 0..LAST_SCALAR) {
+                throw IllegalArgumentException("tokenizer.tables does not hold a map into the code space (code point $code): export it again")
+            }
+        }
     }
 
     /**
@@ -150,6 +183,13 @@ class BertTokenizer(tables: Reader) {
      * [CLS] or [SEP] around. Offsets count code points.
      */
     fun tokenize(text: String): List<Token> {
+        val lone = text.indices.firstOrNull { k ->
+            val c = text[k]
+            (c.isHighSurrogate() && (k + 1 >= text.length || !text[k + 1].isLowSurrogate())) ||
+                (c.isLowSurrogate() && (k == 0 || !text[k - 1].isHighSurrogate()))
+        }
+        // A Swift String cannot hold one, and tokenizer.json refuses one: the same verdict here.
+        if (lone != null) throw IllegalArgumentException("the text holds a lone surrogate at UTF-16 index $lone: give Unicode text")
         val scalars = IntArray(text.codePointCount(0, text.length))
         var i = 0
         for (k in scalars.indices) {

@@ -16,6 +16,14 @@ import kotlin.system.exitProcess
 private const val USAGE = "usage: pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]"
 
 fun main(args: Array<String>) {
+    try {
+        run(args)
+    } catch (e: Throwable) {  // every failure one line and exit 2, as the Swift driver's: never a stack trace
+        fail(e.message ?: e.toString())
+    }
+}
+
+private fun run(args: Array<String>) {
     var tables: String? = null
     var jsonLines = false
     var maxLength = Int.MAX_VALUE
@@ -25,7 +33,8 @@ fun main(args: Array<String>) {
         when (args[k]) {
             "--tables" -> tables = args.getOrNull(++k)
             "--json-lines" -> jsonLines = true
-            "--max-length" -> maxLength = args.getOrNull(++k)?.toIntOrNull() ?: fail(USAGE)
+            "--max-length" -> maxLength = args.getOrNull(++k)?.toIntOrNull()?.takeIf { it >= 2 }
+                ?: fail("--max-length takes a number >= 2")
             "--offsets" -> offsets = true
             else -> fail("unknown argument '${args[k]}': $USAGE")
         }
@@ -66,21 +75,26 @@ private fun fail(message: String): Nothing {
     exitProcess(2)
 }
 
-/** The string a JSON string literal (the whole of `literal`, quotes included) holds. */
+/** The string a JSON string literal (the whole of `literal`, quotes included) holds: the same verdicts as the Swift
+ *  driver's jsonString (main.swift), a lone surrogate refused as a Swift String cannot hold one. */
 fun readJsonString(literal: String): String {
-    val s = literal.trim()
+    val s = literal.trim { it == ' ' || it == '\t' || it == '\r' }
+    fun refuse(why: String): Nothing = throw IllegalArgumentException("$why in a JSON string: ${s.take(40)}")
     if (s.length < 2 || s[0] != '"' || s[s.length - 1] != '"') throw IllegalArgumentException("not a JSON string: ${s.take(40)}")
     val out = StringBuilder(s.length)
     var i = 1
     val last = s.length - 1
+    fun hex4(at: Int): Int? = if (at + 4 <= last) s.substring(at, at + 4).toIntOrNull(16) else null
     while (i < last) {
         val c = s[i++]
-        if (c == '"') throw IllegalArgumentException("unescaped quote in a JSON string: ${s.take(40)}")
+        if (c == '"') refuse("an unescaped quote")
         if (c != '\\') {
+            if (c.isSurrogate() && !(c.isHighSurrogate() && i < last && s[i].isLowSurrogate()) &&
+                !(c.isLowSurrogate() && s[i - 2].isHighSurrogate())) refuse("a lone surrogate")
             out.append(c)
             continue
         }
-        if (i >= last) throw IllegalArgumentException("a JSON string ends in a backslash: ${s.take(40)}")
+        if (i >= last) refuse("a backslash at the end")
         when (val e = s[i++]) {
             '"', '\\', '/' -> out.append(e)
             'b' -> out.append('\b')
@@ -88,12 +102,20 @@ fun readJsonString(literal: String): String {
             'n' -> out.append('\n')
             'r' -> out.append('\r')
             't' -> out.append('\t')
-            'u' -> {  // a UTF-16 unit: a surrogate pair's two escapes join in the UTF-16 string as they are
-                if (i + 4 > last) throw IllegalArgumentException("a short \\u escape in a JSON string: ${s.take(40)}")
-                out.append(s.substring(i, i + 4).toInt(16).toChar())
+            'u' -> {
+                val code = hex4(i) ?: refuse("a short \\u escape")
                 i += 4
+                if (code in 0xD800..0xDBFF) {  // a surrogate pair's two escapes
+                    val low = if (i + 1 < last && s[i] == '\\' && s[i + 1] == 'u') hex4(i + 2) else null
+                    if (low == null || low !in 0xDC00..0xDFFF) refuse("a lone surrogate")
+                    out.append(code.toChar()).append(low.toChar())
+                    i += 6
+                } else {
+                    if (code in 0xDC00..0xDFFF) refuse("a lone surrogate")
+                    out.append(code.toChar())
+                }
             }
-            else -> throw IllegalArgumentException("unknown escape \\$e in a JSON string: ${s.take(40)}")
+            else -> refuse("an unknown escape \\$e")
         }
     }
     return out.toString()

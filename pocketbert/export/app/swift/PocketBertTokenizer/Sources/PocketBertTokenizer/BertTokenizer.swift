@@ -1,7 +1,7 @@
 import Foundation
 
 /// A word piece: its id and its code-point span in the input text.
-public struct Token: Equatable {
+public struct Token: Equatable, Sendable {
     public let id: Int
     public let start: Int
     public let end: Int
@@ -14,7 +14,7 @@ public struct Token: Equatable {
 }
 
 /// What a BERT model reads: ids, token types, attention mask (no padding).
-public struct Encoding {
+public struct Encoding: Sendable {
     public let ids: [Int]
     public let typeIds: [Int]
     public let attentionMask: [Int]
@@ -28,7 +28,7 @@ public struct Encoding {
 
 /// BERT WordPiece as tokenizer.json gives it, read from tokenizer.tables. Each step transcribes
 /// pocketbert/export/app/tokenizer_reference.py under the same name.
-public final class BertTokenizer {
+public final class BertTokenizer: Sendable {
     public let maxLength: Int
     public let clsId: Int
     public let sepId: Int

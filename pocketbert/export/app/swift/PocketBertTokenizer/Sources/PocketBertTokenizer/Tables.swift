@@ -2,7 +2,10 @@ import Foundation
 
 /// tokenizer.tables read into arrays: the format is in pocketbert/export/app/tokenizer_tables.py.
 struct Tables {
-    static let magic = "pocketbert-tokenizer-tables 2"
+    static let magicName = "pocketbert-tokenizer-tables"
+    static let magic = magicName + " 2"
+    static let lastScalar = 0x10FFFF
+    static let classLetters: Set<UInt8> = [UInt8(ascii: "o"), UInt8(ascii: "w"), UInt8(ascii: "p")]
     static let pageBits = 8
     static let pageMask = 0xFF
     // A map entry is a shift (the code point plus it), or below `removed` an index into `expansions`.
@@ -26,6 +29,8 @@ struct Tables {
     var classIndex: [Int32] = []
 
     init(bytes: [UInt8]) throws {
+        // A CR anywhere is a copy that converted the line ends (the format is \n-ended, and no entry holds a CR).
+        if bytes.contains(0x0D) { throw TablesError.crlf }
         var lines: [ArraySlice<UInt8>] = []
         var start = 0
         for (i, byte) in bytes.enumerated() where byte == 0x0A {
@@ -43,72 +48,123 @@ struct Tables {
             guard text.hasPrefix(name + " ") else { throw TablesError.unexpected(line: at, wanted: name) }
             return String(text.dropFirst(name.count + 1))
         }
-        func number(_ name: String) throws -> Int {
-            guard let value = Int(try field(name)) else { throw TablesError.unexpected(line: at, wanted: name) }
+        func number(_ name: String, atLeast lowest: Int = Int.min) throws -> Int {
+            guard let value = Int(try field(name)), value >= lowest else {
+                throw TablesError.unexpected(line: at, wanted: name)
+            }
             return value
         }
-        func numbers(_ name: String) throws -> [Int32] {
-            try field(name).split(separator: " ").map {
+        /// A count of lines that follow: never negative, never more than the file holds (no loop or array of it).
+        func count(_ name: String) throws -> Int {
+            let value = try number(name, atLeast: 0)
+            guard value <= lines.count - at else { throw TablesError.unexpected(line: at, wanted: "a count of \(name) lines the file holds") }
+            return value
+        }
+        /// A page index: for each of the code space's pages, the page of the table it reads.
+        func pageIndex(_ name: String, pages: Int) throws -> [Int32] {
+            let numbers = try field(name).split(separator: " ", omittingEmptySubsequences: false)
+            guard numbers.count == 0x110000 >> Tables.pageBits else {
+                throw TablesError.unexpected(line: at, wanted: "\(name) of \(0x110000 >> Tables.pageBits) pages")
+            }
+            return try numbers.map {
                 guard let value = Int32($0) else { throw TablesError.unexpected(line: at, wanted: name) }
+                guard value >= 0 && Int(value) < pages else {
+                    throw TablesError.unexpected(line: at, wanted: "\(name) within its \(pages) pages")
+                }
                 return value
             }
         }
-        guard try line() == Tables.magic else { throw TablesError.notTables }
+        /// Code points written in hex, each a Unicode scalar value.
+        func scalars(_ text: Substring) -> [UInt32]? {
+            let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+            let codes = parts.compactMap { UInt32($0, radix: 16) }.filter { Unicode.Scalar($0) != nil }
+            return codes.count == parts.count && !codes.isEmpty ? codes : nil
+        }
+        let first = try line()
+        guard first == Tables.magic else {
+            if first.hasPrefix(Tables.magicName + " ") {
+                throw TablesError.otherVersion(String(first.dropFirst(Tables.magicName.count + 1)))
+            }
+            throw TablesError.notTables
+        }
         unkId = try number("unk"); clsId = try number("cls"); sepId = try number("sep"); padId = try number("pad")
         prefix = try field("prefix").unicodeScalars.map(\.value)
-        maxWordChars = try number("max_word_chars")
-        maxLength = try number("max_length")
-        let addedCount = try number("added")
+        maxWordChars = try number("max_word_chars", atLeast: 1)
+        maxLength = try number("max_length", atLeast: 2)
+        let addedCount = try count("added")
         for _ in 0..<addedCount {
             let parts = try line().split(separator: " ", maxSplits: 1)
-            let codes = parts.count == 2 ? parts[1].split(separator: ",").compactMap { UInt32($0, radix: 16) } : []
-            guard parts.count == 2, let id = Int(parts[0]), !codes.isEmpty,
-                  codes.count == parts[1].split(separator: ",").count
+            guard parts.count == 2, let id = Int(parts[0]), let codes = scalars(parts[1])
             else { throw TablesError.unexpected(line: at, wanted: "added token") }
             added[codes] = id
         }
         addedLengths = Set(added.keys.map(\.count)).sorted(by: >)
         addedStarts = Set(added.keys.map { $0[0] })
-        let vocabCount = try number("vocab")
+        let vocabCount = try count("vocab")
         vocab.reserveCapacity(vocabCount)
         for id in 0..<vocabCount { vocab[try line().unicodeScalars.map(\.value)] = id }
-        let mapPages = try number("map_pages")
+        let mapPages = try count("map_pages")
         mapEntries.reserveCapacity(mapPages * 256)
         for _ in 0..<mapPages {
-            for entry in try line().split(separator: " ") {
+            let entries = try line().split(separator: " ", omittingEmptySubsequences: false)
+            guard entries.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 map entries") }
+            for entry in entries {
                 if entry == "-" {
                     mapEntries.append(Tables.removed)
                 } else if entry.hasPrefix("=") {
-                    let codes = entry.dropFirst().split(separator: ",").compactMap { UInt32($0, radix: 16) }
+                    guard let codes = scalars(entry.dropFirst()) else { throw TablesError.unexpected(line: at, wanted: "map entry") }
                     mapEntries.append(Tables.firstExpansion + Int32(expansions.count))
                     expansions.append(codes)
-                } else if let shift = Int32(entry) {
+                } else if let shift = Int32(entry), abs(Int(shift)) <= Tables.lastScalar {
                     mapEntries.append(shift)
                 } else {
                     throw TablesError.unexpected(line: at, wanted: "map entry")
                 }
             }
         }
-        mapIndex = try numbers("map_index")
-        let classPages = try number("class_pages")
-        for _ in 0..<classPages { classes.append(contentsOf: Array(try line().utf8)) }
-        classIndex = try numbers("class_index")
+        mapIndex = try pageIndex("map_index", pages: mapPages)
+        let classPages = try count("class_pages")
+        for _ in 0..<classPages {
+            let page = Array(try line().utf8)
+            guard page.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 classes") }
+            guard page.allSatisfy({ Tables.classLetters.contains($0) }) else {
+                throw TablesError.unexpected(line: at, wanted: "a page of classes (o, w, p)")
+            }
+            classes.append(contentsOf: page)
+        }
+        classIndex = try pageIndex("class_index", pages: classPages)
         let pages = 0x110000 >> Tables.pageBits
         guard mapEntries.count == mapPages * 256, classes.count == classPages * 256, mapIndex.count == pages,
               classIndex.count == pages, mapIndex.allSatisfy({ $0 >= 0 && Int($0) < mapPages }),
               classIndex.allSatisfy({ $0 >= 0 && Int($0) < classPages })
         else { throw TablesError.unexpected(line: at, wanted: "pages") }
+        // Every code point a shift maps stays in the code space: tokenize() then never indexes a page past it.
+        // (Removals and expansions lie below -lastScalar; a shift, checked above, does not.)
+        for code in 0...Tables.lastScalar {
+            let entry = Int(mapEntries[Int(mapIndex[code >> Tables.pageBits]) << Tables.pageBits | (code & Tables.pageMask)])
+            guard entry == 0 || entry < -Tables.lastScalar || (0...Tables.lastScalar).contains(code + entry) else {
+                throw TablesError.unexpected(line: 0, wanted: "a map into the code space (code point \(code))")
+            }
+        }
     }
 }
 
-public enum TablesError: Error, CustomStringConvertible {
-    case notTables, truncated, unexpected(line: Int, wanted: String)
+public enum TablesError: Error, CustomStringConvertible, LocalizedError, Sendable {
+    case notTables, otherVersion(String), crlf, truncated, unexpected(line: Int, wanted: String)
 
     public var description: String {
         switch self {
         case .notTables: return "not a tokenizer.tables file: export it again with pocketbert"
+        case let .otherVersion(version):
+            return "tokenizer.tables is format \(version), this tokenizer reads 2: take the tables and the tokenizer from one pocketbert export"
+        case .crlf:
+            return "tokenizer.tables has CRLF line ends (a copy or checkout converted them): copy the exported file byte for byte (git: mark *.tables binary)"
         case .truncated: return "tokenizer.tables ends early: copy it again from the export"
-        case let .unexpected(line, wanted): return "tokenizer.tables line \(line) is not \(wanted): export it again"
+        case let .unexpected(line, wanted):
+            return line > 0 ? "tokenizer.tables line \(line) is not \(wanted): export it again"
+                            : "tokenizer.tables does not hold \(wanted): export it again"
         }
     }
+
+    public var errorDescription: String? { description }
 }

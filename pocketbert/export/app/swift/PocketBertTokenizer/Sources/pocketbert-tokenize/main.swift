@@ -32,43 +32,61 @@ do {
     fail("\(error)")
 }
 
-/// The text of a JSON string literal (escapes, surrogate pairs and raw UTF-8 alike).
-func jsonString(_ line: Substring.UTF8View) -> String? {
+/// The text of a JSON string literal (escapes, surrogate pairs and raw UTF-8 alike), or why the line is not one:
+/// the same verdicts as the Kotlin driver's readJsonString (TokenizeMain.kt).
+func jsonString(_ line: Substring.UTF8View) -> Result<String, DriverError> {
     var bytes = Array(line)
-    while let last = bytes.last, last == 0x20 || last == 0x0D { bytes.removeLast() }
-    guard bytes.count >= 2, bytes.first == 0x22, bytes.last == 0x22 else { return nil }
+    func refuse(_ why: String) -> Result<String, DriverError> {
+        .failure(DriverError("\(why) in a JSON string: \(String(decoding: bytes.prefix(40), as: UTF8.self))"))
+    }
+    let blank: Set<UInt8> = [0x20, 0x09, 0x0D]
+    while let last = bytes.last, blank.contains(last) { bytes.removeLast() }
+    while let first = bytes.first, blank.contains(first) { bytes.removeFirst() }
+    guard bytes.count >= 2, bytes.first == 0x22, bytes.last == 0x22 else {
+        return .failure(DriverError("not a JSON string: \(String(decoding: bytes.prefix(40), as: UTF8.self))"))
+    }
+    let last = bytes.count - 1
     var out: [UInt8] = [], i = 1
     out.reserveCapacity(bytes.count)
     func hex4(_ at: Int) -> UInt32? {
-        guard at + 4 <= bytes.count - 1 else { return nil }
+        guard at + 4 <= last else { return nil }
         return UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16)
     }
-    while i < bytes.count - 1 {
+    while i < last {
         let byte = bytes[i]
-        guard byte == 0x5C else { out.append(byte); i += 1; continue }
-        let escape = bytes[i + 1]
-        i += 2
+        i += 1
+        if byte == 0x22 { return refuse("an unescaped quote") }
+        guard byte == 0x5C else { out.append(byte); continue }
+        guard i < last else { return refuse("a backslash at the end") }
+        let escape = bytes[i]
+        i += 1
         switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
         case UInt8(ascii: "n"): out.append(0x0A)
         case UInt8(ascii: "r"): out.append(0x0D)
         case UInt8(ascii: "t"): out.append(0x09)
         case UInt8(ascii: "b"): out.append(0x08)
         case UInt8(ascii: "f"): out.append(0x0C)
         case UInt8(ascii: "u"):
-            guard var code = hex4(i) else { return nil }
+            guard var code = hex4(i) else { return refuse("a short \\u escape") }
             i += 4
             if (0xD800..<0xDC00).contains(code) {
-                guard bytes[i] == 0x5C, bytes[i + 1] == UInt8(ascii: "u"), let low = hex4(i + 2),
-                      (0xDC00..<0xE000).contains(low) else { return nil }
+                guard i + 1 < last, bytes[i] == 0x5C, bytes[i + 1] == UInt8(ascii: "u"), let low = hex4(i + 2),
+                      (0xDC00..<0xE000).contains(low) else { return refuse("a lone surrogate") }
                 code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                 i += 6
             }
-            guard let scalar = Unicode.Scalar(code) else { return nil }
+            guard let scalar = Unicode.Scalar(code) else { return refuse("a lone surrogate") }
             out.append(contentsOf: Array(String(Character(scalar)).utf8))
-        default: out.append(escape)  // \" \\ \/
+        default: return refuse("an unknown escape \\\(String(UnicodeScalar(escape)))")
         }
     }
-    return String(decoding: out, as: UTF8.self)
+    return .success(String(decoding: out, as: UTF8.self))
+}
+
+struct DriverError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 var output: [UInt8] = []
@@ -82,8 +100,10 @@ func flush() {
 while let line = readLine(strippingNewline: true) {
     let text: String
     if jsonLines {
-        guard let parsed = jsonString(line[...].utf8) else { fail("not a JSON string literal: \(line.prefix(80))") }
-        text = parsed
+        switch jsonString(line[...].utf8) {
+        case let .success(parsed): text = parsed
+        case let .failure(error): fail(error.description)
+        }
     } else {
         text = line
     }

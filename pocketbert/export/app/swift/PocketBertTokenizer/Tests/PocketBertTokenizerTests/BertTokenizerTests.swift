@@ -93,4 +93,27 @@ final class BertTokenizerTests: XCTestCase {
         // a file of the first format, which holds no added tokens: the tokenizer would read [SEP] as text
         XCTAssertThrowsError(try BertTokenizer(tablesBytes: Self.tables(magic: "pocketbert-tokenizer-tables 1")))
     }
+
+    /// A damaged file is an error the app catches, with a message a developer can act on: never a trap.
+    func testDamagedTablesThrowErrorsThatSayWhatToDo() {
+        func message(_ bytes: [UInt8]) -> String? {
+            do {
+                _ = try BertTokenizer(tablesBytes: bytes)
+                return nil
+            } catch {
+                return (error as? LocalizedError)?.errorDescription
+            }
+        }
+        func replacing(_ old: String, _ new: String) -> [UInt8] {
+            Array(String(decoding: Self.tables(), as: UTF8.self).replacingOccurrences(of: old, with: new).utf8)
+        }
+        XCTAssertEqual(message(replacing("\n", "\r\n"))?.contains("CRLF"), true)
+        XCTAssertEqual(message(Self.tables(magic: "pocketbert-tokenizer-tables 3"))?.contains("format 3"), true)
+        XCTAssertEqual(message(replacing("vocab \(Self.vocabulary.count)", "vocab -5"))?.contains("vocab"), true)
+        XCTAssertEqual(message(replacing("vocab \(Self.vocabulary.count)", "vocab 999999999"))?.contains("count"), true)
+        XCTAssertEqual(message(replacing("added \(Self.added.count)", "added -1"))?.contains("added"), true)
+        XCTAssertEqual(message(replacing("map_pages 3", "map_pages 4000000000"))?.contains("map_pages"), true)
+        XCTAssertEqual(message(replacing("max_length 8", "max_length -1"))?.contains("max_length"), true)
+        XCTAssertEqual(message(replacing(" 32 32 32", " 32 -100 32"))?.contains("code space"), true)
+    }
 }
