@@ -97,7 +97,7 @@ def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_v
     def section(args: list[str]) -> ExportSection:
         named = {key.removeprefix("--").replace("-", "_") for key in args if key in ("--toy-level", "--parity-examples")}
         named |= {item.split("=")[0].removeprefix("export.") for item in args if item.startswith("export.")}
-        recipe, given = toy_export_cli.command_line_recipe(command.make_context("export", list(args)), recorded)
+        recipe, given = toy_export_cli.command_line_recipe(command.make_context("export", list(args)), lambda: recorded)
         assert given == named  # the keys the command line set, as the request carries them
         return recipe.export
 
@@ -117,5 +117,5 @@ def test_a_bad_export_value_from_the_command_line_is_one_line_naming_the_key():
 
     with pytest.raises(ConfigError) as caught:
         export_cli.command_line_recipe(export_cli.export.make_context(
-            "export", ["--set", "export.int8_size_budget=7"]), {"task": "sentiment", "dataset": "sst2"})
+            "export", ["--set", "export.int8_size_budget=7"]), lambda: {"task": "sentiment", "dataset": "sst2"})
     assert str(caught.value).startswith("--set: export.int8_size_budget: 7:") and "\n" not in str(caught.value)

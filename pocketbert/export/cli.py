@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import click
 
@@ -96,9 +96,14 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     # The request, built and validated once, before any step runs, then every refusal the plan can make from files.
     asked = {families.COREML: coreml_variants, families.COREAI: coreai, families.EXECUTORCH: executorch}
     run_dir = resolve_run_dir(run)
-    student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    recipe, given = command_line_recipe(ctx, student_manifest["config"]["recipe"])
-    request = ExportRequest(run_dir, data_dir, student_dir, recipe, given, asked, overwrite)
+    student = []
+
+    def recorded_recipe() -> dict:
+        student.extend(verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill"))
+        return student[1]["config"]["recipe"]
+
+    recipe, given = command_line_recipe(ctx, recorded_recipe)
+    request = ExportRequest(run_dir, data_dir, student[0], recipe, given, asked, overwrite)
     check_request(request)
     for step in STUDENT_STEPS:
         step(request)
@@ -121,10 +126,11 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 
-def command_line_recipe(ctx: click.Context, recorded: dict) -> tuple[Recipe, frozenset[str]]:
+def command_line_recipe(ctx: click.Context, recorded: Callable[[], dict]) -> tuple[Recipe, frozenset[str]]:
     """The student's recorded recipe with the export command's settings over it, validated once, and the export keys
     the command line set: the options made from fields (EXPORT_FLAGS) and --set export.KEY=VALUE, an option and --set
-    setting one key refused. Reads the command's own parameters (ctx.params)."""
+    setting one key refused, each checked before recorded() reads the run. Reads the command's own parameters
+    (ctx.params)."""
     from pocketbert.core.config.recipe import known_keys, section_overrides, with_overrides
     from pocketbert.core.errors import ConfigError
 
@@ -136,7 +142,7 @@ def command_line_recipe(ctx: click.Context, recorded: dict) -> tuple[Recipe, fro
     if twice:
         raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
     given.update(given_set)
-    recipe = with_overrides(known_keys(recorded),  # every default filled, validated once
+    recipe = with_overrides(known_keys(recorded()),  # every default filled, validated once
                             {f"export.{key}": value for key, value in given.items()},
                             "export option" if given else "the recorded recipe", keep_none=True)
     return recipe, frozenset(given)

@@ -181,7 +181,7 @@ def test_reports_render_from_results_json_alone(tmp_path):
                     "Runners that cannot run here", "Device profiles and their sources"):
         assert section in md and section in page
     assert "Core ML predictions need macOS" in md
-    assert "| iPhone 15 Pro | bert-base | neural_engine | fp16 |" in md
+    assert "| iPhone 15 Pro | bert-base | – | neural_engine | fp16 |" in md  # no export: no program named
     # self-contained: every image inline, nothing fetched from elsewhere
     images = re.findall(r'<img [^>]*src="([^"]+)"', page)
     assert images and all(src.startswith("data:image/png;base64,") for src in images)
