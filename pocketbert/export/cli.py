@@ -42,9 +42,9 @@ EXPORT_FLAGS = {
     "int8_activation_scale": "export.int8_activation_scale",
     "jobs": "export.jobs",
 }
-# Steps that make the student the export reads, each step(run_dir, data_dir, settings) run by this command before
-# the export (never by export/steps/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit,
-# so that `export --vocabulary fitted` fits one first where the run lacks it.
+# Steps that make the student the export reads, each step(request) run by this command before the export (never by
+# export/steps/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit, so that
+# `export --vocabulary fitted` fits one first where the run lacks it.
 STUDENT_STEPS: list = []
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
