@@ -31,6 +31,10 @@ ADDED_TOKEN_SPLITS = {"good [SEP] film": ("[SEP]", 1), "a[MASK]b": ("[MASK]", 1)
                       "[[SEP]]": ("[SEP]", 1), "😀[PAD]é": ("[PAD]", 1), "[sep] [Sep] [SEP": ("[SEP]", 0),
                       "x[UNK]y [UNK]": ("[UNK]", 2)}
 OVERLAP_SAMPLE = 500
+MIN_PAIR_PROBES = 300_000  # ~360 code points standing for their classes, each beside each, in three contexts
+# A kept mark of a high canonical class (U+1D165 MUSICAL SYMBOL COMBINING STEM, 216) before a stripped one of a lower
+# class (U+0334, 1): the normalizer sorts the stripped mark first, and the kept one takes its place: [UNK] (0, 3).
+OVERTAKEN = ("a\U0001D165\u0334", [(0, 3)])
 
 
 def tokenizer_data(wordpiece_tokenizer, fitted: bool) -> dict:
@@ -77,6 +81,7 @@ def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
     result = app_tokenizer_check.check(tokenizer_reference.program(), app_tokenizer["json"], app_tokenizer["tables"],
                                        app_tokenizer["golden"], contexts=(REFERENCE_CONTEXT,))
     assert result["probes"] == SCALAR_VALUES + len(FLAG_SEQUENCES)
+    assert result["pair_probes"] >= MIN_PAIR_PROBES
     assert result["golden_texts"] >= 10 and result["random_texts"] == app_tokenizer_check.RANDOM_TEXTS
     assert result["added_token_texts"] >= len(ADDED_TOKEN_SPLITS)
     assert result["mismatch_count"] == 0, result["first_mismatches"]
@@ -189,3 +194,25 @@ def test_tables_refuse_other_pipelines(wordpiece_tokenizer, part, replacement):
     with pytest.raises(ExportError) as refused:
         tokenizer_tables.bert_special_ids(data)
     assert "\n" not in str(refused.value) and "BERT WordPiece" in str(refused.value)
+
+
+@pytest.mark.slow
+def test_reference_follows_the_canonical_ordering_of_marks_and_fails_without_it(app_tokenizer):
+    """On the pairs of marks (the code points whose order entry is not a starter's), the reference equals
+    tokenizer.json; with every order entry made a starter's (marks read where they stand), it does not."""
+    from dataclasses import replace
+
+    from pocketbert.export.checks.tokenizer_probes import STARTER, pair_probes
+    from pocketbert.export.text_in.tokenizer_check import pair_representatives
+
+    reference, tables = reference_and_tables(app_tokenizer)
+    text, offsets = OVERTAKEN
+    assert [(t.start, t.end) for t in tokenizer_reference.tokenize(tables, text)] == offsets
+    assert reference.encode(text, add_special_tokens=False).offsets == offsets
+    marks = [c for c in pair_representatives(app_tokenizer["json"].read_text(encoding="utf-8"))
+             if tokenizer_reference.order_entry(tables, c) != STARTER]
+    probes = pair_probes(marks, {"between words": "a {0}{1} b"})  # inside a word, the next letter ends its span
+    assert halved_down(probes, differs(reference, tables)) == []
+    unordered = replace(tables, order_pages=[[STARTER] * (tokenizer_reference.PAGE_MASK + 1)],
+                        order_index=[0] * len(tables.order_index))
+    assert len(halved_down(probes, differs(reference, unordered))) > 0

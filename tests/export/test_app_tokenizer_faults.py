@@ -61,11 +61,11 @@ def _set_field(data: bytes, key: str, value: str) -> bytes:
     return b"\n".join(lines)
 
 
-def _set_map_entry(data: bytes, code: int, entry: str) -> bytes:
-    """The map entry of `code` (its page's line, its place in it) replaced."""
+def _set_map_entry(data: bytes, code: int, entry: str, table: str = "map") -> bytes:
+    """The entry of `code` in the map (or the order) table (its page's line, its place in it) replaced."""
     lines = _lines(data)
-    first = next(i for i, line in enumerate(lines) if line.startswith(b"map_pages ")) + 1
-    index = next(line for line in lines if line.startswith(b"map_index ")).split()[1:]
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"{table}_pages ".encode())) + 1
+    index = next(line for line in lines if line.startswith(f"{table}_index ".encode())).split()[1:]
     k = first + int(index[code // PAGE])
     entries = lines[k].split(b" ")
     entries[code % PAGE] = entry.encode()
@@ -76,7 +76,7 @@ def _set_map_entry(data: bytes, code: int, entry: str) -> bytes:
 # What each damage is, and words both languages' refusal holds.
 DAMAGED_TABLES = {
     "CRLF line ends": (lambda d: d.replace(b"\n", b"\r\n"), ["CRLF"]),
-    "another format version": (lambda d: b"pocketbert-tokenizer-tables 3" + d[d.index(b"\n"):], ["format 3"]),
+    "another format version": (lambda d: b"pocketbert-tokenizer-tables 4" + d[d.index(b"\n"):], ["format 4"]),
     "not tables at all": (lambda d: b"hello\nworld\n", ["not a tokenizer.tables file"]),
     "cut in half": (lambda d: d[:len(d) // 2], ["tokenizer.tables"]),
     "a negative vocabulary count": (lambda d: _set_field(d, "vocab", "-5"), ["vocab"]),
@@ -89,6 +89,13 @@ DAMAGED_TABLES = {
     "a shift out of the code space": (lambda d: _set_map_entry(d, 0x41, "-100"), ["code space"]),
     "a shift beyond any code point": (lambda d: _set_map_entry(d, 0x41, "2147483647"), ["map entry"]),
     "an expansion that is no code point": (lambda d: _set_map_entry(d, 0x41, "=zz"), ["map entry"]),
+    "an order entry that is no unit": (lambda d: _set_map_entry(d, 0x301, "zz", "order"), ["order entry"]),
+    "an order rank below zero": (lambda d: _set_map_entry(d, 0x301, "-3:0", "order"), ["order entry"]),
+    "order units that give more than the map": (lambda d: _set_map_entry(d, 0xE9, "0:1,5:4", "order"),
+                                                ["code point 233", "units of 5", "maps it to 1"]),
+    "a code point removed first that the map keeps": (lambda d: _set_map_entry(d, 0x41, "-", "order"),
+                                                      ["code point 65", "units of 0", "maps it to 1"]),
+    "a negative order page count": (lambda d: _set_field(d, "order_pages", "-2"), ["order_pages"]),
 }
 
 

@@ -83,7 +83,7 @@ def test_tables_of_another_format_are_refused(jar, app_tokenizer, tmp_path):
     (tmp_path / "old.tables").write_text("\n".join(["pocketbert-tokenizer-tables 1", *lines[1:]]), encoding="utf-8")
     done = subprocess.run(["java", "-cp", str(jar), TOKENIZE_MAIN, "--tables", str(tmp_path / "old.tables")],
                           input="text\n", capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
-    assert done.returncode != 0 and "tokenizer.tables is format 1, this tokenizer reads 2" in done.stderr
+    assert done.returncode != 0 and "tokenizer.tables is format 1, this tokenizer reads 3" in done.stderr
 
 
 def test_offsets_of_accented_cjk_and_astral_text_are_the_tokenizers_code_point_offsets(jar, app_tokenizer):

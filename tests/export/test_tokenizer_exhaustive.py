@@ -165,3 +165,18 @@ def test_the_recipe_names_every_context_the_check_has_and_each_choice_is_cached_
     assert len(entries) == 3  # a check of fewer contexts is never read as the whole one's
     assert len(tokenizer_check.probes(one)) == len(tokenizer_check.probes()) - \
         (len(tokenizer_check.CONTEXTS) - 1) * sum(1 for _ in tokenizer_probes.code_points())
+
+
+def test_the_graph_follows_the_canonical_ordering_of_marks_and_fails_without_it(tokenizer_data, mapping):
+    """On the pairs of marks the graph gives tokenizer.json's ids, types and offsets, alone and as a QA pair; built
+    with no ordering (every mark read where it stands), the check finds the kept marks' offsets wrong."""
+    from pocketbert.export.checks.tokenizer_probes import pair_probes
+    from pocketbert.export.text_in.tokenizer_check import pair_representatives
+
+    marks = [c for c in pair_representatives(json.dumps(tokenizer_data)) if c in mapping.order]
+    probes = pair_probes(marks, {"between words": "a {0}{1} b"})  # inside a word, the next letter ends its span
+    for inputs in (("text",), ("question", "context")):
+        assert tokenizer_check.run_check(tokenizer_data, inputs, True, probes, mapping)["mismatch_count"] == 0
+    unordered = tokenizer_check.run_check(tokenizer_data, ("text",), True, probes, replace(mapping, order={}))
+    assert unordered["mismatch_count"] > 0
+    assert all(m["differs"] == "offsets" for m in unordered["first_mismatches"])

@@ -1,8 +1,10 @@
 """The exhaustive check of an app's own tokenizer program (Swift, Kotlin: any command that speaks the
 pocketbert-tokenize protocol) against tokenizer.json (the `tokenizers` library).
 
-The program is sent every Unicode scalar value in four contexts (and the flag tag sequences), many probes to a JSON
-line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that differs is
+The program is sent every Unicode scalar value in four contexts (and the flag tag sequences) and each pair of the
+code points that stand for their classes in three (tokenizer_probes.pair_probes: marks that the normalizer's
+canonical ordering moves, stripped marks, punctuation, CJK, whitespace and control characters side by side), many
+probes to a JSON line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that differs is
 halved, and the halves sent again in one run, down to its probes. Then the golden file's texts (encode() at the
 golden max_length: the golden ids), a seeded sample of random texts and the texts that hold tokenizer.json's added
 tokens ([SEP], [MASK] ... as typed, in other case, overlapping, inside words; random texts hold them too): offsets,
@@ -19,7 +21,8 @@ import time
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export.checks.tokenizer_probes import CONTEXTS, probes
+from pocketbert.export.checks.tokenizer_probes import CONTEXTS, pair_probes, probes
+from pocketbert.export.text_in.tokenizer_check import pair_representatives
 
 PROBES_PER_LINE = 1000
 RANDOM_TEXTS = 2000
@@ -60,7 +63,9 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
                 for g, w in zip(_run(program + ["--offsets"], texts), want)]
 
     contents = [token.content for token in reference.get_added_tokens_decoder().values()]
-    every = probes({name: CONTEXTS[name] for name in contexts})
+    singles = probes({name: CONTEXTS[name] for name in contexts})
+    pairs = pair_probes(pair_representatives(data))
+    every = singles + pairs
     texts = [" ".join(every[k:k + probes_per_line]) for k in range(0, len(every), probes_per_line)]
     digests = _cached_digests(data, contexts, probes_per_line, lambda: [_digest(line) for line in expected(texts)])
     got = _run(program + ["--offsets"], texts)
@@ -79,7 +84,7 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
         got = _run(program + ["--max-length", str(golden_data["max_length"])], [row["text"] for row in golden_texts])
         found += [(row["text"], _differs(json.loads(g), row["ids"])) for row, g in zip(golden_texts, got)
                   if _differs(json.loads(g), row["ids"])]
-    return {"probes": len(every), "random_texts": len(sample), "added_token_texts": len(added),
+    return {"probes": len(singles), "pair_probes": len(pairs), "random_texts": len(sample), "added_token_texts": len(added),
             "golden_texts": len(golden_texts),
             "lines": len(texts), "mismatch_count": len(found),
             "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}

@@ -15,10 +15,11 @@ from typing import NamedTuple
 
 from pocketbert.core.errors import ExportError
 
-MAGIC = "pocketbert-tokenizer-tables 2"
+MAGIC = "pocketbert-tokenizer-tables 3"
 PAGE_BITS = 8
 PAGE_MASK = 0xFF
 OTHER, WHITESPACE, PUNCTUATION = "o", "w", "p"
+STARTER, REMOVED_FIRST = ".", "-"
 
 
 class Token(NamedTuple):
@@ -51,6 +52,8 @@ class Tables:
     map_index: list[int]
     class_pages: list[str]
     class_index: list[int]
+    order_pages: list[list[str | tuple[tuple[int, int], ...]]]  # STARTER, REMOVED_FIRST or units (rank, count)
+    order_index: list[int]
 
 
 def read_tables(text: str) -> Tables:
@@ -87,8 +90,10 @@ def read_tables(text: str) -> Tables:
     map_index = [int(n) for n in field("map_index").split(" ")]
     class_pages = block("class_pages")
     class_index = [int(n) for n in field("class_index").split(" ")]
+    order_pages = [[_order_entry(entry) for entry in line.split(" ")] for line in block("order_pages")]
+    order_index = [int(n) for n in field("order_index").split(" ")]
     return Tables(unk, cls, sep, pad, prefix, max_word_chars, max_length, added, added_lengths, added_starts, vocab,
-                  map_pages, map_index, class_pages, class_index)
+                  map_pages, map_index, class_pages, class_index, order_pages, order_index)
 
 
 def load(path: Path) -> Tables:
@@ -103,10 +108,58 @@ def _map_entry(entry: str) -> tuple[int, ...] | int:
     return int(entry)
 
 
+def _order_entry(entry: str) -> str | tuple[tuple[int, int], ...]:
+    if entry in (STARTER, REMOVED_FIRST):
+        return entry
+    return tuple((int(rank), int(count)) for rank, _, count in (unit.partition(":") for unit in entry.split(",")))
+
+
 def mapped(tables: Tables, code: int) -> tuple[int, ...]:
     """Step 1: the code points `code` becomes."""
     entry = tables.map_pages[tables.map_index[code >> PAGE_BITS]][code & PAGE_MASK]
     return (code + entry,) if isinstance(entry, int) else entry
+
+
+def order_entry(tables: Tables, code: int) -> str | tuple[tuple[int, int], ...]:
+    return tables.order_pages[tables.order_index[code >> PAGE_BITS]][code & PAGE_MASK]
+
+
+def normalized(tables: Tables, text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Step 1 on text[start:end]: its normalized code points, each with the index of the input code point whose
+    place it holds. Each code point's units (its decomposition's parts, each giving some of its mapped code points)
+    are put in canonical order: every run of units of nonzero rank sorted by rank, stably. Then the units are read
+    in order: a code point's first unit takes the next input code point's place, its other units the place of the
+    one taken last (tokenizers' alignments, so offsets are tokenizer.json's where marks move)."""
+    units, places = [], []  # units: (rank, the code points it gives, whether it takes the next place)
+    for source in range(start, end):
+        code = ord(text[source])
+        entry = order_entry(tables, code)
+        if entry == REMOVED_FIRST:
+            continue
+        places.append(source)
+        codes = mapped(tables, code)
+        if entry == STARTER:
+            units.append((0, codes, True))
+            continue
+        at = 0
+        for k, (rank, count) in enumerate(entry):
+            units.append((rank, codes[at:at + count], k == 0))
+            at += count
+    run = 0
+    while run < len(units):
+        if units[run][0] == 0:
+            run += 1
+            continue
+        after = run
+        while after < len(units) and units[after][0] != 0:
+            after += 1
+        units[run:after] = sorted(units[run:after], key=lambda unit: unit[0])
+        run = after
+    out, taken = [], 0
+    for _, codes, takes in units:
+        taken += takes
+        out += [(code, places[max(taken - 1, 0)]) for code in codes]
+    return out
 
 
 def code_class(tables: Tables, code: int) -> str:
@@ -139,17 +192,16 @@ def split_words(tables: Tables, text: str, start: int = 0, end: int | None = Non
     """Steps 1 and 2 on text[start:end] (a part between added tokens): the words, each a list of (code point, index
     of the input code point it came from)."""
     words, word = [], []
-    for source in range(start, len(text) if end is None else end):
-        for code in mapped(tables, ord(text[source])):
-            kind = code_class(tables, code)
-            if kind == OTHER:
-                word.append((code, source))
-                continue
-            if word:
-                words.append(word)
-                word = []
-            if kind == PUNCTUATION:
-                words.append([(code, source)])
+    for code, source in normalized(tables, text, start, len(text) if end is None else end):
+        kind = code_class(tables, code)
+        if kind == OTHER:
+            word.append((code, source))
+            continue
+        if word:
+            words.append(word)
+            word = []
+        if kind == PUNCTUATION:
+            words.append([(code, source)])
     if word:
         words.append(word)
     return words

@@ -3,7 +3,7 @@ probing the `tokenizers` library on every code point, never from the host's Unic
 
 The file is UTF-8 text with `\\n` line ends, line by line:
 
-    pocketbert-tokenizer-tables 2
+    pocketbert-tokenizer-tables 3
     unk <id>
     cls <id>
     sep <id>
@@ -26,6 +26,14 @@ The file is UTF-8 text with `\\n` line ends, line by line:
     <q lines: 256 characters each, one per code point: `o` other (part of a word), `w` whitespace (splits, dropped),
      `p` punctuation (a word of its own)>
     class_index <one line: 4352 space-separated page numbers>
+    order_pages <r>
+    <r lines: 256 space-separated entries: how the code point takes part in the normalizer's canonical ordering
+     of combining marks (tokenizer_probes.canonical_order):
+       `.`           -> one unit of class 0 giving all its mapped code points (nearly every code point);
+       `-`           -> removed before the ordering: the marks on either side of it meet;
+       `r:n,r:n,...` -> its decomposition's units in order, each its rank (0: a starter; marks sort by rank, stably)
+                        and how many of its mapped code points it gives>
+    order_index <one line: 4352 space-separated page numbers>
 
 Identical pages are stored once. The map is the normalizer's output for each code point alone; the class is the
 pre-tokenizer's for each code point the normalizer can put out. tokenizer_reference.py reads the file back and is
@@ -41,10 +49,10 @@ from pathlib import Path
 
 from pocketbert.core.run.cache_dir import cache_root
 from pocketbert.core.errors import ExportError
-from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, code_points,
-                                                normalizer_rows, word_classes)
+from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, STARTER,
+                                                       canonical_order, code_points, normalizer_rows, word_classes)
 
-MAGIC = "pocketbert-tokenizer-tables 2"
+MAGIC = "pocketbert-tokenizer-tables 3"
 PAGE = 256
 PAGES = CODE_SPACE // PAGE
 CLASS_LETTERS = {KEEP: "o", SEPARATE: "w", SPLIT: "p"}
@@ -105,8 +113,9 @@ def tables_text(data: dict, max_length: int) -> str:
     model = data["model"]
     added = added_tokens(data)
     tokens = _vocabulary_lines(model["vocab"])
-    maps, classes = code_point_tables(data)
+    maps, classes, order = code_point_tables(data)
     map_pages, map_index = _paged(maps)
+    order_pages, order_index = _paged(order)
     class_pages, class_index = _paged([classes[k:k + PAGE] for k in range(0, CODE_SPACE, PAGE)], whole=True)
     lines = [MAGIC, *(f"{name} {specials[name]}" for name in ("unk", "cls", "sep", "pad")),
              f"prefix {model.get('continuing_subword_prefix', '##')}",
@@ -114,7 +123,8 @@ def tables_text(data: dict, max_length: int) -> str:
              f"added {len(added)}", *(f"{i} " + ",".join(f"{ord(c):X}" for c in content) for i, content in added),
              f"vocab {len(tokens)}", *tokens,
              f"map_pages {len(map_pages)}", *map_pages, "map_index " + " ".join(map(str, map_index)),
-             f"class_pages {len(class_pages)}", *class_pages, "class_index " + " ".join(map(str, class_index))]
+             f"class_pages {len(class_pages)}", *class_pages, "class_index " + " ".join(map(str, class_index)),
+             f"order_pages {len(order_pages)}", *order_pages, "order_index " + " ".join(map(str, order_index))]
     return "\n".join(lines) + "\n"
 
 
@@ -158,16 +168,16 @@ def _vocabulary_lines(vocab: dict[str, int]) -> list[str]:
     return [token for token, _ in by_id]
 
 
-def code_point_tables(data: dict) -> tuple[list[list[str]], str]:
-    """(map entries by page: 256 strings each, a class letter per code point), probed once a machine for each
-    normalizer and pre-tokenizer (kept in the cache folder)."""
+def code_point_tables(data: dict) -> tuple[list[list[str]], str, list[list[str]]]:
+    """(map entries by page: 256 strings each, a class letter per code point, ordering entries by page), probed once
+    a machine for each normalizer and pre-tokenizer (kept in the cache folder)."""
     from pocketbert.export.text_in.text_tokenizer import cached_or_built
 
     rules = json.dumps({key: data.get(key) for key in ("normalizer", "pre_tokenizer")}, sort_keys=True)
     key = hashlib.sha256(b"\0".join([rules.encode(), Path(__file__).read_bytes(),
                                      version("tokenizers").encode()])).hexdigest()[:32]
     found = cached_or_built(cache_root() / CACHE_FOLDER / f"{key}.json", json.loads, lambda: _probed(data))
-    return found["maps"], found["classes"]
+    return found["maps"], found["classes"], found["order"]
 
 
 def _probed(data: dict) -> dict:
@@ -181,8 +191,15 @@ def _probed(data: dict) -> dict:
     dropped = [c for c, kind in classes.items() if kind == DROP]
     if dropped:
         raise ExportError(f"tokenizer.json's pre-tokenizer drops U+{dropped[0]:04X} inside a word: {REFUSED}")
+    order = canonical_order(reference, rows)
+    order_entries = [_order_entry(order.get(c, STARTER)) for c in range(CODE_SPACE)]
     return {"maps": [entries[k:k + PAGE] for k in range(0, CODE_SPACE, PAGE)],
-            "classes": "".join(CLASS_LETTERS[classes[c]] if c in classes else "o" for c in range(CODE_SPACE))}
+            "classes": "".join(CLASS_LETTERS[classes[c]] if c in classes else "o" for c in range(CODE_SPACE)),
+            "order": [order_entries[k:k + PAGE] for k in range(0, CODE_SPACE, PAGE)]}
+
+
+def _order_entry(entry: str | tuple[tuple[int, int], ...]) -> str:
+    return entry if isinstance(entry, str) else ",".join(f"{rank}:{count}" for rank, count in entry)
 
 
 def _map_entry(code: int, out: tuple[int, ...]) -> str:

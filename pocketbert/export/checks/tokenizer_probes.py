@@ -75,3 +75,120 @@ def halved_down(items: list, differs) -> list[tuple]:
         return [(items[0], what)]
     half = len(items) // 2
     return halved_down(items[:half], differs) + halved_down(items[half:], differs)
+
+
+# Canonical ordering. A normalizer that decomposes (NFD, as BERT's accent stripping does) sorts each run of
+# combining marks by canonical class, across code points, and tokenizers' offsets follow the sorted marks: a kept mark
+# that a lower-class mark overtakes takes the place, and so the offset, of the code point that mark came from.
+# Each code point's entry: STARTER (one unit of class 0 giving all its code points: nearly all), REMOVED_FIRST (gone
+# before the ordering, so the marks around it meet: clean-up of control characters) or its units, each
+# (rank: 0 for a starter, else the canonical class's place in the order; how many of its normalized code points it
+# gives). Ranks are found by probing the library's own decomposition, never from the host's Unicode data.
+STARTER, REMOVED_FIRST = ".", "-"
+ORDER_PROBES = ("\u0345", "\u0334")  # marks that sort after, and before, every other combining mark
+# out of order and in order: a normalizer that orders marks makes the first the second (or strips both)
+ORDER_CHECK = ("\u0301\u0316", "\u0316\u0301")
+ORDER_PROBE_CHUNK = 50_000
+
+
+def canonical_order(reference, rows: dict[int, tuple[int, ...]],
+                    made: Callable[[str], str] | None = None) -> dict[int, str | tuple[tuple[int, int], ...]]:
+    """The ordering entries of tokenizers' Tokenizer `reference` that are not STARTER; empty where its normalizer does
+    not order marks. rows: what each code point becomes (normalizer_rows(reference), or a table built on it) and
+    made(unit): what a unit becomes in that table (default: the normalizer's output)."""
+    from functools import cmp_to_key
+
+    from tokenizers.normalizers import NFD
+
+    if reference.normalizer is None or not _orders(reference.normalizer.normalize_str):
+        return {}
+    nfd = NFD().normalize_str
+    decomposed = {c: nfd(chr(c)) for c in code_points()}
+    decomposed = {c: d for c, d in decomposed.items() if d != chr(c)}
+    stable = [chr(c) for c in code_points() if c not in decomposed]
+    high, low = ORDER_PROBES
+    moved = _overtaking(nfd, [f"a{high}{u}" for u in stable]) | _overtaking(nfd, [f"a{u}{low}" for u in stable])
+    marks = {stable[k] for k in moved} | {high, low}
+
+    def before(x: str, y: str) -> int:
+        return -1 if nfd(y + x) == x + y else 1 if nfd(x + y) == y + x else 0
+
+    ranks, rank, previous = {}, 0, None
+    for mark in sorted(marks, key=cmp_to_key(before)):
+        rank += previous is None or before(previous, mark) < 0
+        ranks[mark], previous = rank, mark
+    normalize = reference.normalizer.normalize_str
+    made = made or normalize
+    entries = {}
+    for c in code_points():
+        units = decomposed.get(c, chr(c))
+        if not any(u in ranks for u in units):
+            continue
+        given = [made(u) for u in units]
+        if "".join(given) != "".join(map(chr, rows.get(c, (c,)))):
+            raise ExportError(f"tokenizer.json's normalizer makes of U+{c:04X} what its decomposition's parts do not "
+                              "make apart: the tables cannot follow its canonical ordering")
+        entries[c] = tuple((ranks.get(u, 0), len(g)) for u, g in zip(units, given))
+    entries.update(dict.fromkeys(_removed_first(reference, rows, decomposed, ranks), REMOVED_FIRST))
+    return entries
+
+
+def _orders(normalize) -> bool:
+    out, wanted = normalize(ORDER_CHECK[0]), ORDER_CHECK[1]
+    return out in ("", wanted) or out != ORDER_CHECK[0] and sorted(out) == sorted(wanted)
+
+
+def _overtaking(nfd, texts: list[str]) -> set[int]:
+    """The indexes of the three-code-point texts (a starter first) whose marks the decomposition reorders."""
+    moved = set()
+    for start in range(0, len(texts), ORDER_PROBE_CHUNK):
+        chunk = texts[start:start + ORDER_PROBE_CHUNK]
+        out = nfd("".join(chunk))
+        moved |= {start + k for k, text in enumerate(chunk) if out[3 * k:3 * k + 3] != text}
+    return moved
+
+
+def _removed_first(reference, rows, decomposed, ranks) -> list[int]:
+    """The code points the normalizer removes before it orders marks (the marks on either side then meet), probed as
+    x<kept mark><c><lower mark>: the kept mark's token ends after the lower mark where c was removed first."""
+    normalize = reference.normalizer.normalize_str
+    kept = sorted((u for u in ranks if normalize(u) == u), key=ranks.get, reverse=True)
+    stripped = sorted((u for u in ranks if normalize(u) == ""), key=ranks.get)
+    if not kept or not stripped or ranks[stripped[0]] >= ranks[kept[0]]:
+        return []  # no kept mark is ever overtaken: where the marks meet changes no offset
+    mark, lower = kept[0], stripped[0]
+    candidates = [c for c in code_points() if rows.get(c) == () and c not in decomposed and chr(c) not in ranks]
+    encoded = reference.encode_batch([f"x{mark}{chr(c)}{lower}" for c in candidates], add_special_tokens=False)
+    return [c for c, e in zip(candidates, encoded) if e.offsets and e.offsets[-1][1] == 4]
+
+
+# Pairs: where normalization, ordering, stripping and splitting meet, two code points side by side. Every class of
+# code point (its general category, what the normalizer makes of it, its ordering entry: marks of each rank kept or
+# stripped, punctuation, CJK, whitespace, control characters ...) is represented by its first, middle and last
+# code point, and each representative is probed beside each, in each pair context.
+PAIR_CONTEXTS = {"alone": "{0}{1}", "between words": "a {0}{1} b", "inside a word": "a{0}{1}b"}
+PAIR_REPRESENTATIVES = 3
+
+
+def pair_representatives(reference) -> list[int]:
+    """The code points that stand for their classes in the pair probes of tokenizers' Tokenizer `reference`. (The
+    general category only chooses probes; what the probes must give is tokenizer.json's.)"""
+    import unicodedata
+
+    rows = normalizer_rows(reference)
+    order = canonical_order(reference, rows)
+    classes: dict[tuple, list[int]] = {}
+    for c in code_points():
+        out = rows.get(c, (c,))
+        made = "itself" if out == (c,) else len(out)
+        classes.setdefault((unicodedata.category(chr(c)), made, str(order.get(c, STARTER))), []).append(c)
+    chosen = {members[k * (len(members) - 1) // max(PAIR_REPRESENTATIVES - 1, 1)]
+              for members in classes.values() for k in range(PAIR_REPRESENTATIVES)}
+    return sorted(chosen)
+
+
+def pair_probes(representatives: list[int], contexts: dict[str, str] | None = None) -> list[str]:
+    """Each representative beside each (both orders, and itself twice) in each pair context."""
+    contexts = PAIR_CONTEXTS if contexts is None else contexts
+    return [form.format(chr(a), chr(b)) for form in contexts.values() for a in representatives
+            for b in representatives]

@@ -50,7 +50,7 @@ class ParallelExport:
         at_once = len(plan) + len(usability_checked) + len(app_programs.PROGRAMS) + probe_ranges
         self.processes, self.threads = job_graph.workers_for(jobs, at_once, weight_bytes)
         parts = None if self.cached_check is not None else tokenizer_check.part_ranges(
-            tokenizer_check.probe_count(contexts), task.text_in_inputs, self.processes)
+            tokenizer_check.probe_count(out / TOKENIZER_JSON, contexts), task.text_in_inputs, self.processes)
         self.jobs = job_graph.plan_jobs(plan, task, apple, usability_checked, tuple(app_programs.PROGRAMS),
                                         (out, contexts), parts, check)
         job_graph.check_graph(self.jobs)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace as replaced
 
 from pocketbert.core.errors import ExportError
-from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, SEPARATE, SPLIT, code_points,
-                                                normalizer_rows, word_classes)
+from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, REMOVED_FIRST, SEPARATE,
+                                                       SPLIT, canonical_order, code_points, normalizer_rows,
+                                                       word_classes)
 from pocketbert.export.text_in.session import text_session
 
 PAGE_BITS = 8
@@ -34,6 +35,7 @@ PAGE = 1 << PAGE_BITS
 SPACE = 0x20
 NO_CODE_POINT = -1
 MAX_EXPANSION = 4  # code points one code point may become; more would be a normalizer no BERT tokenizer has
+RANK_SPAN = 256  # the graph sorts marks on (run, rank, place): ranks below it (Unicode has 55 canonical classes)
 NAMED_IN_ERRORS = 8
 TEXT_IN_REFUSED = "export this model's token-id graphs only"
 PAGE_TABLES_KEPT = 4  # mappings whose page tables a process keeps (a few hundred KiB each)
@@ -49,15 +51,45 @@ class CodePointMapping:
     spaced: tuple[int, ...] = ()  # punctuation the ops keep in a word, set apart with spaces
     stood_in: tuple[int, ...] = ()  # code points the ops misread, replaced by stand_in
     stand_in: int | None = None
+    # the normalizer's canonical ordering of marks (tokenizer_probes.canonical_order, counted in this table's code
+    # points): the entries that are not STARTER
+    order: dict[int, str | tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"width": self.width, "spaced": list(self.spaced), "stood_in": list(self.stood_in),
-                "stand_in": self.stand_in, "rows": [[c, list(out)] for c, out in sorted(self.rows.items())]}
+                "stand_in": self.stand_in, "rows": [[c, list(out)] for c, out in sorted(self.rows.items())],
+                "order": [[c, entry if isinstance(entry, str) else [list(u) for u in entry]]
+                          for c, entry in sorted(self.order.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CodePointMapping":
         return cls({int(c): tuple(map(int, out)) for c, out in data["rows"]}, int(data["width"]),
-                   tuple(data["spaced"]), tuple(data["stood_in"]), data["stand_in"])
+                   tuple(data["spaced"]), tuple(data["stood_in"]), data["stand_in"],
+                   {int(c): entry if isinstance(entry, str) else tuple(tuple(map(int, u)) for u in entry)
+                    for c, entry in data["order"]})
+
+    def order_tables(self):
+        """(page index [CODE_SPACE / PAGE] int32, ranks [pages * PAGE, units] int32, counts [pages * PAGE, units]
+        int32): code point c's units in canonical order are row r = page_index[c >> 8] * 256 + (c & 255), each of
+        rank ranks[r, k] (-1: no unit) giving counts[r, k] of c's code points. A STARTER is one unit of rank 0
+        giving all of them (counted as `width`); a code point REMOVED_FIRST has no unit."""
+        import numpy as np
+
+        units = max([len(entry) for entry in self.order.values() if not isinstance(entry, str)] + [1])
+        ranks = np.full((CODE_SPACE, units), -1, dtype=np.int32)
+        counts = np.zeros((CODE_SPACE, units), dtype=np.int32)
+        ranks[:, 0], counts[:, 0] = 0, self.width
+        for code, entry in self.order.items():
+            ranks[code], counts[code] = -1, 0
+            if entry == REMOVED_FIRST:
+                continue
+            for k, (rank, count) in enumerate(entry):
+                ranks[code, k], counts[code, k] = rank, count
+        pages = np.concatenate([ranks.reshape(-1, PAGE * units), counts.reshape(-1, PAGE * units)], axis=1)
+        unique, page_index = np.unique(pages, axis=0, return_inverse=True)
+        half = PAGE * units
+        return (page_index.reshape(-1).astype(np.int32), unique[:, :half].reshape(-1, units).astype(np.int32),
+                unique[:, half:].reshape(-1, units).astype(np.int32))
 
     def apply(self, text: str) -> str:
         return "".join("".join(map(chr, self.rows.get(ord(c), (ord(c),)))) for c in text)
@@ -137,13 +169,25 @@ def derive(data: dict, misread_in_words: Callable[[CodePointMapping, list[int]],
                and all(o not in in_vocabulary for o in rows.get(c, (c,)) if o != SPACE)]
     _refuse(sorted(set(misread) - set(fixable)), "the graph's WordPiece op reads them otherwise than tokenizer.json")
     if not fixable:
-        return mapping
+        return _ordered(reference, mapping)
     for o in {o for c in fixable for o in rows.get(c, (c,)) if o != SPACE}:
         replace[o] = (SPACE, stand_in, SPACE) if reference_class[o] == SPLIT else (stand_in,)
     mapping = _with_replacements(rows, replace, spaced, stood_in + sorted(set(fixable)), stand_in)
     _refuse(misread_in_words(mapping, fixable), "a stand-in code point does not make the WordPiece op read them as "
                                                 "tokenizer.json does")
-    return mapping
+    return _ordered(reference, mapping)
+
+
+def _ordered(reference, mapping: CodePointMapping) -> CodePointMapping:
+    """The mapping with the normalizer's canonical ordering, counted in the mapping's own code points."""
+    try:
+        order = canonical_order(reference, mapping.rows, lambda unit: mapping.apply(unit))
+    except ExportError as exc:
+        raise ExportError(f"the text-in tokenizer graph cannot express this tokenizer.json ({exc}): "
+                          f"{TEXT_IN_REFUSED} (--only onnx,onnx-int8,...)") from exc
+    _refuse([c for c, entry in order.items() if not isinstance(entry, str) and max(r for r, _ in entry) >= RANK_SPAN],
+            f"its normalizer orders marks in more than {RANK_SPAN} ranks")
+    return replaced(mapping, order=order)
 
 
 

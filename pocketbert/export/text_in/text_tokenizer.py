@@ -29,8 +29,8 @@ from pathlib import Path
 from pocketbert.core.errors import ExportError, require
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.checks.tokenizer_probes import halved_down
-from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, CodePointMapping,
-                                                  derive)
+from pocketbert.export.text_in.text_normalization import (NO_CODE_POINT, OPS_SETTINGS, PAGE, RANK_SPAN,
+                                                         CodePointMapping, derive)
 
 CONTRIB = "ai.onnx.contrib"
 PREFIX = "tokenizer/"
@@ -229,10 +229,19 @@ class _Builder:
         self.int64("k0123", [0, 1, 2, 3])
         from onnx import numpy_helper
 
-        page_index, absolute, relative = constants["mapping"].page_tables()
-        for name, array in (("page_index", page_index), ("absolute", absolute), ("relative", relative)):
+        mapping = constants["mapping"]
+        page_index, absolute, relative = mapping.page_tables()
+        order_page_index, order_ranks, order_counts = mapping.order_tables()
+        for name, array in (("page_index", page_index), ("absolute", absolute), ("relative", relative),
+                            ("order_page_index", order_page_index), ("order_ranks", order_ranks),
+                            ("order_counts", order_counts)):
             self.initializers.append(numpy_helper.from_array(array, PREFIX + name))
         self.int64("page", [PAGE])
+        self.int64("width", [mapping.width])
+        self.int64("last_column", [mapping.width - 1])
+        self.int64("row_columns", list(range(mapping.width)))
+        self.int64("first_unit", [1] + [0] * (order_ranks.shape[1] - 1))
+        self.int64("rank_span", [RANK_SPAN])
 
     def int64(self, name: str, values: list[int]) -> str:
         self.initializers.append(self.helper.make_tensor(PREFIX + name, self.T.INT64, [len(values)], values))
@@ -309,15 +318,60 @@ class _Builder:
         absolute = n("Cast", [n("Gather", [PREFIX + "absolute", row], axis=0)], to=T.INT64)
         relative = n("Cast", [n("Gather", [PREFIX + "relative", row], axis=0)], to=T.INT64)
         rows = n("Add", [absolute, n("Mul", [relative, n("Unsqueeze", [code, one])])])
-        kept = n("Reshape", [n("Not", [n("Equal", [rows, PREFIX + "no_code_point"])]), PREFIX + "minus_one"])
-        normalized = n("Compress", [n("Reshape", [rows, PREFIX + "minus_one"]), kept], axis=0)
-        sources = n("Expand", [n("Unsqueeze", [n("Range", [PREFIX + "zero_scalar",
-                                                           n("Squeeze", [n("Shape", [code]), zero]),
-                                                           PREFIX + "one_scalar"]), one]), n("Shape", [rows])])
-        origin = n("Concat", [n("Compress", [n("Reshape", [sources, PREFIX + "minus_one"]), kept], axis=0),
-                              n("Shape", [code])], axis=0)
+        normalized, origin = self.canonically_ordered(code, rows)
         spaced = n("Concat", [self.encoded(normalized), PREFIX + "space"], axis=0)
         return self.decoded(spaced), spaced, origin
+
+    def canonically_ordered(self, code: str, rows: str) -> tuple[str, str]:
+        """(the normalized code points, and for each the index of the text's code point whose place it holds, one
+        more at the end) from the text's code points and their table rows [n, width]. Each code point's units (the
+        order table) are sorted as the normalizer orders marks: a stable sort of each run of units of nonzero rank
+        by rank, here one TopK on (run, rank, place in the text). Read in that order, a code point's first unit
+        takes the next place, its other units the place taken last (tokenizers' alignments: where a mark overtakes
+        a kept mark, the kept mark's offset moves)."""
+        n, T, zero, one = self.n, self.T, PREFIX + "zero", PREFIX + "one"
+        minus_one, zero_scalar, one_scalar = PREFIX + "minus_one", PREFIX + "zero_scalar", PREFIX + "one_scalar"
+        row = n("Add", [n("Mul", [n("Cast", [n("Gather", [PREFIX + "order_page_index",
+                                                          n("Div", [code, PREFIX + "page"])], axis=0)], to=T.INT64),
+                                  PREFIX + "page"]),
+                        n("Mod", [code, PREFIX + "page"])])
+        ranks = n("Cast", [n("Gather", [PREFIX + "order_ranks", row], axis=0)], to=T.INT64)  # [n, units]
+        counts = n("Cast", [n("Gather", [PREFIX + "order_counts", row], axis=0)], to=T.INT64)
+        has = n("GreaterOrEqual", [ranks, zero])
+        flat_has = n("Reshape", [has, minus_one])
+        places = n("Reshape", [n("NonZero", [n("Reshape", [n("Gather", [has, zero], axis=1), minus_one])]), minus_one])
+
+        def units(grid: str) -> str:
+            return n("Compress", [n("Reshape", [grid, minus_one]), flat_has], axis=0)
+
+        count = n("Squeeze", [n("Shape", [code]), zero])
+        owner = units(n("Expand", [n("Unsqueeze", [n("Range", [zero_scalar, count, one_scalar]), one]),
+                                   n("Shape", [ranks])]))
+        first = units(n("Expand", [n("Unsqueeze", [PREFIX + "first_unit", zero]), n("Shape", [ranks])]))
+        rank, given = units(ranks), units(counts)
+        skipped = units(n("CumSum", [counts, one_scalar], exclusive=1))
+        # the sort key (run, rank, place): a run of marks belongs to the starter before it
+        run = n("CumSum", [n("Cast", [n("Equal", [rank, zero])], to=T.INT64), zero_scalar])
+        total = n("Shape", [rank])
+        key = n("Add", [n("Mul", [n("Add", [n("Mul", [run, PREFIX + "rank_span"]), rank]), total]),
+                        n("Range", [zero_scalar, n("Squeeze", [total, zero]), one_scalar])])
+        _, order = n("TopK", [key, total], 2, largest=0, sorted=1)
+        taken = n("CumSum", [n("Gather", [first, order], axis=0), zero_scalar])
+        source = n("Gather", [places, n("Max", [n("Sub", [taken, one]), zero])], axis=0)
+        # each unit's code points: its slice of its code point's row
+        column = n("Add", [n("Unsqueeze", [n("Gather", [skipped, order], axis=0), one]),
+                           n("Unsqueeze", [PREFIX + "row_columns", zero])])
+        within = n("And", [n("Less", [n("Unsqueeze", [PREFIX + "row_columns", zero]),
+                                      n("Unsqueeze", [n("Gather", [given, order], axis=0), one])]),
+                           n("Less", [column, PREFIX + "width"])])
+        at = n("Add", [n("Mul", [n("Unsqueeze", [n("Gather", [owner, order], axis=0), one]), PREFIX + "width"]),
+                       n("Min", [column, PREFIX + "last_column"])])
+        codes = n("Gather", [n("Reshape", [rows, minus_one]), n("Reshape", [at, minus_one])], axis=0)
+        kept = n("And", [n("Reshape", [within, minus_one]),
+                         n("Not", [n("Equal", [codes, PREFIX + "no_code_point"])])])
+        sources = n("Reshape", [n("Expand", [n("Unsqueeze", [source, one]), n("Shape", [at])]), minus_one])
+        origin = n("Concat", [n("Compress", [sources, kept], axis=0), n("Shape", [code])], axis=0)
+        return n("Compress", [codes, kept], axis=0), origin
 
     def encoded(self, code: str) -> str:
         """Code points (1-D int64) -> their UTF-8 bytes."""

@@ -1,5 +1,6 @@
-"""The exhaustive check of a text-in tokenizer graph: every Unicode scalar value, in four contexts, gives the ids
-(and, for a pair, token types; with offsets, each token's span) tokenizer.json gives.
+"""The exhaustive check of a text-in tokenizer graph: every Unicode scalar value, in four contexts, and each pair of
+the code points that stand for their classes, in three (tokenizer_probes.pair_probes), give the ids (and, for a
+pair, token types; with offsets, each token's span) tokenizer.json gives.
 
 The probes are checked many to a text (separated by spaces, so each is whole words of its own) on a graph built
 as the shipped one but with a window no text fills; a text that differs is halved down to its probes. The result
@@ -17,6 +18,7 @@ from pathlib import Path
 from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in import text_normalization, text_tokenizer
 from pocketbert.export.text_in.session import text_session
+from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.checks.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
 
 # Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
@@ -24,6 +26,7 @@ PROBES_PER_TEXT = 100
 WORKERS = 2
 NAMED_MISMATCHES = 5
 CACHE_FOLDER = "tokenizer-checks"
+PAIRS_CACHE_FOLDER = "tokenizer-pair-probes"
 
 
 
@@ -35,12 +38,13 @@ def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     chosen = {name: CONTEXTS[name] for name in contexts}
     if not use_cache:
-        return {**run_check(data, text_inputs, offsets, probes(chosen)), "contexts": list(chosen), "cached": False}
+        return {**run_check(data, text_inputs, offsets, every_probe(data, chosen)), "contexts": list(chosen),
+                "cached": False}
     built = []
 
     def build() -> dict:
         built.append(True)
-        return {**run_check(data, text_inputs, offsets, probes(chosen)), "contexts": list(chosen)}
+        return {**run_check(data, text_inputs, offsets, every_probe(data, chosen)), "contexts": list(chosen)}
 
     result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads, build,
                                             keep=lambda found: found["mismatch_count"] == 0)
@@ -69,15 +73,37 @@ def part_ranges(total: int, text_inputs: tuple[str, ...], parts: int) -> list[tu
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def probe_count(contexts: tuple[str, ...]) -> int:
-    return len(probes({name: CONTEXTS[name] for name in contexts}))
+def every_probe(data: dict, contexts: dict[str, str]) -> list[str]:
+    """Every code point in each of `contexts`, then the pair probes of tokenizer.json `data`."""
+    return probes(contexts) + tokenizer_probes.pair_probes(pair_representatives(json.dumps(data)))
+
+
+def pair_representatives(data: str) -> list[int]:
+    """tokenizer_probes.pair_representatives of tokenizer.json `data` (its text), found once a machine."""
+    from tokenizers import Tokenizer
+
+    def found() -> list[int]:
+        reference = Tokenizer.from_str(data)
+        reference.no_truncation()
+        reference.no_padding()
+        return tokenizer_probes.pair_representatives(reference)
+
+    path = text_tokenizer.cache_entry(PAIRS_CACHE_FOLDER, text_tokenizer.tokenizer_rules(json.loads(data)).encode(),
+                                      Path(tokenizer_probes.__file__).read_bytes())
+    return text_tokenizer.cached_or_built(path, lambda text: json.loads(text)["codes"], found,
+                                          dump=lambda codes: {"codes": codes})
+
+
+def probe_count(tokenizer_json: Path, contexts: tuple[str, ...]) -> int:
+    data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    return len(every_probe(data, {name: CONTEXTS[name] for name in contexts}))
 
 
 def check_part(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, contexts: tuple[str, ...],
                start: int, stop: int, workers: int) -> dict:
     """run_check on the probes start:stop, every mismatch kept (merged names the first of all parts')."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
-    every = probes({name: CONTEXTS[name] for name in contexts})
+    every = every_probe(data, {name: CONTEXTS[name] for name in contexts})
     return run_check(data, text_inputs, offsets, every[start:stop], workers=workers, named=None)
 
 
@@ -166,5 +192,5 @@ def require_equal(result: dict) -> None:
 
 def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool, contexts: dict[str, str]) -> Path:
     return text_tokenizer.cache_entry(CACHE_FOLDER, text_tokenizer.tokenizer_rules(data).encode(),
-                                      Path(__file__).read_bytes(),
+                                      Path(__file__).read_bytes(), Path(tokenizer_probes.__file__).read_bytes(),
                                       json.dumps([len(text_inputs), offsets, sorted(contexts)]).encode())

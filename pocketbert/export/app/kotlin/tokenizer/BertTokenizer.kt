@@ -13,13 +13,17 @@ data class Token(val id: Int, val start: Int, val end: Int)
 /** A span [start, end) of the input's code points: an added token's id, or null for the text between added tokens. */
 internal class TextPart(val id: Int?, val start: Int, val end: Int)
 
+/** Step 1's output: the normalized code points points[0, size), each with sources[k], the index of the input code
+ *  point whose place it holds. */
+internal class Normalized(val points: IntArray, val sources: IntArray, val size: Int)
+
 /** What a model reads: ids, token types and attention mask, as the LongArrays ONNX Runtime's tensors take. */
 class Encoding(val ids: LongArray, val typeIds: LongArray, val attentionMask: LongArray)
 
 class BertTokenizer(tables: Reader) {
     companion object {
         private const val MAGIC_NAME = "pocketbert-tokenizer-tables"
-        private const val HEADER = "$MAGIC_NAME 2"
+        private const val HEADER = "$MAGIC_NAME 3"
         private const val LAST_SCALAR = 0x10FFFF
         private const val CRLF = "tokenizer.tables has CRLF line ends (a copy or checkout converted them): copy the exported file byte for byte (git: mark *.tables binary)"
         private const val PAGE = 256
@@ -30,6 +34,11 @@ class BertTokenizer(tables: Reader) {
         private const val OTHER: Byte = 0
         private const val WHITESPACE: Byte = 1
         private const val PUNCTUATION: Byte = 2
+        // Order entries that are not an offset into orderUnits.
+        private const val STARTER = -1  // one unit of rank 0 giving all the code point's mapped code points
+        private const val REMOVED_FIRST = -2  // removed before the ordering: no unit, no place
+        private const val MAX_RANK = 255
+        private const val MAX_COUNT = 255
 
         fun fromFile(path: File): BertTokenizer = path.bufferedReader(Charsets.UTF_8).use { BertTokenizer(it) }
     }
@@ -51,6 +60,9 @@ class BertTokenizer(tables: Reader) {
     private val expansions: List<IntArray>
     private val classIndex: IntArray
     private val classEntries: ByteArray
+    private val orderIndex: IntArray
+    private val orderEntries: IntArray  // STARTER, REMOVED_FIRST or k: orderUnits[k] units follow it, each rank shl 8 or count
+    private val orderUnits: IntArray
 
     init {
         val text = tables.readText()
@@ -99,7 +111,7 @@ class BertTokenizer(tables: Reader) {
         val first = line()
         if (first != HEADER) {
             if (first.startsWith("$MAGIC_NAME ")) {
-                throw IllegalArgumentException("tokenizer.tables is format ${first.substring(MAGIC_NAME.length + 1)}, this tokenizer reads 2: take the tables and the tokenizer from one pocketbert export")
+                throw IllegalArgumentException("tokenizer.tables is format ${first.substring(MAGIC_NAME.length + 1)}, this tokenizer reads 3: take the tables and the tokenizer from one pocketbert export")
             }
             throw IllegalArgumentException("not a tokenizer.tables file: export it again with pocketbert")
         }
@@ -168,12 +180,62 @@ class BertTokenizer(tables: Reader) {
             }
         }
         classIndex = pageIndex("class_index", classPages)
-        // Every code point a shift maps stays in the code space: tokenize() then never indexes a page past it.
-        // (Removals and expansions lie below -LAST_SCALAR; a shift, checked above, does not.)
+
+        val orderPages = count("order_pages")
+        orderEntries = IntArray(orderPages * PAGE)
+        var units = IntArray(64)
+        var unitsSize = 0
+        val unitsAt = HashMap<String, Int>()  // an entry's text -> its units' offset: each distinct entry stored once
+        for (page in 0 until orderPages) {
+            val entries = line().split(' ')
+            if (entries.size != PAGE) throw unexpected("a page of $PAGE order entries")
+            for (k in 0 until PAGE) {
+                val entry = entries[k]
+                orderEntries[page * PAGE + k] = when (entry) {
+                    "." -> STARTER
+                    "-" -> REMOVED_FIRST
+                    else -> unitsAt.getOrPut(entry) {
+                        val parts = entry.split(',')
+                        if (unitsSize + parts.size + 1 > units.size) units = units.copyOf(maxOf(units.size * 2, unitsSize + parts.size + 1))
+                        val at = unitsSize
+                        units[unitsSize++] = parts.size
+                        for (part in parts) {
+                            val colon = part.indexOf(':')
+                            val rank = if (colon >= 0) part.substring(0, colon).toIntOrNull() else null
+                            val count = if (colon >= 0) part.substring(colon + 1).toIntOrNull() else null
+                            if (rank == null || count == null || rank !in 0..MAX_RANK || count !in 0..MAX_COUNT) throw unexpected("order entry")
+                            units[unitsSize++] = (rank shl 8) or count
+                        }
+                        at
+                    }
+                }
+            }
+        }
+        orderUnits = units.copyOf(unitsSize)
+        orderIndex = pageIndex("order_index", orderPages)
+
         for (code in 0..LAST_SCALAR) {
+            // Every code point a shift maps stays in the code space: tokenize() then never indexes a page past it.
+            // (Removals and expansions lie below -LAST_SCALAR; a shift, checked above, does not.)
             val entry = mapEntries[mapIndex[code shr 8] + (code and 0xFF)]
             if (entry != 0 && entry >= -LAST_SCALAR && (code + entry) !in 0..LAST_SCALAR) {
                 throw IllegalArgumentException("tokenizer.tables does not hold a map into the code space (code point $code): export it again")
+            }
+            // A code point's units give exactly the code points its map gives: normalized() then never reads past them.
+            val order = orderEntries[orderIndex[code shr 8] + (code and 0xFF)]
+            if (order != STARTER) {
+                var given = 0
+                if (order != REMOVED_FIRST) {
+                    for (k in 1..orderUnits[order]) given += orderUnits[order + k] and 0xFF
+                }
+                val mapped = when {
+                    entry > REMOVED -> 1
+                    entry == REMOVED -> 0
+                    else -> expansions[EXPANSION - entry].size
+                }
+                if (given != mapped) {
+                    throw IllegalArgumentException("tokenizer.tables orders code point $code in units of $given code points and maps it to $mapped: export it again")
+                }
             }
         }
     }
@@ -231,37 +293,104 @@ class BertTokenizer(tables: Reader) {
         return parts
     }
 
-    /** Steps 1 to 4 on text[from, to), a part between added tokens: its word pieces into `tokens`. */
-    private fun splitWords(text: IntArray, from: Int, to: Int, tokens: MutableList<Token>) {
-        // Normalized code points, each with the index of the input code point it came from.
-        var points = IntArray(to - from + 16)
-        var sources = IntArray(to - from + 16)
-        var n = 0
-        for (source in from until to) {
+    /**
+     * Step 1 on text[start, end): its normalized code points, each with the index of the input code point whose place
+     * it holds. Each code point's units (its decomposition's parts, each giving some of its mapped code points) are put
+     * in canonical order: every run of units of nonzero rank sorted by rank, stably. Then the units are read in order:
+     * a code point's first unit takes the next input code point's place, its other units the place of the one taken
+     * last (tokenizers' alignments, so offsets are tokenizer.json's where marks move).
+     */
+    internal fun normalized(text: IntArray, start: Int, end: Int): Normalized {
+        // How many places, units and mapped code points, so that every array below is allocated once, to size.
+        var placeCount = 0
+        var unitCount = 0
+        var codeCount = 0
+        for (source in start until end) {
             val c = text[source]
+            val order = orderEntries[orderIndex[c ushr 8] + (c and 0xFF)]
+            if (order == REMOVED_FIRST) continue
+            placeCount++
+            unitCount += if (order == STARTER) 1 else orderUnits[order]
+            val entry = mapEntries[mapIndex[c ushr 8] + (c and 0xFF)]
+            codeCount += if (entry > REMOVED) 1 else if (entry == REMOVED) 0 else expansions[EXPANSION - entry].size
+        }
+        // units[u]: rank shl 32 or u (sorting these sorts by rank, stably); unit u gives
+        // codes[unitFrom[u], unitFrom[u] + unitCodes[u]) and takes the next place where unitTakes[u].
+        val places = IntArray(placeCount)
+        val units = LongArray(unitCount)
+        val unitFrom = IntArray(unitCount)
+        val unitCodes = IntArray(unitCount)
+        val unitTakes = BooleanArray(unitCount)
+        val codes = IntArray(codeCount)
+        var p = 0
+        var u = 0
+        var n = 0
+        for (source in start until end) {
+            val c = text[source]
+            val order = orderEntries[orderIndex[c ushr 8] + (c and 0xFF)]
+            if (order == REMOVED_FIRST) continue
+            places[p++] = source
+            val from = n
             val entry = mapEntries[mapIndex[c ushr 8] + (c and 0xFF)]
             if (entry > REMOVED) {
-                if (n == points.size) {
-                    points = points.copyOf(n * 2)
-                    sources = sources.copyOf(n * 2)
-                }
-                points[n] = c + entry
-                sources[n] = source
-                n++
+                codes[n++] = c + entry
             } else if (entry != REMOVED) {
-                val mapped = expansions[EXPANSION - entry]
-                if (n + mapped.size > points.size) {
-                    points = points.copyOf(maxOf(points.size * 2, n + mapped.size))
-                    sources = sources.copyOf(points.size)
-                }
-                for (p in mapped) {
-                    points[n] = p
-                    sources[n] = source
-                    n++
-                }
+                for (mapped in expansions[EXPANSION - entry]) codes[n++] = mapped
+            }
+            if (order == STARTER) {
+                units[u] = u.toLong()
+                unitFrom[u] = from
+                unitCodes[u] = n - from
+                unitTakes[u] = true
+                u++
+                continue
+            }
+            var at = from
+            for (k in 1..orderUnits[order]) {
+                val unit = orderUnits[order + k]
+                val count = unit and 0xFF
+                units[u] = ((unit ushr 8).toLong() shl 32) or u.toLong()
+                unitFrom[u] = at
+                unitCodes[u] = count
+                unitTakes[u] = k == 1
+                u++
+                at += count
             }
         }
+        var run = 0
+        while (run < unitCount) {
+            if (units[run] ushr 32 == 0L) {
+                run++
+                continue
+            }
+            var after = run
+            while (after < unitCount && units[after] ushr 32 != 0L) after++
+            if (after - run > 1) java.util.Arrays.sort(units, run, after)  // the keys differ: a stable sort by rank
+            run = after
+        }
+        val points = IntArray(codeCount)
+        val sources = IntArray(codeCount)
+        var out = 0
+        var taken = 0
+        for (k in 0 until unitCount) {
+            val unit = units[k].toInt()  // its index: the low 32 bits
+            if (unitTakes[unit]) taken++
+            val place = places[maxOf(taken - 1, 0)]
+            for (j in unitFrom[unit] until unitFrom[unit] + unitCodes[unit]) {
+                points[out] = codes[j]
+                sources[out] = place
+                out++
+            }
+        }
+        return Normalized(points, sources, out)
+    }
 
+    /** Steps 1 to 4 on text[from, to), a part between added tokens: its word pieces into `tokens`. */
+    private fun splitWords(text: IntArray, from: Int, to: Int, tokens: MutableList<Token>) {
+        val normal = normalized(text, from, to)
+        val points = normal.points
+        val sources = normal.sources
+        val n = normal.size
         var wordStart = 0
         for (k in 0 until n) {
             val c = points[k]

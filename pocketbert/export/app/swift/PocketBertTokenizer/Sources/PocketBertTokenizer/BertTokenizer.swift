@@ -101,6 +101,79 @@ public final class BertTokenizer: Sendable {
         }
     }
 
+    /// How `code` takes part in the canonical ordering: Tables.starter, Tables.removedFirst, or where its units begin
+    /// in tables.orderUnits.
+    @inline(__always)
+    func orderEntry(_ code: UInt32) -> Int32 {
+        let value = Int(code)
+        return tables.orderEntries[Int(tables.orderIndex[value >> Tables.pageBits]) << Tables.pageBits
+                                   | (value & Tables.pageMask)]
+    }
+
+    /// A unit of the canonical ordering: its rank (0: a starter), where the mapped code points it gives begin and how
+    /// many, whether it takes the next place (a code point's first unit), and where it stood before the ordering.
+    struct Unit {
+        var rank: Int32
+        var takes: Bool
+        var start: Int
+        var count: Int
+        var index: Int
+    }
+
+    /// Step 1 on a part between added tokens: its normalized code points, each passed to `emit` with the index of the
+    /// input code point whose place it holds. Each code point's units (its decomposition's parts, each giving some of
+    /// its mapped code points) are put in canonical order: every run of units of nonzero rank sorted by rank, stably.
+    /// Then the units are read in order: a code point's first unit takes the next input code point's place, its other
+    /// units the place of the one taken last (tokenizers' alignments, so offsets are tokenizer.json's where marks
+    /// move).
+    func normalized(_ text: ArraySlice<UInt32>, _ emit: (UInt32, Int) -> Void) {
+        var codes: [UInt32] = [], units: [Unit] = [], places: [Int] = []
+        codes.reserveCapacity(text.count)
+        units.reserveCapacity(text.count)
+        places.reserveCapacity(text.count)
+        for (source, scalar) in zip(text.indices, text) {
+            let entry = orderEntry(scalar)
+            if entry == Tables.removedFirst { continue }
+            places.append(source)
+            let first = codes.count
+            mapped(scalar) { codes.append($0) }
+            if entry == Tables.starter {
+                units.append(Unit(rank: 0, takes: true, start: first, count: codes.count - first, index: units.count))
+                continue
+            }
+            // The tables' check saw to it that the units give exactly the code points the map gave.
+            let begin = Int(entry)
+            var at = first
+            for k in 0..<Int(tables.orderUnits[begin]) {
+                let unit = tables.orderUnits[begin + 1 + k]
+                let count = Int(unit & 0xFF)
+                units.append(Unit(rank: unit >> 8, takes: k == 0, start: at, count: count, index: units.count))
+                at += count
+            }
+        }
+        var run = 0
+        while run < units.count {
+            if units[run].rank == 0 {
+                run += 1
+                continue
+            }
+            var after = run + 1, inOrder = true
+            while after < units.count && units[after].rank != 0 {
+                inOrder = inOrder && units[after - 1].rank <= units[after].rank
+                after += 1
+            }
+            // Stable: ties keep their order (sort alone is not guaranteed stable).
+            if !inOrder { units[run..<after].sort { ($0.rank, $0.index) < ($1.rank, $1.index) } }
+            run = after
+        }
+        var taken = 0
+        for unit in units {
+            if unit.takes { taken += 1 }
+            let place = places[max(taken - 1, 0)]
+            for k in unit.start..<unit.start + unit.count { emit(codes[k], place) }
+        }
+    }
+
     @inline(__always)
     func codeClass(_ code: UInt32) -> UInt8 {
         let value = Int(code)
@@ -136,21 +209,19 @@ public final class BertTokenizer: Sendable {
     /// each came from.
     func splitWords(_ text: ArraySlice<UInt32>, _ word: ([UInt32], [Int]) -> Void) {
         var codes: [UInt32] = [], sources: [Int] = []
-        for (source, scalar) in zip(text.indices, text) {
-            mapped(scalar) { code in
-                let kind = codeClass(code)
-                if kind == BertTokenizer.other {
-                    codes.append(code)
-                    sources.append(source)
-                    return
-                }
-                if !codes.isEmpty {
-                    word(codes, sources)
-                    codes.removeAll(keepingCapacity: true)
-                    sources.removeAll(keepingCapacity: true)
-                }
-                if kind == BertTokenizer.punctuation { word([code], [source]) }
+        normalized(text) { code, source in
+            let kind = codeClass(code)
+            if kind == BertTokenizer.other {
+                codes.append(code)
+                sources.append(source)
+                return
             }
+            if !codes.isEmpty {
+                word(codes, sources)
+                codes.removeAll(keepingCapacity: true)
+                sources.removeAll(keepingCapacity: true)
+            }
+            if kind == BertTokenizer.punctuation { word([code], [source]) }
         }
         if !codes.isEmpty { word(codes, sources) }
     }

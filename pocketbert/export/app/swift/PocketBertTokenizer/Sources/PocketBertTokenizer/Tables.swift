@@ -3,7 +3,8 @@ import Foundation
 /// tokenizer.tables read into arrays: the format is in pocketbert/export/app/tokenizer_tables.py.
 struct Tables {
     static let magicName = "pocketbert-tokenizer-tables"
-    static let magic = magicName + " 2"
+    static let version = "3"
+    static let magic = magicName + " " + version
     static let lastScalar = 0x10FFFF
     static let classLetters: Set<UInt8> = [UInt8(ascii: "o"), UInt8(ascii: "w"), UInt8(ascii: "p")]
     static let pageBits = 8
@@ -11,6 +12,10 @@ struct Tables {
     // A map entry is a shift (the code point plus it), or below `removed` an index into `expansions`.
     static let removed = Int32.min
     static let firstExpansion = Int32.min + 1
+    // An order entry is STARTER, REMOVED_FIRST, or where its units begin in `orderUnits`.
+    static let starter: Int32 = -1
+    static let removedFirst: Int32 = -2
+    static let largestUnitField = 255  // a unit's rank and its count
 
     var unkId = 0, clsId = 0, sepId = 0, padId = 0
     var prefix: [UInt32] = Array("##".unicodeScalars.map(\.value))
@@ -27,6 +32,10 @@ struct Tables {
     var mapIndex: [Int32] = []
     var classes: [UInt8] = []  // class_pages, one letter a code point
     var classIndex: [Int32] = []
+    var orderEntries: [Int32] = []  // order_pages, 256 entries a page
+    // For each entry of units: their number, then each unit as rank << 8 | count.
+    var orderUnits: [Int32] = []
+    var orderIndex: [Int32] = []
 
     init(bytes: [UInt8]) throws {
         // A CR anywhere is a copy that converted the line ends (the format is \n-ended, and no entry holds a CR).
@@ -133,36 +142,85 @@ struct Tables {
             classes.append(contentsOf: page)
         }
         classIndex = try pageIndex("class_index", pages: classPages)
+        /// A unit's rank or count: a number in 0...255.
+        func unitField(_ text: Substring) -> Int32? {
+            guard let value = Int32(text), value >= 0 && value <= Tables.largestUnitField else { return nil }
+            return value
+        }
+        let orderPages = try count("order_pages")
+        orderEntries.reserveCapacity(orderPages * 256)
+        for _ in 0..<orderPages {
+            let entries = try line().split(separator: " ", omittingEmptySubsequences: false)
+            guard entries.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 order entries") }
+            for entry in entries {
+                if entry == "." {
+                    orderEntries.append(Tables.starter)
+                    continue
+                }
+                if entry == "-" {
+                    orderEntries.append(Tables.removedFirst)
+                    continue
+                }
+                let units = entry.split(separator: ",", omittingEmptySubsequences: false)
+                guard let begin = Int32(exactly: orderUnits.count) else { throw TablesError.unexpected(line: at, wanted: "order entry") }
+                orderEntries.append(begin)
+                orderUnits.append(Int32(units.count))
+                for unit in units {
+                    let parts = unit.split(separator: ":", omittingEmptySubsequences: false)
+                    guard parts.count == 2, let rank = unitField(parts[0]), let count = unitField(parts[1]) else {
+                        throw TablesError.unexpected(line: at, wanted: "order entry")
+                    }
+                    orderUnits.append(rank << 8 | count)
+                }
+            }
+        }
+        orderIndex = try pageIndex("order_index", pages: orderPages)
         let pages = 0x110000 >> Tables.pageBits
-        guard mapEntries.count == mapPages * 256, classes.count == classPages * 256, mapIndex.count == pages,
-              classIndex.count == pages, mapIndex.allSatisfy({ $0 >= 0 && Int($0) < mapPages }),
-              classIndex.allSatisfy({ $0 >= 0 && Int($0) < classPages })
+        guard mapEntries.count == mapPages * 256, classes.count == classPages * 256,
+              orderEntries.count == orderPages * 256, mapIndex.count == pages, classIndex.count == pages,
+              orderIndex.count == pages, mapIndex.allSatisfy({ $0 >= 0 && Int($0) < mapPages }),
+              classIndex.allSatisfy({ $0 >= 0 && Int($0) < classPages }),
+              orderIndex.allSatisfy({ $0 >= 0 && Int($0) < orderPages })
         else { throw TablesError.unexpected(line: at, wanted: "pages") }
         // Every code point a shift maps stays in the code space: tokenize() then never indexes a page past it.
-        // (Removals and expansions lie below -lastScalar; a shift, checked above, does not.)
+        // (Removals and expansions lie below -lastScalar; a shift, checked above, does not.) And a code point's
+        // order units give exactly the code points the map gives it: normalized() never reads past them.
         for code in 0...Tables.lastScalar {
             let entry = Int(mapEntries[Int(mapIndex[code >> Tables.pageBits]) << Tables.pageBits | (code & Tables.pageMask)])
             guard entry == 0 || entry < -Tables.lastScalar || (0...Tables.lastScalar).contains(code + entry) else {
                 throw TablesError.unexpected(line: 0, wanted: "a map into the code space (code point \(code))")
             }
+            let order = orderEntries[Int(orderIndex[code >> Tables.pageBits]) << Tables.pageBits | (code & Tables.pageMask)]
+            if order == Tables.starter { continue }
+            var units = 0
+            if order != Tables.removedFirst {
+                let first = Int(order)
+                for unit in orderUnits[first + 1...first + Int(orderUnits[first])] { units += Int(unit & 0xFF) }
+            }
+            let mapped = entry == Int(Tables.removed) ? 0
+                : entry < -Tables.lastScalar ? expansions[entry - Int(Tables.firstExpansion)].count : 1
+            guard units == mapped else { throw TablesError.orderedOtherThanMapped(code: code, units: units, mapped: mapped) }
         }
     }
 }
 
 public enum TablesError: Error, CustomStringConvertible, LocalizedError, Sendable {
     case notTables, otherVersion(String), crlf, truncated, unexpected(line: Int, wanted: String)
+    case orderedOtherThanMapped(code: Int, units: Int, mapped: Int)
 
     public var description: String {
         switch self {
         case .notTables: return "not a tokenizer.tables file: export it again with pocketbert"
         case let .otherVersion(version):
-            return "tokenizer.tables is format \(version), this tokenizer reads 2: take the tables and the tokenizer from one pocketbert export"
+            return "tokenizer.tables is format \(version), this tokenizer reads \(Tables.version): take the tables and the tokenizer from one pocketbert export"
         case .crlf:
             return "tokenizer.tables has CRLF line ends (a copy or checkout converted them): copy the exported file byte for byte (git: mark *.tables binary)"
         case .truncated: return "tokenizer.tables ends early: copy it again from the export"
         case let .unexpected(line, wanted):
             return line > 0 ? "tokenizer.tables line \(line) is not \(wanted): export it again"
                             : "tokenizer.tables does not hold \(wanted): export it again"
+        case let .orderedOtherThanMapped(code, units, mapped):
+            return "tokenizer.tables orders code point \(code) in units of \(units) code points and maps it to \(mapped): export it again"
         }
     }
 
