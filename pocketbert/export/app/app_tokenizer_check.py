@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
+from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.checks.tokenizer_probes import CONTEXTS, pair_probes, probes
 from pocketbert.export.text_in.tokenizer_check import pair_representatives
 
@@ -142,10 +143,8 @@ def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden:
 
 def require_equal(result: dict, program: str) -> None:
     """ExportError naming the first mismatches, when there are any."""
-    if result["mismatch_count"]:
-        named = "; ".join(f"{' '.join(m['code_points'][:8])} ({m['differs']})" for m in result["first_mismatches"])
-        raise ExportError(f"{program} differs from tokenizer.json on {result['mismatch_count']} probes, first "
-                          f"{named}: fix it against pocketbert/export/app/tokenizer_reference.py")
+    tokenizer_probes.require_equal(result, program,
+                                   "fix it against pocketbert/export/app/tokenizer_reference.py")
 
 
 def added_token_texts(contents: list[str]) -> list[str]:

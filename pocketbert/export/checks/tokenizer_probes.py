@@ -12,6 +12,7 @@ CODE_SPACE = 0x110000
 SURROGATES = range(0xD800, 0xE000)
 CONTEXTS = {"alone": "{0}", "between words": "a {0} b", "inside a word": "a{0}b", "repeated": "{0}{0}{0}"}
 PROBES_PER_SPLIT_TEXT = 20_000
+NAMED_CODE_POINTS = 8  # of each mismatching probe an error names
 
 KEEP, SPLIT, SEPARATE, DROP = "kept in the word", "set apart", "a word boundary", "dropped"
 
@@ -63,6 +64,16 @@ def word_classes(words_of: Callable[[str], list[str]], probe_codes: list[int], w
                 raise ExportError(f"the word splitter reads U+{o:04X} in a way no table can follow ({ahead!r}): "
                                   f"{what_to_do}")
     return classes
+
+
+def require_equal(result: dict, what: str, remedy: str) -> None:
+    """ExportError naming the first mismatches of a tokenizer check's `result`, when there are any: `what` (the
+    program checked) differs from tokenizer.json, and `remedy` says what to do."""
+    if result["mismatch_count"]:
+        named = "; ".join(f"{' '.join(m['code_points'][:NAMED_CODE_POINTS])} ({m['differs']})"
+                          for m in result["first_mismatches"])
+        raise ExportError(f"{what} differs from tokenizer.json on {result['mismatch_count']} of "
+                          f"{result['probes'] + result.get('pair_probes', 0)} probes, first {named}: {remedy}")
 
 
 def halved_down(items: list, differs) -> list[tuple]:

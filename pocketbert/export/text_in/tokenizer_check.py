@@ -15,7 +15,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pocketbert.core.errors import ExportError
 from pocketbert.export.text_in import text_normalization, text_tokenizer
 from pocketbert.export.text_in.session import text_session
 from pocketbert.export.checks import tokenizer_probes
@@ -184,10 +183,8 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
 
 def require_equal(result: dict) -> None:
     """ExportError naming the first mismatches, when there are any."""
-    if result["mismatch_count"]:
-        named = "; ".join(f"{' '.join(m['code_points'])} ({m['differs']})" for m in result["first_mismatches"])
-        raise ExportError(f"the text-in tokenizer graph differs from tokenizer.json on {result['mismatch_count']} of "
-                          f"{result['probes']} probes, first {named}: export this model's token-id graphs only")
+    tokenizer_probes.require_equal(result, "the text-in tokenizer graph",
+                                   "export this model's token-id graphs only")
 
 
 def _cache_file(data: dict, text_inputs: tuple[str, ...], offsets: bool, contexts: dict[str, str]) -> Path:
