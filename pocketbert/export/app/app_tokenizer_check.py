@@ -4,11 +4,11 @@ pocketbert-tokenize protocol) against tokenizer.json (the `tokenizers` library).
 The program is sent every Unicode scalar value in four contexts (and the flag tag sequences) and each pair of the
 code points that stand for their classes in three (tokenizer_probes.pair_probes: marks that the normalizer's
 canonical ordering moves, stripped marks, punctuation, CJK, whitespace and control characters side by side), many
-probes to a JSON line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that differs is
-halved, and the halves sent again in one run, down to its probes. Then the golden file's texts (encode() at the
-golden max_length: the golden ids), a seeded sample of random texts and the texts that hold tokenizer.json's added
-tokens ([SEP], [MASK] ... as typed, in other case, overlapping, inside words; random texts hold them too): offsets,
-and encode() truncated and not.
+probes to a JSON line, with --offsets: each line's ids and code-point offsets must be tokenizer.json's. A line that
+differs is halved, and the halves sent again in one run, down to its probes. Then the golden file's texts (encode()
+at the golden max_length: the golden ids), a seeded sample of random texts and the texts that hold tokenizer.json's
+added tokens ([SEP], [MASK] ... as typed, in other case, overlapping, inside words; random texts hold them too):
+offsets, and encode() truncated and not.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
         got = _run(program + ["--max-length", str(golden_data["max_length"])], [row["text"] for row in golden_texts])
         found += [(row["text"], _differs(json.loads(g), row["ids"])) for row, g in zip(golden_texts, got)
                   if _differs(json.loads(g), row["ids"])]
-    return {"probes": len(singles), "pair_probes": len(pairs), "random_texts": len(sample), "added_token_texts": len(added),
-            "golden_texts": len(golden_texts),
+    return {"probes": len(singles), "pair_probes": len(pairs), "random_texts": len(sample),
+            "added_token_texts": len(added), "golden_texts": len(golden_texts),
             "lines": len(texts), "mismatch_count": len(found),
             "first_mismatches": [{"probe": p, "code_points": [f"U+{ord(c):04X}" for c in p], "differs": d}
                                  for p, d in found[:NAMED_MISMATCHES]],

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from pocketbert.core.run.cache_dir import cache_root
 from pocketbert.core.errors import ExportError
+from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, DROP, KEEP, SEPARATE, SPLIT, STARTER,
                                                        canonical_order, code_points, normalizer_rows, word_classes)
 
@@ -175,6 +176,7 @@ def code_point_tables(data: dict) -> tuple[list[list[str]], str, list[list[str]]
 
     rules = json.dumps({key: data.get(key) for key in ("normalizer", "pre_tokenizer")}, sort_keys=True)
     key = hashlib.sha256(b"\0".join([rules.encode(), Path(__file__).read_bytes(),
+                                     Path(tokenizer_probes.__file__).read_bytes(),
                                      version("tokenizers").encode()])).hexdigest()[:32]
     found = cached_or_built(cache_root() / CACHE_FOLDER / f"{key}.json", json.loads, lambda: _probed(data))
     return found["maps"], found["classes"], found["order"]
