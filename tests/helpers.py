@@ -98,9 +98,11 @@ def assert_exhaustive_tokenizer_check(manifest: dict, mode: str) -> None:
     assert check["contexts"] == contexts and contexts
     assert check["code_points"] == UNICODE_SCALAR_VALUES
     assert check["probes"] == UNICODE_SCALAR_VALUES * len(contexts) + len(FLAG_SEQUENCES)
+    assert check["pair_probes"] >= MIN_PAIR_PROBES
 
 
 UNICODE_SCALAR_VALUES = 0x110000 - 0x800  # every code point but the surrogates
+MIN_PAIR_PROBES = 300_000  # ~360 code points standing for their classes, each beside each, in three contexts
 
 
 def named_in_readme(readme: str) -> set[str]:

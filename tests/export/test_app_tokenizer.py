@@ -14,7 +14,7 @@ from pocketbert.core.errors import ExportError
 from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, tokenizer_tables
 from pocketbert.export.checks.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
 from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
-from tests.helpers import FITTED_IDS, OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
+from tests.helpers import FITTED_IDS, MIN_PAIR_PROBES, OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
 from tests.helpers import write_overlapping_added_tokens
 
 SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
@@ -31,7 +31,6 @@ ADDED_TOKEN_SPLITS = {"good [SEP] film": ("[SEP]", 1), "a[MASK]b": ("[MASK]", 1)
                       "[[SEP]]": ("[SEP]", 1), "😀[PAD]é": ("[PAD]", 1), "[sep] [Sep] [SEP": ("[SEP]", 0),
                       "x[UNK]y [UNK]": ("[UNK]", 2)}
 OVERLAP_SAMPLE = 500
-MIN_PAIR_PROBES = 300_000  # ~360 code points standing for their classes, each beside each, in three contexts
 # A kept mark of a high canonical class (U+1D165 MUSICAL SYMBOL COMBINING STEM, 216) before a stripped one of a lower
 # class (U+0334, 1): the normalizer sorts the stripped mark first, and the kept one takes its place: [UNK] (0, 3).
 OVERTAKEN = ("a\U0001D165\u0334", [(0, 3)])

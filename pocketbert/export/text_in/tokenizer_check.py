@@ -37,13 +37,14 @@ def check(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: bool, use
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     chosen = {name: CONTEXTS[name] for name in contexts}
     if not use_cache:
-        return {**run_check(data, text_inputs, offsets, every_probe(data, chosen)), "contexts": list(chosen),
-                "cached": False}
+        return {**_counted(run_check(data, text_inputs, offsets, every_probe(data, chosen)), data),
+                "contexts": list(chosen), "cached": False}
     built = []
 
     def build() -> dict:
         built.append(True)
-        return {**run_check(data, text_inputs, offsets, every_probe(data, chosen)), "contexts": list(chosen)}
+        return {**_counted(run_check(data, text_inputs, offsets, every_probe(data, chosen)), data),
+                "contexts": list(chosen)}
 
     result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads, build,
                                             keep=lambda found: found["mismatch_count"] == 0)
@@ -75,6 +76,13 @@ def part_ranges(total: int, text_inputs: tuple[str, ...], parts: int) -> list[tu
 def every_probe(data: dict, contexts: dict[str, str]) -> list[str]:
     """Every code point in each of `contexts`, then the pair probes of tokenizer.json `data`."""
     return probes(contexts) + tokenizer_probes.pair_probes(pair_representatives(json.dumps(data)))
+
+
+def _counted(result: dict, data: dict) -> dict:
+    """A check of every_probe's probes with its count split as the app tokenizers' checks give it: `probes` the
+    code points in their contexts, `pair_probes` the pairs."""
+    pairs = len(tokenizer_probes.pair_probes(pair_representatives(json.dumps(data))))
+    return {**result, "probes": result["probes"] - pairs, "pair_probes": pairs}
 
 
 def pair_representatives(data: str) -> list[int]:
@@ -120,7 +128,7 @@ def merge_parts(tokenizer_json: Path, text_inputs: tuple[str, ...], offsets: boo
     """The parts merged as check() gives the whole, written to the cache as check() writes it."""
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     chosen = {name: CONTEXTS[name] for name in contexts}
-    whole = {**merged(parts, seconds), "contexts": list(chosen)}
+    whole = {**_counted(merged(parts, seconds), data), "contexts": list(chosen)}
     result = text_tokenizer.cached_or_built(_cache_file(data, text_inputs, offsets, chosen), json.loads,
                                             lambda: whole, keep=lambda found: found["mismatch_count"] == 0)
     return {**result, "cached": False}
