@@ -80,6 +80,9 @@ class CodePointMapping:
         counts = np.zeros((CODE_SPACE, units), dtype=np.int32)
         ranks[:, 0], counts[:, 0] = 0, self.width
         for code, entry in self.order.items():
+            made = len(self.rows.get(code, (code,)))
+            if made != (0 if entry == REMOVED_FIRST else sum(count for _, count in entry)):
+                continue  # the row decides: an entry that disagrees with it would hide a changed row
             ranks[code], counts[code] = -1, 0
             if entry == REMOVED_FIRST:
                 continue
