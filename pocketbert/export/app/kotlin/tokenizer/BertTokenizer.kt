@@ -228,11 +228,7 @@ class BertTokenizer(tables: Reader) {
                 if (order != REMOVED_FIRST) {
                     for (k in 1..orderUnits[order]) given += orderUnits[order + k] and 0xFF
                 }
-                val mapped = when {
-                    entry > REMOVED -> 1
-                    entry == REMOVED -> 0
-                    else -> expansions[EXPANSION - entry].size
-                }
+                val mapped = mappedCount(entry)
                 if (given != mapped) {
                     throw IllegalArgumentException("tokenizer.tables orders code point $code in units of $given code points and maps it to $mapped: export it again")
                 }
@@ -300,6 +296,10 @@ class BertTokenizer(tables: Reader) {
      * a code point's first unit takes the next input code point's place, its other units the place of the one taken
      * last (tokenizers' alignments, so offsets are tokenizer.json's where marks move).
      */
+    /** How many code points a map entry gives: a shift one, a removal none, an expansion its own. */
+    private fun mappedCount(entry: Int): Int =
+        if (entry > REMOVED) 1 else if (entry == REMOVED) 0 else expansions[EXPANSION - entry].size
+
     internal fun normalized(text: IntArray, start: Int, end: Int): Normalized {
         // How many places, units and mapped code points, so that every array below is allocated once, to size.
         var placeCount = 0
@@ -312,7 +312,7 @@ class BertTokenizer(tables: Reader) {
             placeCount++
             unitCount += if (order == STARTER) 1 else orderUnits[order]
             val entry = mapEntries[mapIndex[c ushr 8] + (c and 0xFF)]
-            codeCount += if (entry > REMOVED) 1 else if (entry == REMOVED) 0 else expansions[EXPANSION - entry].size
+            codeCount += mappedCount(entry)
         }
         // units[u]: rank shl 32 or u (sorting these sorts by rank, stably); unit u gives
         // codes[unitFrom[u], unitFrom[u] + unitCodes[u]) and takes the next place where unitTakes[u].
