@@ -28,6 +28,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord
+
 ROOT = Path(__file__).resolve().parents[1]
 APPLE_RUNTIMES = ("MIL interpreter", "Core AI evaluator", "Core ML delegate")
 ISSUE_EVALUATOR_MS = 15.0   # the issue's bound on each Apple evaluator, ms a sequence
@@ -69,12 +72,12 @@ def export(code: Path, run: Path, data_dir: Path | None) -> dict:
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"export with {code} failed:\n{done.stderr[-3000:]}")
-    manifest = json.loads((run / "export" / "manifest.json").read_text())
+    manifest = read_manifest(run / "export", ExportRecord)
     parity = json.loads((run / "export" / "parity.json").read_text())
-    return {"process_wall_s": round(wall, 1), "manifest_wall_s": manifest.get("wall_time_s"),
-            "git_commit": manifest.get("git_commit"),
-            "tokenizer_check_cached": (manifest["metrics"].get("text_in_tokenizer_exhaustive") or {}).get("cached"),
-            "timings": manifest["metrics"].get("timings"),
+    return {"process_wall_s": round(wall, 1), "manifest_wall_s": manifest.wall_time_s,
+            "git_commit": manifest.git_commit,
+            "tokenizer_check_cached": (manifest.metrics.text_in_tokenizer_exhaustive or {}).get("cached"),
+            "timings": manifest.metrics.timings,
             "variants": {r["artifact"]: {"runtime": r["runtime"], "n_examples": r["n_examples"],
                                          "ms_per_sequence": round(1000 * r["seconds_per_sequence"], 2),
                                          "agreement": r["agreement"], "passed": r["passed"]} for r in parity}}

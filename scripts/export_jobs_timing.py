@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 from pocketbert.core.run.cache_dir import CACHE_ENV
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 # Programs whose converter writes other bytes for the same program on every run, serial exports alike: coremltools
@@ -91,11 +93,11 @@ def gate_figures(folder: Path) -> dict[str, dict]:
 def manifest_figures(folder: Path) -> dict:
     """The manifest's records of what was built and chosen, without timings or the artifacts' hashes (the files
     themselves are compared above)."""
-    metrics = json.loads((folder / "manifest.json").read_text())["metrics"]
-    kept = ("int8_mixed_precision", "int8_word_table", "placement", "coreml_enumerated_lengths", "coreai_entry_points",
-            "ort_mobile_usability", "qa_in_graph", "text_in", "tokenizer_golden")
-    figures = {k: metrics.get(k) for k in kept}
-    exhaustive = metrics.get("text_in_tokenizer_exhaustive") or {}
+    metrics = read_manifest(folder, ExportRecord).metrics
+    kept = {"int8_mixed_precision", "int8_word_table", "placement", "coreml_enumerated_lengths", "coreai_entry_points",
+            "ort_mobile_usability", "qa_in_graph", "text_in", "tokenizer_golden"}
+    figures = metrics.model_dump(include=kept)
+    exhaustive = metrics.text_in_tokenizer_exhaustive or {}
     figures["text_in_tokenizer_exhaustive"] = {k: v for k, v in exhaustive.items()
                                                if k not in ("seconds", "workers", "cached")}
     return figures
@@ -117,7 +119,7 @@ def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str]
             folder = scratch / "export"
             sides[name] = {"wall_s": round(wall, 1), "digests": digests(folder), "gate": gate_figures(folder),
                            "manifest": manifest_figures(folder),
-                           "timings": json.loads((folder / "manifest.json").read_text())["metrics"]["timings"]}
+                           "timings": read_manifest(folder, ExportRecord).metrics.timings}
     serial, parallel = sides["serial"], sides["parallel"]
     differing = sorted(k for k in serial["digests"].keys() | parallel["digests"].keys()
                        if serial["digests"].get(k) != parallel["digests"].get(k))

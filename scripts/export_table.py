@@ -8,24 +8,25 @@ with the PyTorch student, time per sequence on that runtime here.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 
 def rows(run: Path) -> list[str]:
-    manifest = json.loads((run / "export" / "manifest.json").read_text())
-    sizes, parity = manifest["metrics"]["sizes_bytes"], manifest["metrics"]["parity"]
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.stage_records import ExportRecord, StudentRecord
+
+    export = read_manifest(run / "export", ExportRecord)
+    sizes, parity = export.metrics.sizes_bytes, export.metrics.parity
     fp32 = sizes["model.onnx"]
-    student = json.loads((run / "student" / "manifest.json").read_text())
-    primary = student["metrics"]["primary_metric"]
+    primary = read_manifest(run / "student", StudentRecord).metrics.primary_metric
     out = []
     for name, p in parity.items():
-        seconds = p.get("seconds_per_sequence")
+        seconds = p.seconds_per_sequence
         out.append(
-            f"| {run.name} | `{name}` | {p['runtime']} | {sizes[name] / 1e6:.1f} MB | {100 * sizes[name] / fp32:.1f} % "
-            f"| {p['metrics'][primary]:.4f} (student {p['student_metrics'][primary]:.4f}, {p['n_examples']} ex.) "
-            f"| {100 * p['agreement']:.2f} % | {'' if seconds is None else f'{1000 * seconds:.1f} ms'} |")
+            f"| {run.name} | `{name}` | {p.runtime} | {sizes[name] / 1e6:.1f} MB | {100 * sizes[name] / fp32:.1f} % "
+            f"| {p.metrics[primary]:.4f} (student {p.student_metrics[primary]:.4f}, {p.n_examples} ex.) "
+            f"| {100 * p.agreement:.2f} % | {'' if seconds is None else f'{1000 * seconds:.1f} ms'} |")
     return out
 
 

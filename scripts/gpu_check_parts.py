@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocketbert.core.run.run_files import (EXPORT_DIR, MANIFEST, PARITY, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS,
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import StudentRecord, TrainedMetrics, TrainedRecord
+from pocketbert.core.run.run_files import (EXPORT_DIR, PARITY, STUDENT_DIR, TEACHER_DIR, TRAIN_BENCH_RESULTS,
                                            WEIGHTS)
 
 # The CPU run the GPU's accuracy is held against: the default recipe on the 2-core CPU (results/README.md, Training).
@@ -87,27 +89,26 @@ class NeedsEarlierPart(Exception):
 
 # ------------------------------------------------------------------------------------------------ reading runs
 
-def manifest(stage_dir: Path) -> dict:
-    return json.loads((Path(stage_dir) / MANIFEST).read_text())
+def manifest(stage_dir: Path) -> TrainedRecord:
+    return read_manifest(stage_dir, TrainedRecord)
 
 
-def metrics(stage_dir: Path) -> dict:
-    """A stage's manifest metrics (eval, train, cross-domain, teacher cache), wherever the manifest nests them."""
-    m = manifest(stage_dir)
-    return m.get("metrics", m)
+def metrics(stage_dir: Path) -> TrainedMetrics:
+    """A training stage's manifest metrics (eval, train, cross-domain, teacher cache)."""
+    return manifest(stage_dir).metrics
 
 
 def stage_figures(stage_dir: Path, process_seconds: float) -> dict:
     """What a training stage's manifest says of its speed and accuracy, with the process's own wall time."""
     m = metrics(stage_dir)
-    train = m.get("train", {})
-    wall = manifest(stage_dir).get("wall_time_s")
-    return {"process_seconds": round(process_seconds, 2), "wall_time_s": wall, "eval": m.get("eval"),
-            "cross_domain": m.get("cross_domain") or None,
+    train = m.train or {}
+    wall = manifest(stage_dir).wall_time_s
+    return {"process_seconds": round(process_seconds, 2), "wall_time_s": wall, "eval": m.eval,
+            "cross_domain": m.cross_domain or None,
             "train": {k: train.get(k) for k in ("examples_per_second", "loop_seconds", "steps", "train_examples",
                                                 "global_batch_size", "learning_rate", "precision", "cuda_graphs",
                                                 "attention", "fused_adamw", "pad_to_multiple")},
-            "teacher_cache": m.get("teacher_cache")}
+            "teacher_cache": m.teacher_cache}
 
 
 def accuracy(figures: dict) -> float | None:
@@ -161,10 +162,10 @@ def ship(check, fig: dict) -> None:
         "seconds": SHIP_SECONDS_TARGET}
     done = check.cli("teacher", "train", "teacher", "--run", run, "--model", check.base_model, *common)
     fig["teacher"] = stage_figures(run / TEACHER_DIR, done.seconds) | {
-        "epochs": metrics(run / TEACHER_DIR).get("train", {}).get("epochs")}
+        "epochs": (metrics(run / TEACHER_DIR).train or {}).get("epochs")}
     done = check.cli("distill", "train", "distill", "--run", run, *common)
     fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds) | {
-        "epochs": metrics(run / STUDENT_DIR).get("train", {}).get("epochs")}
+        "epochs": (metrics(run / STUDENT_DIR).train or {}).get("epochs")}
     teacher, student = accuracy(fig["teacher"]), accuracy(fig["student"])
     fig["student_share"] = round(student / teacher, 4) if teacher and student is not None else None
     missing = [m for m in EXPORT_MODULES if importlib.util.find_spec(m) is None]
@@ -187,7 +188,7 @@ def large_batch(check, fig: dict) -> None:
     IMDb accuracy averaged over the seeds (one pair of runs is inside the seed-to-seed noise)."""
     plan, base, student = check.plan, check.needs("sst2_run"), check.needs("student")
     first = stage_figures(student, 0.0)
-    stages_seed = manifest(student)["config"]["seed"]
+    stages_seed = manifest(student).config.seed
     runs: dict[int, list[dict]] = {}
     for batch in (first["train"]["global_batch_size"], plan.large_batch):
         for seed in (stages_seed, *plan.extra_seeds):
@@ -330,9 +331,9 @@ def qa(check, fig: dict) -> None:
     done = check.cli("distill", "train", "distill", "--task", "qa", "--run", run, "--preset", plan.qa_preset,
                      "--device", plan.device, "--data-dir", check.data_dir)
     fig["student"] = stage_figures(run / STUDENT_DIR, done.seconds)
-    student = metrics(run / STUDENT_DIR)
-    fig["eval_set"] = student.get("eval_set")
-    fig["kept"] = student.get("fraction_of_teacher_kept")
+    student = read_manifest(run / STUDENT_DIR, StudentRecord).metrics
+    fig["eval_set"] = student.eval_set
+    fig["kept"] = student.fraction_of_teacher_kept
     missing = [m for m in EXPORT_MODULES if importlib.util.find_spec(m) is None]
     if missing:
         fig["export"] = {"ran": False, "why": f"this machine's Python lacks {', '.join(missing)}"}

@@ -28,7 +28,7 @@ def student_recipe(run_dir: Path):
     from pocketbert.core.config.recipe import complete_recipe
     from pocketbert.core.run.manifest import read_manifest
 
-    return complete_recipe(read_manifest(run_dir / "student")["config"]["recipe"])
+    return complete_recipe(read_manifest(run_dir / "student").config.recipe)
 
 
 def unseen_examples(run_dir: Path, data_dir: Path | None, n: int) -> tuple[object, list]:

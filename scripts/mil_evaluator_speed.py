@@ -40,6 +40,7 @@ from pocketbert.export.evaluators.forward import one_row_at_a_time
 from pocketbert.export.evaluators.mil_eval import MILEvaluator
 from pocketbert.export.evaluators.mil_reference import ValueInferenceInterpreter
 from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord
 from pocketbert.core.run.run_files import EXECUTORCH_COREML, EXPORT_DIR, PARITY, STUDENT_DIR
 from pocketbert.core.run.user_paths import recorded_dataset
 
@@ -50,15 +51,15 @@ def gate_inputs(run: Path, data_dir: Path | None):
     """(task, features, pad id, eval batch size): the eval examples as the export's parity gate tokenizes them."""
     info = read_task_info(run / STUDENT_DIR)
     task = make_task(info["task"], info["label_names"])
-    recipe = complete_recipe(read_manifest(run / STUDENT_DIR)["config"]["recipe"])
-    config = read_manifest(run / EXPORT_DIR)["config"]
+    recipe = complete_recipe(read_manifest(run / STUDENT_DIR).config.recipe)
+    config = read_manifest(run / EXPORT_DIR, ExportRecord).config
     seed = recipe.seed
     data = load_task_data(recorded_dataset(run, recipe.dataset), task.name, data_dir, None,
                           task.label_names or None, seed)
-    examples = subsample(data.eval, config["parity_examples"], seed)
+    examples = subsample(data.eval, config.parity_examples, seed)
     tokenizer = load_tokenizer(str(run / EXPORT_DIR))
-    features = task.features(tokenizer, examples, int(config["max_length"]), info.get("doc_stride"))
-    features = features[:task.features_for_examples(features, int(config["coreml_parity_examples"]))]
+    features = task.features(tokenizer, examples, config.max_length, info.get("doc_stride"))
+    features = features[:task.features_for_examples(features, config.coreml_parity_examples)]
     return task, features, tokenizer.pad_token_id, recipe.eval.batch_size
 
 
@@ -107,10 +108,9 @@ def program_figures(package: Path, task, features, pad_id: int, batch_size: int,
 
 
 def export_figures(run: Path) -> dict:
-    manifest = read_manifest(run / EXPORT_DIR)
+    manifest = read_manifest(run / EXPORT_DIR, ExportRecord)
     parity = json.loads((run / EXPORT_DIR / PARITY).read_text())
-    return {"wall_time_s": manifest["wall_time_s"], "git_commit": manifest.get("git_commit"),
-            "created": manifest.get("created"),
+    return {"wall_time_s": manifest.wall_time_s, "git_commit": manifest.git_commit, "created": manifest.created,
             "gate_ms_per_sequence": {r["artifact"]: round(1000 * r["seconds_per_sequence"], 2) for r in parity
                                      if "MIL" in r["runtime"] or "Core AI" in r["runtime"]}}
 

@@ -145,14 +145,16 @@ def main(run: Path, data_dir: Path | None, out: Path, venv: Path) -> None:
 
     from pocketbert.core.tasks.task_data import load_task_data
     from pocketbert.core.students.inference import batched_logits, torch_forward
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.stage_records import ExportRecord
     from pocketbert.core.students.stage_folder import load_stage_model
     from pocketbert.mobile_bench.timing.host import host_info
 
     export = run / "export"
     model, tokenizer, task, info = load_stage_model(run / "student")
-    manifest = json.loads((export / "manifest.json").read_text())
-    max_length = manifest["config"]["max_length"]
-    data = load_task_data(manifest["config"].get("dataset") or "sst2", task.name, data_dir, None,
+    manifest = read_manifest(export, ExportRecord)
+    max_length = manifest.config.max_length
+    data = load_task_data(manifest.config.dataset or "sst2", task.name, data_dir, None,
                           task.label_names, SEED)
     examples = data.eval
     with tempfile.TemporaryDirectory() as tmp:

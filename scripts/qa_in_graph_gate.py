@@ -35,7 +35,7 @@ def main(run: Path, data_dir: Path) -> dict:
 
     student_dir = run / STUDENT_DIR
     model, tokenizer, task, info = load_stage_model(student_dir)
-    recipe = complete_recipe(read_manifest(student_dir)["config"]["recipe"])
+    recipe = complete_recipe(read_manifest(student_dir).config.recipe)
     export, evaluation = recipe.export, recipe.eval
     max_length = export.max_length or info["max_length"]
     data = load_task_data(recorded_dataset(run, recipe.dataset), task.name, data_dir, None, None, recipe.seed)

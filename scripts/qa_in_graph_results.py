@@ -13,23 +13,27 @@ import json
 import sys
 from pathlib import Path
 
-from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST, PARITY
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.run_files import EXPORT_DIR, PARITY
+from pocketbert.core.run.stage_records import ExportRecord, ParityRow
 
 
 def gather(run: Path) -> dict:
     export = run / EXPORT_DIR
     parity = json.loads((export / PARITY).read_text())
-    manifest = json.loads((export / MANIFEST).read_text())
+    manifest = read_manifest(export, ExportRecord)
     models = {}
-    for r in parity:
-        if r.get("by_windows") is None:
+    for row in parity:
+        r = ParityRow.model_validate(row)
+        if r.by_windows is None:
             continue
-        models[r["artifact"]] = {
-            "precision": r["precision"], "passed": r["passed"], "questions": r["n_examples"],
-            "agreement": r["agreement"], "metrics": r["metrics"], "pipeline_metrics": r["student_metrics"],
-            "seconds_per_question": r["seconds_per_sequence"], **r["by_windows"]}
-    return {"run": str(run), "commit": manifest.get("git_commit"),
-            "settings": manifest["metrics"]["qa_in_graph"]["settings"], "models": models}
+        models[r.artifact] = {
+            "precision": r.precision, "passed": r.passed, "questions": r.n_examples,
+            "agreement": r.agreement, "metrics": r.metrics, "pipeline_metrics": r.student_metrics,
+            "seconds_per_question": r.seconds_per_sequence, **r.by_windows}
+    qa_in_graph = manifest.metrics.qa_in_graph
+    return {"run": str(run), "commit": manifest.git_commit,
+            "settings": qa_in_graph.settings if qa_in_graph is not None else None, "models": models}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pocketbert.core.students.inference import ort_session
 from pocketbert.core.run.manifest import git_commit, package_versions, path_size, read_manifest
+from pocketbert.core.run.stage_records import ExportRecord
 from pocketbert.mobile_bench.timing.host import host_info
 from pocketbert.mobile_bench.timing.latency import synthetic_inputs
 from pocketbert.mobile_bench.timing.stats import measure_interleaved
@@ -38,7 +39,7 @@ def per_call(stats: dict, calls: int) -> dict:
 
 
 def variant_file(export_dir: Path, name: str) -> Path:
-    return export_dir / read_manifest(export_dir)["config"]["variants"][name]["file"]
+    return export_dir / read_manifest(export_dir, ExportRecord).config.variants[name].file
 
 
 def main(static_dir: str, other_dir: str) -> dict:

@@ -31,13 +31,15 @@ def main(run: Path, data_dir: Path) -> dict:
     from pocketbert.core.students.inference import batched_logits, torch_forward
     from pocketbert.core.students.models import load_tokenizer
     from pocketbert.core.students.stage_folder import load_stage_model
+    from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.stage_records import ExportRecord
     from pocketbert.core.tasks.registry import text_in_string
     from pocketbert.export.text_in import model as text_in_model
     from pocketbert.export.text_in import session
     from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
     export = run / "export"
-    max_length = json.loads((export / "manifest.json").read_text())["config"]["max_length"]
+    max_length = read_manifest(export, ExportRecord).config.max_length
     model, _, task, _ = load_stage_model(run / "student")
     reference = Tokenizer.from_file(str(export / "tokenizer.json"))
     graph = session.text_session(tokenizer_graph(export / "tokenizer.json", task.text_in_inputs, max_length, 17, 8)

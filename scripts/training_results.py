@@ -13,6 +13,9 @@ import json
 import sys
 from pathlib import Path
 
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.run_files import MANIFEST
+from pocketbert.core.run.stage_records import StageRecord, StudentRecord, TeacherRecord
 from pocketbert.inspect.run_comparison import recipe_name
 
 
@@ -20,32 +23,31 @@ def read(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def command(manifest: dict, where: str, given: dict[str, str]) -> dict:
-    if manifest.get("command"):
-        return {"command": manifest["command"], "command_source": "manifest"}
+def command(manifest: StageRecord, where: str, given: dict[str, str]) -> dict:
+    if manifest.command:
+        return {"command": manifest.command, "command_source": "manifest"}
     return {"command": given.get(where), "command_source": "given" if where in given else None}
 
 
 def run_results(run: Path, given: dict[str, str]) -> dict:
     out: dict = {"run": str(run)}
-    student = read(run / "student" / "manifest.json")
-    if student:
-        m = student["metrics"]
+    if (run / "student" / MANIFEST).is_file():
+        student = read_manifest(run / "student", StudentRecord)
+        m = student.metrics
         out["student"] = {
-            **command(student, f"{run}/student", given), "recipe": recipe_name(student["config"]),
-            "dataset": student["config"].get("dataset"), "eval": m["eval"], "teacher_eval": m["teacher_eval"],
-            "fraction_of_teacher_kept": m["fraction_of_teacher_kept"], "cross_domain": m.get("cross_domain", {}),
-            "parameters": m["parameters"], "teacher_parameters": m["teacher_parameters"],
-            "transfer_set": m.get("transfer_set"), "transfer_data": m.get("transfer_data"),
-            "augmentation": m.get("augmentation"), "wall_time_s": student["wall_time_s"],
-            "teacher": student["config"].get("teacher"), "device": student["config"].get("device"),
-            "train": m.get("train"), "versions": student.get("versions"),
+            **command(student, f"{run}/student", given), "recipe": recipe_name(student.config),
+            "dataset": student.config.dataset, "eval": m.eval, "teacher_eval": m.teacher_eval,
+            "fraction_of_teacher_kept": m.fraction_of_teacher_kept, "cross_domain": m.cross_domain or {},
+            "parameters": m.parameters, "teacher_parameters": m.teacher_parameters,
+            "transfer_data": m.transfer_data, "augmentation": m.augmentation, "wall_time_s": student.wall_time_s,
+            "teacher": student.config.teacher, "device": student.config.device,
+            "train": m.train, "versions": student.versions,
         }
-    teacher = read(run / "teacher" / "manifest.json")
-    if teacher:
-        out["teacher"] = {**command(teacher, f"{run}/teacher", given), "eval": teacher["metrics"]["eval"],
-                          "wall_time_s": teacher["wall_time_s"], "device": teacher["config"].get("device"),
-                          "train": teacher["metrics"].get("train")}
+    if (run / "teacher" / MANIFEST).is_file():
+        teacher = read_manifest(run / "teacher", TeacherRecord)
+        out["teacher"] = {**command(teacher, f"{run}/teacher", given), "eval": teacher.metrics.eval,
+                          "wall_time_s": teacher.wall_time_s, "device": teacher.config.device,
+                          "train": teacher.metrics.train}
     ablation = read(run / "ablation" / "ablation.json")
     if ablation:
         out["ablation"] = {**command(ablation, f"{run}/ablation", given), "primary_metric": ablation["primary_metric"],

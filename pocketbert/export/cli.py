@@ -82,6 +82,7 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     from pocketbert.core.config.export_request import ExportRequest
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.run.manifest import read_manifest, verified_stage
+    from pocketbert.core.run.stage_records import ExportRecord
     from pocketbert.core.run.run_files import STUDENT_DIR
     from pocketbert.export.steps.pipeline import export_run
     from pocketbert.export.steps.plan import check_request
@@ -100,7 +101,7 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
 
     def recorded_recipe() -> dict:
         student.extend(verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill"))
-        return student[1]["config"]["recipe"]
+        return student[1].config.recipe
 
     recipe, given = command_line_recipe(ctx, recorded_recipe)
     request = ExportRequest(run_dir, data_dir, student[0], recipe, given, asked, overwrite)
@@ -112,14 +113,14 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
         metric = ", ".join(f"{k} {v:.4f}" for k, v in r.metrics.items() if isinstance(v, float))
         click.echo(f"  {r.artifact:<40} {r.runtime:<24} agreement {r.agreement:.4f}  max|diff| {r.max_abs_diff:.2e}  "
                    f"{metric}  {1000 * r.seconds_per_sequence:.1f} ms/sequence")
-    fitted = read_manifest(path)["metrics"].get("vocabulary")
-    if fitted:
-        cost = fitted["against_full_student"]
+    fitted = read_manifest(path, ExportRecord).metrics.vocabulary
+    if fitted is not None and fitted.against_full_student is not None:
+        cost = fitted.against_full_student
         metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
                            for k, v in cost["fitted_student"].items() if isinstance(v, float))
-        click.echo(f"  vocabulary fitted: {fitted['rows_before']} -> {fitted['rows_after']} rows; against the full "
+        click.echo(f"  vocabulary fitted: {fitted.rows_before} -> {fitted.rows_after} rows; against the full "
                    f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric}")
-        for name, other in (fitted.get("against_full_student_across_domains") or {}).items():
+        for name, other in (fitted.against_full_student_across_domains or {}).items():
             click.echo(f"    on {other['examples']} {name} examples: agreement {other['agreement']:.4f}, " + ", ".join(
                 f"{k} {v:.4f} (full {other['full_student'][k]:.4f})" for k, v in other["fitted_student"].items()
                 if isinstance(v, float)))

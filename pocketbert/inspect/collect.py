@@ -205,11 +205,11 @@ def inspect_run(run_dir: Path, datasets: list[str] | None = None, n_examples: in
     started = time.time()
     run_dir = Path(run_dir)
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    teacher_dir = recorded_path(run_dir, student_manifest["config"].get("teacher") or TEACHER_DIR)
+    teacher_dir = recorded_path(run_dir, student_manifest.config.teacher or TEACHER_DIR)
     if not (teacher_dir / MANIFEST).is_file():
         teacher_dir = require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")
     read_verified_stage(teacher_dir)
-    recipe = complete_recipe(student_manifest["config"]["recipe"])
+    recipe = complete_recipe(student_manifest.config.recipe)
     seed = recipe.seed
     loaded = {"teacher": load_stage_model(teacher_dir), "student": load_stage_model(student_dir)}
     task, tokenizer = loaded["student"][2], loaded["student"][1]

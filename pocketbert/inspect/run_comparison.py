@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.core.run.manifest import RECIPE_NAME, command_line, read_manifest
+from pocketbert.core.run.manifest import command_line, read_manifest
+from pocketbert.core.run.stage_records import StudentRecord, TeacherRecord, TrainedConfig
 from pocketbert.core.config.recipe import complete_recipe, recorded_keys
 from pocketbert.core.run.atomic_folder import require_stage
 from pocketbert.core.run.run_files import BENCH_DIR, BENCH_RESULTS, MANIFEST, STUDENT_DIR, TEACHER_DIR
@@ -52,12 +53,12 @@ def _row(name: str, kind: str, metrics: dict, primary: str, cross_domain: dict, 
     }
 
 
-def recipe_name(config: dict) -> str:
+def recipe_name(config: TrainedConfig) -> str:
     """The training recipe a student manifest names (train/registry.py's name, under RECIPE_NAME); a manifest
     written before the name was recorded there names it in its recipe's distill.recipe (the default filled)."""
-    if "imported_from" in config:
+    if config.imported_from is not None:
         return "imported"
-    return config.get(RECIPE_NAME) or config.get("distill_recipe") or complete_recipe(config["recipe"]).distill.recipe
+    return config.recipe_name or complete_recipe(config.recipe).distill.recipe
 
 
 def pareto(rows: list[dict], metric: str = "accuracy") -> list[str]:
@@ -80,35 +81,35 @@ def compare_runs(run_dirs: list[Path], runtime: str = "onnxruntime", model_forma
     rows, teachers, primaries, cross_names, datasets = [], {}, set(), [], set()
     for run in map(Path, run_dirs):
         student_dir = require_stage(run, STUDENT_DIR, "pocketbert train distill")
-        student = read_manifest(student_dir)
-        m = student["metrics"]
-        primary = m["primary_metric"]
+        student = read_manifest(student_dir, StudentRecord)
+        m = student.metrics
+        primary = m.primary_metric
         primaries.add(primary)
-        datasets.add(student["config"].get("dataset"))
+        datasets.add(student.config.dataset)
         bench_path = run / BENCH_DIR / BENCH_RESULTS
         bench = json.loads(bench_path.read_text()) if bench_path.is_file() else None
-        cross = {d: pair["student"][primary] for d, pair in (m.get("cross_domain") or {}).items()}
+        cross = {d: pair["student"][primary] for d, pair in (m.cross_domain or {}).items()}
         cross_names += [d for d in cross if d not in cross_names]
-        recipe = recipe_name(student["config"])
-        if m.get("pruning") or "intermediate_size_after" in recorded_keys(student["config"].get("recipe") or {}, "prune"):
+        recipe = recipe_name(student.config)
+        if m.pruning or "intermediate_size_after" in recorded_keys(student.config.recipe, "prune"):
             recipe += ", pruned"  # `train prune` records what it cut (in the recovery's recipe before 0.1.x)
         sources = [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else [])
-        rows.append(_row(run.name, f"student ({recipe})", m["eval"], primary, cross, bench, "student", setting,
-                         m.get("parameters"), student.get("wall_time_s"), sources))
-        teacher_input = (student.get("inputs") or {}).get("teacher")
-        if not teacher_input or not m.get("teacher_eval"):
+        rows.append(_row(run.name, f"student ({recipe})", m.eval, primary, cross, bench, "student", setting,
+                         m.parameters, student.wall_time_s, sources))
+        teacher_input = student.inputs.get("teacher")
+        if teacher_input is None or not m.teacher_eval:
             continue  # an imported student has no teacher to compare
         # the same teacher copied into several runs is one row: the hash distillation recorded says so, and no
         # path named in a manifest is followed out of the run (the user named only the runs)
-        key = teacher_input.get("sha256") or teacher_input.get("path")
+        key = teacher_input.sha256 or teacher_input.path
         if key not in teachers:
-            teacher_dir = recorded_path(run, student["config"].get("teacher") or TEACHER_DIR)
+            teacher_dir = recorded_path(run, student.config.teacher or TEACHER_DIR)
             own = inside_run(run, teacher_dir) and (teacher_dir / MANIFEST).is_file()
-            teacher_manifest = read_manifest(teacher_dir) if own else {}
-            teachers[key] = _row(f"teacher of {run.name}", "teacher", m["teacher_eval"], primary,
-                                 {d: pair["teacher"][primary] for d, pair in (m.get("cross_domain") or {}).items()},
-                                 bench, "teacher", setting, m.get("teacher_parameters"),
-                                 teacher_manifest.get("wall_time_s"),
+            teacher_manifest = read_manifest(teacher_dir, TeacherRecord) if own else None
+            teachers[key] = _row(f"teacher of {run.name}", "teacher", m.teacher_eval, primary,
+                                 {d: pair["teacher"][primary] for d, pair in (m.cross_domain or {}).items()},
+                                 bench, "teacher", setting, m.teacher_parameters,
+                                 teacher_manifest.wall_time_s if teacher_manifest is not None else None,
                                  [str(student_dir / MANIFEST)] + ([str(bench_path)] if bench else []))
     if len(primaries) > 1 or len(datasets) > 1:
         raise ConfigError(f"the runs were trained on different datasets or tasks ({', '.join(sorted(map(str, datasets)))}"

@@ -44,7 +44,7 @@ def ladder(run, ladder_name, out_dir, rebench, data_dir, device):
     out_dir = out_dir or run_dir.parent / f"{run_dir.name}-ladder"
     output_folder(out_dir, flow.MADE_BY, overwrite=False, inputs=[run_dir], continues=True)  # before any work
     teacher_dir, teacher = verified_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")  # before any rung trains
-    task = complete_recipe(teacher["config"]["recipe"]).task
+    task = complete_recipe(teacher.config.recipe).task
     spec = read_ladder(ladder_name)
     transfer = read_run_transfer(run_dir, spec.train.run_transfer)
     check_ladder(spec, task, AutoConfig.from_pretrained(str(teacher_dir)), transfer)

@@ -43,7 +43,7 @@ def read_run_transfer(run_dir: Path, enabled: bool = True) -> RunTransfer:
     student_made = (Path(run_dir) / STUDENT_DIR / MANIFEST).is_file()
     stage_dir = Path(run_dir) / (STUDENT_DIR if student_made else TEACHER_DIR)
     # a key of an older version that this one no longer has is dropped (complete_recipe)
-    recorded = complete_recipe(read_manifest(stage_dir)["config"]["recipe"]).transfer if enabled else None
+    recorded = complete_recipe(read_manifest(stage_dir).config.recipe).transfer if enabled else None
     if recorded is None or not recorded.data:
         return RunTransfer(student_made=student_made)
     return RunTransfer({f"{SECTION}.{key}": value for key, value in recorded.model_dump(mode="json").items()},

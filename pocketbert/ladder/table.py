@@ -15,6 +15,7 @@ from pathlib import Path
 from pocketbert.core.files import read_json_object
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord, StudentRecord
 from pocketbert.core.run.atomic_folder import temp_name
 from pocketbert.core.run.run_files import BENCH_DIR, BENCH_RESULTS, EXPORT_DIR, MANIFEST, STUDENT_DIR
 from pocketbert.ladder.run_transfer import TRANSFER_DATA, RunTransfer
@@ -44,25 +45,22 @@ def cheapest_within(rows: list[dict], teacher: dict, view: str, cost: str, point
     return min(close, key=lambda r: (r[cost], -metric(r, view)))["rung"] if close else None
 
 
-def _parity(export: dict | None) -> dict | None:
+def _parity(export: ExportRecord | None) -> dict | None:
     if export is None:
         return None
-    gates = export["metrics"]["parity"].values()
-    return {"models": len(gates), "passed": sum(bool(g["passed"]) for g in gates),
-            "worst_agreement": min(g["agreement"] for g in gates)}
+    gates = export.metrics.parity.values()
+    return {"models": len(gates), "passed": sum(g.passed for g in gates),
+            "worst_agreement": min(g.agreement for g in gates)}
 
 
 INT8_VARIANT = "onnx-int8"  # the export's name of the int8 ONNX model, whose file the table's size is
 
 
-def full_vocabulary_size(export: dict | None) -> int | None:
+def full_vocabulary_size(export: ExportRecord | None) -> int | None:
     """The rung's int8 ONNX model's size had it kept the full vocabulary, where its export (manifest) fitted the
     vocabulary and measured that size; None for an export of the full vocabulary."""
-    if export is None:
-        return None
-    entry = (export["config"].get("variants") or {}).get(INT8_VARIANT) or {}
-    fitted = export["metrics"].get("vocabulary") or {}
-    return (fitted.get("full_vocabulary_sizes_bytes") or {}).get(entry.get("file"))
+    file = export.variant_file(INT8_VARIANT) if export is not None else None
+    return export.metrics.full_vocabulary_size(file) if file is not None else None
 
 
 def _bench(run_dir: Path) -> dict | None:
@@ -78,12 +76,12 @@ def kept_across(row: dict, teacher: dict) -> dict[str, float]:
             if accuracy is not None and teacher["cross_domain"].get(name)}
 
 
-def rows_learned(student: dict) -> dict:
+def rows_learned(student: StudentRecord) -> dict:
     """What the rung trained on: every row (labelled, transfer data, rewrites), and the labelled and transfer rows
     when the distillation read transfer data (its manifest's transfer_data report)."""
-    metrics = student["metrics"]
-    transfer = metrics.get("transfer_data") or {}
-    return {"train_examples": (metrics.get("train") or {}).get("train_examples"),
+    metrics = student.metrics
+    transfer = metrics.transfer_data or {}
+    return {"train_examples": (metrics.train or {}).get("train_examples"),
             "labelled_examples": transfer.get("labelled_rows"), "transfer_examples": transfer.get("rows")}
 
 
@@ -101,14 +99,14 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
     for rung in ladder.rungs:
         run = rung_dirs[rung.name]
         row = by_name[run.name]
-        student = read_manifest(run / STUDENT_DIR)
+        student = read_manifest(run / STUDENT_DIR, StudentRecord)
         bench = _bench(run) if rung.ship else None
         export_dir = run / EXPORT_DIR
         # the rung's export manifest, read once (a control ships nothing)
-        export = read_manifest(export_dir) if rung.ship and (export_dir / MANIFEST).is_file() else None
+        export = read_manifest(export_dir, ExportRecord) if rung.ship and (export_dir / MANIFEST).is_file() else None
         rows.append({
             "rung": rung.name, "label": rung.label, "run": str(run), "ship": rung.ship, "kind": row["kind"],
-            "scored": (student["metrics"].get("eval") or {}).get("scored"),  # the questions a sample names
+            "scored": student.metrics.eval.get("scored"),  # the questions a sample names
             "accuracy": row["accuracy"], "kept": row["accuracy"] / teacher["accuracy"],
             "cross_domain": row["cross_domain"], "kept_cross_domain": kept_across(row, teacher),
             "latency_ms": row["latency_ms"] if rung.ship else None,
@@ -118,8 +116,8 @@ def ladder_result(ladder, compare: dict, compare_path: Path, rung_dirs: dict[str
             "parameters": row["parameters"],
             **rows_learned(student),
             "parity": _parity(export),
-            "wall_time_s": {"distill": student.get("wall_time_s"),
-                            "export": export.get("wall_time_s") if export else None,
+            "wall_time_s": {"distill": student.wall_time_s,
+                            "export": export.wall_time_s if export else None,
                             "bench": (bench or {}).get("wall_time_s")},
             "bench_host": ((bench or {}).get("host") or {}).get("cpu"), "benched_at": (bench or {}).get("created"),
             "sources": row["sources"] + ([str(export_dir / MANIFEST)] if rung.ship else []),

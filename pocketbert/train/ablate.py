@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pocketbert.core.errors import ConfigError
+from pocketbert.core.errors import ConfigError, RunDirError
 from pocketbert.core.run.manifest import command_line, read_manifest
+from pocketbert.core.run.stage_records import StudentRecord
 from pocketbert.core.run.atomic_folder import require_stage, write_text_atomically
 from pocketbert.core.run.run_files import (
     ABLATION_DIR,
@@ -74,11 +75,11 @@ def ablate(run_dir: Path, recipe: Recipe, teacher_dir: Path | None = None, data_
             run_stage(registry.create(recipe_name), StageRun(variant_run, specific, data_dir,
                                                                      teacher_dir=teacher_dir, device=device,
                                                                      overwrite=True, resume=True))
-        student = read_manifest(variant_run / STUDENT_DIR)
-        metrics = student["metrics"]
-        rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics["eval"],
-                     "primary_metric": metrics["primary_metric"], "teacher_eval": metrics["teacher_eval"],
-                     "wall_time_s": student["wall_time_s"]})
+        student = read_manifest(variant_run / STUDENT_DIR, StudentRecord)
+        metrics = student.metrics
+        rows.append({"variant": name, "label": label, "changes": changes, "eval": metrics.eval,
+                     "primary_metric": metrics.primary_metric, "teacher_eval": metrics.teacher_eval,
+                     "wall_time_s": student.wall_time_s})
     primary = rows[0]["primary_metric"]
     full = rows[0]["eval"][primary]
     for row in rows:
@@ -98,7 +99,10 @@ def _done_with(manifest_path: Path, recipe: dict) -> bool:
     """A variant finished earlier with exactly this recipe need not run again."""
     if not manifest_path.is_file():
         return False
-    return json.loads(manifest_path.read_text()).get("config", {}).get("recipe") == recipe
+    try:
+        return read_manifest(manifest_path.parent, StudentRecord).config.recipe == recipe
+    except RunDirError:  # a manifest cut short or edited: the variant runs again
+        return False
 
 
 def recipe_title(name: str | None) -> str:

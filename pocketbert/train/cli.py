@@ -329,7 +329,7 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     run_dir = resolve_run_dir(run)
     student = require_stage(run_dir, STUDENT_DIR, STAGE_MADE_BY)
     # the student's recorded recipe, every default filled, with the options and --set pairs over it
-    recipe = with_overrides(complete_recipe(read_manifest(student)["config"]["recipe"]),
+    recipe = with_overrides(complete_recipe(read_manifest(student).config.recipe),
                             {**overrides(options, VOCABULARY_FLAGS), **given}, keep_none=True)
     path, record = fit_recipe(run_dir, recipe, data_dir, device, overwrite, resume)
     cost = record["against_full_student"]

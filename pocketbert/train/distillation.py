@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.manifest import read_manifest, read_verified_stage, sha256_of
+from pocketbert.core.run.stage_records import TeacherRecord
 from pocketbert.core.run.atomic_folder import require_stage
 from pocketbert.core.run.run_files import MANIFEST, STUDENT_DIR, TEACHER_DIR, stage_path
 from pocketbert.core.run.user_paths import record_path, refuse_inputs
@@ -73,8 +74,9 @@ def evaluate_against_teacher(student, teacher, teacher_dir: Path, task, eval_exa
                              eval_cfg: EvalSection, dev) -> tuple[dict, dict, float | None]:
     """Student metrics, the teacher's on the same examples (from its manifest when it has them), and the kept fraction."""
     metrics = trainer.evaluate(student, task, eval_examples, eval_features, pad_id, eval_cfg, dev, "student eval")
-    teacher_manifest = read_manifest(teacher_dir) if (teacher_dir / MANIFEST).is_file() else {}
-    teacher_metrics = (teacher_manifest.get("metrics") or {}).get("eval")
+    # a teacher's folder given by --teacher may be a bare stage model, with no manifest
+    recorded = read_manifest(teacher_dir, TeacherRecord) if (teacher_dir / MANIFEST).is_file() else None
+    teacher_metrics = recorded.metrics.eval if recorded is not None else None
     if teacher_metrics is None or teacher_metrics.get("n_examples") != metrics["n_examples"]:
         teacher_metrics = trainer.evaluate(teacher, task, eval_examples, eval_features, pad_id, eval_cfg, dev,
                                            "teacher eval")

@@ -83,7 +83,7 @@ def prune_student(run_dir: Path, recipe: Recipe, out_run: Path | None = None, da
     run_dir = Path(run_dir)
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
     if teacher_dir is None:  # the teacher the student was distilled from, wherever it lives
-        recorded = student_manifest["config"].get("teacher")
+        recorded = student_manifest.config.teacher
         recorded = recorded_path(run_dir, recorded) if recorded else None  # absolute, or relative to the run
         teacher_dir = recorded if recorded and (recorded / MANIFEST).is_file() else None
     teacher_dir = Path(teacher_dir) if teacher_dir else require_stage(run_dir, TEACHER_DIR, "pocketbert train teacher")

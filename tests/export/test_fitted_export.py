@@ -151,7 +151,7 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     from pocketbert.export.steps.pipeline import export_run
 
     asked = {"export.vocabulary": "fitted", "export.vocabulary_min_count": 3}
-    recipe = with_overrides(complete_recipe(read_manifest(run / run_files.STUDENT_DIR)["config"]["recipe"]), asked)
+    recipe = with_overrides(complete_recipe(read_manifest(run / run_files.STUDENT_DIR).config.recipe), asked)
     request = ExportRequest(run, shared_data, run / run_files.STUDENT_DIR, recipe,
                             frozenset(key.removeprefix("export.") for key in asked), overwrite=True)
     with pytest.raises(RunDirError, match="fitted with vocabulary_min_count 2, not 3.*pocketbert train vocabulary"):

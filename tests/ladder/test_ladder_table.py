@@ -86,14 +86,16 @@ def test_the_plot_reads_each_panels_accuracy_as_the_share_of_the_teacher_kept(tm
 
 
 def test_a_rung_exported_with_a_fitted_vocabulary_shows_its_file_with_the_full_one_beside_it():
+    from pocketbert.core.run.stage_records import ExportRecord
     from pocketbert.ladder.table import full_vocabulary_size
 
-    manifest = {"stage": "export", "config": {"task": "sentiment", "max_length": 128,
-                                              "variants": {"onnx-int8": {"file": "model.int8.onnx"}}},
-                "metrics": {"parity": {}, "vocabulary": {"full_vocabulary_sizes_bytes": {"model.int8.onnx": 7_000_000}}}}
-    assert full_vocabulary_size(manifest) == 7_000_000
+    manifest = {"stage": "export", "config": {"task": "sentiment", "max_length": 128, "variants": {
+                    "onnx-int8": {"file": "model.int8.onnx", "runtime": "onnxruntime", "precision": "int8"}}},
+                "metrics": {"parity": {},
+                            "vocabulary": {"full_vocabulary_sizes_bytes": {"model.int8.onnx": 7_000_000}}}}
+    assert full_vocabulary_size(ExportRecord.model_validate(manifest)) == 7_000_000
     manifest["metrics"]["vocabulary"] = None  # exported with the full vocabulary
-    assert full_vocabulary_size(manifest) is None
+    assert full_vocabulary_size(ExportRecord.model_validate(manifest)) is None
     assert full_vocabulary_size(None) is None  # not exported (a control)
 
     fitted = {**ROWS[0], "size_bytes": 3.1e6, "size_full_vocabulary_bytes": 7.0e6}

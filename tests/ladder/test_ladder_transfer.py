@@ -169,7 +169,7 @@ def test_a_ladder_folder_whose_rungs_inherited_other_transfer_data_is_refused(in
 @TRAINS
 def test_the_students_manifest_says_its_labelled_and_transfer_rows(project):
     learned = rows_learned(read_manifest(project["run"] / "student"))
-    transfer = read_manifest(project["run"] / "student")["metrics"]["transfer_data"]
+    transfer = read_manifest(project["run"] / "student").metrics.transfer_data
     assert learned["transfer_examples"] == transfer["rows"] == STUDENT_CAP
     assert learned["labelled_examples"] + STUDENT_CAP == learned["train_examples"]
     assert trained_on(learned) == f"{learned['labelled_examples']:,} + {STUDENT_CAP} unlabelled"

@@ -197,10 +197,16 @@ def test_no_neural_engine_estimate_beats_the_published_per_call_floor():
     assert any(r["steady_ms"] < floor for r in stages if r["compute_unit"] != "neural_engine")
 
 
-def _manifest_with(passed: dict[str, bool]) -> dict:
+def _manifest_with(passed: dict[str, bool]):
+    from pocketbert.core.run.stage_records import ExportRecord
+
     files = {name: f"PocketBertSentiment.{name}.mlpackage" for name in passed}
-    return {"config": {"variants": {name: {"file": file} for name, file in files.items()}},
-            "metrics": {"parity": {files[name]: {"passed": ok} for name, ok in passed.items()}}}
+    return ExportRecord.model_validate({
+        "stage": "export",
+        "config": {"task": "sentiment", "max_length": 128, "variants": {
+            name: {"file": file, "runtime": "coreml", "precision": "fp16"} for name, file in files.items()}},
+        "metrics": {"parity": {files[name]: {"artifact": files[name], "n_examples": 4, "agreement": 1.0, "passed": ok}
+                               for name, ok in passed.items()}}})
 
 
 def test_the_phone_rows_stand_for_the_program_the_ios_folder_ships():

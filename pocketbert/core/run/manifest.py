@@ -10,11 +10,14 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pocketbert.core.files import dumps_strict
 from pocketbert.core.errors import PocketbertError, RunDirError
 from pocketbert.core.run.run_files import MANIFEST
+from pocketbert.core.run.stage_records import ARTIFACTS, StageRecord, record_class
+
+R = TypeVar("R", bound=StageRecord)
 
 # The config key under which a training stage records the name of the recipe it ran (train/registry.py);
 # compare and the result scripts read it.
@@ -78,9 +81,6 @@ def command_line() -> str:
     return shlex.join([program, *sys.argv[1:]])
 
 
-# The manifest key under which a stage records every file and folder it wrote (the manifest itself aside):
-# {name: {"sha256": ..., "bytes": ...}}. The next stage checks them before it reads any (verify_artifacts).
-ARTIFACTS = "artifacts"
 
 
 def symbolic_links(path: Path) -> list[Path]:
@@ -115,6 +115,8 @@ def write_manifest(
     started: float,
     extra: dict[str, Any] | None = None,
 ) -> Path:
+    """The stage's manifest.json, written through its record class (stage_records.py), the class its readers read it
+    with: a manifest that would not read back is a bug caught here, not in the next stage."""
     manifest = {
         "stage": stage,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -131,40 +133,37 @@ def write_manifest(
         manifest.update(extra)
     # the last thing a stage writes: every file beside it is final
     manifest.setdefault(ARTIFACTS, record_artifacts(stage_dir))
+    record = record_class(stage).model_validate(manifest)
     path = Path(stage_dir) / MANIFEST
-    path.write_text(dumps_strict(manifest, indent=2, default=str) + "\n")
+    path.write_text(dumps_strict(record.model_dump(), indent=2, default=str) + "\n")
     return path
 
 
-# What later stages read from each stage's manifest: a manifest without one of these (edited, or cut short) is
-# refused when it is read, not by a KeyError halfway through the next stage.
-REQUIRED_KEYS = ("stage", "config", "metrics")
-STAGE_KEYS = {
-    "teacher": ("config.recipe",),
-    "student": ("config.recipe", "config.dataset", "metrics.eval"),
-    "student_fitted": ("config.recipe", "metrics.vocabulary"),
-    "export": ("config.task", "config.max_length", "metrics.parity"),
-}
-OBJECT_KEYS = {"config", "metrics", "config.recipe", "metrics.eval", "metrics.parity", "metrics.vocabulary"}
+def read_manifest(stage_dir: Path, record: type[R] = StageRecord) -> R:
+    """A stage folder's manifest.json as its stage's record (stage_records.py), one of `record`'s class: a missing,
+    unreadable or edited manifest, one without what later stages read, or another stage's, is a RunDirError naming
+    it and the command that rewrites it."""
+    from pydantic import ValidationError
 
-
-def read_manifest(stage_dir: Path) -> dict[str, Any]:
-    """A stage folder's manifest.json, checked to be one: a JSON object with the keys later stages read.
-    A missing, unreadable or edited manifest is a RunDirError naming it and the command that rewrites it."""
     from pocketbert.core.errors import RunDirError
     from pocketbert.core.files import read_json_object
 
     path = Path(stage_dir) / MANIFEST
     advice = f"re-run the stage that wrote {Path(stage_dir).name}/ (with --overwrite)"
     manifest = read_json_object(path, RunDirError, advice, "stage folder's manifest")
-    for dotted in (*REQUIRED_KEYS, *STAGE_KEYS.get(str(manifest.get("stage")), ())):
-        node: Any = manifest
-        for key in dotted.split("."):
-            node = node.get(key) if isinstance(node, dict) else None
-        if node is None or (dotted in OBJECT_KEYS and not isinstance(node, dict)):
-            what = "object" if dotted in OBJECT_KEYS else "entry"
-            raise RunDirError(f"{path}: no '{dotted}' {what} in the manifest; {advice}")
-    return manifest
+    try:
+        read = record_class(manifest.get("stage")).model_validate(manifest)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        if first["type"] == "missing":
+            raise RunDirError(f"{path}: no '{where}' entry in the manifest; {advice}") from None
+        raise RunDirError(f"{path}: '{where}' in the manifest is not what a stage writes ({first['msg']}); "
+                          f"{advice}") from None
+    if not isinstance(read, record):
+        raise RunDirError(f"{path} is a '{read.stage}' stage's manifest, not the one this folder's stage writes; "
+                          f"{advice}")
+    return read
 
 
 # The command that writes each stage's folder (`import` and `train prune` write students too, rarely again).
@@ -172,23 +171,23 @@ STAGE_COMMANDS = {"teacher": "pocketbert train teacher", "student": "pocketbert 
                   "student_fitted": "pocketbert train vocabulary", "export": "pocketbert export"}
 
 
-def rerun_advice(stage_dir: Path, manifest: dict) -> str:
+def rerun_advice(stage_dir: Path, manifest: StageRecord) -> str:
     """What makes a stage folder again: its stage's command on its run, with --overwrite."""
-    command = STAGE_COMMANDS.get(str(manifest.get("stage")))
+    command = STAGE_COMMANDS.get(manifest.stage)
     if command is None:
         return f"re-run the stage that wrote {Path(stage_dir).name}/ (with --overwrite)"
     return f"re-run `{command} --run {Path(stage_dir).parent} --overwrite`"
 
 
-def verify_artifacts(stage_dir: Path, manifest: dict, names: list[str] | None = None,
+def verify_artifacts(stage_dir: Path, manifest: StageRecord, names: list[str] | None = None,
                      error: type[PocketbertError] = RunDirError, again: str | None = None) -> list[Path]:
     """The paths of `names` (None: every file the manifest records) in a stage folder, each checked against the
     sha256 its manifest recorded when the stage wrote it, before a later stage reads any. A file edited, damaged,
     removed or replaced by a link since is `error`, one line naming it and the command that writes it again."""
     stage_dir = Path(stage_dir)
     again = again or rerun_advice(stage_dir, manifest)
-    recorded = manifest.get(ARTIFACTS)
-    if not isinstance(recorded, dict):
+    recorded = manifest.artifacts
+    if recorded is None:
         raise error(f"{stage_dir / MANIFEST} records no file hashes (a stage folder written by an older version, or "
                     f"an edited manifest), so its files cannot be checked: {again}")
     if stage_dir.is_symlink():
@@ -200,23 +199,23 @@ def verify_artifacts(stage_dir: Path, manifest: dict, names: list[str] | None = 
         if linked:
             raise error(f"{linked[0]} is a symbolic link, not a file the stage wrote: {again}")
         entry = recorded.get(name)
-        if not isinstance(entry, dict) or "sha256" not in entry:
+        if entry is None:
             raise error(f"{name} is not among the files {stage_dir / MANIFEST} records: {again}")
         if not path.exists():
             raise error(f"{path} is missing from the stage folder that wrote it: {again}")
-        if sha256_of(path) != entry["sha256"]:
-            raise error(f"{path} changed after the {manifest.get('stage') or 'stage'} was written (edited or "
+        if sha256_of(path) != entry.sha256:
+            raise error(f"{path} changed after the {manifest.stage} was written (edited or "
                         f"damaged: its sha256 is not the one {MANIFEST} records): {again}")
         paths.append(path)
     return paths
 
 
-def read_verified_stage(stage_dir: Path) -> dict[str, Any]:
+def read_verified_stage(stage_dir: Path, record: type[R] = StageRecord) -> R:
     """A finished stage folder's manifest, with every file it records checked against its hash: what a later stage
     calls before it reads the folder. A folder written before stages recorded their files (no hashes in its
     manifest) is read as it is, with one line saying its files could not be checked."""
-    manifest = read_manifest(stage_dir)
-    if ARTIFACTS not in manifest:
+    manifest = read_manifest(stage_dir, record)
+    if manifest.artifacts is None:
         import sys
 
         print(f"note: {Path(stage_dir) / MANIFEST} records no file hashes (written by an older pocketbert): its "
@@ -226,10 +225,10 @@ def read_verified_stage(stage_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def verified_stage(run_dir: Path, stage: str, made_by: str) -> tuple[Path, dict[str, Any]]:
+def verified_stage(run_dir: Path, stage: str, made_by: str) -> tuple[Path, StageRecord]:
     """(folder, manifest) of a run's finished stage, its files checked against their hashes (read_verified_stage),
     or an error naming the command that makes it."""
     from pocketbert.core.run.atomic_folder import require_stage
 
     folder = require_stage(run_dir, stage, made_by)
-    return folder, read_verified_stage(folder)
+    return folder, read_verified_stage(folder, record_class(stage))

@@ -39,12 +39,13 @@ def missing_or_stale(run_dir: Path) -> str | None:
     """Why the run holds no fitted student of its current student, in words; None when it holds one."""
     from pocketbert.core.run.atomic_folder import recover_stage
     from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.stage_records import FittedStudentRecord
 
     recover_stage(run_dir, FITTED_STUDENT_DIR)
     folder = stage_path(run_dir, FITTED_STUDENT_DIR)
     if not (folder / MANIFEST).is_file():
         return "the run holds no fitted student"
-    if read_manifest(folder)["config"].get(FITTED_FROM) != student_identity(run_dir):
+    if read_manifest(folder, FittedStudentRecord).config.fitted_from_student != student_identity(run_dir):
         return "the run's student changed since its vocabulary was fitted"
     return None
 
@@ -54,11 +55,12 @@ def other_settings(run_dir: Path, asked: dict) -> str | None:
     command line, with their validated values), in words; None when it is, or when the run holds none. Replacing it
     is a choice its own command's --overwrite makes, never an export's."""
     from pocketbert.core.run.manifest import read_manifest
+    from pocketbert.core.run.stage_records import FittedStudentRecord
 
     folder = stage_path(run_dir, FITTED_STUDENT_DIR)
     if not (folder / MANIFEST).is_file():
         return None
-    recorded = read_manifest(folder)["config"].get(SETTINGS) or {}
+    recorded = read_manifest(folder, FittedStudentRecord).config.vocabulary_settings
     for key in FITTING_KEYS:
         if key in asked and asked[key] != recorded.get(key):
             return f"its vocabulary was fitted with {key} {recorded.get(key)}, not {asked[key]}"

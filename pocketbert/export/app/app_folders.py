@@ -17,6 +17,7 @@ from pocketbert.export.text_in.text_tokenizer import CONTRIB
 from pocketbert.core.config.export_families import COREAI, COREML, IOS_APP_PROGRAMS
 from pocketbert.export.programs.variants import Variant, variant_of
 from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord, ParityRow
 from pocketbert.core.run.atomic_folder import require_stage
 from pocketbert.core.run.run_files import (
     ANDROID_APP_DIR,
@@ -47,9 +48,9 @@ TOKENIZER_FOR_SWIFT = (TOKENIZER_TABLES, TOKENIZER_JSON, TOKENIZER_CONFIG, MODEL
 IOS_RESOURCES = "resources"
 
 
-def _export_facts(run_dir: Path) -> tuple[Path, dict]:
+def _export_facts(run_dir: Path) -> tuple[Path, ExportRecord]:
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
-    return export_dir, read_manifest(export_dir)
+    return export_dir, read_manifest(export_dir, ExportRecord)
 
 
 def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None, overwrite: bool) -> Path:
@@ -59,12 +60,12 @@ def _app_folder(run_dir: Path, export_dir: Path, default: str, out: Path | None,
     return output_folder(target, f"export {default}", overwrite, inputs=[export_dir], own_files=True)
 
 
-def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, wanted: bool) -> list[str]:
+def _executorch_files(export_dir: Path, manifest: ExportRecord, code_by_task: dict, wanted: bool) -> list[str]:
     """The ExecuTorch program an app folder carries beside its main model, checked before anything is written."""
     if not wanted:
         return []
-    task = manifest["config"]["task"]
-    if EXECUTORCH_INT8 not in manifest["metrics"]["parity"]:
+    task = manifest.config.task
+    if EXECUTORCH_INT8 not in manifest.metrics.parity:
         raise ExportError(f"the export has no {EXECUTORCH_INT8}: re-run `pocketbert export` with pte-int8 among "
                           "--executorch-variants (a BiLSTM has none)")
     if task not in code_by_task:
@@ -73,7 +74,7 @@ def _executorch_files(export_dir: Path, manifest: dict, code_by_task: dict, want
     return [EXECUTORCH_INT8]
 
 
-def _ios_files_checked(export_dir: Path, manifest: dict, run_dir: Path, model_name: str, pte: list[str],
+def _ios_files_checked(export_dir: Path, manifest: ExportRecord, run_dir: Path, model_name: str, pte: list[str],
                        app) -> tuple[tuple[str, ...], dict[str, str], dict]:
     """The iOS folder's resources and the task's files beside them (Core ML or Core AI alike), verified against the
     manifest with the model before anything is read, and the values the task's app code is filled with."""
@@ -109,7 +110,7 @@ class _IOSModel:
     base_name: str
     variant: str
     definition: Variant
-    parity: dict
+    parity: ParityRow
     lengths: tuple[int, ...]
 
 
@@ -119,29 +120,32 @@ class CoreMLTarget:
     runtime = "Core ML"
     tokenizer_settings = "tokenizer settings (lower case, Chinese characters, special tokens)"
 
-    def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+    def model(self, export_dir: Path, manifest: ExportRecord, task: str, variant: str | None) -> _IOSModel:
         stem = TASK_CLASSES[task].coreml_class_stem
-        made = manifest["config"].get("coreml_variants", ["fp16"])
-        gated = {v for v in made if manifest["metrics"]["parity"].get(coreml_package_name(stem, v), {}).get("passed")}
+        made, parity = manifest.config.coreml_variants, manifest.metrics.parity
+        if not made:
+            raise ExportError("the export has no Core ML program: re-run `pocketbert export --coreml-variants fp16`, "
+                              "or choose --target ios27 for its Core AI program")
+        gated = {v for v in made if (row := parity.get(coreml_package_name(stem, v))) is not None and row.passed}
         variant = variant or next(v for v in (*IOS_APP_PROGRAMS, made[0]) if v in gated or v == made[0])
         if variant not in COREML.names:
             raise ExportError(f"unknown Core ML variant '{variant}': choose from {', '.join(COREML.names)}")
         package = export_dir / coreml_package_name(stem, variant)
         # a package the export did not make (copied in by hand) has no gate: it is not shipped
-        if variant not in made or package.name not in manifest["metrics"]["parity"] or not package.exists():
+        if variant not in made or package.name not in parity or not package.exists():
             raise ExportError(f"the export has no Core ML {variant} variant (it has {', '.join(made)}): "
                               f"pick one of those, or re-run `pocketbert export --coreml-variants fp16,{variant}`")
-        parity = manifest["metrics"]["parity"][package.name]
-        lengths = tuple(int(n) for n in (parity.get("by_length") or {}))
+        row = parity[package.name]
+        lengths = tuple(int(n) for n in (row.by_length or {}))
         # one class name, whatever the compression
-        return _IOSModel(package, coreml_package_name(stem), variant, variant_of(COREML, variant), parity, lengths)
+        return _IOSModel(package, coreml_package_name(stem), variant, variant_of(COREML, variant), row, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core ML ML Program (`{model.variant}`), {model.definition.precision} weights, minimum "
                 f"{model.definition.minimum_ios.replace('iOS', 'iOS ')}")
 
-    def how_run(self, parity: dict) -> str:
-        return f"run by {parity['runtime']} on Linux"
+    def how_run(self, parity: ParityRow) -> str:
+        return f"run by {parity.runtime} on Linux"
 
     def by_length(self, model: _IOSModel) -> str:
         return "each function" if model.definition.multifunction else "each enumerated length"
@@ -165,9 +169,9 @@ class CoreAITarget:
     runtime = "Core AI"
     tokenizer_settings = "tokenizer settings (lower case, special tokens)"
 
-    def model(self, export_dir: Path, manifest: dict, task: str, variant: str | None) -> _IOSModel:
+    def model(self, export_dir: Path, manifest: ExportRecord, task: str, variant: str | None) -> _IOSModel:
         stem = TASK_CLASSES[task].coreml_class_stem
-        made = manifest["config"].get("coreai_variants") or []
+        made, parity = manifest.config.coreai_variants, manifest.metrics.parity
         if not made:
             raise ExportError("the export has no Core AI program: re-run `pocketbert export --coreai-variants fp16` "
                               "(with the coreai extra installed), or leave out --target ios27")
@@ -175,21 +179,20 @@ class CoreAITarget:
         if variant not in COREAI.names:
             raise ExportError(f"unknown Core AI variant '{variant}': choose from {', '.join(COREAI.names)}")
         asset = export_dir / coreai_asset_name(stem, variant)
-        if variant not in made or asset.name not in manifest["metrics"]["parity"] or not asset.exists():
+        if variant not in made or asset.name not in parity or not asset.exists():
             raise ExportError(f"the export has no Core AI {variant} variant (it has {', '.join(made)}): pick one of "
                               f"those, or re-run `pocketbert export --coreai-variants {variant}`")
-        parity = manifest["metrics"]["parity"][asset.name]
-        lengths = tuple(int(n) for n in (parity.get("by_length") or {})) or tuple(
-            manifest["metrics"].get("coreai_entry_points") or ())
-        return _IOSModel(asset, coreai_asset_name(stem), variant, variant_of(COREAI, variant), parity, lengths)
+        row = parity[asset.name]
+        lengths = tuple(int(n) for n in (row.by_length or {})) or tuple(manifest.metrics.coreai_entry_points or ())
+        return _IOSModel(asset, coreai_asset_name(stem), variant, variant_of(COREAI, variant), row, lengths)
 
     def model_row(self, model: _IOSModel) -> str:
         return (f"Core AI program (`{model.variant}`), {model.definition.precision} weights, one function per "
                 f"length ({', '.join(map(str, model.lengths))}), minimum "
                 f"{model.definition.minimum_ios.replace('iOS', 'iOS ')}")
 
-    def how_run(self, parity: dict) -> str:
-        return f"its saved program run op by op by {parity['runtime']} on Linux"
+    def how_run(self, parity: ParityRow) -> str:
+        return f"its saved program run op by op by {parity.runtime} on Linux"
 
     def by_length(self, model: _IOSModel) -> str:
         return "each function"
@@ -220,14 +223,14 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         raise ExportError(f"unknown iOS target '{target}': choose from {', '.join(IOS_TARGETS)}")
     kind = IOS_TARGETS[target]
     export_dir, manifest = _export_facts(run_dir)
-    task = manifest["config"]["task"]
+    task = manifest.config.task
     app = app_tasks.app_of(task)
     folder = _app_folder(run_dir, export_dir, IOS_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.SWIFT_EXECUTORCH, executorch)
     model = kind.model(export_dir, manifest, task, variant)
     parity = model.parity
     shipped, beside, values = _ios_files_checked(export_dir, manifest, run_dir, model.path.name, pte, app)
-    max_length = int(manifest["config"]["max_length"])
+    max_length = manifest.config.max_length
     with written_output(folder, f"export {IOS_APP_DIR}", run=run_dir) as tmp:
         _fill_ios_folder(tmp, model.path, model.base_name, export_dir, shipped, tuple(beside))
         described = {TOKENIZER_TABLES: f"the WordPiece tokenizer, tabulated for {SWIFT_TOKENIZER_PACKAGE}'s "
@@ -245,14 +248,14 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
                  f"{SWIFT_TOKENIZER_PACKAGE}/": "Swift package, no dependencies: `BertTokenizer` (tokenize, encode, "
                                               "code-point offsets) and `substring(_:codePoints:)`",
                  **{f"{IOS_RESOURCES}/{name}": what for name, what in described.items()}, **beside}
-        proven = [f"`{model.path.name}` gave the student's answers on {parity['n_examples']} eval examples, "
-                  f"{kind.how_run(parity)} (agreement {parity['agreement']:.4f}, max |diff| "
-                  f"{parity['max_abs_diff']:.3g})",
+        proven = [f"`{model.path.name}` gave the student's answers on {parity.n_examples} eval examples, "
+                  f"{kind.how_run(parity)} (agreement {parity.agreement:.4f}, max |diff| "
+                  f"{parity.max_abs_diff:.3g})",
                   "tokenizer.json gives the ids in tokenizer_golden.json (tokenizers library)"]
-        if parity.get("by_length"):
+        if parity.by_length:
             proven.append(f"{kind.by_length(model)} (" + ", ".join(
                 f"{kind.length_name(model, n)}: max |diff| {r['max_abs_diff']:.3g} on {r['inputs']} inputs"
-                for n, r in parity["by_length"].items()) + ")")
+                for n, r in parity.by_length.items()) + ")")
         needs_device = [kind.not_run(), f"{SWIFT_TOKENIZER_PACKAGE} on the device: run tokenizer_golden.json's texts "
                         "through `BertTokenizer.encode(_:maxLength:)` in a unit test (pocketbert's own tests build "
                         "the same Swift on Linux and check it against tokenizer.json on every code point)",
@@ -260,17 +263,17 @@ def ios_bundle(run_dir: Path, variant: str | None = None, out: Path | None = Non
         alternative = [line for name in pte for line in app_readme.executorch_section(
             app_readme.SWIFT_EXECUTORCH, kind.runtime, task, name, max_length,
             json.loads((export_dir / LABELS).read_text()), values, app.executorch_note("swift"))]
-        facts = app_readme.FolderFacts(task, files, max_length, parity["metrics"], parity["n_examples"], proven,
+        facts = app_readme.FolderFacts(task, files, max_length, parity.metrics, parity.n_examples, proven,
                                        needs_device, alternative, values)
         (tmp / APP_README).write_text(kind.readme(model, facts, resources=IOS_RESOURCES, extra_steps=app.ios_steps(),
                                                   placement=_placement(manifest, model.path.name)))
     return folder
 
 
-def _placement(manifest: dict, shipped: str) -> list[str]:
+def _placement(manifest: ExportRecord, shipped: str) -> list[str]:
     """The README's table of where each Apple program is predicted to run (exports made before the placement
     check have none)."""
-    placed = manifest["metrics"].get("placement")
+    placed = manifest.metrics.placement
     return readme_table(placed, shipped) if placed else []
 
 
@@ -288,11 +291,11 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     (sentiment: model.text.ort; QA: model.qa.ort, the answer in one call), which needs onnxruntime-extensions; with
     executorch, the int8 ExecuTorch program and tokenizer.json too, and Kotlin for them."""
     export_dir, manifest = _export_facts(run_dir)
-    task = manifest["config"]["task"]
+    task = manifest.config.task
     app = app_tasks.app_of(task)
     target = _app_folder(run_dir, export_dir, ANDROID_APP_DIR, out, overwrite)
     pte = _executorch_files(export_dir, manifest, app_readme.KOTLIN_EXECUTORCH, executorch)
-    parity = manifest["metrics"]["parity"]
+    parity = manifest.metrics.parity
     model = app.text_in_model if text_in else ORT_MODEL
     if model not in parity:
         what = app.text_in_model_is if text_in else "int8 model for ONNX Runtime Mobile"
@@ -302,9 +305,12 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     if not text_in and not (export_dir / TOKENIZER_TABLES).is_file():
         raise ExportError(f"the export has no {TOKENIZER_TABLES} (what the app's tokenizer reads): re-run `pocketbert "
                           "export` with this version, or add --text-in")
-    usability = manifest["metrics"]["ort_mobile_usability"]
+    usability = manifest.metrics.ort_mobile_usability or {}
     # The text-in models are the tokenizer (QA: and the windows and the search) around the dynamic int8 graph, and
     # model.ort is that graph: the verdict is that graph's.
+    if ONNX_INT8 not in usability:
+        raise ExportError(f"the export records no ONNX Runtime Mobile verdict for {ONNX_INT8}: re-run `pocketbert "
+                          "export` with this version")
     provider = mobile_usability.preferred_provider(usability[ONNX_INT8])
     verdicts = [f"- `{graph}`, {name}: {usability[graph][name]['advice']}"
                 for graph in (ONNX_INT8, ONNX_QDQ) if graph in usability
@@ -314,15 +320,15 @@ def android_bundle(run_dir: Path, out: Path | None = None, overwrite: bool = Fal
     labels = json.loads((export_dir / LABELS).read_text()) if LABELS in files else []
     values = app.code_values(export_dir, manifest)
     contrib_ops = _extension_ops(export_dir / app.text_in_operators) if text_in else []
-    max_length = int(manifest["config"]["max_length"])
-    ort_version = manifest["versions"]["onnxruntime"]
+    max_length = manifest.config.max_length
+    ort_version = manifest.versions.get("onnxruntime")
     with written_output(target, f"export {ANDROID_APP_DIR}", run=run_dir) as tmp:
         for name in exported:
             shutil.copyfile(export_dir / name, tmp / name)
         if not text_in:
             shutil.copyfile(app_tasks.KOTLIN_TOKENIZER, tmp / app_tasks.KOTLIN_TOKENIZER.name)
         facts = app_readme.FolderFacts(
-            task, files, max_length, shipped["metrics"], shipped["n_examples"],
+            task, files, max_length, shipped.metrics, shipped.n_examples,
             app.android_proven(shipped, text_in, ort_version),
             app.android_needs_device(contrib_ops, shipped, pte, text_in),
             [line for name in pte for line in app_readme.executorch_section(

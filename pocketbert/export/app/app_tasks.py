@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
+from pocketbert.core.run.stage_records import ExportRecord, ParityRow
 from pocketbert.core.run.run_files import (
     LABELS,
     ORT_MODEL,
@@ -62,9 +63,9 @@ def _ids_not_run() -> list[str]:
             "test; each must give its `ids`"]
 
 
-def _ids_proven(shipped: dict, ort_version: str) -> list[str]:
-    return [f"`{ORT_MODEL}` gave the student's answers on {shipped['n_examples']} eval examples in onnxruntime "
-            f"{ort_version} (agreement {shipped['agreement']:.4f}, max |diff| {shipped['max_abs_diff']:.3g})",
+def _ids_proven(shipped: ParityRow, ort_version: str) -> list[str]:
+    return [f"`{ORT_MODEL}` gave the student's answers on {shipped.n_examples} eval examples in onnxruntime "
+            f"{ort_version} (agreement {shipped.agreement:.4f}, max |diff| {shipped.max_abs_diff:.3g})",
             VERDICTS_PROVEN]
 
 
@@ -98,18 +99,19 @@ class SentimentApp:
                     "kept) and runs it at its own length.")
         return f"The model takes the text itself and tokenizes it as tokenizer.json does, up to {max_length} tokens."
 
-    def android_proven(self, shipped: dict, text_in: bool, ort_version: str) -> list[str]:
+    def android_proven(self, shipped: ParityRow, text_in: bool, ort_version: str) -> list[str]:
         if not text_in:
             return _ids_proven(shipped, ort_version)
-        return [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped['n_examples']} eval examples in onnxruntime with "
-                f"onnxruntime-extensions: agreement {shipped['agreement']:.4f} with the student",
+        return [f"`{ORT_TEXT_MODEL}` fed raw text on {shipped.n_examples} eval examples in onnxruntime with "
+                f"onnxruntime-extensions: agreement {shipped.agreement:.4f} with the student",
                 "the model's tokenizer gives tokenizer.json's ids on every text of tokenizer_golden.json",
                 VERDICTS_PROVEN]
 
-    def android_needs_device(self, contrib_ops: list[str], shipped: dict, pte: list[str], text_in: bool) -> list[str]:
+    def android_needs_device(self, contrib_ops: list[str], shipped: ParityRow, pte: list[str],
+                             text_in: bool) -> list[str]:
         return _not_compiled(contrib_ops) if text_in else _ids_not_run()
 
-    def code_values(self, export_dir: Path, manifest: dict) -> dict:
+    def code_values(self, export_dir: Path, manifest: ExportRecord) -> dict:
         return {}
 
     def ios_files(self) -> dict[str, str]:
@@ -174,15 +176,15 @@ class QAApp:
                 f"context over {values['max_context_tokens']} word pieces is read up to there (`context_cut`). All "
                 "windows run as one batch: bound the question's length in the app.")
 
-    def android_proven(self, shipped: dict, text_in: bool, ort_version: str) -> list[str]:
+    def android_proven(self, shipped: ParityRow, text_in: bool, ort_version: str) -> list[str]:
         if not text_in:
             return _ids_proven(shipped, ort_version)
-        windows = shipped["by_windows"]
+        windows = shipped.by_windows
         one, several = windows["one_window"]["questions"], windows["several_windows"]["questions"]
-        metrics, pipeline = shipped["metrics"], shipped["student_metrics"]
-        return [f"`{ORT_QA_MODEL}` fed each question and its whole context on {shipped['n_examples']} eval questions "
+        metrics, pipeline = shipped.metrics, shipped.student_metrics
+        return [f"`{ORT_QA_MODEL}` fed each question and its whole context on {shipped.n_examples} eval questions "
                 f"({one} of one window, {several} of several) in onnxruntime with onnxruntime-extensions: the same "
-                f"answer text as the Python pipeline on {shipped['agreement']:.1%} of them; exact match "
+                f"answer text as the Python pipeline on {shipped.agreement:.1%} of them; exact match "
                 f"{metrics['exact_match']:.2f} and F1 {metrics['f1']:.2f}, the pipeline's "
                 f"{pipeline['exact_match']:.2f} and {pipeline['f1']:.2f}",
                 f"every answer is the context's text at the UTF-16, code-point and UTF-8 spans the model gives "
@@ -190,24 +192,25 @@ class QAApp:
                 f"({windows['windows_differ']} did not)",
                 VERDICTS_PROVEN]
 
-    def android_needs_device(self, contrib_ops: list[str], shipped: dict, pte: list[str], text_in: bool) -> list[str]:
+    def android_needs_device(self, contrib_ops: list[str], shipped: ParityRow, pte: list[str],
+                             text_in: bool) -> list[str]:
         if not text_in:
             return _ids_not_run() + [f"the questions of {QA_GOLDEN} through `answer(question, context)` on a phone: "
                                      "the Python pipeline's answer is `answer`"]
         needs = _not_compiled(contrib_ops) + [
             f"the questions of {QA_GOLDEN} through `answer(question, context)` on a phone: the Python pipeline's "
-            f"answer is `answer`; the int8 model gave it on {shipped['agreement']:.1%} of the gate's questions"]
+            f"answer is `answer`; the int8 model gave it on {shipped.agreement:.1%} of the gate's questions"]
         if pte:
             needs.append(f"the ExecuTorch code is type-checked here, not run; `{KOTLIN_ROUTINE}` runs (kotlinc, on "
                          "a golden file in pocketbert's tests). DJL's ids and character spans against "
                          f"{QA_GOLDEN}'s `context_index` and `offsets`: in a unit test")
         return needs
 
-    def code_values(self, export_dir: Path, manifest: dict) -> dict:
+    def code_values(self, export_dir: Path, manifest: ExportRecord) -> dict:
         """The windows and the span search the app code repeats: the export's own settings (qa_golden.json's, which
         the routine's tests read), the bound of the one-call model and the special tokens' ids."""
         golden = json.loads((export_dir / QA_GOLDEN).read_text(encoding="utf-8"))
-        settings = (manifest["metrics"].get("qa_in_graph") or {}).get("settings") or {}
+        settings = manifest.metrics.qa_in_graph.settings if manifest.metrics.qa_in_graph is not None else {}
         vocab = json.loads((export_dir / TOKENIZER_JSON).read_text(encoding="utf-8"))["model"]["vocab"]
         return {"stride": golden["stride"], "n_best": golden["n_best"],
                 "max_answer_length": golden["max_answer_length"],

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from pocketbert.core.errors import ExportError
 from pocketbert.core.run.manifest import ARTIFACTS, verify_artifacts
+from pocketbert.core.run.stage_records import ExportRecord
 
 __all__ = ["ARTIFACTS", "verified"]
 
 
-def verified(export_dir: Path, manifest: dict, names: list[str], run_dir: Path) -> list[Path]:
+def verified(export_dir: Path, manifest: ExportRecord, names: list[str], run_dir: Path) -> list[Path]:
     """The paths of `names` in the export, each checked against the hash its manifest recorded."""
     return verify_artifacts(export_dir, manifest, names, ExportError,
                             f"re-run `pocketbert export --run {run_dir} --overwrite`")

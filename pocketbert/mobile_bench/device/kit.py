@@ -20,7 +20,8 @@ from pocketbert.core.config.recipe import BenchSection
 from pocketbert.core.tasks.registry import make_task
 from pocketbert.core.students.stage_folder import read_labels
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.run.manifest import ARTIFACTS, read_manifest, verify_artifacts
+from pocketbert.core.run.manifest import read_manifest, verify_artifacts
+from pocketbert.core.run.stage_records import ExportRecord
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 from pocketbert.export.programs.multifunction import function_length, function_name
 from pocketbert.mobile_bench.device.phone_import import IDLE_MIN_S, SUSTAINED_MIN_CALLS
@@ -60,16 +61,15 @@ SUSTAINED_WINDOW = 200     # the last calls of the sustained run that are kept a
 
 
 
-def apple_programs(manifest: dict) -> list[dict]:
+def apple_programs(manifest: ExportRecord) -> list[dict]:
     """The export's Core ML and Core AI programs, from its manifest's variants table (bench reads files only)."""
-    table = manifest["config"].get("variants") or {}
     programs = []
-    for name, entry in sorted(table.items()):
-        suffix = Path(str(entry.get("file", ""))).suffix if isinstance(entry, dict) else ""
+    for name, entry in sorted(manifest.config.variants.items()):
+        suffix = Path(entry.file).suffix
         if suffix in KIT_RUNTIMES:
-            recorded = (manifest.get(ARTIFACTS) or {}).get(entry["file"]) or {}
-            programs.append({"variant": name, "program": entry["file"], "runtime": KIT_RUNTIMES[suffix],
-                             "precision": entry["precision"], "sha256": recorded.get("sha256")})
+            recorded = (manifest.artifacts or {}).get(entry.file)
+            programs.append({"variant": name, "program": entry.file, "runtime": KIT_RUNTIMES[suffix],
+                             "precision": entry.precision, "sha256": recorded.sha256 if recorded else None})
     return programs
 
 
@@ -183,7 +183,7 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     final = output_folder(Path(out) if out is not None else Path(run_dir) / DEVICE_KIT_DIR, MADE_BY, overwrite,
                           inputs=[Path(run_dir) / EXPORT_DIR], own_files=True)
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
-    manifest = read_manifest(export_dir)
+    manifest = read_manifest(export_dir, ExportRecord)
     programs = apple_programs(manifest)
     if not programs:
         raise RunDirError(f"{export_dir} holds no Core ML or Core AI program: export one "
@@ -191,13 +191,12 @@ def write_kit(run_dir: Path, out: Path | None = None, overwrite: bool = False) -
     # the files the iOS folder ships its tokenizer with, checked against the export's record before they are copied
     tokenizer_files = verify_artifacts(export_dir, manifest, list(TOKENIZER_FILES), RunDirError,
                                        f"re-run `pocketbert export --run {run_dir} --overwrite`")
-    recorded = manifest[ARTIFACTS]
-    tokenizer = {"tables_sha256": recorded[TOKENIZER_TABLES]["sha256"],
-                 "golden_sha256": recorded[TOKENIZER_GOLDEN]["sha256"]}
-    task = make_task(manifest["config"]["task"], read_labels(export_dir))
+    recorded = manifest.artifacts or {}
+    tokenizer = {"tables_sha256": recorded[TOKENIZER_TABLES].sha256, "golden_sha256": recorded[TOKENIZER_GOLDEN].sha256}
+    task = make_task(manifest.config.task, read_labels(export_dir))
     # the bench section's defaults: the kit is made from the export alone, whatever recipe trained the student
-    config = kit_config(programs, list(task.input_names), int(manifest["config"].get("max_length") or 128),
-                        BenchSection(), list(manifest["metrics"].get("coreai_entry_points") or []),
+    config = kit_config(programs, list(task.input_names), manifest.config.max_length,
+                        BenchSection(), list(manifest.metrics.coreai_entry_points or []),
                         program_functions(export_dir), tokenizer)
     templates = resources.files("pocketbert.mobile_bench.device").joinpath("kit_templates")
     with written_output(final, MADE_BY, run=Path(run_dir).resolve()) as tmp:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-MANIFEST_KEY = "placement"  # export manifest: metrics.placement = {program file name: verdict}
+from pocketbert.core.run.stage_records import ExportRecord
+
 NEURAL_ENGINE = "neural_engine"
 UNITS = ("neural_engine", "gpu", "cpu")
 UNCHECKED = "unchecked"
@@ -57,10 +58,10 @@ class PlacementVerdict:
                    cost, str(raw["axis_limit"]) if raw.get("axis_limit") else None, tuple(str(r) for r in risks))
 
 
-def verdicts_from_manifest(manifest: dict) -> dict[str, dict]:
+def verdicts_from_manifest(manifest: ExportRecord) -> dict[str, dict]:
     """{program: verdict dict} for every well-formed verdict the export manifest records (none: {})."""
-    recorded = (manifest.get("metrics") or {}).get(MANIFEST_KEY)
-    if not isinstance(recorded, dict):
+    recorded = manifest.metrics.placement
+    if recorded is None:
         return {}
     verdicts = (PlacementVerdict.from_dict(name, raw) for name, raw in recorded.items())
     return {v.program: v.to_dict() for v in verdicts if v is not None}

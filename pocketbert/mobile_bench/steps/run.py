@@ -16,7 +16,6 @@ from pocketbert.core.errors import ConfigError, RunDirError
 from pocketbert.core.files import dumps_strict, read_json_object
 from pocketbert.export.programs import artifacts
 from pocketbert.core.run.manifest import (
-    ARTIFACTS,
     git_commit,
     package_versions,
     path_size,
@@ -24,6 +23,7 @@ from pocketbert.core.run.manifest import (
     sha256_of,
     verified_stage,
 )
+from pocketbert.core.run.stage_records import ExportRecord, StudentRecord, VariantEntry
 from pocketbert.mobile_bench.estimates import derive, graph_cost, profiles
 from pocketbert.mobile_bench.reports import published, report
 from pocketbert.mobile_bench.timing import host, reference
@@ -89,16 +89,14 @@ BENCHED_VARIANTS = ("onnx", "onnx-int8", "ort", "fp16", "pte", "pte-int8", "core
 REQUIRED_VARIANTS = ("onnx", "onnx-int8", "ort")  # every export makes them; bench's sweeps run the ONNX pair
 
 
-def export_variants(manifest: dict) -> dict[str, dict]:
+def export_variants(manifest: ExportRecord) -> dict[str, VariantEntry]:
     """The export manifest's variants table (variant name -> file, runtime, precision), checked."""
-    table = manifest["config"].get("variants")
+    table = manifest.config.variants
     advice = "re-run `pocketbert export --overwrite` with this version"
-    if not isinstance(table, dict) or not table:
+    if not table:
         raise RunDirError(f"the export manifest records no variants table (config.variants): {advice}")
     for name, entry in table.items():
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) and entry[k]
-                                                  for k in ("file", "runtime", "precision")) \
-                or Path(entry["file"]).name != entry["file"]:
+        if not (entry.file and entry.runtime and entry.precision) or Path(entry.file).name != entry.file:
             raise RunDirError(f"the export manifest's variant '{name}' needs a file name, a runtime and a precision: "
                               f"{advice}")
     missing = [name for name in REQUIRED_VARIANTS if name not in table]
@@ -107,16 +105,16 @@ def export_variants(manifest: dict) -> dict[str, dict]:
     return table
 
 
-def variant_key(entry: dict) -> str:
+def variant_key(entry: VariantEntry) -> str:
     """How results.json names a model's file: its format and precision ('onnx-int8', 'ort-int8', 'mlpackage-fp16'),
     as the measurements of it say them."""
-    return f"{_artifact_format(entry['file'], entry['runtime'])}-{entry['precision']}"
+    return f"{_artifact_format(entry.file, entry.runtime)}-{entry.precision}"
 
 
-def student_export_files(export_dir: Path, manifest: dict) -> dict[str, Path]:
+def student_export_files(export_dir: Path, manifest: ExportRecord) -> dict[str, Path]:
     """The export files bench times, keyed as results.json keys them, from the manifest's variants table."""
     table = export_variants(manifest)
-    return {variant_key(table[name]): Path(export_dir) / table[name]["file"]
+    return {variant_key(table[name]): Path(export_dir) / table[name].file
             for name in BENCHED_VARIANTS if name in table}
 
 
@@ -190,21 +188,20 @@ def _with_pytorch(export_files: dict[str, Path], student_dir: Path) -> dict[str,
             **{k: v for k, v in export_files.items() if k not in first}}
 
 
-def shipped_apple_program(export_manifest: dict) -> str | None:
+def shipped_apple_program(export_manifest: ExportRecord) -> str | None:
     """The Core ML program the iOS folder ships by default (export/app/app_folders.py): the first of
     IOS_APP_PROGRAMS the export made and gated, by its file name; None where it made none."""
     from pocketbert.core.config.export_families import IOS_APP_PROGRAMS
 
-    variants = export_manifest["config"].get("variants") or {}
-    parity = export_manifest["metrics"].get("parity") or {}
+    parity = export_manifest.metrics.parity
     for name in IOS_APP_PROGRAMS:
-        entry = variants.get(name)
-        if isinstance(entry, dict) and (parity.get(entry.get("file")) or {}).get("passed"):
-            return entry["file"]
+        file = export_manifest.variant_file(name)
+        if file in parity and parity[file].passed:
+            return file
     return None
 
 
-def student_placement(export_manifest: dict) -> dict:
+def student_placement(export_manifest: ExportRecord) -> dict:
     """The placement verdicts the export recorded, and which program the phone rows stand for: the one the iOS
     folder ships."""
     from pocketbert.mobile_bench.estimates.placement_verdict import verdicts_from_manifest
@@ -213,23 +210,24 @@ def student_placement(export_manifest: dict) -> dict:
             "verdicts": verdicts_from_manifest(export_manifest)}
 
 
-def shipped_vocabulary(export_manifest: dict) -> dict | None:
+def shipped_vocabulary(export_manifest: ExportRecord) -> dict | None:
     """A fitted vocabulary's rows and each ONNX model's size had it kept the full one (the export measured both);
     None when the export ships the full vocabulary."""
-    fitted = export_manifest["metrics"].get("vocabulary")
-    if not fitted:
+    fitted = export_manifest.metrics.vocabulary
+    if fitted is None:
         return None
-    return {k: fitted.get(k) for k in ("rows_before", "rows_after", "full_vocabulary_sizes_bytes")}
+    return {"rows_before": fitted.rows_before, "rows_after": fitted.rows_after,
+            "full_vocabulary_sizes_bytes": fitted.full_vocabulary_sizes_bytes}
 
 
 def _files_entry(fs: dict) -> dict:
     return {k: {"path": str(p), "size_bytes": path_size(p)} for k, p in fs.items()}
 
 
-def _verify_export(run_dir: Path, export_dir: Path, manifest: dict) -> None:
+def _verify_export(run_dir: Path, export_dir: Path, manifest: ExportRecord) -> None:
     """Time only what the export's parity gate proved: every export file bench reads, checked against the hash
     the export manifest recorded, before anything is timed."""
-    recorded = manifest.get(artifacts.ARTIFACTS) or {}
+    recorded = manifest.artifacts or {}
     optional = [n for n in TOKENIZER_FILES if n in recorded or os.path.lexists(export_dir / n)]
     names = [MODEL_CONFIG, LABELS, *(path.name for path in student_export_files(export_dir, manifest).values()),
              *optional]
@@ -272,9 +270,9 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     export_dir = require_stage(run_dir, EXPORT_DIR, "pocketbert export")
     # the student's folder is timed as the PyTorch model: checked like the export's files
     student_dir, student_manifest = verified_stage(run_dir, STUDENT_DIR, "pocketbert train distill")
-    export_manifest = read_manifest(export_dir)
+    export_manifest = read_manifest(export_dir, ExportRecord)
     _verify_export(run_dir, export_dir, export_manifest)
-    cfg = bench_config(student_manifest["config"]["recipe"], threads, time_cap_s, overrides)
+    cfg = bench_config(student_manifest.config.recipe, threads, time_cap_s, overrides)
     seq_len, batch = int(cfg.sequence_length), int(cfg.batch_size)
     student_config = read_json_object(export_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert export`",
                                       "exported config.json")
@@ -283,7 +281,7 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         raise RunDirError(f"bench sequence length {seq_len} exceeds the student's {max_positions} positions: "
                           "lower bench.sequence_length")
     labels = read_labels(export_dir)
-    task = make_task(export_manifest["config"]["task"], labels)
+    task = make_task(export_manifest.config.task, labels)
     longest = min(max_positions, reference.BERT_BASE_CONFIG["max_position_embeddings"])
     seq_sweep = sorted({s for s in cfg.sequence_sweep if s <= longest})
     batch_sweep = sorted(set(cfg.batch_sweep))
@@ -295,9 +293,8 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
                                           student_config, reference_source, identity)
         bench = Bench(task, cfg, student_config["vocab_size"])
         headline_files = {m: fs for m, fs in files.items() if m != derive.HALF_DEPTH}
-        export_max = export_manifest["config"].get("max_length")
-        plan = _runners(headline_files, cfg.threads, cfg.pytorch_threads, export_max,
-                        tuple(export_manifest["metrics"].get("coreai_entry_points") or ()))
+        plan = _runners(headline_files, cfg.threads, cfg.pytorch_threads, export_manifest.config.max_length,
+                        tuple(export_manifest.metrics.coreai_entry_points or ()))
         reasons = [runner.unavailable_reason(batch, seq_len) for _, runner in plan]
         runners_status = [{"model": model, "runner": runner.label(), "runtime": runner.runtime,
                            "available": reason is None, "reason": reason}
@@ -330,9 +327,9 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
         host_info = host.host_info()
         thread_counts = sorted({*cfg.threads, *cfg.pytorch_threads, cfg.sweep_threads})
         phone_profiles = profiles.load_profiles()
-        student_metrics = student_manifest["metrics"]
-        primary = student_metrics["primary_metric"]
-        sizes = export_manifest["metrics"]["sizes_bytes"]
+        student_metrics = student_manifest.metrics
+        primary = student_metrics.primary_metric
+        sizes = export_manifest.metrics.sizes_bytes
         results = {
             "schema": RESULTS_SCHEMA,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -355,15 +352,15 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
             "accuracy": {
                 "metric": primary,
                 "eval_set": _eval_set_text(student_manifest),
-                "student": student_metrics["eval"][primary],
+                "student": student_metrics.eval[primary],
                 # an imported student has no teacher
-                "teacher": (student_metrics.get("teacher_eval") or {}).get(primary),
-                "fraction_of_teacher_kept": student_metrics["fraction_of_teacher_kept"],
-                "exported": {name: {"value": r["metrics"].get(primary), "agreement_with_student": r["agreement"],
-                                    "n_examples": r["n_examples"], "runtime": r["runtime"],
-                                    "precision": r["precision"], "model_format": _artifact_format(name, r["runtime"]),
+                "teacher": (student_metrics.teacher_eval or {}).get(primary),
+                "fraction_of_teacher_kept": student_metrics.fraction_of_teacher_kept,
+                "exported": {name: {"value": r.metrics.get(primary), "agreement_with_student": r.agreement,
+                                    "n_examples": r.n_examples, "runtime": r.runtime,
+                                    "precision": r.precision, "model_format": _artifact_format(name, r.runtime or ""),
                                     "size_bytes": sizes.get(name)}
-                             for name, r in export_manifest["metrics"]["parity"].items()},
+                             for name, r in export_manifest.metrics.parity.items()},
             },
             "measurements": list(bench.rows.values()) + tokenization + collect_imports(run_dir),
             "killed": killed_imports(run_dir),
@@ -381,18 +378,18 @@ def bench_run(run_dir: Path, overwrite: bool = False, reference_source: str | No
     return Path(run_dir) / BENCH_DIR, results
 
 
-def _eval_set_text(student_manifest: dict) -> str:
+def _eval_set_text(student_manifest: StudentRecord) -> str:
     """Which examples the student's score is on: the file, its md5 and the count the distillation recorded."""
-    metrics = student_manifest["metrics"]
-    record = metrics.get("eval_set")
+    metrics, dataset = student_manifest.metrics, student_manifest.config.dataset
+    record = metrics.eval_set
     if record is None:  # an imported student scores the eval split as it is
-        return f"{student_manifest['config']['dataset']} eval ({metrics['eval']['n_examples']} examples)"
-    scored = metrics["eval"].get("scored") or f"on {record['scored']:,} examples"
-    return f"{student_manifest['config']['dataset']}, {scored.removeprefix('on ')}, md5 {record['md5']}"
+        return f"{dataset} eval ({metrics.eval['n_examples']} examples)"
+    scored = metrics.eval.get("scored") or f"on {record['scored']:,} examples"
+    return f"{dataset}, {scored.removeprefix('on ')}, md5 {record['md5']}"
 
 
-def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, export_manifest: dict, student_dir: Path,
-                      student_manifest: dict, student_config: dict, reference_source: str | None,
+def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, export_manifest: ExportRecord,
+                      student_dir: Path, student_manifest: StudentRecord, student_config: dict, reference_source: str | None,
                       identity: str | None = None) -> tuple[dict, dict]:
     """What each compared model is, and its files per format and precision (exporting references once)."""
     progress = tqdm(total=3, desc="bench: reference models", unit="model", leave=False)
@@ -407,7 +404,7 @@ def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, 
                                    "delete the reference cache folder and bench again", "reference config.json")
     models = {
         derive.STUDENT: {"description": f"distilled student ({student_dir})", **_model_summary(student_config),
-                         "parameters": student_manifest["metrics"].get("parameters")},
+                         "parameters": student_manifest.metrics.parameters},
         derive.BERT_BASE: {"description": bert_describe, **_model_summary(bert_config)},
     }
     files = {
@@ -456,7 +453,7 @@ def _architecture_pair(bench: Bench, files: dict, batch: int, seq_len: int) -> d
 TOKENIZATION_EXCLUDED_SAME_TEXTS = "excluded (same texts)"
 
 
-def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: dict, student_files: dict, seq_len: int,
+def _tokenization_rows(bench: Bench, export_dir: Path, student_manifest: StudentRecord, student_files: dict, seq_len: int,
                        n_examples: int) -> list[dict]:
     """Tokenizer alone, the student alone on the same texts tokenized beforehand, and both together: one real
     eval example per call, as in an app. Measured back to back, so the difference is the tokenizer's share."""
@@ -522,9 +519,9 @@ def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
     if not manifest_path.is_file():
         raise RunDirError(f"{file} measured an export, and {run_dir} has none to check it against: import it into "
                           "the run whose export it measured")
-    manifest = read_manifest(Path(run_dir) / EXPORT_DIR)
-    artifacts_recorded = manifest.get(ARTIFACTS) or {}
-    recorded = {entry.get("sha256"): name for name, entry in artifacts_recorded.items() if isinstance(entry, dict)}
+    manifest = read_manifest(Path(run_dir) / EXPORT_DIR, ExportRecord)
+    artifacts_recorded = manifest.artifacts or {}
+    recorded = {entry.sha256: name for name, entry in artifacts_recorded.items()}
     for row in named:
         program = recorded.get(row["program_sha256"])
         if program is None or (row.get("program") and package_of(row["program"]) != program):
@@ -535,13 +532,13 @@ def _check_measured_export(run_dir: Path, rows: list[dict], file: Path) -> None:
     for key, digest in sorted(checked):
         name = {"tables": TOKENIZER_TABLES, "golden": TOKENIZER_GOLDEN}[key]
         entry = artifacts_recorded.get(name)
-        if isinstance(entry, dict) and entry.get("sha256") != digest:
+        if entry is not None and entry.sha256 != digest:
             raise ConfigError(f"{file} checked the tokenizer on a {name} with sha256 {digest[:12]}…, not the one "
                               f"{run_dir}/export holds: import it into the run whose export it measured, or measure "
                               "this export (pocketbert bench kit)")
 
 
-def _check_program_claims(row: dict, program: str, manifest: dict, export_dir: Path, file: Path) -> None:
+def _check_program_claims(row: dict, program: str, manifest: ExportRecord, export_dir: Path, file: Path) -> None:
     """What a row says of the program its sha256 names, against the export's own record of that program: its
     runtime (and so its file format), its precision, and the function measured (one the package holds, at that
     function's length)."""
@@ -559,7 +556,7 @@ def _check_program_claims(row: dict, program: str, manifest: dict, export_dir: P
     if row.get("function") is None:
         return
     functions = (program_functions(export_dir).get(program) or []) if made["runtime"] == "coreml" else \
-        [function_name(int(n)) for n in (manifest["metrics"].get("coreai_entry_points") or [])]
+        [function_name(int(n)) for n in (manifest.metrics.coreai_entry_points or [])]
     if row["function"] not in functions:
         raise ConfigError(f"{file}: {program} has no function {row['function']!r} (it has "
                           f"{', '.join(functions) or 'one, main'}): import the file the kit wrote, unedited")

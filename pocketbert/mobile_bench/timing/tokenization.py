@@ -9,13 +9,14 @@ import numpy as np
 
 from pocketbert.core.errors import PocketbertError
 from pocketbert.core.run.run_files import TOKENIZER_JSON
+from pocketbert.core.run.stage_records import StudentRecord
 
 
-def eval_texts(student_manifest: dict, task, limit: int) -> list:
+def eval_texts(student_manifest: StudentRecord, task, limit: int) -> list:
     """Real evaluation inputs of the run (texts, or (question, context) pairs); empty when the file is gone."""
     from pocketbert.core.tasks.task_data import read_task_file
 
-    source = student_manifest.get("inputs", {}).get("data_eval", {}).get("path")
+    source = student_manifest.input_path("data_eval")
     if not source or not Path(source).is_file():
         return []
     try:
