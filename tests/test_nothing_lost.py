@@ -249,7 +249,8 @@ def test_compare_follows_no_teacher_path_out_of_the_runs(capsys, sst2_runs, tmp_
 
 def test_export_manifest_hashes_every_artifact(exported):
     from pocketbert.export.programs.artifacts import verified
-    from pocketbert.core.run.manifest import sha256_of
+    from pocketbert.core.run.manifest import read_manifest, sha256_of
+    from pocketbert.core.run.stage_records import ExportRecord
 
     export = exported[0] / "export"
     recorded = json.loads((export / "manifest.json").read_text())["artifacts"]
@@ -258,7 +259,7 @@ def test_export_manifest_hashes_every_artifact(exported):
     for name, entry in recorded.items():
         assert entry["sha256"] == sha256_of(export / name), name
     # and an untouched export passes the check app folders and bench make, every artifact at once
-    manifest = json.loads((export / "manifest.json").read_text())
+    manifest = read_manifest(export, ExportRecord)
     assert verified(export, manifest, sorted(recorded), exported[0]) == [export / name for name in sorted(recorded)]
 
 

@@ -29,8 +29,10 @@ def refused(result, *words) -> str:
 def copy_teacher(teacher_run, tmp_path, as_student: bool = False):
     run = tmp_path / "run"
     shutil.copytree(teacher_run / "teacher", run / "teacher")
-    if as_student:  # a teacher folder is a complete stage model: export reads it as it reads a student
-        shutil.copytree(run / "teacher", run / "student")
+    if as_student:  # a teacher folder is a complete stage model: export reads it as it reads a student, once its
+        shutil.copytree(run / "teacher", run / "student")  # manifest names the stage the folder holds
+        manifest = json.loads((run / "student" / "manifest.json").read_text())
+        (run / "student" / "manifest.json").write_text(json.dumps({**manifest, "stage": "student"}))
     return run
 
 

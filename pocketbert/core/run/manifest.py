@@ -82,7 +82,6 @@ def command_line() -> str:
 
 
 
-
 def symbolic_links(path: Path) -> list[Path]:
     """Symbolic links at or under `path`, never followed: a stage folder holds its own files."""
     path = Path(path)
@@ -135,7 +134,8 @@ def write_manifest(
     manifest.setdefault(ARTIFACTS, record_artifacts(stage_dir))
     record = record_class(stage).model_validate(manifest)
     path = Path(stage_dir) / MANIFEST
-    path.write_text(dumps_strict(record.model_dump(), indent=2, default=str) + "\n")
+    # what the stage gave, typed by its class; a field it did not give is not written with a default
+    path.write_text(dumps_strict(record.model_dump(exclude_unset=True), indent=2, default=str) + "\n")
     return path
 
 

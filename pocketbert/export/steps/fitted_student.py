@@ -58,4 +58,4 @@ def read_fitted_student(request: ExportRequest) -> FittedStudent:
                           "(`pocketbert export` runs it itself)")
     folder, manifest = verified_stage(request.run_dir, FITTED_STUDENT_DIR, FIT_COMMAND)
     model, tokenizer, _, _ = load_stage_model(folder)
-    return FittedStudent(folder, model, tokenizer, manifest.metrics.vocabulary.model_dump())
+    return FittedStudent(folder, model, tokenizer, manifest.metrics.vocabulary.model_dump(exclude_unset=True))
