@@ -124,6 +124,7 @@ def test_a_manifest_its_readers_could_not_read_is_never_written(tmp_path):
     (lambda doc: doc["config"].update(max_length="long"), "'config.max_length' in the manifest is not"),
     (lambda doc: doc["metrics"]["parity"]["model.int8.onnx"].pop("passed"), "no 'metrics.parity.model.int8.onnx"),
     (lambda doc: doc.update(stage="student"), "no 'config.recipe' entry"),
+    (lambda doc: doc.update(stage="student", config={"recipe": {}}, metrics={"eval": {}}), "no 'config.dataset' entry"),
 ])
 def test_an_edited_manifest_is_refused_in_one_line_naming_what_is_wrong(tmp_path, damage, said):
     folder = _stage_folder(tmp_path, "export")

@@ -104,7 +104,12 @@ class StudentMetrics(TrainedMetrics):
     eval_set: dict[str, Any] | None = None  # the eval file's md5 and the examples scored
 
 
+class StudentConfig(TrainedConfig):
+    dataset: str  # the data a student was trained and scored on: bench and compare name it beside its score
+
+
 class StudentRecord(TrainedRecord):
+    config: StudentConfig
     metrics: StudentMetrics
 
 
