@@ -104,22 +104,27 @@ def manifest_figures(folder: Path) -> dict:
 
 
 def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str] = (), keep: Path | None = None,
-            cold_cache: bool = False) -> dict:
+            cold_cache: bool = False, serial_export: Path | None = None) -> dict:
     """Both exports of `run` and what they hold alike: the figures main() prints. keep: a new folder where the two
     scratch runs stay (serial/, parallel/) to look at what differs. cold_cache: each side starts from an empty cache
-    of its own."""
+    of its own. serial_export: an export folder of this run's student already made with --jobs 1 and `extra`, taken
+    as the serial side instead of exporting it again (its wall time is then not measured)."""
+    def side(folder: Path, wall: float | None) -> dict:
+        return {"wall_s": None if wall is None else round(wall, 1), "digests": digests(folder),
+                "gate": gate_figures(folder), "manifest": manifest_figures(folder),
+                "timings": read_manifest(folder, ExportRecord).metrics.timings}
+
     with tempfile.TemporaryDirectory(prefix="pocketbert-export-jobs-") as tmp:
         if keep is not None:
             keep.mkdir(parents=True)
             tmp = keep
-        sides = {}
+        sides = {} if serial_export is None else {"serial": side(Path(serial_export), None)}
         for name, n in (("serial", 1), ("parallel", jobs)):
+            if name in sides:
+                continue
             scratch = scratch_run(Path(run).resolve(), Path(tmp) / name)
             wall = export(scratch, n, data_dir, list(extra), Path(tmp) / f"{name}-cache" if cold_cache else None)
-            folder = scratch / "export"
-            sides[name] = {"wall_s": round(wall, 1), "digests": digests(folder), "gate": gate_figures(folder),
-                           "manifest": manifest_figures(folder),
-                           "timings": read_manifest(folder, ExportRecord).metrics.timings}
+            sides[name] = side(scratch / "export", wall)
     serial, parallel = sides["serial"], sides["parallel"]
     differing = sorted(k for k in serial["digests"].keys() | parallel["digests"].keys()
                        if serial["digests"].get(k) != parallel["digests"].get(k))
@@ -128,7 +133,8 @@ def compare(run: Path, jobs: int, data_dir: Path | None = None, extra: list[str]
     records_differ = sorted(k for k in serial["manifest"] if serial["manifest"][k] != parallel["manifest"][k])
     by_figures = sorted(k for k in serial["gate"] if k.endswith(NON_DETERMINISTIC))
     return {"jobs": jobs, "serial_wall_s": serial["wall_s"], "parallel_wall_s": parallel["wall_s"],
-            "ratio": round(serial["wall_s"] / parallel["wall_s"], 2), "files_compared": len(serial["digests"]),
+            "ratio": round(serial["wall_s"] / parallel["wall_s"], 2) if serial["wall_s"] else None,
+            "files_compared": len(serial["digests"]),
             "files_differing": differing, "compared_by_gate_figures": by_figures, "gates_differing": gates_differ,
             "manifest_records_differing": records_differ,
             "agree": not (differing or gates_differ or records_differ),

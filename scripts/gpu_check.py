@@ -224,7 +224,7 @@ def set_up(check: Check, kit: Path | None, dry: bool, data_dir: Path | None, mod
 # What the export keeps in the cache (each module's CACHE_FOLDER): the app tokenizers' programs and checks, the
 # tokenizer tables and checks, the app runtimes. Keyed by their sources' hashes, they hold no training figure.
 EXPORT_CACHE_FOLDERS = ("app-programs", "app-tokenizer-checks", "tokenizer-app-tables", "tokenizer-checks",
-                        "tokenizer-tables", "app-runtimes")
+                        "tokenizer-tables", "tokenizer-pair-probes", "app-runtimes")
 
 
 def share_export_caches(cache: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import TINY_CONFIG
+from suite_order import longest_first, recorded_file_seconds
 
 import pocketbert.train.registry  # noqa: F401  (recipes are read with every training recipe's own sections, as
                                   # the `pocketbert` command reads them: pocketbert/cli.py loads the registry first)
@@ -39,21 +40,16 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-def minutes(item) -> float:
-    """The minutes its file's tests take together on 2 busy cores, as its `minutes(n)` mark says (0: unmarked)."""
-    mark = item.get_closest_marker("minutes")
-    return 0.0 if mark is None else float(mark.args[0]) if mark.args else 1.0
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(items):
-    """The files marked `minutes` first, the longest first: the test processes take files in collection order (the
-    Makefile's --no-loadscope-reorder keeps it), and a long file started last would leave one process running it
-    alone at the end."""
+    """Files by their recorded seconds, the longest first: the test processes take files in collection order (the
+    Makefile's --no-loadscope-reorder keeps it), so both end together."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: -minutes(item))
+    files = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
+    rank = {f: k for k, f in enumerate(longest_first(files, recorded_file_seconds()))}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 def data_dir() -> Path:
@@ -96,8 +92,10 @@ def tiny_base(tmp_path_factory, wordpiece_tokenizer) -> Path:
 @pytest.fixture(scope="session")
 def tiny_reference(tmp_path_factory, wordpiece_tokenizer) -> Path:
     """What the bench tests time the student against in place of BERT-base (whose shape mobile_bench/test_reference.py
-    checks): tiny, and a layer deeper than the tiny teacher, so the teacher is still timed as a model of its own."""
-    return make_tiny_base(tmp_path_factory.mktemp("tiny-reference"), wordpiece_tokenizer, layers=3)
+    checks): tiny, and a layer deeper than the tiny teacher, so the teacher is still timed as a model of its own.
+    One folder a session (built_once): the bench's exports of a reference are cached by its path."""
+    return built_once(tmp_path_factory, "tiny-reference",
+                      lambda folder: make_tiny_base(folder / "model", wordpiece_tokenizer, layers=3))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -122,22 +120,25 @@ def private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def teacher_run(tmp_path_factory, tiny_base, shared_data) -> Path:
-    """A run directory holding a tiny teacher fine-tuned through the real CLI: copy it before writing into it."""
+    """A run directory holding a tiny teacher fine-tuned through the real CLI, once a test run (built_once): copy it
+    before writing into it."""
     from pocketbert.cli import main
 
-    run = tmp_path_factory.mktemp("tiny-teacher") / "base"
-    try:
-        main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), "--preset", "tiny", "--device", "cpu",
-              "--data-dir", str(shared_data)])
-    except SystemExit as exc:
-        assert exc.code in (0, None)
-    return run
+    def build(folder: Path) -> Path:
+        run = folder / "base"
+        try:
+            main(["train", "teacher", "--run", str(run), "--model", str(tiny_base), "--preset", "tiny", "--device",
+                  "cpu", "--data-dir", str(shared_data)])
+        except SystemExit as exc:
+            assert exc.code in (0, None)
+        return run
+
+    return built_once(tmp_path_factory, "tiny-teacher", build)
 
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
     """build(folder) -> the run it made inside folder, once a session: under `pytest -n`, the first worker that asks
-    builds it and the others wait for it and read the same folder (its teacher is the building worker's tiny
-    teacher: no test holds it against another worker's teacher_run)."""
+    builds it and the others wait for it and read the same folder."""
     import shutil
 
     from pocketbert.core.run.cache_dir import building

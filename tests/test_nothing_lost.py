@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import QUICK_EXPORT, error_line, run_cli, run_cli_steps, run_with_teacher
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(4)]
+pytestmark = pytest.mark.slow
 
 USAGE_ERROR = 2
 TINY = ["--preset", "tiny"]

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli_process, run_cli_steps, run_with_teacher
+from helpers import cli_process, linked_copy, run_with_teacher
 
 from pocketbert.core.run import run_files
 from pocketbert.core.run.run_lock import RunInUseError, folder_lock, lock_path
@@ -83,10 +83,10 @@ def finished(process: subprocess.Popen) -> str:
 
 
 @pytest.fixture(scope="module")
-def student_run(teacher_run, tmp_path_factory, shared_data):
-    run = run_with_teacher(teacher_run, tmp_path_factory.mktemp("one-writer") / "student")
-    run_cli_steps(["train", "distill", "--run", run, "--preset", "tiny", "--data-dir", shared_data])
-    return run
+def student_run(quick_exported_run, tmp_path_factory):
+    """The session's tiny teacher and student, in a run of this module's own that has no export yet."""
+    return linked_copy(quick_exported_run, tmp_path_factory.mktemp("one-writer") / "student",
+                       [run_files.TEACHER_DIR, run_files.STUDENT_DIR])
 
 
 def test_a_second_distillation_is_refused_and_the_first_prints_what_it_wrote(teacher_run, tmp_path, shared_data):

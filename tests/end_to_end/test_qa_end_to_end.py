@@ -18,7 +18,7 @@ from helpers import (
 
 from pocketbert.core.run.user_paths import OUTPUT_MARKER
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(5)]
+pytestmark = pytest.mark.slow
 
 
 

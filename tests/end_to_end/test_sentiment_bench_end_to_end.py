@@ -11,7 +11,7 @@ import pytest
 from helpers import linked_copy, run_cli
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(3)]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from helpers import (assert_exhaustive_tokenizer_check, error_line, linked_copy,
 from pocketbert.core.run.user_paths import OUTPUT_MARKER
 from pocketbert.core.run.run_files import SWIFT_TOKENIZER_PACKAGE
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(3)]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,6 @@ def differs(reference, tables):
 
 
 @pytest.mark.slow
-@pytest.mark.minutes(1.5)
 def test_reference_equals_tokenizers_on_every_code_point(app_tokenizer):
     """The Python reference, as a pocketbert-tokenize program, through the check the Swift and Kotlin programs
     take: every scalar value inside a word (ids and offsets), the golden texts, a random sample. The Swift and

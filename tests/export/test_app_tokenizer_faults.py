@@ -14,7 +14,7 @@ from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar
 
 from pocketbert.export.app import app_programs
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(1)]
+pytestmark = pytest.mark.slow
 
 USAGE_EXIT = 2
 CLI_TIMEOUT_S = 120

@@ -15,7 +15,7 @@ from helpers import write_overlapping_added_tokens
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
 # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
-pytestmark = [pytest.mark.slow, needs_kotlinc, pytest.mark.minutes(2)]
+pytestmark = [pytest.mark.slow, needs_kotlinc]
 
 TRUNCATED_LENGTH = 8
 CLI_TIMEOUT_S = 120

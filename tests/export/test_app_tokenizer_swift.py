@@ -16,7 +16,7 @@ from pocketbert.export.app.swift_package import SWIFT_PACKAGE
 from tests.helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
 from tests.helpers import write_overlapping_added_tokens
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(2)]  # a build and two exhaustive checks
+pytestmark = pytest.mark.slow  # a build and two exhaustive checks
 ACCENTED_E = 0xE9
 OVERLAP_SAMPLE = 500
 PACKAGE_TESTS = SWIFT_PACKAGE / "Tests" / "PocketBertTokenizerTests" / "BertTokenizerTests.swift"

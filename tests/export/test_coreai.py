@@ -20,7 +20,6 @@ from pocketbert.export.programs import coreai  # noqa: E402
 from pocketbert.export.evaluators import coreai_eval, coreai_ir  # noqa: E402
 from pocketbert.export.evaluators.numeric import computing_form  # noqa: E402
 
-pytestmark = pytest.mark.minutes(2)
 
 LENGTHS = (16, 32, 64)
 FP16_TOLERANCE = parity.FP16_MAX_ABS_DIFF  # fp16 program against the fp32 PyTorch model: the gate's own bound

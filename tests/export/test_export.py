@@ -18,7 +18,6 @@ from pocketbert.core.tasks.registry import QATask, SentimentTask
 
 # second, beside the file that builds the shared export: it converts without the CLI, so it never waits for the
 # first export's Swift and Kotlin builds (a file that exports would; its minutes tie with test_recipes_cli's)
-pytestmark = pytest.mark.minutes(7)
 
 ONNX_FP32_TOLERANCE = 1e-4
 INT8_TOLERANCE = 0.05

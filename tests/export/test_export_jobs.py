@@ -14,12 +14,13 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 
 from pocketbert.core.process import exit_codes
 from pocketbert.core.run import run_files
+from pocketbert.core.run.manifest import read_manifest
+from pocketbert.core.run.stage_records import ExportRecord
 from pocketbert.core.process.faults import FAULT_ENV
 from pocketbert.core.config import export_families as families
 from pocketbert.export.programs import variants
 from pocketbert.export.steps import job_graph
 
-pytestmark = pytest.mark.minutes  # three exports and three stopped ones: started first under `make test`
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "export_jobs_timing.py"
 JOBS = 2
 # The first build: its file is on disk when the fault strikes, and the export has the least left to do.
@@ -43,8 +44,12 @@ def _nothing_published(run: Path) -> None:
 
 @pytest.mark.slow
 def test_the_parallel_export_holds_the_serial_exports_artifacts(quick_exported_run, tmp_path, shared_data):
+    """The serial side is the session's quick export (the tiny preset exports in one process): the same student and
+    options, made by `pocketbert export` in the test process."""
     run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
-    result = _timing_script().compare(run, JOBS, shared_data, QUICK_EXPORT)
+    serial = quick_exported_run / run_files.EXPORT_DIR
+    assert "parallel" not in read_manifest(serial, ExportRecord).metrics.timings  # made in one process
+    result = _timing_script().compare(run, JOBS, shared_data, QUICK_EXPORT, serial_export=serial)
     assert result["parallel"]["processes"] == JOBS  # it did run in worker processes
     assert result["files_compared"] >= MIN_FILES_COMPARED
     assert result["files_differing"] == []  # every ONNX, ORT, tokenizer and app file, byte for byte

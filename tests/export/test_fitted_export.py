@@ -15,7 +15,6 @@ from helpers import QUICK_EXPORT, error_line, linked_copy, run_cli
 from pocketbert.core.run import run_files
 from pocketbert.core.errors import RunDirError
 
-pytestmark = pytest.mark.minutes(3)
 
 RECOVERY_STEPS = 5
 INT4_SHARE = 0.5

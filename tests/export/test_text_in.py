@@ -21,7 +21,6 @@ from pocketbert.export.text_in import model as text_in_model
 from pocketbert.export.text_in import session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, tokenizer_graph
 
-pytestmark = pytest.mark.minutes(3)
 
 MAX_LENGTH = 48
 SST2_SENTENCES = 300

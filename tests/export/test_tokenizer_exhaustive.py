@@ -20,7 +20,7 @@ from pocketbert.export.text_in.session import text_session
 from pocketbert.export.text_in.text_tokenizer import PREFIX, mapping_for, probe_graph
 
 # the tokenizer graph's code-point table is derived once a session (~30 s)
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(1.5)]
+pytestmark = pytest.mark.slow
 FULLWIDTH_COMMA, ZERO_WIDTH_SPACE, PRIVATE_USE, PRIVATE_USE_PLANE_15 = 0xFF0C, 0x200B, 0xE000, 0xF0000
 PROPERTY_EXAMPLES = 120
 

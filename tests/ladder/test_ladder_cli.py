@@ -12,7 +12,7 @@ from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.ladder.table import IN_DOMAIN, cheapest_within
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(4)]
+pytestmark = pytest.mark.slow
 POINTS = 1.0
 TINY_LADDER = """
 description: tiny

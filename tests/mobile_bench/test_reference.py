@@ -9,7 +9,6 @@ import pytest
 from pocketbert.mobile_bench.timing import reference
 from pocketbert.core.tasks.registry import make_task
 
-pytestmark = pytest.mark.minutes(1.5)
 
 BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head
 

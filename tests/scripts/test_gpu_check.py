@@ -21,7 +21,6 @@ import gpu_check_render  # noqa: E402
 import gpu_kit  # noqa: E402
 from pocketbert.core.tasks.data import OFFICIAL_MD5  # noqa: E402
 
-pytestmark = pytest.mark.minutes(4)
 
 PARTS = list(gpu_check.BUDGET_S)
 TINY_CAP_S = 0.5  # far below any step: the part's first step is stopped at once

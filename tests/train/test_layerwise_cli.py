@@ -11,7 +11,7 @@ from helpers import error_line, run_cli, run_with_teacher
 
 from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_RESULTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(2.5)]
+pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny", "--device", "cpu"]
 NARROW = ["--recipe", "layerwise", "--layers", "1", "--hidden-size", "16", "--intermediate-size", "32"]
 

@@ -7,12 +7,12 @@ import json
 import shutil
 
 import pytest
-from helpers import error_line, run_cli, run_with_teacher
+from helpers import error_line, linked_copy, run_cli, run_with_teacher
 
 from pocketbert.core.run.run_files import (ABLATION_DIR, ABLATION_PLOT, ABLATION_RESULTS, ABLATION_TABLE,
                                            TRAIN_BENCH_RESULTS)
 
-pytestmark = [pytest.mark.slow, pytest.mark.minutes(7)]
+pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny"]
 
 
@@ -225,11 +225,10 @@ def test_student_with_another_vocabulary_is_refused(capsys, teacher_run, tmp_pat
     assert not (run / "student").exists()
 
 
-def test_pruned_student_recovers_reloads_and_exports(capsys, teacher_run, tmp_path, shared_data):
+def test_pruned_student_recovers_reloads_and_exports(capsys, quick_exported_run, tmp_path, shared_data):
     from transformers import AutoModelForSequenceClassification
 
-    run = run_with_teacher(teacher_run, tmp_path / "run")
-    assert run_cli(capsys, "train", "distill", "--run", run, *TINY, "--data-dir", shared_data).exit_code == 0
+    run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])  # the session's tiny student
     result = run_cli(capsys, "train", "prune", "--run", run, *TINY, "--ffn-ratio", "0.5", "--data-dir", shared_data)
     assert result.exit_code == 0, result.err
     pruned = tmp_path / "run-pruned"

@@ -12,7 +12,6 @@ from helpers import error_line, linked_copy, run_cli
 from pocketbert.core.run import run_files
 from pocketbert.core.errors import ConfigError
 
-pytestmark = pytest.mark.minutes(4)
 
 MIN_COUNT = 2
 # SST-2's training sentences hold a small part of the 30,522 pieces: a fitted table of fewer rows than this share
