@@ -47,7 +47,8 @@ def _refused(result, *words):
     (["export", "--vocabulary-min-count", "0"], ["--vocabulary-min-count"]),
     (["export", "--vocabulary-max-rows", "-5"], ["--vocabulary-max-rows"]),
     (["train", "teacher", "--set", "export.vocabulary=half"], ["export.vocabulary", "full", "fitted"]),
-    (["train", "teacher", "--set", "export.vocabulary_min_count=0"], ["export.vocabulary_min_count"]),
+    (["train", "teacher", "--set", "vocabulary.min_count=0"], ["vocabulary.min_count"]),
+    (["train", "teacher", "--set", "export.vocabulary_min_count=3"], ["unknown key export.vocabulary_min_count"]),
     (["export", "--coreml-variants", "fp16,int8,fp16"], ["--coreml-variants", "fp16 more than once"]),
     (["export", "--coreai-variants", ","], ["--coreai-variants", "comma-separated"]),
     (["train", "distill", "--layer-map", "0,,2"], ["--layer-map", "comma-separated"]),
@@ -184,13 +185,15 @@ def test_a_batch_larger_than_the_data_is_capped_with_its_learning_rate(capsys, t
 
 
 @pytest.mark.parametrize("args, words", [
-    # export --set takes every key of the export section, checked before the run is even looked at
+    # export --set takes every key of the export and vocabulary sections, checked before the run is even looked at
     (["export", "--set", "export.int8_size_budgt=0.4"], ["unknown key export.int8_size_budgt"]),
     (["export", "--set", "export.int8_size_budget=7"], ["export.int8_size_budget", "<= 1.0"]),
-    (["export", "--set", "distill.epochs=2"], ["keys of the export section"]),
+    (["export", "--set", "distill.epochs=2"], ["keys of the export and vocabulary sections"]),
+    (["export", "--set", "vocabulary.max_rows=-5"], ["vocabulary.max_rows", "> 0"]),
     (["export", "--set", "export.coreml_variants=[fp16,fp16]"], ["export.coreml_variants names fp16 more than once"]),
     (["export", "--set", "export.max_length=100000000"], ["export.max_length", "<= 8192"]),
     (["export", "--parity-examples", "3", "--set", "export.parity_examples=4"], ["both set parity_examples"]),
+    (["export", "--vocabulary-min-count", "3", "--set", "vocabulary.min_count=4"], ["both set min_count"]),
     # every bench value bounded to what can finish, every list free of repeats
     (["bench", "--set", "bench.time_cap_s=1e9"], ["bench.time_cap_s", "<= 600"]),
     (["bench", "--set", "bench.threads=[1,1]"], ["bench.threads names 1 more than once"]),
@@ -213,7 +216,7 @@ def test_a_refused_run_path_leaves_none_of_its_folders(capsys, tmp_path, monkeyp
 
 def test_train_vocabulary_refuses_a_setting_it_would_not_read(capsys, tmp_path):
     _refused(run_cli(capsys, "train", "vocabulary", "--run", tmp_path / "run", "--set", "teacher.epochs=5"),
-             "teacher.epochs", "reads the export and transfer sections")
+             "teacher.epochs", "reads the vocabulary, export and transfer sections")
     assert not (tmp_path / "run").exists()
 
 

@@ -95,8 +95,9 @@ def test_an_export_setting_added_as_a_field_and_a_flag_line_is_an_option_whose_v
     command = toy_export_cli.export
 
     def section(args: list[str]) -> ExportSection:
-        named = {key.removeprefix("--").replace("-", "_") for key in args if key in ("--toy-level", "--parity-examples")}
-        named |= {item.split("=")[0].removeprefix("export.") for item in args if item.startswith("export.")}
+        named = {"export." + key.removeprefix("--").replace("-", "_") for key in args
+                 if key in ("--toy-level", "--parity-examples")}
+        named |= {item.split("=")[0] for item in args if item.startswith("export.")}
         recipe, given = toy_export_cli.command_line_recipe(command.make_context("export", list(args)), lambda: recorded)
         assert given == named  # the keys the command line set, as the request carries them
         return recipe.export
@@ -119,3 +120,24 @@ def test_a_bad_export_value_from_the_command_line_is_one_line_naming_the_key():
         export_cli.command_line_recipe(export_cli.export.make_context(
             "export", ["--set", "export.int8_size_budget=7"]), lambda: {"task": "sentiment", "dataset": "sst2"})
     assert str(caught.value).startswith("--set: export.int8_size_budget: 7:") and "\n" not in str(caught.value)
+
+
+def test_the_export_command_sets_the_vocabulary_sections_keys_beside_the_export_sections():
+    from pocketbert.export import cli as export_cli
+
+    recorded = {"task": "sentiment", "dataset": "sst2"}
+    recipe, given = export_cli.command_line_recipe(export_cli.export.make_context(
+        "export", ["--vocabulary", "fitted", "--vocabulary-max-rows", "5000", "--set", "vocabulary.min_count=3"]),
+        lambda: recorded)
+    assert given == {"export.vocabulary", "vocabulary.max_rows", "vocabulary.min_count"}
+    assert (recipe.export.vocabulary, recipe.vocabulary.max_rows, recipe.vocabulary.min_count) == ("fitted", 5000, 3)
+
+
+def test_a_recorded_recipe_is_completed_without_the_keys_this_version_does_not_have():
+    from pocketbert.core.config.recipe import VocabularySection, complete_recipe, validate_recipe
+
+    recorded = {"task": "sentiment", "dataset": "sst2", "export": {"vocabulary": "fitted", "vocabulary_min_count": 5}}
+    recipe = complete_recipe(recorded)
+    assert recipe.export.vocabulary == "fitted" and recipe.vocabulary == VocabularySection()
+    with pytest.raises(ConfigError, match="unknown key export.vocabulary_min_count"):
+        validate_recipe(recorded)

@@ -29,15 +29,15 @@ text_in_option = click.option("--text-in", is_flag=True,
                                    "the ids-in one with BertTokenizer.kt; that package's Android build is not 16 KB "
                                    "aligned, which Google Play refuses for Android 15+ targets.")
 # The export settings offered as options, made from their recipe fields (core/config/recipe_options.py): type, bounds
-# and help come from the field in core/config/recipe.py's ExportSection, so a setting is one field there and one line
-# here.
+# and help come from the field in core/config/recipe.py's ExportSection (or VocabularySection, the settings of the
+# vocabulary fit an export may run first), so a setting is one field there and one line here.
 EXPORT_FLAGS = {
     "parity_examples": "export.parity_examples",
     "coreml_examples": "export.coreml_parity_examples",
     "vocabulary": "export.vocabulary",
-    "vocabulary_min_count": "export.vocabulary_min_count",
-    "vocabulary_max_rows": "export.vocabulary_max_rows",
-    "vocabulary_recovery_steps": "export.vocabulary_recovery_steps",
+    "vocabulary_min_count": "vocabulary.min_count",
+    "vocabulary_max_rows": "vocabulary.max_rows",
+    "vocabulary_recovery_steps": "vocabulary.recovery_steps",
     "embedding_int4_share": "export.embedding_int4_share",
     "int8_activation_scale": "export.int8_activation_scale",
     "jobs": "export.jobs",
@@ -46,6 +46,7 @@ EXPORT_FLAGS = {
 # export/steps/pipeline.py, which trains nothing): pocketbert/cli.py adds training's vocabulary fit, so that
 # `export --vocabulary fitted` fits one first where the run lacks it.
 STUDENT_STEPS: list = []
+SET_SECTIONS = ("export", "vocabulary")  # the recipe sections --set takes keys of: the export's and its fit's
 out_option = click.option("--out", type=click.Path(path_type=Path), default=None,
                           help="Folder to write (default: <run>/ios or <run>/android).")
 
@@ -70,8 +71,9 @@ out_option = click.option("--out", type=click.Path(path_type=Path), default=None
                    "every one the student can take; 'none' leaves ExecuTorch out).")
 @overwrite_option
 @with_flags(EXPORT_FLAGS)
-@click.option("--set", "set_items", multiple=True, metavar="export.KEY=VALUE",
-              help="Override any key of the recipe's export section, e.g. export.int8_latency_budget=null.")
+@click.option("--set", "set_items", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Override any key of the recipe's export or vocabulary section, e.g. "
+                   "export.int8_latency_budget=null or vocabulary.min_count=3.")
 @click.pass_context
 @locks("run")
 def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_variants, set_items, overwrite,
@@ -128,24 +130,24 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
 
 
 def command_line_recipe(ctx: click.Context, recorded: Callable[[], dict]) -> tuple[Recipe, frozenset[str]]:
-    """The student's recorded recipe with the export command's settings over it, validated once, and the export keys
-    the command line set: the options made from fields (EXPORT_FLAGS) and --set export.KEY=VALUE, an option and --set
-    setting one key refused, each checked before recorded() reads the run. Reads the command's own parameters
-    (ctx.params)."""
-    from pocketbert.core.config.recipe import known_keys, section_overrides, with_overrides
+    """The student's recorded recipe with the export command's settings over it, validated once, and the recipe keys
+    the command line set, dotted (export.jobs, vocabulary.min_count): the options made from fields (EXPORT_FLAGS) and
+    --set export.KEY=VALUE or vocabulary.KEY=VALUE, an option and --set setting one key refused, each checked before
+    recorded() reads the run. Reads the command's own parameters (ctx.params)."""
+    from pocketbert.core.config.recipe import known_keys, sections_overrides, with_overrides
     from pocketbert.core.errors import ConfigError
 
     params = ctx.params
-    given = {key.removeprefix("export."): value for key, value in overrides(params, EXPORT_FLAGS).items()}
-    given_set = section_overrides("export", params["set_items"], "export.int8_size_budget=0.4")
-    listed = {"coreml_variants", "coreai_variants", "executorch_variants"}
-    twice = sorted(key for key in given_set if key in given or (key in listed and params.get(key) is not None))
+    given = overrides(params, EXPORT_FLAGS)
+    given_set = sections_overrides(SET_SECTIONS, params["set_items"], "export.int8_size_budget=0.4")
+    listed = {f"export.{name}" for name in ("coreml_variants", "coreai_variants", "executorch_variants")}
+    twice = sorted(key for key in given_set
+                   if key in given or (key in listed and params.get(key.removeprefix("export.")) is not None))
     if twice:
-        raise ConfigError(f"an option and --set export.{twice[0]} both set {twice[0]}; keep one")
+        raise ConfigError(f"an option and --set {twice[0]} both set {twice[0].partition('.')[2]}; keep one")
     given.update(given_set)
     recipe = with_overrides(known_keys(recorded()),  # every default filled, validated once
-                            {f"export.{key}": value for key, value in given.items()},
-                            "export option" if given else "the recorded recipe", keep_none=True)
+                            given, "export option" if given else "the recorded recipe", keep_none=True)
     return recipe, frozenset(given)
 
 

@@ -69,11 +69,11 @@ class Plan:
 
 def spec_digest(ladder: Ladder, transfer: RunTransfer = NO_TRANSFER) -> str:
     """What makes the students: the rungs, the training setting and the run's transfer keys they inherit. The
-    export and bench settings (the ladder's and the rungs' own) are left out: a ladder continued with others
+    export, vocabulary and bench settings (the ladder's and the rungs' own) are left out: a ladder continued with others
     applies them to the steps not yet done (each stage records its own). train.run_transfer is left out too: what
     it changes is the transfer keys, and a ladder without them digests as before they existed."""
     students = ladder.model_dump(mode="json", include={"rungs", "train"},
-                                 exclude={"rungs": {"__all__": {"export"}}, "train": {"run_transfer"}})
+                                 exclude={"rungs": {"__all__": {"export", "vocabulary"}}, "train": {"run_transfer"}})
     if transfer.keys:
         students["run_transfer"] = transfer.keys
     return hashlib.sha256(json.dumps(students, sort_keys=True).encode()).hexdigest()[:16]

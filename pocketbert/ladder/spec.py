@@ -1,9 +1,9 @@
 """The ladder, typed: which students (rungs) to build from one teacher, and the setting every stage runs them at.
 
 A ladder is a YAML file (pocketbert/ladder/specs/<name>.yaml, or a path): the rungs, each a training preset with
-its own recipe keys, then what every rung's distillation, export and bench take. Everything is checked here, before
-any work: the file's keys, each rung's recipe with its overrides (core/config/recipe.py, the same messages as --set) and
-the bench keys.
+its own recipe keys, then what every rung's distillation, export (with the vocabulary fit it may run first) and
+bench take. Everything is checked here, before any work: the file's keys, each rung's recipe with its overrides
+(core/config/recipe.py, the same messages as --set), its export and vocabulary keys, and the bench keys.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from pocketbert.core.students.models import layer_count
-from pocketbert.core.config.recipe import (ExportSection, Recipe, available_presets, read_recipe, typed_section,
-                                           with_overrides)
+from pocketbert.core.config.recipe import (ExportSection, Recipe, Section, VocabularySection, available_presets,
+                                           read_recipe, typed_section, with_overrides)
 from pocketbert.core.students.student_shape import check_layer_map, resolve_shape
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.run.run_files import LADDER_COMPARE_DIR
@@ -33,10 +33,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-def written_keys(export: ExportSection) -> dict[str, Any]:
-    """The export keys a ladder or rung writes, as JSON: what ladder.json records of them (the rest is each rung's
-    recipe's, not the section's defaults)."""
-    return export.model_dump(mode="json", exclude_unset=True)
+# The recipe sections a ladder and a rung give each rung's export: the export's own, and the vocabulary fit's it may
+# run first (export.vocabulary: fitted).
+EXPORT_SECTIONS = ("export", "vocabulary")
+
+
+def written_keys(section: Section) -> dict[str, Any]:
+    """The keys of an export or vocabulary section a ladder or rung writes, as JSON: what ladder.json records of them
+    (the rest is each rung's recipe's, not the section's defaults)."""
+    return section.model_dump(mode="json", exclude_unset=True)
 
 
 class Rung(_Strict):
@@ -47,13 +52,15 @@ class Rung(_Strict):
     student_init: Optional[Literal["teacher", "random"]] = None  # random: the same shape from random weights
     ship: bool = True           # export and bench it; false: a control, trained and evaluated only
     set: dict[str, Any] = Field(default_factory=dict)  # recipe keys for this rung's distillation, as --set
-    # keys of the recipe's export section for this rung that differ from the ladder's (a BiLSTM has no Core AI
-    # program to ask for): checked by the recipe's own ExportSection, given to its export as --set export.KEY=VALUE
+    # keys of the recipe's export and vocabulary sections for this rung that differ from the ladder's (a BiLSTM has
+    # no Core AI program to ask for): checked by the recipe's own ExportSection and VocabularySection, given to its
+    # export as --set export.KEY=VALUE and vocabulary.KEY=VALUE
     export: ExportSection = Field(default_factory=ExportSection)
+    vocabulary: VocabularySection = Field(default_factory=VocabularySection)
 
-    @field_serializer("export")
-    def _written(self, export: ExportSection) -> dict:
-        return written_keys(export)
+    @field_serializer(*EXPORT_SECTIONS)
+    def _written(self, section: Section) -> dict:
+        return written_keys(section)
 
     @field_validator("name")
     @classmethod
@@ -81,12 +88,14 @@ class Ladder(_Strict):
     rungs: list[Rung] = Field(min_length=2)
     train: TrainSetting = Field(default_factory=TrainSetting)
     export: ExportSection = Field(default_factory=ExportSection)  # every rung's export keys; those written are given
+    # every rung's vocabulary keys (the fit of an export with export.vocabulary: fitted); those written are given
+    vocabulary: VocabularySection = Field(default_factory=VocabularySection)
     bench: BenchSetting = Field(default_factory=BenchSetting)
     within_points: float = Field(1.0, gt=0)  # "as good as the teacher": at most this many points below it
 
-    @field_serializer("export")
-    def _written(self, export: ExportSection) -> dict:
-        return written_keys(export)
+    @field_serializer(*EXPORT_SECTIONS)
+    def _written(self, section: Section) -> dict:
+        return written_keys(section)
 
     @model_validator(mode="after")
     def _rungs(self):
@@ -187,12 +196,15 @@ def check_cut(rung: str, recipe: Recipe, teacher_config) -> None:
 
 
 def rung_export(ladder: Ladder, rung: Rung) -> dict[str, Any]:
-    """The export keys the rung's export is given, as dotted recipe keys ('export.vocabulary'): those the ladder
-    writes, then the rung's own, which win; what neither writes stays the recipe's. Checked together by the
-    recipe's ExportSection."""
-    written = {**written_keys(ladder.export), **written_keys(rung.export)}
-    typed_section("export", written, f"rung {rung.name}")
-    return {f"export.{key}": value for key, value in written.items()}
+    """The export and vocabulary keys the rung's export is given, as dotted recipe keys ('export.vocabulary',
+    'vocabulary.recovery_steps'): those the ladder writes, then the rung's own, which win; what neither writes stays
+    the recipe's. Each section's checked together by the recipe's own class."""
+    given = {}
+    for name in EXPORT_SECTIONS:
+        written = {**written_keys(getattr(ladder, name)), **written_keys(getattr(rung, name))}
+        typed_section(name, written, f"rung {rung.name}")
+        given.update({f"{name}.{key}": value for key, value in written.items()})
+    return given
 
 
 def as_set_value(value: Any) -> str:

@@ -89,9 +89,10 @@ ABLATE_FLAGS: Flags = {**training_flags("distill"), "recipe": RECIPE_FLAG}
 PRUNE_FLAGS: Flags = {**training_flags("distill"), "epochs": "prune.recovery_epochs",
                       "max_train_examples": "prune.recovery_max_train_examples", "ffn_ratio": "prune.ffn_ratio"}
 MLM_FLAGS: Flags = {"layer_map": LAYER_MAP_FLAG}
-# a fitted vocabulary's settings stay the recipe's export.vocabulary_* keys, which user recipes and the export read
-VOCABULARY_FLAGS: Flags = {name: f"export.{name}" for name in (
-    "vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps", "vocabulary_recovery_learning_rate")}
+# a fitted vocabulary's settings: the recipe's vocabulary section
+VOCABULARY_FLAGS: Flags = {"vocabulary_min_count": "vocabulary.min_count", "vocabulary_max_rows": "vocabulary.max_rows",
+                           "vocabulary_recovery_steps": "vocabulary.recovery_steps",
+                           "vocabulary_recovery_learning_rate": "vocabulary.recovery_learning_rate"}
 IMPORT_FLAGS: Flags = {"dataset": "dataset"}
 
 # Where a training command reads its recipe from: a preset or file, and --set.
@@ -323,7 +324,7 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     given = parse_set_options(tuple(set_items))
     elsewhere = sorted(key for key in given if "." in key and key.split(".")[0] not in FIT_READS)
     if elsewhere:  # a setting of a section the fit never reads would be taken and ignored
-        raise ConfigError(f"train vocabulary reads the {' and '.join(FIT_READS)} sections, not "
+        raise ConfigError(f"train vocabulary reads the {', '.join(FIT_READS[:-1])} and {FIT_READS[-1]} sections, not "
                           f"{', '.join(elsewhere)}: give those to the stage that reads them (--set on "
                           "`pocketbert train teacher` or `train distill`)")
     run_dir = resolve_run_dir(run)

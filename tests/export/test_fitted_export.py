@@ -69,17 +69,20 @@ def test_a_fitted_student_is_refit_only_when_missing_from_another_student_or_wit
     from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, student_identity, why_refit
 
     student = {"stage": "student", "config": {"recipe": {}}, "metrics": {"eval": {}}}
-    settings = {"vocabulary_min_count": 2, "vocabulary_max_rows": None, "vocabulary_recovery_steps": 5,
-                "vocabulary_recovery_learning_rate": 1e-4}
+    settings = {"min_count": 2, "max_rows": None, "recovery_steps": 5, "recovery_learning_rate": 1e-4}
     assert why_refit(_fake_run(tmp_path / "none", student, None), {}) == "the run holds no fitted student"
     run = _fake_run(tmp_path / "fitted", student, {SETTINGS: settings})
     sha = student_identity(run)
     assert "student changed" in why_refit(run, {})
     run = _fake_run(tmp_path / "same", student, {SETTINGS: settings, FITTED_FROM: sha})
     assert why_refit(run, {}) is None  # no option given: the fit the run holds
-    assert why_refit(run, {"vocabulary_recovery_steps": 5, "vocabulary_recovery_learning_rate": 0.0001}) is None
-    assert why_refit(run, {"vocabulary_min_count": 3}) == "its vocabulary was fitted with vocabulary_min_count 2, not 3"
+    assert why_refit(run, {"recovery_steps": 5, "recovery_learning_rate": 0.0001}) is None
+    assert why_refit(run, {"min_count": 3}) == "its vocabulary was fitted with vocabulary.min_count 2, not 3"
     assert why_refit(run, {"embedding_int4_share": 0.5, "jobs": 1}) is None  # not a fitting setting
+    # a record that names no such setting is not taken for one fitted with it
+    run = _fake_run(tmp_path / "unnamed", student, {SETTINGS: {}, FITTED_FROM: sha})
+    assert why_refit(run, {}) is None
+    assert why_refit(run, {"min_count": 2}) == "its record names no vocabulary.min_count, and 2 is asked"
 
 
 @pytest.mark.slow
@@ -149,18 +152,18 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     from pocketbert.core.run.manifest import read_manifest
     from pocketbert.export.steps.pipeline import export_run
 
-    asked = {"export.vocabulary": "fitted", "export.vocabulary_min_count": 3}
+    asked = {"export.vocabulary": "fitted", "vocabulary.min_count": 3}
     recipe = with_overrides(complete_recipe(read_manifest(run / run_files.STUDENT_DIR).config.recipe), asked)
-    request = ExportRequest(run, shared_data, run / run_files.STUDENT_DIR, recipe,
-                            frozenset(key.removeprefix("export.") for key in asked), overwrite=True)
-    with pytest.raises(RunDirError, match="fitted with vocabulary_min_count 2, not 3.*pocketbert train vocabulary"):
+    request = ExportRequest(run, shared_data, run / run_files.STUDENT_DIR, recipe, frozenset(asked), overwrite=True)
+    with pytest.raises(RunDirError, match="fitted with vocabulary.min_count 2, not 3.*pocketbert train vocabulary "
+                                          ".*--vocabulary-min-count 3 --overwrite"):
         export_run(request)
     assert _manifest(export) == manifest
     # the command replaces no fitted student without that stage's own --overwrite (the export's replaces export/)
     fitted_files = {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()}
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
                      "--vocabulary-min-count", "3", "--overwrite", *QUICK_EXPORT)
-    assert result.exit_code == 2 and "vocabulary_min_count 2, not 3" in error_line(result)
+    assert result.exit_code == 2 and "vocabulary.min_count 2, not 3" in error_line(result)
     assert "pocketbert train vocabulary" in error_line(result) and "--overwrite" in error_line(result)
     assert {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()} == fitted_files
     assert _manifest(export) == manifest

@@ -28,7 +28,8 @@ rungs:
     label: static table
     preset: tiny
     set: {distill.recipe: static, distill.cos_weight: 0, static.pca_dims: 16}
-    export: {vocabulary: fitted, vocabulary_recovery_steps: 5, embedding_int4_share: 0.5}
+    export: {vocabulary: fitted, embedding_int4_share: 0.5}
+    vocabulary: {recovery_steps: 5}
 train: {max_train_examples: 32}
 export: {parity_examples: 16, coreml_parity_examples: 2, coreml_variants: [fp16], coreai_variants: [], executorch_variants: []}
 bench:

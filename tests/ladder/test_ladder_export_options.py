@@ -1,5 +1,6 @@
-"""A ladder's export keys (the recipe's export section, checked by its ExportSection) reach each rung's
-`pocketbert export` as --set export.KEY=VALUE, the rung's own winning."""
+"""A ladder's export and vocabulary keys (the recipe's export and vocabulary sections, checked by their ExportSection
+and VocabularySection) reach each rung's `pocketbert export` as --set export.KEY=VALUE and vocabulary.KEY=VALUE, the
+rung's own winning."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ def test_the_written_export_keys_become_recipe_keys_and_a_rungs_own_win():
     ladder = Ladder.model_validate({
         "rungs": [{"name": "a", "label": "a", "preset": "default", "in_run": True},
                   {"name": "b", "label": "b", "preset": "narrow-2x192",
-                   "export": {"vocabulary_recovery_steps": 0, "embedding_int4_share": 0.5, "coreai_variants": []}}],
-        "export": {"vocabulary": "fitted", "vocabulary_recovery_steps": 300, "embedding_int4_share": 0.6,
-                   "vocabulary_max_rows": None}})
+                   "export": {"embedding_int4_share": 0.5, "coreai_variants": []},
+                   "vocabulary": {"recovery_steps": 0}}],
+        "export": {"vocabulary": "fitted", "embedding_int4_share": 0.6},
+        "vocabulary": {"recovery_steps": 300, "max_rows": None}})
     first, second = (rung_export(ladder, r) for r in ladder.rungs)
     # what the ladder writes, null included; what it leaves out stays the recipe's
-    assert first == {"export.vocabulary": "fitted", "export.vocabulary_recovery_steps": 300,
-                     "export.embedding_int4_share": 0.6, "export.vocabulary_max_rows": None}
-    assert second == {**first, "export.vocabulary_recovery_steps": 0, "export.embedding_int4_share": 0.5,
+    assert first == {"export.vocabulary": "fitted", "export.embedding_int4_share": 0.6,
+                     "vocabulary.recovery_steps": 300, "vocabulary.max_rows": None}
+    assert second == {**first, "vocabulary.recovery_steps": 0, "export.embedding_int4_share": 0.5,
                       "export.coreai_variants": []}
     bare = Ladder.model_validate({"rungs": [{"name": "a", "label": "a", "preset": "default"},
                                             {"name": "b", "label": "b", "preset": "static"}]})
@@ -45,15 +47,17 @@ def test_each_export_step_sets_the_rungs_keys_as_the_export_command_reads_them_b
         assert parse_set_options(given) == rung_export(ladder, rung)
 
 
-@pytest.mark.parametrize("setting", [{"vocabulary": "trimmed"}, {"embedding_int4_share": 1.0},
-                                     {"vocabulary_recovery_steps": -1}, {"coreml_examples": 5}])
-def test_a_bad_export_key_is_refused_when_the_ladder_is_read(tmp_path, setting):
+@pytest.mark.parametrize("section, setting", [
+    ("export", {"vocabulary": "trimmed"}), ("export", {"embedding_int4_share": 1.0}),
+    ("export", {"coreml_examples": 5}), ("export", {"vocabulary_recovery_steps": 300}),
+    ("vocabulary", {"recovery_steps": -1}), ("vocabulary", {"min_count": 0})])
+def test_a_bad_export_or_vocabulary_key_is_refused_when_the_ladder_is_read(tmp_path, section, setting):
     import yaml
 
     from pocketbert.ladder.spec import read_ladder
 
     path = tmp_path / "ladder.yaml"
     path.write_text(yaml.safe_dump({"rungs": [{"name": "a", "label": "a", "preset": "default"},
-                                              {"name": "b", "label": "b", "preset": "static"}], "export": setting}))
-    with pytest.raises(ConfigError, match=f"export.{next(iter(setting))}"):
+                                              {"name": "b", "label": "b", "preset": "static"}], section: setting}))
+    with pytest.raises(ConfigError, match=f"{section}.{next(iter(setting))}"):
         read_ladder(str(path))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pocketbert.core.errors import ConfigError
-from pocketbert.ladder.spec import available_ladders, check_ladder, read_ladder
+from pocketbert.ladder.spec import available_ladders, check_ladder, read_ladder, rung_export
 from pocketbert.ladder.table import IN_DOMAIN, cheapest_within
 
 POINTS = 1.0  # the issue's bar: within one point of the teacher
@@ -71,12 +71,14 @@ def test_the_built_in_ladders_are_valid_and_hold_the_issues_rungs():
 def test_the_qa_ladders_are_valid_and_score_every_rung_on_the_same_dev_questions():
     assert {"qa-reduced", "qa-full"} <= set(available_ladders())
     for name in ("qa-reduced", "qa-full"):
-        recipes = check_ladder(read_ladder(name), "qa")
+        ladder = read_ladder(name)
+        recipes = check_ladder(ladder, "qa")
         assert {(r.student.layers, r.student.hidden_size) for r in recipes.values() if r.student} >= {(4, 256), (2, 192)}
         assert {r.dataset for r in recipes.values()} == {"squad"}
         # one dev sample for every rung: their F1s compare
         assert len({r.eval.max_examples for r in recipes.values()}) == 1, name
-        assert all(r.export.vocabulary_recovery_steps == 0 for r in recipes.values())  # refused for QA
+        # a fitted vocabulary, its recovery refused for QA
+        assert all(rung_export(ladder, r)["vocabulary.recovery_steps"] == 0 for r in ladder.rungs if r.ship)
 
 
 def test_a_rungs_own_keys_win_over_the_ladders_budget_and_null_means_every_sentence(tmp_path):
@@ -98,6 +100,7 @@ def test_a_rungs_export_settings_win_over_the_ladders_and_the_rest_are_the_ladde
     bilstm, narrow = steps[("bilstm", "export")], steps[("narrow-192", "export")]
     assert "export.coreai_variants=[]" in bilstm
     assert f"export.coreai_variants=[{','.join(ladder.export.coreai_variants)}]" in narrow
+    assert f"vocabulary.recovery_steps={ladder.vocabulary.recovery_steps}" in narrow  # the fit the export may run
     assert f"export.parity_examples={ladder.export.parity_examples}" in bilstm
 
 
@@ -108,6 +111,8 @@ def test_the_spec_digest_follows_what_makes_the_students_not_their_export():
     exported = ladder.model_copy(deep=True)
     exported.rungs[1].export.parity_examples = 7
     exported.export.parity_examples = 9
+    exported.rungs[1].vocabulary.recovery_steps = 3
+    exported.vocabulary.min_count = 4
     trained = ladder.model_copy(deep=True)
     trained.rungs[1].set["distill.epochs"] = 5
     assert spec_digest(exported) == spec_digest(ladder) != spec_digest(trained)

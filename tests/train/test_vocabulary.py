@@ -1,5 +1,5 @@
-"""A fitted vocabulary (`pocketbert train vocabulary`, the recipe's export.vocabulary_* settings): the rows kept, the
-tokenizer rebuilt for them, the fitted student, and the training step that writes it as <run>/student_fitted/."""
+"""A fitted vocabulary (`pocketbert train vocabulary`, the recipe's vocabulary section): the rows kept, the tokenizer
+rebuilt for them, the fitted student, and the training step that writes it as <run>/student_fitted/."""
 
 from __future__ import annotations
 
@@ -87,9 +87,9 @@ def test_a_cap_keeps_the_most_frequent_pieces(train_counts, forced):
 def test_settings_that_keep_nothing_beyond_the_forced_rows_are_refused(train_counts, forced):
     from pocketbert.train.vocabulary.choice import choose_rows
 
-    with pytest.raises(ConfigError, match="vocabulary_min_count"):
+    with pytest.raises(ConfigError, match="vocabulary.min_count"):
         choose_rows(train_counts.counts, forced, int(train_counts.counts.sum()) + 1, None)
-    with pytest.raises(ConfigError, match="vocabulary_max_rows"):
+    with pytest.raises(ConfigError, match="vocabulary.max_rows"):
         choose_rows(train_counts.counts, forced, MIN_COUNT, len(forced) - 1)
 
 
@@ -212,9 +212,11 @@ def test_the_training_step_writes_the_fitted_student_with_its_manifest(quick_exp
     manifest = _manifest(folder)
     assert manifest["stage"] == run_files.FITTED_STUDENT_DIR
     assert manifest["config"][FITTED_FROM] == student_identity(run)
-    assert manifest["config"][SETTINGS] == {"vocabulary_min_count": MIN_COUNT, "vocabulary_max_rows": None,
-                                            "vocabulary_recovery_steps": RECOVERY_STEPS,
-                                            "vocabulary_recovery_learning_rate": RECOVERY_LEARNING_RATE}
+    assert manifest["config"][SETTINGS] == {"min_count": MIN_COUNT, "max_rows": None, "recovery_steps": RECOVERY_STEPS,
+                                            "recovery_learning_rate": RECOVERY_LEARNING_RATE}
+    assert manifest["config"]["recipe"]["vocabulary"] == {"min_count": MIN_COUNT, "max_rows": None,
+                                                          "recovery_steps": RECOVERY_STEPS,
+                                                          "recovery_learning_rate": RECOVERY_LEARNING_RATE}
     record = manifest["metrics"]["vocabulary"]
     rows = record["rows_after"]
     assert record["rows_before"] == 30522 > rows and record["min_count"] == MIN_COUNT
@@ -256,11 +258,11 @@ def test_settings_that_cannot_apply_end_in_one_line_and_write_nothing(quick_expo
     run = linked_copy(quick_exported_run, tmp_path / "run", ["teacher", "student"])
     result = run_cli(capsys, "train", "vocabulary", "--run", run, "--data-dir", shared_data, "--device", "cpu",
                      "--vocabulary-min-count", "1000000000")
-    assert result.exit_code == 2 and "export.vocabulary_min_count 1000000000" in error_line(result)
+    assert result.exit_code == 2 and "vocabulary.min_count 1000000000" in error_line(result)
     # through the export, which fits first: the same line, and neither folder written
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
                      "--vocabulary-min-count", "1000000000", *QUICK_EXPORT)
-    assert result.exit_code == 2 and "export.vocabulary_min_count 1000000000" in error_line(result)
+    assert result.exit_code == 2 and "vocabulary.min_count 1000000000" in error_line(result)
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary-max-rows", "5000",
                      *QUICK_EXPORT)
     assert result.exit_code == 2 and "add --vocabulary fitted" in error_line(result)

@@ -1,4 +1,4 @@
-"""The short distillation after fitting (export.vocabulary_recovery_steps): what it trains on (texts a half vocabulary
+"""The short distillation after fitting (vocabulary.recovery_steps): what it trains on (texts a half vocabulary
 cuts differently, in the fitted student's ids, with the full student's answers as targets), and the cost measured on each
 cross-domain dataset. tests/train/test_vocabulary.py runs it through the training loop."""
 
@@ -149,7 +149,7 @@ def test_a_task_answering_per_word_piece_is_refused_recovery():
     from pocketbert.train.vocabulary.recovery import check_task
 
     check_task(make_task("sentiment", ["negative", "positive"]))
-    with pytest.raises(ConfigError, match="vocabulary_recovery_steps.*set it to 0"):
+    with pytest.raises(ConfigError, match="vocabulary.recovery_steps.*set it to 0"):
         check_task(make_task("qa"))
 
 

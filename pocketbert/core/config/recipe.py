@@ -163,7 +163,7 @@ class EvalSection(Section):
     cross_domain_max_examples: int = Field(2000, gt=0)
 
 
-VOCABULARIES = ("full", "fitted")  # export.vocabulary (the fit: train/vocabulary/)
+VOCABULARIES = ("full", "fitted")  # export.vocabulary (the fit: train/vocabulary/, its settings VocabularySection)
 # export.tokenizer_check_contexts: where the exhaustive tokenizer checks (the text-in graph's, the app tokenizers')
 # put each code point (export/checks/tokenizer_probes.py CONTEXTS spells each).
 TOKENIZER_CHECK_CONTEXTS = ("alone", "between words", "inside a word", "repeated")
@@ -217,23 +217,10 @@ class ExportSection(Section):
     # cores, docs/export.md; the app programs' ~10 s each; cached per tokenizer and contexts).
     tokenizer_check_contexts: list[Literal[TOKENIZER_CHECK_CONTEXTS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(TOKENIZER_CHECK_CONTEXTS), min_length=1)
-    # The student's word-embedding table as exported (fitted by train/vocabulary/): full, every row of the teacher's
-    # vocabulary; or fitted to the recipe's own text, the word pieces it holds at least vocabulary_min_count times,
-    # the special tokens and every single-character piece (so no input gains an [UNK]), at most
-    # vocabulary_max_rows rows (the most common in the source where each is most common).
+    # The student's word-embedding table as exported: full, every row of the teacher's vocabulary; or the run's
+    # fitted student's (`pocketbert train vocabulary`, train/vocabulary/), fitted as the vocabulary section says.
     vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
         "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
-    vocabulary_min_count: int = Field(2, gt=0, description=(
-        "Fitted vocabulary: keep the word pieces that occur at least this many times."))
-    vocabulary_max_rows: Optional[int] = Field(None, gt=0, description=(
-        "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
-    # A short distillation after fitting (train/vocabulary/recovery.py): where a dropped piece cuts a word into
-    # smaller ones, the fitted student learns to give the full student's answers again.
-    vocabulary_recovery_steps: int = Field(0, ge=0, le=MAX_RECOVERY_STEPS, description=(
-        "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "
-        "training and transfer text (0: none)."))
-    vocabulary_recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
-        "Fitted vocabulary: the recovery distillation's learning rate."))
     # The int8 ONNX model's word-piece table is stored per row in int8; this share of its rows, the least frequent
     # in the recipe's text, in 4 bits (export/programs/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
@@ -251,6 +238,25 @@ class ExportSection(Section):
         for family in CHOSEN:
             family.check_names(getattr(self, family.recipe_key), "export.")
         return self
+
+
+class VocabularySection(Section):
+    """A fitted vocabulary (`pocketbert train vocabulary`, train/vocabulary/; shipped by `export --vocabulary
+    fitted`): the word pieces of the recipe's own text held at least min_count times, the special tokens and every
+    single-character piece (so no input gains an [UNK]), at most max_rows rows (the most common in the source where
+    each is most common)."""
+
+    min_count: int = Field(2, gt=0, description=(
+        "Fitted vocabulary: keep the word pieces that occur at least this many times."))
+    max_rows: Optional[int] = Field(None, gt=0, description=(
+        "Fitted vocabulary: at most this many rows, the most frequent pieces first (default: no cap)."))
+    # A short distillation after fitting (train/vocabulary/recovery.py): where a dropped piece cuts a word into
+    # smaller ones, the fitted student learns to give the full student's answers again.
+    recovery_steps: int = Field(0, ge=0, le=MAX_RECOVERY_STEPS, description=(
+        "Fitted vocabulary: steps of a short distillation toward the full student's answers on the recipe's "
+        "training and transfer text (0: none)."))
+    recovery_learning_rate: float = Field(1.0e-4, gt=0.0, description=(
+        "Fitted vocabulary: the recovery distillation's learning rate."))
 
 
 class BenchSection(Section):
@@ -330,6 +336,7 @@ class Recipe(Section):
     distill: DistillSection = Field(default_factory=DistillSection)
     eval: EvalSection = Field(default_factory=EvalSection)
     export: ExportSection = Field(default_factory=ExportSection)
+    vocabulary: VocabularySection = Field(default_factory=VocabularySection)
     bench: BenchSection = Field(default_factory=BenchSection)
     augment: AugmentSection = Field(default_factory=AugmentSection)
     transfer: TransferSection = Field(default_factory=TransferSection)
@@ -513,13 +520,22 @@ def section_dict(name: str, data: dict, source: str = "recipe") -> dict:
 def section_overrides(name: str, set_items: tuple[str, ...], example: str) -> dict:
     """`--set <name>.KEY=VALUE` pairs as keys of that one section (a stage that reads its section alone), checked
     with the recipe's rules before any work: another section's key, an unknown key or a bad value is one line."""
+    return {key.partition(".")[2]: value for key, value in sections_overrides((name,), set_items, example).items()}
+
+
+def sections_overrides(names: tuple[str, ...], set_items: tuple[str, ...], example: str) -> dict:
+    """`--set SECTION.KEY=VALUE` pairs of the sections `names`, as dotted keys, checked with the recipe's rules
+    before any work: another section's key, an unknown key or a bad value is one line."""
     overrides = {}
     for key, value in parse_set_options(set_items).items():
         section, _, leaf = key.partition(".")
-        if section != name or not leaf or "." in leaf:
-            raise ConfigError(f"--set takes keys of the {name} section here, like {example} (got '{key}')")
-        overrides[leaf] = value
-    section_dict(name, overrides, "--set")
+        if section not in names or not leaf or "." in leaf:
+            sections = f"the {names[0]} section" if len(names) == 1 else f"the {' and '.join(names)} sections"
+            raise ConfigError(f"--set takes keys of {sections} here, like {example} (got '{key}')")
+        overrides[key] = value
+    for name in names:
+        section_dict(name, {key.partition(".")[2]: value for key, value in overrides.items()
+                            if key.partition(".")[0] == name}, "--set")
     return overrides
 
 

@@ -116,7 +116,7 @@ class StudentRecord(TrainedRecord):
 class FittedConfig(TrainedConfig):
     # the sha256 of the student's manifest.json the vocabulary was fitted from (a student trained again has another)
     fitted_from_student: str | None = None
-    # the export section's fitting settings it was fitted with (core/students/fitted_vocabulary.py FITTING_KEYS)
+    # the vocabulary section's settings it was fitted with (core/students/fitted_vocabulary.py FITTING_KEYS)
     vocabulary_settings: dict[str, Any] = Field(default_factory=dict)
 
 

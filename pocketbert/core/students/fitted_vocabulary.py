@@ -1,6 +1,6 @@
 """What a run's fitted student (<run>/student_fitted/, `pocketbert train vocabulary`) was fitted with, read the same
 way by the training step that writes it, the export that ships it and the command that runs the one before the
-other: the student it was fitted from, and the export section's vocabulary settings."""
+other: the student it was fitted from, and the recipe's vocabulary section it was fitted with."""
 
 from __future__ import annotations
 
@@ -8,17 +8,22 @@ from pathlib import Path
 
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, MANIFEST, STUDENT_DIR, stage_path
 
-# The export section's keys that shape a fitted student (core/config/recipe.py ExportSection declares them).
-FITTING_KEYS = ("vocabulary_min_count", "vocabulary_max_rows", "vocabulary_recovery_steps",
-                "vocabulary_recovery_learning_rate")
+# The recipe section whose keys shape a fitted student (core/config/recipe.py VocabularySection declares them).
+SECTION = "vocabulary"
+FITTING_KEYS = ("min_count", "max_rows", "recovery_steps", "recovery_learning_rate")
 SETTINGS = "vocabulary_settings"         # the fitted manifest's config key: FITTING_KEYS' values it was fitted with
 FITTED_FROM = "fitted_from_student"      # its config key: the sha256 of the student's manifest.json it was fitted from
 FIT_COMMAND = "pocketbert train vocabulary"
 
 
-def fitting_settings(export) -> dict:
-    """FITTING_KEYS' values in a typed export section."""
-    return {key: getattr(export, key) for key in FITTING_KEYS}
+def fitting_settings(vocabulary) -> dict:
+    """FITTING_KEYS' values in a typed vocabulary section."""
+    return {key: getattr(vocabulary, key) for key in FITTING_KEYS}
+
+
+def fit_options(asked: dict) -> str:
+    """FITTING_KEYS given, as the fit's command line spells them (--vocabulary-min-count 3), each after a space."""
+    return "".join(f" --{SECTION}-{key.replace('_', '-')} {value}" for key, value in asked.items())
 
 
 def student_identity(run_dir: Path) -> str:
@@ -30,7 +35,7 @@ def student_identity(run_dir: Path) -> str:
 
 
 def why_refit(run_dir: Path, asked: dict) -> str | None:
-    """None when the run holds a fitted student fitted from its student with every setting `asked` names (export
+    """None when the run holds a fitted student fitted from its student with every setting `asked` names (vocabulary
     section keys given on the command line; a key not given takes what the fit used); else why not, in words."""
     return missing_or_stale(run_dir) or other_settings(run_dir, asked)
 
@@ -62,6 +67,8 @@ def other_settings(run_dir: Path, asked: dict) -> str | None:
         return None
     recorded = read_manifest(folder, FittedStudentRecord).config.vocabulary_settings
     for key in FITTING_KEYS:
-        if key in asked and asked[key] != recorded.get(key):
-            return f"its vocabulary was fitted with {key} {recorded.get(key)}, not {asked[key]}"
+        if key in asked and key not in recorded:
+            return f"its record names no {SECTION}.{key}, and {asked[key]} is asked"
+        if key in asked and asked[key] != recorded[key]:
+            return f"its vocabulary was fitted with {SECTION}.{key} {recorded[key]}, not {asked[key]}"
     return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from pocketbert.core.config.export_request import ExportRequest
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, why_refit
+from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, SECTION, fit_options, why_refit
 from pocketbert.core.run.manifest import verified_stage
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES
 from pocketbert.export.programs import table_rows
@@ -50,12 +50,11 @@ def read_fitted_student(request: ExportRequest) -> FittedStudent:
     request's options give."""
     from pocketbert.core.students.stage_folder import load_stage_model
 
-    asked = request.given_values(FITTING_KEYS)
+    asked = request.given_values(SECTION, FITTING_KEYS)
     reason = why_refit(request.run_dir, asked)
     if reason is not None:
-        given = "".join(f" --{key.replace('_', '-')} {value}" for key, value in asked.items())
-        raise RunDirError(f"{reason}: run `{FIT_COMMAND} --run {request.run_dir}{given} --overwrite` first "
-                          "(`pocketbert export` runs it itself)")
+        raise RunDirError(f"{reason}: run `{FIT_COMMAND} --run {request.run_dir}{fit_options(asked)} --overwrite` "
+                          "first (`pocketbert export` runs it itself)")
     folder, manifest = verified_stage(request.run_dir, FITTED_STUDENT_DIR, FIT_COMMAND)
     model, tokenizer, _, _ = load_stage_model(folder)
     return FittedStudent(folder, model, tokenizer, manifest.metrics.vocabulary.model_dump(exclude_unset=True))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pocketbert.core.config.export_request import ExportRequest
 from pocketbert.core.errors import RunDirError
-from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, missing_or_stale, other_settings
+from pocketbert.core.students.fitted_vocabulary import (FIT_COMMAND, FITTING_KEYS, SECTION, fit_options,
+                                                       missing_or_stale, other_settings)
 
 
 def fit_before_export(request: ExportRequest) -> Path | None:
@@ -22,15 +23,15 @@ def fit_before_export(request: ExportRequest) -> Path | None:
 
     if request.export.vocabulary != "fitted":
         return None
-    asked = request.given_values(FITTING_KEYS)
+    asked = request.given_values(SECTION, FITTING_KEYS)
     reason = missing_or_stale(request.run_dir)
     if reason is None:
         differs = other_settings(request.run_dir, asked)
         if differs is None:
             return None
-        given = "".join(f" --{key.replace('_', '-')} {value}" for key, value in asked.items())
         raise RunDirError(f"the run's fitted student: {differs}; replace it with `{FIT_COMMAND} --run "
-                          f"{request.run_dir}{given} --overwrite`, then export again (or export with its settings)")
+                          f"{request.run_dir}{fit_options(asked)} --overwrite`, then export again (or export with its "
+                          "settings)")
     print(f"note: {reason}: fitting it first ({FIT_COMMAND})", file=sys.stderr)
     path, _ = fit_recipe(request.run_dir, request.recipe, request.data_dir, overwrite=True)
     return path

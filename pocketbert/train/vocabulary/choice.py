@@ -47,12 +47,12 @@ def choose_rows(counts: np.ndarray, forced: set[int], min_count: int, max_rows: 
     nothing beyond the forced rows is a ConfigError."""
     rows_before = len(counts)
     if max_rows is not None and max_rows <= len(forced):
-        raise ConfigError(f"export.vocabulary_max_rows {max_rows} leaves no room beside the {len(forced)} rows every "
+        raise ConfigError(f"vocabulary.max_rows {max_rows} leaves no room beside the {len(forced)} rows every "
                           "fitted vocabulary keeps (special tokens and single characters): raise it, or leave it "
                           "unset")
     frequent = [int(i) for i in np.flatnonzero(counts >= min_count) if int(i) not in forced]
     if not frequent:
-        raise ConfigError(f"export.vocabulary_min_count {min_count}: no word piece of the recipe's text occurs that "
+        raise ConfigError(f"vocabulary.min_count {min_count}: no word piece of the recipe's text occurs that "
                           f"often beyond the {len(forced)} rows always kept; lower it, or export the full vocabulary")
     order = counts if rank is None else rank
     frequent.sort(key=lambda i: (-float(order[i]), i))

@@ -1,5 +1,5 @@
-"""A short distillation after fitting (export.vocabulary_recovery_steps): the fitted student learns to read words cut
-into smaller pieces, toward the full student's answers on the full tokenizer's cuts. This module chooses the texts
+"""A short distillation after fitting (vocabulary.recovery_steps): the fitted student learns to read words cut into
+smaller pieces, toward the full student's answers on the full tokenizer's cuts. This module chooses the texts
 and computes the targets; the training loop (train/trainer.py) trains on them with the distillation's soft-target
 loss (the task's soft_loss at distill.temperature).
 
@@ -33,7 +33,7 @@ def check_task(task) -> None:
     """Recovery matches one answer row per text: a task whose answers are per word piece cannot be lined up across
     two segmentations."""
     if task.per_token_outputs:
-        raise ConfigError(f"export.vocabulary_recovery_steps: a {task.name} student answers per word piece, and a "
+        raise ConfigError(f"vocabulary.recovery_steps: a {task.name} student answers per word piece, and a "
                           "fitted vocabulary cuts words into other pieces, so its answers cannot be matched to the "
                           "full student's: set it to 0")
 

@@ -4,9 +4,9 @@ manifest whose metrics.vocabulary the export's manifest carries on).
 
 A training stage like the others (train/stage.py): it counts the recipe's text and chooses the rows before anything
 is written (a setting that keeps nothing ends it with no files), gathers them into a copy of the student, runs the
-recovery distillation (export.vocabulary_recovery_steps) through the training loop, and measures the fitted student
-against the full one on the evaluation examples and each cross-domain dataset. Its settings are the recipe's
-export.vocabulary_* keys: the recipe the student was trained with, and the command's options over it.
+recovery distillation (vocabulary.recovery_steps) through the training loop, and measures the fitted student against
+the full one on the evaluation examples and each cross-domain dataset. Its settings are the recipe's vocabulary
+section: the recipe the student was trained with, and the command's options over it.
 """
 
 from __future__ import annotations
@@ -20,19 +20,21 @@ from pocketbert.train import registry
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 
 STAGE_MADE_BY = "pocketbert train distill"
-FIT_READS = ("export", "transfer")  # the recipe sections the fit reads: its settings, and the app text it counts
+# The recipe sections the fit reads: its settings, the export's parity examples and length it measures the fitted
+# student at, and the app text it counts.
+FIT_READS = ("vocabulary", "export", "transfer")
 
 
 class VocabularyFit(TrainingRecipe):
     """The student's word-piece table cut to the rows of the recipe's text; the table alone then learns, for
-    export.vocabulary_recovery_steps steps, the full student's answers on words the cut vocabulary spells in smaller
+    vocabulary.recovery_steps steps, the full student's answers on words the cut vocabulary spells in smaller
     pieces."""
 
     name = registry.FITTED_VOCABULARY
     title = "fitted vocabulary"
     stage_dir = FITTED_STUDENT_DIR
     manifest_stage = FITTED_STUDENT_DIR
-    section = "export"                    # the recipe section that holds the fit's settings
+    section = "vocabulary"                # the recipe section that holds the fit's settings
     progress = "vocabulary recovery"
     dropout = False  # the fitted student learns the full student's answers, not a noisy version of them
 
@@ -43,11 +45,10 @@ class VocabularyFit(TrainingRecipe):
         from pocketbert.core.run.user_paths import recorded_dataset
         from pocketbert.train.vocabulary import recovery
 
-        export = run.recipe.export
         self.student_dir, _ = verified_stage(run.run_dir, STUDENT_DIR, STAGE_MADE_BY)
         self.full_model, self.full_tokenizer, self.task, self.info = load_stage_model(self.student_dir)
         self.student_sha = student_identity(run.run_dir)
-        if export.vocabulary_recovery_steps:
+        if run.recipe.vocabulary.recovery_steps:
             recovery.check_task(self.task)
         dataset = recorded_dataset(run.run_dir, run.recipe.dataset)
         self.data = load_task_data(dataset, self.task.name, run.data_dir, None, self.task.label_names or None,
@@ -59,14 +60,14 @@ class VocabularyFit(TrainingRecipe):
         from pocketbert.train.vocabulary import choice, recovery, rows
         from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
 
-        export, tokenizer = run.recipe.export, self.full_tokenizer
+        settings, tokenizer = run.recipe.vocabulary, self.full_tokenizer
         vocab, prefix = wordpiece_vocabulary(tokenizer)
         self.texts = piece_counts.recipe_texts(self.task, self.data, run.recipe.transfer, run.data_dir, run.seed)
         counted = piece_counts.count_pieces(tokenizer, self.texts)
         special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
         self.forced = choice.forced_ids(vocab, sorted(special), prefix)
-        self.kept = choice.choose_rows(counted.counts, self.forced, export.vocabulary_min_count,
-                                       export.vocabulary_max_rows, counted.shares)
+        self.kept = choice.choose_rows(counted.counts, self.forced, settings.min_count, settings.max_rows,
+                                       counted.shares)
         pieces = int(counted.counts.sum())
         self.record = {**self.kept.record(), "counted_on": counted.splits,
                        # the counted text's pieces whose own row was kept: the rest are cut into smaller kept pieces
@@ -84,15 +85,15 @@ class VocabularyFit(TrainingRecipe):
         from pocketbert.train.teacher_cache import TeacherOutputs
         from pocketbert.train.vocabulary import recovery
 
-        export, self.cached = run.recipe.export, None
-        self.steps = export.vocabulary_recovery_steps
+        settings, self.cached = run.recipe.vocabulary, None
+        self.steps = settings.recovery_steps
         if not self.steps:
             return []
         found = recovery.recovery_rows(
             self.full_model, self.full_tokenizer, self.task, recovery.training_texts(self.texts), self.kept.ids,
-            self.forced, export.vocabulary_min_count, run.recipe.distill.max_length, run.recipe.eval.batch_size,
+            self.forced, settings.min_count, run.recipe.distill.max_length, run.recipe.eval.batch_size,
             run.seed, dev)
-        self.recovery = {**found.record, "learning_rate": export.vocabulary_recovery_learning_rate,
+        self.recovery = {**found.record, "learning_rate": settings.recovery_learning_rate,
                          "batch_size": recovery.RECOVERY_BATCH, "max_length": run.recipe.distill.max_length,
                          "temperature": run.recipe.distill.temperature}
         if not found.features:
@@ -122,7 +123,7 @@ class VocabularyFit(TrainingRecipe):
     def loop_settings(self, run: StageRun) -> TrainingSection:
         from pocketbert.train.vocabulary.recovery import loop_section
 
-        return loop_section(run.recipe.distill, run.recipe.export.vocabulary_recovery_learning_rate)
+        return loop_section(run.recipe.distill, run.recipe.vocabulary.recovery_learning_rate)
 
     def loop_steps(self, run: StageRun) -> int:
         return self.steps
@@ -131,7 +132,7 @@ class VocabularyFit(TrainingRecipe):
         return False
 
     def checkpoint_identity(self, run: StageRun) -> dict:
-        return {"settings": fitting_settings(run.recipe.export), "seed": run.seed, "student": self.student_sha,
+        return {"settings": fitting_settings(run.recipe.vocabulary), "seed": run.seed, "student": self.student_sha,
                 "temperature": run.recipe.distill.temperature, "loop": as_record(self.loop_settings(run))}
 
     def soft_loss_on_rows(self, run: StageRun, model, dev) -> float:
@@ -161,7 +162,7 @@ class VocabularyFit(TrainingRecipe):
         recipe = run.recipe
         if self.steps:
             self.recovery["loss_after"] = self.soft_loss_on_rows(run, model, dev)
-        if recipe.export.vocabulary_recovery_steps:
+        if recipe.vocabulary.recovery_steps:
             self.record["recovery"] = self.recovery | {"steps": self.steps}
         compared = cost.Compared(self.task, self.full_model, self.full_tokenizer, model, self.tokenizer,
                                  recipe.export.max_length or self.info["max_length"], self.info.get("doc_stride"),
@@ -190,7 +191,7 @@ class VocabularyFit(TrainingRecipe):
     def manifest(self, run: StageRun, model, dev, stats: dict) -> tuple[dict, dict, dict]:
         from pocketbert.train import transfer
 
-        config = {SETTINGS: fitting_settings(run.recipe.export), FITTED_FROM: self.student_sha, "seed": run.seed,
+        config = {SETTINGS: fitting_settings(run.recipe.vocabulary), FITTED_FROM: self.student_sha, "seed": run.seed,
                   "device": str(dev), "dataset": self.data.name}
         inputs = {"student": self.student_dir, **{f"data_{k}": v for k, v in self.data.sources.items()},
                   **transfer.file_inputs(run.recipe)}
