@@ -312,8 +312,9 @@ def prune(run, out_run, teacher_dir, task, eval_file, preset, config, set_items,
 @launch_env.checked
 @locks("run", joins_launched_group=True)
 def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
-    """Fit the student's vocabulary to the recipe's text (training, transfer and evaluation), then recover it by a
-    short distillation toward the full student; writes <run>/student_fitted/ for `export --vocabulary fitted`."""
+    """Fit the student's vocabulary to the recipe's training and transfer text (never its evaluation text), then
+    recover it by a short distillation toward the full student; writes <run>/student_fitted/ for `export --vocabulary
+    fitted`."""
     from pocketbert.core.config.recipe import complete_recipe, parse_set_options, with_overrides
     from pocketbert.core.errors import ConfigError
     from pocketbert.core.run.atomic_folder import require_stage
@@ -339,8 +340,11 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     recovery = record.get("recovery") or {}
     recovered = (f"; {recovery['steps']} recovery steps, loss {recovery['loss_before']:.4f} -> "
                  f"{recovery['loss_after']:.4f}" if recovery.get("steps") else "")
-    _say(f"vocabulary fitted: {record['rows_before']} -> {record['rows_after']} rows{recovered}; against the full "
-         f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric} -> wrote {path}")
+    lacked = record["eval_unknown_rate"]
+    lacked = f", lacking {100 * lacked:.2f} % of the eval text's pieces" if lacked is not None else ""
+    _say(f"vocabulary fitted: {record['rows_before']} -> {record['rows_after']} rows{lacked}{recovered}; against the "
+         f"full vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric} -> wrote "
+         f"{path}")
 
 
 # `pocketbert bench train`: pocketbert/cli.py hangs it under the bench group, beside the latency commands.

@@ -1,5 +1,6 @@
-"""A fitted vocabulary (`pocketbert train vocabulary`, the recipe's vocabulary section): the rows kept, the tokenizer
-rebuilt for them, the fitted student, and the training step that writes it as <run>/student_fitted/."""
+"""A fitted vocabulary (`pocketbert train vocabulary`, the recipe's vocabulary section): the text counted (training and
+transfer, never evaluation), the rows kept, the tokenizer rebuilt for them, the fitted student, and the training step
+that writes it as <run>/student_fitted/."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ MOST_ROWS_KEPT_ON_SST2 = 0.6
 CAPPED_EXTRA_ROWS = 100
 RECOVERY_STEPS = 20
 RECOVERY_LEARNING_RATE = 3e-3  # a few steps that move the tiny student's table enough to measure
+SEED = 13
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +189,43 @@ def test_under_a_cap_a_large_source_does_not_crowd_out_a_small_ones_pieces(wordp
     assert not all(i in by_count for i in espresso)  # by raw counts the large source's words take the room
 
 
+def test_the_fit_counts_training_and_transfer_text_and_never_an_evaluation_text(wordpiece_tokenizer, forced,
+                                                                               tmp_path):
+    """A word piece that only the evaluation text holds is never kept, at the lowest count (1) and where a transfer
+    file holds the evaluation sentence too; what the table lacks of the evaluation text is recorded."""
+    from pocketbert.core.config.recipe import validate_recipe
+    from pocketbert.core.tasks.data import TaskData, TextExample
+    from pocketbert.core.tasks.registry import make_task
+    from pocketbert.train.vocabulary.counted_text import fit_rows, fit_texts
+
+    labels = ["negative", "positive"]
+    task = make_task("sentiment", labels)
+    train = [TextExample("the espresso was fine", 1), TextExample("the kettle was slow", 0)]
+    evaluation = [TextExample("a zeppelin over the harbour", 1)]
+    app_text = tmp_path / "app.txt"
+    app_text.write_text("the kettle boils fast\nA  Zeppelin over the HARBOUR\n")  # the eval sentence, respelled
+    recipe = validate_recipe({"task": "sentiment", "dataset": "sst2", "transfer": {"data": [str(app_text)]}})
+    text = fit_texts(task, TaskData("hand-made", "sentiment", labels, train, evaluation), recipe, None, SEED)
+    kept, record = fit_rows(wordpiece_tokenizer, text, forced, 1, None)
+
+    def ids(texts: list[str]) -> set[int]:
+        return {i for t in texts for i in wordpiece_tokenizer(t, add_special_tokens=False)["input_ids"]}
+
+    counted = ids(["the espresso was fine", "the kettle was slow", "the kettle boils fast"])
+    eval_pieces = wordpiece_tokenizer(evaluation[0].text, add_special_tokens=False)["input_ids"]
+    eval_only = set(eval_pieces) - counted - forced
+    assert eval_only  # a control: the evaluation sentence holds pieces of its own
+    assert not eval_only & set(kept.ids)
+    assert set(kept.ids) == forced | counted
+    transfer = f"transfer: {app_text}"
+    assert set(record["counted_on"]) == {"train", transfer}
+    assert record["counted_on"][transfer]["examples"] == 1 and record["counted_on"][transfer][
+        "dropped_as_eval_text"] == 1
+    lacked = sum(i not in set(kept.ids) for i in eval_pieces)
+    assert record["eval_text"] == {"examples": 1, "texts": 1, "pieces": len(eval_pieces), "pieces_lacked": lacked}
+    assert record["eval_unknown_rate"] == round(lacked / len(eval_pieces), 6) > 0
+
+
 # ---------------------------------------------------------------- through `pocketbert train vocabulary`
 
 
@@ -220,7 +259,10 @@ def test_the_training_step_writes_the_fitted_student_with_its_manifest(quick_exp
     record = manifest["metrics"]["vocabulary"]
     rows = record["rows_after"]
     assert record["rows_before"] == 30522 > rows and record["min_count"] == MIN_COUNT
-    assert set(record["counted_on"]) == {"train", "eval"} and record["counted_on"]["train"]["examples"] > 0
+    # counted on the training text alone (the tiny recipe has no transfer data); the eval text measured, not counted
+    assert set(record["counted_on"]) == {"train"} and record["counted_on"]["train"]["examples"] > 0
+    assert record["eval_text"]["examples"] > 0 and 0.0 <= record["eval_unknown_rate"] <= 1.0
+    assert record["eval_unknown_rate"] == round(record["eval_text"]["pieces_lacked"] / record["eval_text"]["pieces"], 6)
     cost = record["against_full_student"]
     assert cost["examples"] == manifest["config"]["recipe"]["export"]["parity_examples"]
     assert 0.0 <= cost["agreement"] <= 1.0 and set(cost["fitted_student"]) == set(cost["full_student"]) >= {"accuracy"}

@@ -220,7 +220,7 @@ class ExportSection(Section):
     # The student's word-embedding table as exported: full, every row of the teacher's vocabulary; or the run's
     # fitted student's (`pocketbert train vocabulary`, train/vocabulary/), fitted as the vocabulary section says.
     vocabulary: Literal[VOCABULARIES] = Field("full", description=(  # type: ignore[valid-type]
-        "The exported vocabulary: full, or fitted to the recipe's training, transfer and evaluation text."))
+        "The exported vocabulary: full, or fitted to the recipe's training and transfer text."))
     # The int8 ONNX model's word-piece table is stored per row in int8; this share of its rows, the least frequent
     # in the recipe's text, in 4 bits (export/programs/table_rows.py).
     embedding_int4_share: float = Field(0.0, ge=0.0, lt=1.0, description=(
@@ -242,9 +242,9 @@ class ExportSection(Section):
 
 class VocabularySection(Section):
     """A fitted vocabulary (`pocketbert train vocabulary`, train/vocabulary/; shipped by `export --vocabulary
-    fitted`): the word pieces of the recipe's own text held at least min_count times, the special tokens and every
-    single-character piece (so no input gains an [UNK]), at most max_rows rows (the most common in the source where
-    each is most common)."""
+    fitted`): the word pieces the recipe's training and transfer text holds at least min_count times (its evaluation
+    text is never counted), the special tokens and every single-character piece (so no input gains an [UNK]), at
+    most max_rows rows (the most common in the source where each is most common)."""
 
     min_count: int = Field(2, gt=0, description=(
         "Fitted vocabulary: keep the word pieces that occur at least this many times."))

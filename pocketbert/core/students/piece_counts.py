@@ -2,9 +2,9 @@
 training and evaluation examples (what an app feeds the tokenizer: a sentence, or a question and its context) and
 the passages of each transfer source.
 
-Both stages count: fitting a vocabulary (train/vocabulary/) chooses its rows by these counts, and the export ranks
-the rows of a full student's table for 4 bits by them (export.embedding_int4_share; a fitted student carries its
-own, counted when it was fitted).
+Both stages count: fitting a vocabulary (train/vocabulary/) chooses its rows by these counts, on the training and
+transfer text alone (train/vocabulary/counted_text.py), and the export ranks the rows of a full student's table for
+4 bits by them (export.embedding_int4_share; a fitted student carries its own, counted when it was fitted).
 
 Each distinct text of a split counts once (a SQuAD context shared by five questions is one passage), and a text is
 cut whole, without the model's length limit: a piece beyond it still occurs in the app's text.
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pocketbert.core.config.recipe import TransferSection
 
 TOKENIZE_CHUNK = 2000  # texts tokenized at a time
+TRAINING_SPLIT, EVAL_SPLIT = "train", "eval"  # recipe_texts' names for the dataset's splits
 
 
 @dataclass
@@ -46,8 +47,8 @@ def recipe_texts(task, data, transfer: TransferSection, data_dir: Path | None,
     section."""
     from pocketbert.core.tasks.task_data import transfer_passages
 
-    texts = {"train": (len(data.train), example_texts(task, data.train)),
-             "eval": (len(data.eval), example_texts(task, data.eval))}
+    texts = {TRAINING_SPLIT: (len(data.train), example_texts(task, data.train)),
+             EVAL_SPLIT: (len(data.eval), example_texts(task, data.eval))}
     for source in transfer.data:
         passages = transfer_passages(source, task.name, data_dir, seed, transfer.text_column)
         texts[f"transfer: {source}"] = (len(passages), passages)

@@ -25,7 +25,6 @@ from pocketbert.core.errors import ConfigError
 from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer
 
 RECOVERY_BATCH = 32
-EVAL_SPLIT = "eval"          # piece_counts.recipe_texts' name for the evaluation text
 RECOVERY_TEXT = "recovery text"
 
 
@@ -39,8 +38,9 @@ def check_task(task) -> None:
 
 
 def training_texts(texts: dict[str, tuple[int, list[str]]]) -> list[str]:
-    """The distinct texts of every split but the evaluation one."""
-    return list(dict.fromkeys(t for name, (_, split) in texts.items() if name != EVAL_SPLIT for t in split))
+    """The distinct texts of every counted split (training and transfer: counted_text.py counts no evaluation
+    text)."""
+    return list(dict.fromkeys(t for _, split in texts.values() for t in split))
 
 
 def split_by_cut(full_tokenizer, other_tokenizer, texts: list[str], max_length: int) -> tuple[list[str], list[str]]:

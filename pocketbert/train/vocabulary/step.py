@@ -1,12 +1,13 @@
-"""`pocketbert train vocabulary`: the run's finished student with its vocabulary fitted to the recipe's own text,
-written as <run>/student_fitted/ (the weights, the fitted tokenizer, each kept row's share of the counted text, and a
-manifest whose metrics.vocabulary the export's manifest carries on).
+"""`pocketbert train vocabulary`: the run's finished student with its vocabulary fitted to the recipe's own training
+and transfer text, written as <run>/student_fitted/ (the weights, the fitted tokenizer, each kept row's share of the
+counted text, and a manifest whose metrics.vocabulary the export's manifest carries on).
 
-A training stage like the others (train/stage.py): it counts the recipe's text and chooses the rows before anything
-is written (a setting that keeps nothing ends it with no files), gathers them into a copy of the student, runs the
-recovery distillation (vocabulary.recovery_steps) through the training loop, and measures the fitted student against
-the full one on the evaluation examples and each cross-domain dataset. Its settings are the recipe's vocabulary
-section: the recipe the student was trained with, and the command's options over it.
+A training stage like the others (train/stage.py): it counts the recipe's training and transfer text, never its
+evaluation text (counted_text.py), and chooses the rows before anything is written (a setting that keeps nothing
+ends it with no files), gathers them into a copy of the student, runs the recovery distillation
+(vocabulary.recovery_steps) through the training loop, and measures the fitted student against the full one on the
+evaluation examples and each cross-domain dataset: text it was not fitted to. Its settings are the recipe's
+vocabulary section: the recipe the student was trained with, and the command's options over it.
 """
 
 from __future__ import annotations
@@ -56,23 +57,18 @@ class VocabularyFit(TrainingRecipe):
 
     def build_model(self, run: StageRun):
         """The fitted copy of the student, its rows chosen on the counted text; only its word-piece table trains."""
-        from pocketbert.core.students import piece_counts
-        from pocketbert.train.vocabulary import choice, recovery, rows
+        from pocketbert.train.vocabulary import choice, counted_text, recovery, rows
         from pocketbert.train.vocabulary.tokenizer import fitted_tokenizer, wordpiece_vocabulary
 
         settings, tokenizer = run.recipe.vocabulary, self.full_tokenizer
         vocab, prefix = wordpiece_vocabulary(tokenizer)
-        self.texts = piece_counts.recipe_texts(self.task, self.data, run.recipe.transfer, run.data_dir, run.seed)
-        counted = piece_counts.count_pieces(tokenizer, self.texts)
+        # the training and transfer text, counted; the evaluation text, measured
+        text = counted_text.fit_texts(self.task, self.data, run.recipe, run.data_dir, run.seed)
+        self.texts = text.counted
         special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
         self.forced = choice.forced_ids(vocab, sorted(special), prefix)
-        self.kept = choice.choose_rows(counted.counts, self.forced, settings.min_count, settings.max_rows,
-                                       counted.shares)
-        pieces = int(counted.counts.sum())
-        self.record = {**self.kept.record(), "counted_on": counted.splits,
-                       # the counted text's pieces whose own row was kept: the rest are cut into smaller kept pieces
-                       "counted_pieces_kept": (round(float(counted.counts[self.kept.ids].sum()) / pieces, 6)
-                                               if pieces else None)}
+        self.kept, self.record = counted_text.fit_rows(tokenizer, text, self.forced, settings.min_count,
+                                                       settings.max_rows)
         self.tokenizer = fitted_tokenizer(tokenizer, self.kept.ids)
         self.fitted = recovery.table_alone(rows.fitted_student(self.full_model, self.kept.ids))
         return self.fitted
