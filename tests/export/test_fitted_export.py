@@ -152,28 +152,35 @@ def test_the_export_of_a_run_holding_a_fitted_student_ships_its_rows(quick_expor
     from pocketbert.core.run.manifest import read_manifest
     from pocketbert.export.steps.pipeline import export_run
 
-    asked = {"export.vocabulary": "fitted", "vocabulary.min_count": 3}
+    # The other setting: a cap on the rows no smaller than the fit kept, so the refit keeps the very rows (its
+    # tokenizer's checks are the first fit's, found in the cache) with other weights (no recovery steps).
+    cap = str(rows)
+    asked = {"export.vocabulary": "fitted", "vocabulary.max_rows": rows}
     recipe = with_overrides(complete_recipe(read_manifest(run / run_files.STUDENT_DIR).config.recipe), asked)
     request = ExportRequest(run, shared_data, run / run_files.STUDENT_DIR, recipe, frozenset(asked), overwrite=True)
-    with pytest.raises(RunDirError, match="fitted with vocabulary.min_count 2, not 3.*pocketbert train vocabulary "
-                                          ".*--vocabulary-min-count 3 --overwrite"):
+    with pytest.raises(RunDirError, match=f"fitted with vocabulary.max_rows None, not {cap}.*pocketbert train "
+                                          f"vocabulary .*--vocabulary-max-rows {cap} --overwrite"):
         export_run(request)
     assert _manifest(export) == manifest
     # the command replaces no fitted student without that stage's own --overwrite (the export's replaces export/)
     fitted_files = {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()}
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
-                     "--vocabulary-min-count", "3", "--overwrite", *QUICK_EXPORT)
-    assert result.exit_code == 2 and "vocabulary.min_count 2, not 3" in error_line(result)
+                     "--vocabulary-max-rows", cap, "--overwrite", *QUICK_EXPORT)
+    assert result.exit_code == 2 and f"vocabulary.max_rows None, not {cap}" in error_line(result)
     assert "pocketbert train vocabulary" in error_line(result) and "--overwrite" in error_line(result)
     assert {p.name: _digest(p) for p in fitted_dir.iterdir() if p.is_file()} == fitted_files
     assert _manifest(export) == manifest
+    first_model = _digest(export / run_files.ONNX_FP32)
     result = run_cli(capsys, "train", "vocabulary", "--run", run, "--data-dir", shared_data, "--device", "cpu",
-                     "--vocabulary-min-count", "3", "--overwrite")
+                     "--vocabulary-max-rows", cap, "--overwrite")
     assert result.exit_code == 0, error_line(result)
     result = run_cli(capsys, "export", "--run", run, "--data-dir", shared_data, "--vocabulary", "fitted",
-                     "--vocabulary-min-count", "3", "--overwrite", *QUICK_EXPORT)
+                     "--vocabulary-max-rows", cap, "--overwrite", *QUICK_EXPORT)
     assert result.exit_code == 0, error_line(result)
     assert "fitting it first" not in result.err
     refit = _manifest(fitted_dir)["metrics"]["vocabulary"]
-    assert refit["min_count"] == 3 and _manifest(export)["metrics"]["vocabulary"]["rows_after"] == refit["rows_after"]
+    shipped = _manifest(export)["metrics"]["vocabulary"]
+    assert refit["max_rows"] == rows and refit["rows_after"] == rows  # the cap kept every row the first fit kept
+    assert {k: v for k, v in shipped.items() if k != "full_vocabulary_sizes_bytes"} == refit  # the refit's record
+    assert _digest(export / run_files.ONNX_FP32) != first_model  # and its weights, not the first fit's
     assert "recovery" not in refit  # the recipe's own settings but the option given: no recovery steps
