@@ -89,6 +89,17 @@ struct Tables {
             let codes = parts.compactMap { UInt32($0, radix: 16) }.filter { Unicode.Scalar($0) != nil }
             return codes.count == parts.count && !codes.isEmpty ? codes : nil
         }
+        /// The pages of a paged table (each line 256 space-separated entries), each entry handed to `read` in order;
+        /// the number of pages.
+        func entryPages(_ name: String, of what: String, _ read: (Substring) throws -> Void) throws -> Int {
+            let pages = try count(name)
+            for _ in 0..<pages {
+                let entries = try line().split(separator: " ", omittingEmptySubsequences: false)
+                guard entries.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 \(what)") }
+                for entry in entries { try read(entry) }
+            }
+            return pages
+        }
         let first = try line()
         guard first == Tables.magic else {
             if first.hasPrefix(Tables.magicName + " ") {
@@ -112,23 +123,17 @@ struct Tables {
         let vocabCount = try count("vocab")
         vocab.reserveCapacity(vocabCount)
         for id in 0..<vocabCount { vocab[try line().unicodeScalars.map(\.value)] = id }
-        let mapPages = try count("map_pages")
-        mapEntries.reserveCapacity(mapPages * 256)
-        for _ in 0..<mapPages {
-            let entries = try line().split(separator: " ", omittingEmptySubsequences: false)
-            guard entries.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 map entries") }
-            for entry in entries {
-                if entry == "-" {
-                    mapEntries.append(Tables.removed)
-                } else if entry.hasPrefix("=") {
-                    guard let codes = scalars(entry.dropFirst()) else { throw TablesError.unexpected(line: at, wanted: "map entry") }
-                    mapEntries.append(Tables.firstExpansion + Int32(expansions.count))
-                    expansions.append(codes)
-                } else if let shift = Int32(entry), abs(Int(shift)) <= Tables.lastScalar {
-                    mapEntries.append(shift)
-                } else {
-                    throw TablesError.unexpected(line: at, wanted: "map entry")
-                }
+        let mapPages = try entryPages("map_pages", of: "map entries") { entry in
+            if entry == "-" {
+                mapEntries.append(Tables.removed)
+            } else if entry.hasPrefix("=") {
+                guard let codes = scalars(entry.dropFirst()) else { throw TablesError.unexpected(line: at, wanted: "map entry") }
+                mapEntries.append(Tables.firstExpansion + Int32(expansions.count))
+                expansions.append(codes)
+            } else if let shift = Int32(entry), abs(Int(shift)) <= Tables.lastScalar {
+                mapEntries.append(shift)
+            } else {
+                throw TablesError.unexpected(line: at, wanted: "map entry")
             }
         }
         mapIndex = try pageIndex("map_index", pages: mapPages)
@@ -147,31 +152,25 @@ struct Tables {
             guard let value = Int32(text), value >= 0 && value <= Tables.largestUnitField else { return nil }
             return value
         }
-        let orderPages = try count("order_pages")
-        orderEntries.reserveCapacity(orderPages * 256)
-        for _ in 0..<orderPages {
-            let entries = try line().split(separator: " ", omittingEmptySubsequences: false)
-            guard entries.count == 256 else { throw TablesError.unexpected(line: at, wanted: "a page of 256 order entries") }
-            for entry in entries {
-                if entry == "." {
-                    orderEntries.append(Tables.starter)
-                    continue
+        let orderPages = try entryPages("order_pages", of: "order entries") { entry in
+            if entry == "." {
+                orderEntries.append(Tables.starter)
+                return
+            }
+            if entry == "-" {
+                orderEntries.append(Tables.removedFirst)
+                return
+            }
+            let units = entry.split(separator: ",", omittingEmptySubsequences: false)
+            guard let begin = Int32(exactly: orderUnits.count) else { throw TablesError.unexpected(line: at, wanted: "order entry") }
+            orderEntries.append(begin)
+            orderUnits.append(Int32(units.count))
+            for unit in units {
+                let parts = unit.split(separator: ":", omittingEmptySubsequences: false)
+                guard parts.count == 2, let rank = unitField(parts[0]), let count = unitField(parts[1]) else {
+                    throw TablesError.unexpected(line: at, wanted: "order entry")
                 }
-                if entry == "-" {
-                    orderEntries.append(Tables.removedFirst)
-                    continue
-                }
-                let units = entry.split(separator: ",", omittingEmptySubsequences: false)
-                guard let begin = Int32(exactly: orderUnits.count) else { throw TablesError.unexpected(line: at, wanted: "order entry") }
-                orderEntries.append(begin)
-                orderUnits.append(Int32(units.count))
-                for unit in units {
-                    let parts = unit.split(separator: ":", omittingEmptySubsequences: false)
-                    guard parts.count == 2, let rank = unitField(parts[0]), let count = unitField(parts[1]) else {
-                        throw TablesError.unexpected(line: at, wanted: "order entry")
-                    }
-                    orderUnits.append(rank << 8 | count)
-                }
+                orderUnits.append(rank << 8 | count)
             }
         }
         orderIndex = try pageIndex("order_index", pages: orderPages)
