@@ -47,13 +47,13 @@ def split_texts(texts: dict[str, tuple[int, list[str]]], evaluated: list[str]) -
     return FitText(counted, evaluation, dropped)
 
 
-def evaluation_texts(task, data, recipe, data_dir: Path | None, seed: int) -> list[str]:
-    """Every evaluation text of the run: the dataset's evaluation split and each cross-domain dataset's (read only
-    where the recipe has transfer sources, the one place these can reach the counted text)."""
+def evaluation_texts(task, eval_texts: list[str], recipe, data_dir: Path | None, seed: int) -> list[str]:
+    """Every evaluation text of the run: the dataset's evaluation split's (`eval_texts`) and each cross-domain
+    dataset's (read only where the recipe has transfer sources, the one place these can reach the counted text)."""
     from pocketbert.core.config.recipe import cross_domain_datasets
     from pocketbert.core.tasks.task_data import load_task_data
 
-    texts = piece_counts.example_texts(task, data.eval)
+    texts = list(eval_texts)
     if recipe.transfer.data:
         for name in cross_domain_datasets(recipe):
             other = load_task_data(name, task.name, data_dir, None, task.label_names or None, seed)
@@ -64,7 +64,7 @@ def evaluation_texts(task, data, recipe, data_dir: Path | None, seed: int) -> li
 def fit_texts(task, data, recipe, data_dir: Path | None, seed: int) -> FitText:
     """The recipe's own text as the fit counts and measures it (recipe: the typed recipe)."""
     texts = piece_counts.recipe_texts(task, data, recipe.transfer, data_dir, seed)
-    return split_texts(texts, evaluation_texts(task, data, recipe, data_dir, seed))
+    return split_texts(texts, evaluation_texts(task, texts[EVAL_SPLIT][1], recipe, data_dir, seed))
 
 
 def fit_rows(tokenizer, text: FitText, forced: set[int], min_count: int,
