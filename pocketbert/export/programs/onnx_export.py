@@ -246,6 +246,14 @@ def _fixed_address_layout():
 CONVERTER_ENVIRONMENT = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "SYSTEMROOT", "TMPDIR")  # what it may need
 
 
+# `python -m onnxruntime.tools.convert_onnx_models_to_ort`, with torch hidden from the lookup by which the tools'
+# package imports it where it is installed (for a PyTorch helper the conversion never calls): that import was most
+# of each conversion's seconds.
+CONVERTER_MAIN = ("import importlib.util as util, runpy; find_spec = util.find_spec; "
+                  "util.find_spec = lambda name, *args: None if name == 'torch' else find_spec(name, *args); "
+                  "runpy.run_module('onnxruntime.tools.convert_onnx_models_to_ort', run_name='__main__')")
+
+
 def _converter_environment() -> dict:
     import os
 
@@ -294,7 +302,7 @@ def convert_to_ort(source: Path, ort_path: Path, operators_path: Path,
         # Relative names, a fixed environment and hash seed: the converter's own allocations (and so the order
         # it writes) do not move with the caller's environment or the temporary folder's name.
         proc = subprocess.run(
-            [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", staged.name,
+            [sys.executable, "-c", CONVERTER_MAIN, staged.name,
              # Runtime: the .ort keeps ONNX Runtime's graph optimizations as records it replays when loaded, so
              # an app that hands nodes to NNAPI or CoreML still gets the CPU optimizations for the rest.
              "--optimization_style", "Runtime",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace as replaced
+from functools import cached_property
 
 from pocketbert.core.errors import ExportError
 from pocketbert.export.checks.tokenizer_probes import (CODE_SPACE, FLAG_SEQUENCES, KEEP, REMOVED_FIRST, SEPARATE,
@@ -38,7 +39,7 @@ MAX_EXPANSION = 4  # code points one code point may become; more would be a norm
 RANK_SPAN = 256  # the graph sorts marks on (run, rank, place): ranks below it (Unicode has 55 canonical classes)
 NAMED_IN_ERRORS = 8
 TEXT_IN_REFUSED = "export this model's token-id graphs only"
-PAGE_TABLES_KEPT = 4  # mappings whose page tables a process keeps (a few hundred KiB each)
+PAGE_TABLES_KEPT = 8  # tables a process keeps: the page and order tables of four mappings (a few hundred KiB each)
 _PAGE_TABLES: dict[str, tuple] = {}
 
 
@@ -72,7 +73,11 @@ class CodePointMapping:
         """(page index [CODE_SPACE / PAGE] int32, ranks [pages * PAGE, units] int32, counts [pages * PAGE, units]
         int32): code point c's units in canonical order are row r = page_index[c >> 8] * 256 + (c & 255), each of
         rank ranks[r, k] (-1: no unit) giving counts[r, k] of c's code points. A STARTER is one unit of rank 0
-        giving all of them (counted as `width`); a code point REMOVED_FIRST has no unit."""
+        giving all of them (counted as `width`); a code point REMOVED_FIRST has no unit. Read only, kept as
+        page_tables are."""
+        return self._kept("order", self._derive_order_tables)
+
+    def _derive_order_tables(self):
         import numpy as np
 
         units = max([len(entry) for entry in self.order.values() if not isinstance(entry, str)] + [1])
@@ -89,10 +94,10 @@ class CodePointMapping:
             for k, (rank, count) in enumerate(entry):
                 ranks[code, k], counts[code, k] = rank, count
         pages = np.concatenate([ranks.reshape(-1, PAGE * units), counts.reshape(-1, PAGE * units)], axis=1)
-        unique, page_index = np.unique(pages, axis=0, return_inverse=True)
+        unique, page_index = distinct_pages(pages)
         half = PAGE * units
-        return (page_index.reshape(-1).astype(np.int32), unique[:, :half].reshape(-1, units).astype(np.int32),
-                unique[:, half:].reshape(-1, units).astype(np.int32))
+        return _read_only(page_index.astype(np.int32), unique[:, :half].reshape(-1, units).astype(np.int32),
+                          unique[:, half:].reshape(-1, units).astype(np.int32))
 
     def apply(self, text: str) -> str:
         return "".join("".join(map(chr, self.rows.get(ord(c), (ord(c),)))) for c in text)
@@ -102,15 +107,20 @@ class CodePointMapping:
         width] int8): code point c becomes absolute[r] + relative[r] * c, r = page_index[c >> 8] * 256 + (c & 255),
         leaving out NO_CODE_POINT entries. Read only: kept for the process by the mapping's content, as each of an
         export's text-in models (and each export of one tokenizer) asks for the same tables."""
-        key = json.dumps(self.to_json())
+        return self._kept("page", self._derive_page_tables)
+
+    def _kept(self, kind: str, derive: Callable[[], tuple]) -> tuple:
+        key = (kind, self._content)
         if key not in _PAGE_TABLES:
             if len(_PAGE_TABLES) >= PAGE_TABLES_KEPT:
                 _PAGE_TABLES.clear()
-            tables = self._derive_page_tables()
-            for table in tables:
-                table.setflags(write=False)
-            _PAGE_TABLES[key] = tables
+            _PAGE_TABLES[key] = derive()
         return _PAGE_TABLES[key]
+
+    @cached_property
+    def _content(self) -> str:
+        """The mapping's JSON, spelled once an instance: a tokenizer's rows run to a hundred thousand code points."""
+        return json.dumps(self.to_json())
 
     def _derive_page_tables(self):
         import numpy as np
@@ -129,10 +139,37 @@ class CodePointMapping:
                     absolute[code, k] = value
         pages = np.concatenate([absolute.reshape(-1, PAGE * self.width),
                                 relative.astype(np.int32).reshape(-1, PAGE * self.width)], axis=1)
-        unique, page_index = np.unique(pages, axis=0, return_inverse=True)
+        unique, page_index = distinct_pages(pages)
         half = PAGE * self.width
-        return (page_index.reshape(-1).astype(np.int32), unique[:, :half].reshape(-1, self.width).astype(np.int32),
-                unique[:, half:].reshape(-1, self.width).astype(np.int8))
+        return _read_only(page_index.astype(np.int32), unique[:, :half].reshape(-1, self.width).astype(np.int32),
+                          unique[:, half:].reshape(-1, self.width).astype(np.int8))
+
+
+def distinct_pages(pages):
+    """(the distinct rows of the 2-D int array `pages`, sorted; each row's index among them): what
+    np.unique(pages, axis=0, return_inverse=True) gives, found by each row's bytes. np.unique compares rows of
+    thousands of columns field by field, which took seconds a table, and every text-in graph asks for two."""
+    import numpy as np
+
+    first: dict[bytes, int] = {}
+    rows, found = [], np.empty(len(pages), dtype=np.intp)
+    for k, row in enumerate(pages):
+        key = row.tobytes()
+        if key not in first:
+            first[key] = len(rows)
+            rows.append(k)
+        found[k] = first[key]
+    distinct = pages[rows]
+    order = np.lexsort(distinct.T[::-1])  # lexsort's last key sorts first: column 0 decides first
+    place = np.empty(len(order), dtype=np.intp)
+    place[order] = np.arange(len(order))
+    return distinct[order], place[found]
+
+
+def _read_only(*tables):
+    for table in tables:
+        table.setflags(write=False)
+    return tables
 
 
 
