@@ -30,3 +30,32 @@ def test_one_page_and_identical_pages():
     for pages in (page, np.repeat(page, 5, axis=0)):
         unique, index = distinct_pages(pages)
         assert unique.shape == (1, COLUMNS) and index.tolist() == [0] * len(pages)
+
+
+@pytest.mark.slow  # builds the tables of the whole code space four times
+def test_the_table_speed_script_times_both_deduplications_and_compares_their_tables(monkeypatch):
+    """scripts/text_in_table_speed.py on a small mapping: both ways give the same tables, and a way that gives
+    other tables stops the script."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import text_in_table_speed
+
+    from pocketbert.export.text_in.text_normalization import CodePointMapping
+
+    mapping = CodePointMapping({0x41: (0x61,), 0xC0: (0x61,), 0x3000: (), 0x4E00: (0x20, 0x4E00, 0x20)}, 3,
+                               order={0x301: ((1, 1),)})
+    figures = text_in_table_speed.compare(mapping)
+    assert figures["rows"] == 4 and figures["np_unique_s"] > 0 and figures["distinct_pages_s"] > 0
+    assert figures["shapes"][0] == [0x110000 >> 8]
+
+    right = text_in_table_speed.by_np_unique
+
+    def wrong(pages):
+        unique, index = right(pages)
+        return unique[::-1], index
+
+    monkeypatch.setattr(text_in_table_speed, "by_np_unique", wrong)
+    with pytest.raises(SystemExit, match="other tables"):
+        text_in_table_speed.compare(mapping)
