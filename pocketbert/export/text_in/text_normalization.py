@@ -40,7 +40,7 @@ RANK_SPAN = 256  # the graph sorts marks on (run, rank, place): ranks below it (
 NAMED_IN_ERRORS = 8
 TEXT_IN_REFUSED = "export this model's token-id graphs only"
 PAGE_TABLES_KEPT = 8  # tables a process keeps: the page and order tables of four mappings (a few hundred KiB each)
-_PAGE_TABLES: dict[str, tuple] = {}
+_PAGE_TABLES: dict[tuple[str, str], tuple] = {}  # (page or order, the mapping's JSON) -> its tables
 
 
 @dataclass(frozen=True)
