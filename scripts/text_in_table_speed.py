@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pocketbert.core.students.models import PACKAGED_TEACHER, resolve_model_source
 from pocketbert.export.text_in import text_normalization
-from pocketbert.mobile_bench.timing.host import host_info
 from pocketbert.export.text_in.text_tokenizer import mapping_for
+from pocketbert.mobile_bench.timing.host import host_info
 
 
 def by_np_unique(pages):

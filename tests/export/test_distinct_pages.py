@@ -36,10 +36,9 @@ def test_one_page_and_identical_pages():
 def test_the_table_speed_script_times_both_deduplications_and_compares_their_tables(monkeypatch):
     """scripts/text_in_table_speed.py on a small mapping: both ways give the same tables, and a way that gives
     other tables stops the script."""
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "scripts"))
     import text_in_table_speed
 
     from pocketbert.export.text_in.text_normalization import CodePointMapping
