@@ -9,7 +9,7 @@ import pytest
 
 from pocketbert.core.process import exit_codes
 from pocketbert.boundary import DEBUG_ENV
-from pocketbert.core.process.launch_env import LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
+from pocketbert.core.process.launch_env import JOIN_TIMEOUT_ENV, LAUNCH_VARIABLES, STEP_TIMEOUT_ENV, TIMEOUT_ENV
 from tests.helpers import cli_process, error_line, run_cli
 
 TORCHRUN_PAIR = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
@@ -18,7 +18,7 @@ TORCHRUN_PAIR = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MA
 @pytest.fixture
 def clean_launch_env(monkeypatch):
     """No launch variable from the shell running the tests; the test sets its own."""
-    for name in (*LAUNCH_VARIABLES, TIMEOUT_ENV, STEP_TIMEOUT_ENV, DEBUG_ENV):
+    for name in (*LAUNCH_VARIABLES, TIMEOUT_ENV, STEP_TIMEOUT_ENV, JOIN_TIMEOUT_ENV, DEBUG_ENV):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 

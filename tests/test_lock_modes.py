@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 USAGE_ERROR = 2
 MARKER = ".pocketbert_output.json"
-JOIN_TIMEOUT_S = 3  # POCKETBERT_DDP_STEP_TIMEOUT for a process whose peers never come
+JOIN_TIMEOUT_S = 3  # POCKETBERT_DDP_JOIN_TIMEOUT for a process whose peers never come
 COMMAND_TIMEOUT_S = 600
 LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -187,7 +187,7 @@ def test_launch_variables_in_a_shell_never_skip_the_lock(rank, run, tiny_base, s
     holder = hold(run, shared=False)
     env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "POCKETBERT_DDP_STEP_TIMEOUT": str(JOIN_TIMEOUT_S)}
+           "POCKETBERT_DDP_JOIN_TIMEOUT": str(JOIN_TIMEOUT_S)}
     try:
         before = tree(run)
         refused = cli(*writer(run, tiny_base, shared_data), env=env)
@@ -203,7 +203,7 @@ def test_leftover_launch_variables_make_no_command_that_trains_nothing_wait_for_
     the lock like any process, instead of waiting for peers that never come."""
     holder = hold(run, shared=False)
     env = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port()), "POCKETBERT_DDP_STEP_TIMEOUT": str(JOIN_TIMEOUT_S)}
+           "MASTER_PORT": str(free_port()), "POCKETBERT_DDP_JOIN_TIMEOUT": str(JOIN_TIMEOUT_S)}
     try:
         for command in (("bench", "--run", run, "--overwrite"), ("export", "--run", run, "--overwrite")):
             one_line_refusal(cli(*command, env=env), f"pid {holder.pid}")
@@ -214,7 +214,7 @@ def test_leftover_launch_variables_make_no_command_that_trains_nothing_wait_for_
 
 def test_a_torchrun_address_that_does_not_resolve_is_one_line(run, tiny_base, shared_data):
     env = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "no-such-host.invalid", "MASTER_PORT": str(free_port()),
-           "POCKETBERT_DDP_STEP_TIMEOUT": str(JOIN_TIMEOUT_S)}
+           "POCKETBERT_DDP_JOIN_TIMEOUT": str(JOIN_TIMEOUT_S)}
     before = tree(run)
     one_line_refusal(cli(*writer(run, tiny_base, shared_data), env=env), "could not join", "no-such-host.invalid")
     assert tree(run) == before

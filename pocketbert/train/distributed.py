@@ -9,7 +9,8 @@ cache is filled once where it is shared, else once per machine.
 Process 0's failure while the others wait ends every process with its message. The wait for a cache fill is
 bounded by POCKETBERT_DDP_TIMEOUT seconds (2 hours: a large fill takes long), in a gloo group of its own; every
 other collective, DDP's gradient all-reduce included, by POCKETBERT_DDP_STEP_TIMEOUT (10 minutes), so a
-process that stalls or desyncs frees the others' GPUs in minutes. Before the first step the processes compare
+process that stalls or desyncs frees the others' GPUs in minutes; joining the group, by POCKETBERT_DDP_JOIN_TIMEOUT
+(10 minutes), which a short step timeout does not shorten. Before the first step the processes compare
 a fingerprint of the training features they built: different data copies or tokenizer versions would give
 other step counts and a hang.
 """
@@ -28,8 +29,10 @@ import torch
 from pocketbert.core.errors import ConfigError, PocketbertError
 from pocketbert.core.process.launch_env import (  # noqa: F401  (the time limits' names, as callers know them here)
     DEFAULT_TIMEOUT_S,
+    JOIN_TIMEOUT_ENV,
     STEP_TIMEOUT_ENV,
     TIMEOUT_ENV,
+    join_timeout_seconds,
     launch,
     step_timeout_seconds,
     timeout_seconds,
@@ -84,8 +87,8 @@ def init(device: torch.device) -> torch.device:
     if not torch.distributed.is_initialized():
         global _wait_group
         backend = "nccl" if device.type == "cuda" else "gloo"
-        wait = timeout_seconds()  # read both before joining: a bad value stops every process the same way
-        _join(backend, step_timeout_seconds())
+        wait = timeout_seconds()  # read them all before joining: a bad value stops every process the same way
+        _join(backend, join_timeout_seconds(), step_timeout_seconds())
         _wait_group = torch.distributed.new_group(backend="gloo", timeout=datetime.timedelta(seconds=wait))
         atexit.register(torch.distributed.destroy_process_group)
     return device
@@ -115,21 +118,27 @@ def _native_log_held():
                 os.write(2, sink.read())
 
 
-def _join(backend: str, timeout_s: float) -> None:
+def _join(backend: str, join_s: float, step_s: float) -> None:
     """init_process_group, whose setup faults (a peer that never comes, an address that does not resolve or
-    answer, a port in use) end in one line: they are the launch's, not a bug."""
+    answer, a port in use) end in one line: they are the launch's, not a bug. The rendezvous waits join_s for
+    the others; the group's collectives then wait step_s (init_process_group alone would give both one limit)."""
     import os
 
     try:
         with _native_log_held() as held:  # c10d logs each failed try with a C++ trace: the one line says it
-            torch.distributed.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+            # torch's own env:// rendezvous (torchrun's agent store included), as init_process_group runs it
+            store, joined_rank, size = next(torch.distributed.rendezvous(
+                "env://", timeout=datetime.timedelta(seconds=join_s)))
+            store.set_timeout(datetime.timedelta(seconds=step_s))
+            torch.distributed.init_process_group(backend=backend, store=store, rank=joined_rank, world_size=size,
+                                                 timeout=datetime.timedelta(seconds=step_s))
             held.keep = True  # joined: what it said is shown after all
     except (RuntimeError, OSError, ValueError) as exc:  # DistNetworkError, DistStoreError, socket.gaierror
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
         raise ConfigError(f"process {rank()} of {world_size()} could not join the others at {where} within "
-                          f"{timeout_s:g} s ({first_line}): start every process with torchrun, check that "
-                          f"MASTER_ADDR resolves and the port is free, or set {STEP_TIMEOUT_ENV}") from None
+                          f"{join_s:g} s ({first_line}): start every process with torchrun, check that "
+                          f"MASTER_ADDR resolves and the port is free, or set {JOIN_TIMEOUT_ENV}") from None
 
 
 def barrier() -> None:

@@ -21,6 +21,7 @@ from helpers import error_line, run_cli, run_with_teacher
 from safetensors.torch import load_file
 
 from pocketbert.core.errors import ConfigError
+from pocketbert.core.process import launch_env
 from pocketbert.core.run.run_files import ABLATION_DIR, ABLATION_RESULTS, ABLATION_TABLE
 from pocketbert.train import distributed, precision, trainer
 from pocketbert.train.checkpoint import FAULT_ENV
@@ -251,8 +252,10 @@ def test_a_stalled_process_frees_the_others_after_the_step_timeout(teacher_run, 
 
     run = copy_run(teacher_run, "stalled")
     args = ["train", "distill", "--run", run, *TINY, "--data-dir", shared_data]
+    # the join waits WAIT_TIMEOUT_S: two processes started at once on a loaded machine join seconds apart
     env = {distributed.TIMEOUT_ENV: str(WAIT_TIMEOUT_S), distributed.STEP_TIMEOUT_ENV: str(STALL_STEP_TIMEOUT_S),
-           "POCKETBERT_CACHE": str(tmp_path / "cache"), FAULT_ENV: "stall_in_training:1"}
+           distributed.JOIN_TIMEOUT_ENV: str(WAIT_TIMEOUT_S), "POCKETBERT_CACHE": str(tmp_path / "cache"),
+           FAULT_ENV: "stall_in_training:1"}
     done = processes([args, args], machine_of=[0, 0], env_of=[env, env])
     assert done[0].returncode == 2, done[0].stderr[-2000:]  # not the cache-fill wait: it ran out after a few s
     line = last_error(done[0].stderr)
@@ -267,15 +270,19 @@ def test_a_local_rank_beyond_the_gpus_is_refused():
         distributed.check_local_rank(1, 1)
 
 
-def test_the_wait_timeout_is_a_setting(monkeypatch):
-    monkeypatch.delenv(distributed.TIMEOUT_ENV, raising=False)
-    assert distributed.timeout_seconds() == distributed.DEFAULT_TIMEOUT_S
-    monkeypatch.setenv(distributed.TIMEOUT_ENV, "90")
-    assert distributed.timeout_seconds() == 90.0
+@pytest.mark.parametrize("env, read, default", [
+    (distributed.TIMEOUT_ENV, distributed.timeout_seconds, distributed.DEFAULT_TIMEOUT_S),
+    (distributed.JOIN_TIMEOUT_ENV, distributed.join_timeout_seconds, launch_env.DEFAULT_JOIN_TIMEOUT_S),
+    (distributed.STEP_TIMEOUT_ENV, distributed.step_timeout_seconds, launch_env.DEFAULT_STEP_TIMEOUT_S)])
+def test_each_wait_timeout_is_a_setting(monkeypatch, env, read, default):
+    monkeypatch.delenv(env, raising=False)
+    assert read() == default
+    monkeypatch.setenv(env, "90")
+    assert read() == 90.0
     for bad in ("soon", "0", "-5"):
-        monkeypatch.setenv(distributed.TIMEOUT_ENV, bad)
+        monkeypatch.setenv(env, bad)
         with pytest.raises(ConfigError, match="positive number of seconds"):
-            distributed.timeout_seconds()
+            read()
 
 
 def test_each_process_draws_its_own_dropout(monkeypatch):

@@ -26,6 +26,10 @@ TIMEOUT_ENV = "POCKETBERT_DDP_TIMEOUT"  # waiting for another process's teacher-
 DEFAULT_TIMEOUT_S = 2 * 3600
 STEP_TIMEOUT_ENV = "POCKETBERT_DDP_STEP_TIMEOUT"  # every other collective
 DEFAULT_STEP_TIMEOUT_S = 600
+# Joining waits for the slowest peer to start (imports, a loaded machine, a node that boots late): a step timeout
+# short enough to catch a stalled step must not bound it.
+JOIN_TIMEOUT_ENV = "POCKETBERT_DDP_JOIN_TIMEOUT"
+DEFAULT_JOIN_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -142,3 +146,8 @@ def timeout_seconds() -> float:
 def step_timeout_seconds() -> float:
     """How long any other collective (a training step's all-reduce) may wait before the run stops."""
     return _seconds_from(STEP_TIMEOUT_ENV, DEFAULT_STEP_TIMEOUT_S)
+
+
+def join_timeout_seconds() -> float:
+    """How long a process waits for every other to join the process group."""
+    return _seconds_from(JOIN_TIMEOUT_ENV, DEFAULT_JOIN_TIMEOUT_S)
