@@ -150,6 +150,15 @@ def write_app_tokenizer(folder: Path, wordpiece_tokenizer, fitted: bool) -> dict
 
 # Added tokens beside all-MiniLM's own, overlapping each other and them, so that tokenizers' leftmost-longest matching
 # shows ("abc" over "ab", "[SEP]]" over "[SEP]", "[MASK][SEP]" over "[MASK]"); "zz" is a plain (not special) one.
+# Question and context pairs for the tokenizers' encode_pair: short, a question longer than any cut, a long context,
+# both long, empty sides, added tokens and marks; each taken whole and at PAIR_CUTS.
+PAIR_TEXTS = [("Who wrote it?", "It was written by Jane Austen in 1813."),
+              (" ".join(["why"] * 40) + "?", "Because."),
+              ("Where?", "Café naïve résumé à Zürich, déjà vu, 東京と大阪 " * 6),
+              ("Où est le café? " * 5, "Le café 😀 est près de la Seine. " * 5),
+              ("", "only a context"), ("only a question", ""), ("", ""),
+              ("who [MASK]?", "[CLS] she did [SEP]"), ("e\u0301 n\u0303", "Å Ω ﬁ ½ ＦＵＬＬ")]
+PAIR_CUTS = (None, 16, 8, 5)
 OVERLAPPING_SPECIAL_TOKENS = ["ab", "abc", "bcd", "[SEP]]", "[MASK][SEP]", "é", "😀x"]
 OVERLAPPING_PLAIN_TOKENS = ["zz"]
 

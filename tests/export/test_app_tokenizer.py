@@ -6,6 +6,7 @@ ones included; added tokens the app tokenizer cannot match as tokenizers does re
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from pocketbert.export.app import app_tokenizer_check, tokenizer_reference, toke
 from pocketbert.export.checks.tokenizer_probes import CODE_SPACE, FLAG_SEQUENCES, SURROGATES, halved_down
 from tests.helpers import APP_TOKENIZER_MAX_LENGTH as MAX_LENGTH
 from tests.helpers import FITTED_IDS, MIN_PAIR_PROBES, OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
-from tests.helpers import write_overlapping_added_tokens
+from tests.helpers import PAIR_CUTS, PAIR_TEXTS, write_overlapping_added_tokens
 
 SCALAR_VALUES = CODE_SPACE - len(SURROGATES)
 REFERENCE_CONTEXT = "inside a word"  # where splitting, pieces and unknown words all meet
@@ -119,6 +120,27 @@ def test_reference_splits_out_added_tokens_as_tokenizers_does(app_tokenizer):
     pair = tokenizer_reference.encode_pair(tables, "who [MASK]?", "[CLS] she did [SEP]", MAX_LENGTH)
     want = reference.encode("who [MASK]?", "[CLS] she did [SEP]")
     assert (pair.ids, pair.type_ids) == (want.ids, want.type_ids)
+
+
+def test_reference_pairs_equal_tokenizers_whole_and_never_outgrow_a_cut(app_tokenizer):
+    """encode_pair, the specification the Swift and Kotlin encodePair follow: whole, tokenizer.json's pair encoding;
+    cut, at most max_length ids, [CLS] first [SEP] second [SEP] with each side a prefix of its whole pieces and the
+    first at most max_length - 3 of them. Its `--pairs` program gives the same."""
+    reference, tables = reference_and_tables(app_tokenizer)
+    for first, second in PAIR_TEXTS:
+        want = reference.encode(first, second)
+        whole = tokenizer_reference.encode_pair(tables, first, second, sys.maxsize)  # None: the tables' cut
+        assert (whole.ids, whole.type_ids) == (want.ids, want.type_ids), (first, second)
+        a, b = whole.type_ids.count(0) - 2, whole.type_ids.count(1) - 1
+        for cut in filter(None, PAIR_CUTS):
+            pair = tokenizer_reference.encode_pair(tables, first, second, cut)
+            kept_a, kept_b = pair.type_ids.count(0) - 2, pair.type_ids.count(1) - 1
+            assert len(pair.ids) <= cut and kept_a == min(a, cut - 3) and kept_b == min(b, cut - 3 - kept_a)
+            assert pair.ids == [tables.cls_id, *whole.ids[1:1 + kept_a], tables.sep_id,
+                                *whole.ids[a + 2:a + 2 + kept_b], tables.sep_id]
+    for cut in PAIR_CUTS:
+        assert app_tokenizer_check.pair_mismatches(tokenizer_reference.program(), app_tokenizer["tables"], PAIR_TEXTS,
+                                                   cut) == []
 
 
 @pytest.fixture(scope="module")

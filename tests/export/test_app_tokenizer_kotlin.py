@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, UNICODE_SCALAR_VALUES, write_app_tokenizer
-from helpers import write_overlapping_added_tokens
+from helpers import PAIR_CUTS, PAIR_TEXTS, write_overlapping_added_tokens
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
 # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
@@ -107,3 +107,13 @@ def test_truncation_keeps_the_closing_sep(jar, app_tokenizer):
         assert ids == tokenizer.encode(text).ids and ids[-1] == sep and len(ids) == TRUNCATED_LENGTH
     whole = tokenize(jar, app_tokenizer["tables"], long_texts)  # no --max-length: nothing is cut
     assert all(len(ids) > TRUNCATED_LENGTH and ids[-1] == sep for ids in whole)
+
+
+def test_kotlin_pairs_are_the_references_whole_and_cut(jar, app_tokenizer):
+    """encodePair through the program's --pairs: the Python reference's encode_pair, the first text cut too, so the
+    ids never outgrow maxLength."""
+    from pocketbert.export.app import app_tokenizer_check
+
+    for cut in PAIR_CUTS:
+        assert app_tokenizer_check.pair_mismatches(["java", "-cp", str(jar), TOKENIZE_MAIN], app_tokenizer["tables"],
+                                                   PAIR_TEXTS, cut) == []

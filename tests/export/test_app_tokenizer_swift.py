@@ -14,7 +14,7 @@ import pytest
 from pocketbert.export.app import app_programs, app_tokenizer_check, tokenizer_reference
 from pocketbert.export.app.swift_package import SWIFT_PACKAGE
 from tests.helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, write_app_tokenizer
-from tests.helpers import write_overlapping_added_tokens
+from tests.helpers import PAIR_CUTS, PAIR_TEXTS, write_overlapping_added_tokens
 
 pytestmark = pytest.mark.slow  # a build and two exhaustive checks
 ACCENTED_E = 0xE9
@@ -53,6 +53,13 @@ def test_swift_tokenizer_equals_tokenizers_on_every_code_point(swift_package, vo
     result = app_tokenizer_check.check(cli(swift_package), paths["json"], paths["tables"], paths["golden"])
     assert result["probes"] > 4_000_000 and result["golden_texts"] >= 10 and result["added_token_texts"] > 0
     assert result["mismatch_count"] == 0, result["first_mismatches"]
+
+
+def test_swift_pairs_are_the_references_whole_and_cut(swift_package, tmp_path, wordpiece_tokenizer):
+    """encodePair through the program's --pairs: the Python reference's encode_pair, the first text cut too."""
+    paths = write_app_tokenizer(tmp_path, wordpiece_tokenizer, fitted=False)
+    for cut in PAIR_CUTS:
+        assert app_tokenizer_check.pair_mismatches(cli(swift_package), paths["tables"], PAIR_TEXTS, cut) == []
 
 
 @pytest.mark.slow

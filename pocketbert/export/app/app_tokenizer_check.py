@@ -93,6 +93,29 @@ def check(command: list[str], tokenizer_json: Path, tables: Path, golden: Path |
             "seconds": round(time.perf_counter() - started, 1)}
 
 
+def pair_mismatches(command: list[str], tables: Path, pairs: list[tuple[str, str]],
+                    max_length: int | None) -> list[dict]:
+    """Each pair (question, context) on which the program's `--pairs` encoding differs from the Python reference's
+    encode_pair (which cuts the first text to max_length - 3 pieces, the second to what room is left; None: no
+    cut, as the program without --max-length): the pair, what the program gave and what the reference gives."""
+    import sys
+
+    from pocketbert.export.app import tokenizer_reference
+
+    reference = tokenizer_reference.load(tables)
+    cut = ["--max-length", str(max_length)] if max_length is not None else []
+    lines = _run([*command, "--tables", str(tables), "--json-lines", "--pairs", *cut],
+                 [text for pair in pairs for text in pair], answers=len(pairs))
+    found = []
+    for (first, second), line in zip(pairs, lines):
+        want = tokenizer_reference.encode_pair(reference, first, second,
+                                               sys.maxsize if max_length is None else max_length)
+        got = json.loads(line)
+        if (got["ids"], got["type_ids"]) != (want.ids, want.type_ids):
+            found.append({"pair": [first, second], "got": got, "want": {"ids": want.ids, "type_ids": want.type_ids}})
+    return found
+
+
 def _offsets_line(encoding) -> str:
     """tokenize()'s answer as the protocol writes it, without spaces."""
     return (f'{{"ids":{json.dumps(encoding.ids, separators=(",", ":"))},'
@@ -204,8 +227,8 @@ def _differs(got, want) -> str | None:
     return f"gave {json.dumps(got)[:200]}, tokenizer.json {json.dumps(want)[:200]}"
 
 
-def _run(program: list[str], texts: list[str]) -> list:
-    """One JSON line per text from one run of the program."""
+def _run(program: list[str], texts: list[str], answers: int | None = None) -> list:
+    """One JSON line per text from one run of the program (`answers` lines in all, when not one per text)."""
     if not texts:
         return []
     sent = "".join(json.dumps(text, ensure_ascii=False) + "\n" for text in texts)
@@ -216,7 +239,8 @@ def _run(program: list[str], texts: list[str]) -> list:
     if done.returncode != 0:
         raise ExportError(f"the tokenizer program {program[0]} failed: {done.stderr.decode(errors='replace')[-300:]}")
     lines = done.stdout.decode("utf-8").splitlines()
-    if len(lines) != len(texts):
+    expected = len(texts) if answers is None else answers
+    if len(lines) != expected:
         raise ExportError(f"the tokenizer program {program[0]} answered {len(lines)} lines to {len(texts)}: it must "
-                          "write one JSON line per input line")
+                          f"write {expected} JSON lines")
     return lines

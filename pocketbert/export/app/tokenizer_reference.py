@@ -277,14 +277,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tables", required=True, type=Path)
     parser.add_argument("--json-lines", action="store_true")
     parser.add_argument("--max-length", type=int)
-    parser.add_argument("--offsets", action="store_true")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--offsets", action="store_true")
+    shown.add_argument("--pairs", action="store_true", help="lines come two by two: each pair's encode_pair")
     args = parser.parse_args(argv)
     tables = load(args.tables)
     stdin = open(sys.stdin.fileno(), encoding="utf-8", newline="\n", closefd=False)
+    texts = [json.loads(line) if args.json_lines else line.rstrip("\n") for line in stdin]
+    if args.pairs and len(texts) % 2:
+        parser.error("--pairs: the last first text has no second")
     out = []
-    for line in stdin:
-        text = json.loads(line) if args.json_lines else line.rstrip("\n")
-        if args.offsets:
+    if args.pairs:
+        texts = [(first, second) for first, second in zip(texts[::2], texts[1::2])]
+    for text in texts:
+        if args.pairs:
+            pair = encode_pair(tables, *text, args.max_length or sys.maxsize)
+            out.append(json.dumps({"ids": pair.ids, "type_ids": pair.type_ids}, separators=(",", ":")))
+        elif args.offsets:
             tokens = tokenize(tables, text)
             out.append(json.dumps({"ids": [t.id for t in tokens], "offsets": [[t.start, t.end] for t in tokens]},
                                   separators=(",", ":")))

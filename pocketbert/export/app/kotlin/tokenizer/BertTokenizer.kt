@@ -450,9 +450,11 @@ class BertTokenizer(tables: Reader) {
         return Encoding(ids, LongArray(ids.size), LongArray(ids.size) { 1L })
     }
 
-    /** [CLS] first [SEP] second [SEP], token types 0 then 1; `second` is cut to fit maxLength (the first never is). */
+    /** [CLS] first [SEP] second [SEP], token types 0 then 1: the first text cut to maxLength - 3 pieces, the second
+     *  to what room is left, so the ids never outgrow maxLength (the model's positions). */
     fun encodePair(first: String, second: String, maxLength: Int = this.maxLength): Encoding {
-        val a = tokenize(first)
+        val whole = tokenize(first)
+        val a = whole.subList(0, minOf(whole.size, maxOf(0, maxLength - 3)))
         val b = tokenize(second)
         val keptB = minOf(b.size, maxOf(0, maxLength - 3 - a.size))
         val ids = LongArray(a.size + keptB + 3)

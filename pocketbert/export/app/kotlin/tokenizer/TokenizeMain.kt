@@ -4,6 +4,7 @@
 //   --json-lines       each input line is a JSON string literal (so a text can hold \n, \r, NUL, any code point)
 //   --max-length N     encode() cuts to N tokens (absent: no cut)
 //   --offsets          print {"ids":[...],"offsets":[[s,e],...]} of tokenize() instead of encode()'s [ids...]
+//   --pairs            lines come two by two (first, second): print {"ids":[...],"type_ids":[...]} of encodePair()
 package ai.pocketbert.tokenizer
 
 import java.io.BufferedReader
@@ -13,7 +14,7 @@ import java.io.InputStreamReader
 import java.io.OutputStreamWriter
 import kotlin.system.exitProcess
 
-private const val USAGE = "usage: pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]"
+private const val USAGE = "usage: pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets | --pairs]"
 
 fun main(args: Array<String>) {
     try {
@@ -28,6 +29,7 @@ private fun run(args: Array<String>) {
     var jsonLines = false
     var maxLength = Int.MAX_VALUE
     var offsets = false
+    var pairs = false
     var k = 0
     while (k < args.size) {
         when (args[k]) {
@@ -36,10 +38,12 @@ private fun run(args: Array<String>) {
             "--max-length" -> maxLength = args.getOrNull(++k)?.toIntOrNull()?.takeIf { it >= 2 }
                 ?: fail("--max-length takes a number >= 2")
             "--offsets" -> offsets = true
+            "--pairs" -> pairs = true
             else -> fail("unknown argument '${args[k]}': $USAGE")
         }
         k++
     }
+    if (offsets && pairs) fail("--offsets and --pairs are two outputs: give one")
     val tokenizer = BertTokenizer.fromFile(File(tables ?: fail(USAGE)))
     val input = BufferedReader(InputStreamReader(System.`in`, Charsets.UTF_8), 1 shl 16)
     val out = BufferedWriter(OutputStreamWriter(System.out, Charsets.UTF_8), 1 shl 16)
@@ -48,7 +52,15 @@ private fun run(args: Array<String>) {
         val raw = input.readLine() ?: break
         val text = if (jsonLines) readJsonString(raw) else raw
         line.setLength(0)
-        if (offsets) {
+        if (pairs) {
+            val rawSecond = input.readLine() ?: fail("--pairs: the last first text has no second")
+            val encoding = tokenizer.encodePair(text, if (jsonLines) readJsonString(rawSecond) else rawSecond, maxLength)
+            line.append("{\"ids\":[")
+            encoding.ids.forEachIndexed { i, id -> if (i > 0) line.append(','); line.append(id) }
+            line.append("],\"type_ids\":[")
+            encoding.typeIds.forEachIndexed { i, t -> if (i > 0) line.append(','); line.append(t) }
+            line.append("]}")
+        } else if (offsets) {
             val tokens = tokenizer.tokenize(text)
             line.append("{\"ids\":[")
             tokens.forEachIndexed { i, t -> if (i > 0) line.append(','); line.append(t.id) }

@@ -1,8 +1,9 @@
-// pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]
+// pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets | --pairs]
 // Reads standard input line by line (with --json-lines each line is a JSON string literal) and writes one JSON line
 // per input line: [ids...] of encode() (no truncation without --max-length), or with --offsets
-// {"ids":[...],"offsets":[[s,e],...]} of tokenize(). The checks in pocketbert/export/app/app_tokenizer_check.py
-// drive it.
+// {"ids":[...],"offsets":[[s,e],...]} of tokenize(); with --pairs the lines come two by two (first, second) and
+// each pair gives {"ids":[...],"type_ids":[...]} of encodePair(). The checks in
+// pocketbert/export/app/app_tokenizer_check.py drive it.
 import Foundation
 import PocketBertTokenizer
 
@@ -11,20 +12,23 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-var tablesPath: String?, jsonLines = false, offsets = false, maxLength = Int.max
+let usage = "pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets | --pairs]"
+var tablesPath: String?, jsonLines = false, offsets = false, pairs = false, maxLength = Int.max
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let argument = arguments.next() {
     switch argument {
     case "--tables": tablesPath = arguments.next()
     case "--json-lines": jsonLines = true
     case "--offsets": offsets = true
+    case "--pairs": pairs = true
     case "--max-length":
         guard let value = arguments.next().flatMap(Int.init), value >= 2 else { fail("--max-length takes a number >= 2") }
         maxLength = value
-    default: fail("unknown argument \(argument): pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]")
+    default: fail("unknown argument \(argument): \(usage)")
     }
 }
-guard let tablesPath else { fail("pocketbert-tokenize --tables PATH [--json-lines] [--max-length N] [--offsets]") }
+guard let tablesPath else { fail(usage) }
+if offsets && pairs { fail("--offsets and --pairs are two outputs: give one") }
 let tokenizer: BertTokenizer
 do {
     tokenizer = try BertTokenizer(contentsOf: URL(fileURLWithPath: tablesPath))
@@ -97,17 +101,23 @@ func flush() {
     output.removeAll(keepingCapacity: true)
 }
 
-while let line = readLine(strippingNewline: true) {
-    let text: String
-    if jsonLines {
-        switch jsonString(line[...].utf8) {
-        case let .success(parsed): text = parsed
-        case let .failure(error): fail(error.description)
-        }
-    } else {
-        text = line
+/// The next input line's text, nil at the end of the input.
+func readText() -> String? {
+    guard let line = readLine(strippingNewline: true) else { return nil }
+    guard jsonLines else { return line }
+    switch jsonString(line[...].utf8) {
+    case let .success(parsed): return parsed
+    case let .failure(error): fail(error.description)
     }
-    if offsets {
+}
+
+while let text = readText() {
+    if pairs {
+        guard let second = readText() else { fail("--pairs: the last first text has no second") }
+        let encoding = tokenizer.encodePair(text, second, maxLength: maxLength)
+        write("{\"ids\":[" + encoding.ids.map(String.init).joined(separator: ",") + "],\"type_ids\":[")
+        write(encoding.typeIds.map(String.init).joined(separator: ",") + "]}\n")
+    } else if offsets {
         let tokens = tokenizer.tokenize(text)
         write("{\"ids\":[" + tokens.map { String($0.id) }.joined(separator: ",") + "],\"offsets\":[")
         write(tokens.map { "[\($0.start),\($0.end)]" }.joined(separator: ",") + "]}\n")
