@@ -14,6 +14,8 @@ from helpers import OVERLAPPING_PLAIN_TOKENS, OVERLAPPING_SPECIAL_TOKENS, UNICOD
 from helpers import PAIR_CUTS, PAIR_TEXTS, write_overlapping_added_tokens
 from kotlin_build import TOKENIZE_MAIN, app_kotlin_jar, needs_kotlinc
 
+from pocketbert.export.app import app_tokenizer_check
+
 # kotlinc takes 10-60 s; the exhaustive check sends ~4.5M probes
 pytestmark = [pytest.mark.slow, needs_kotlinc]
 
@@ -112,8 +114,6 @@ def test_truncation_keeps_the_closing_sep(jar, app_tokenizer):
 def test_kotlin_pairs_are_the_references_whole_and_cut(jar, app_tokenizer):
     """encodePair through the program's --pairs: the Python reference's encode_pair, the first text cut too, so the
     ids never outgrow maxLength."""
-    from pocketbert.export.app import app_tokenizer_check
-
     for cut in PAIR_CUTS:
         assert app_tokenizer_check.pair_mismatches(["java", "-cp", str(jar), TOKENIZE_MAIN], app_tokenizer["tables"],
                                                    PAIR_TEXTS, cut) == []
