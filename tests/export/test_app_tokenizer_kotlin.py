@@ -60,7 +60,6 @@ def reference(tokenizer_json: Path):
 
 
 def test_every_code_point_in_every_context_is_cut_as_tokenizer_json_cuts_it(jar, app_tokenizer):
-    from pocketbert.export.app import app_tokenizer_check
     from pocketbert.export.checks.tokenizer_probes import CONTEXTS
 
     result = app_tokenizer_check.check(["java", "-cp", str(jar), TOKENIZE_MAIN], app_tokenizer["json"],
