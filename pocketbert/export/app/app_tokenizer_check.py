@@ -17,6 +17,7 @@ import hashlib
 import json
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -98,8 +99,6 @@ def pair_mismatches(command: list[str], tables: Path, pairs: list[tuple[str, str
     """Each pair (question, context) on which the program's `--pairs` encoding differs from the Python reference's
     encode_pair (which cuts the first text to max_length - 3 pieces, the second to what room is left; None: no
     cut, as the program without --max-length): the pair, what the program gave and what the reference gives."""
-    import sys
-
     from pocketbert.export.app import tokenizer_reference
 
     reference = tokenizer_reference.load(tables)

@@ -284,21 +284,22 @@ def main(argv: list[str] | None = None) -> None:
     tables = load(args.tables)
     stdin = open(sys.stdin.fileno(), encoding="utf-8", newline="\n", closefd=False)
     texts = [json.loads(line) if args.json_lines else line.rstrip("\n") for line in stdin]
-    if args.pairs and len(texts) % 2:
-        parser.error("--pairs: the last first text has no second")
-    out = []
-    if args.pairs:
-        texts = [(first, second) for first, second in zip(texts[::2], texts[1::2])]
-    for text in texts:
-        if args.pairs:
-            pair = encode_pair(tables, *text, args.max_length or sys.maxsize)
-            out.append(json.dumps({"ids": pair.ids, "type_ids": pair.type_ids}, separators=(",", ":")))
-        elif args.offsets:
+    limit = args.max_length or sys.maxsize
+
+    def answer(text: str) -> dict | list:
+        if args.offsets:
             tokens = tokenize(tables, text)
-            out.append(json.dumps({"ids": [t.id for t in tokens], "offsets": [[t.start, t.end] for t in tokens]},
-                                  separators=(",", ":")))
-        else:
-            out.append(json.dumps(encode(tables, text, args.max_length or sys.maxsize).ids, separators=(",", ":")))
+            return {"ids": [t.id for t in tokens], "offsets": [[t.start, t.end] for t in tokens]}
+        return encode(tables, text, limit).ids
+
+    if args.pairs:
+        if len(texts) % 2:
+            parser.error("--pairs: the last first text has no second")
+        pairs = (encode_pair(tables, first, second, limit) for first, second in zip(texts[::2], texts[1::2]))
+        answers = [{"ids": p.ids, "type_ids": p.type_ids} for p in pairs]
+    else:
+        answers = [answer(text) for text in texts]
+    out = [json.dumps(a, separators=(",", ":")) for a in answers]
     sys.stdout.write("".join(line + "\n" for line in out))
 
 
