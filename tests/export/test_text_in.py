@@ -73,6 +73,69 @@ def test_the_graph_gives_tokenizer_json_ids_on_probes_and_real_sentences(folder,
     assert len(ids) == MAX_LENGTH and ids[-1] == reference.token_to_id("[SEP]")  # cut, [SEP] kept
 
 
+# Words that give many pieces, one, or one [UNK] after pieces the op matched ("great😀"), beside punctuation, accents
+# and CJK: where each window ends, the ids (and a pair's types and offsets) must be tokenizer.json's.
+WINDOW_WORDS = "Supercalifragilistic great😀 rocks, naïve 東京 😀 tokenization!"
+WINDOW_QUESTION = "Who rocks?"
+
+
+@pytest.mark.slow  # the code-point table of the module's tokenizer (derived once a session)
+def test_every_window_holds_the_ids_tokenizer_json_gives_up_to_it(folder):
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    whole = len(reference.encode(WINDOW_QUESTION, WINDOW_WORDS).ids)
+    shortest = len(reference.encode(WINDOW_QUESTION).ids) + 2  # the question framed, a [SEP], one id of the context
+    for max_length in range(shortest, whole + 2):
+        reference.enable_truncation(max_length)
+        single = session.text_session(tokenizer_graph(folder / "tokenizer.json", ("text",), max_length, 17, 8)
+                                      .SerializeToString())
+        ids, = single.run([PREFIX + "input_ids"], {"text": text_in_string(WINDOW_WORDS)})
+        assert ids.tolist() == reference.encode(WINDOW_WORDS).ids, max_length
+        pair = session.text_session(tokenizer_graph(folder / "tokenizer.json", ("question", "context"), max_length,
+                                                    17, 8, offsets=True).SerializeToString())
+        ids, types, offsets = pair.run([PREFIX + name for name in ("input_ids", "token_type_ids", "offset_mapping")],
+                                       {"question": text_in_string(WINDOW_QUESTION),
+                                        "context": text_in_string(WINDOW_WORDS)})
+        reference.enable_truncation(max_length, strategy="only_second")
+        want = reference.encode(WINDOW_QUESTION, WINDOW_WORDS)
+        assert (ids.tolist(), types.tolist(), offsets.tolist()) == (want.ids, want.type_ids,
+                                                                    [list(o) for o in want.offsets]), max_length
+
+
+# A control character: the BertTokenizer op's own clean-up gives it no id, and tokenizer.json's normalizer removes it.
+EMPTIED = "\x01"
+
+
+@pytest.mark.slow  # the code-point table of the module's tokenizer (derived once a session)
+def test_words_the_op_empties_leave_the_window_to_the_words_after_them(folder):
+    """The derived table removes control characters before the ops see them; with a table that keeps one, words of
+    it reach BertTokenizer and give no id, and the window still holds tokenizer.json's ids of the words after them
+    (the loop that reads on once the first `window` words have not filled it)."""
+    import dataclasses
+
+    from tokenizers import Tokenizer
+
+    from pocketbert.export.text_in import text_tokenizer
+
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    derived = text_tokenizer.mapping_for(data)
+    code = ord(EMPTIED)
+    keeping = dataclasses.replace(derived, rows={**derived.rows, code: (code,)},
+                                  order={c: entry for c, entry in derived.order.items() if c != code})
+    text = " ".join([EMPTIED] * 4 + ["words", EMPTIED, "after", "them"])
+    reference = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    shortest = len(reference.encode(WINDOW_QUESTION).ids) + 2
+    for max_length in range(shortest, len(reference.encode(WINDOW_QUESTION, text).ids) + 2):
+        reference.enable_truncation(max_length, strategy="only_second")
+        graph = text_tokenizer.probe_graph(data, ("question", "context"), True, keeping, window=max_length)
+        pair = session.text_session(graph.SerializeToString())
+        got = pair.run([PREFIX + name for name in ("input_ids", "token_type_ids", "offset_mapping")],
+                       {"question": text_in_string(WINDOW_QUESTION), "context": text_in_string(text)})
+        want = reference.encode(WINDOW_QUESTION, text)
+        assert [x.tolist() for x in got] == [want.ids, want.type_ids, [list(o) for o in want.offsets]], max_length
+
+
 @pytest.mark.slow  # derives the code-point table of a second tokenizer (about half a minute)
 def test_golden_check_catches_a_tokenizer_that_keeps_case(folder, tmp_path, wordpiece_tokenizer):
     golden = tokenizer_files.golden(wordpiece_tokenizer, MAX_LENGTH)

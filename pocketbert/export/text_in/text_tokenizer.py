@@ -8,13 +8,14 @@ BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
   text_normalization.py: tokenizer.json's own normalizer, and what makes the ops below split and piece words as
   tokenizer.json does) and encode the result; BpeDecoder turns those bytes back into a string;
 - BasicTokenizer splits the normalized string into words (at spaces; punctuation apart);
-- a Loop runs BertTokenizer on one word at a time. Run on a whole text, its WordPiece keeps the pieces it matched
-  before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json makes such a word one
-  [UNK], and so does the loop. The loop stops once the window is full, so a long text costs a window of it;
+- a Loop runs BertTokenizer on one word at a time, each word's ids framed by [CLS] and [SEP]. Run on a whole text,
+  its WordPiece keeps the pieces it matched before a piece missing from the vocabulary ("great😀" -> great [UNK]);
+  tokenizer.json makes such a word one [UNK], and so do the nodes after the loop, on every word at once from the
+  frames. The loop stops once the window is full, so a long text costs a window of it;
 - offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the loop
-  takes each word to start at the first byte after the previous word that is not a space (only spaces lie between
-  two words), gives its pieces the normalized code points they cover, and the table says which code point of the
-  text each came from;
+  gives each word's size in bytes, and the nodes after it take each word to start at the first byte after the
+  previous word that is not a space (only spaces lie between two words), give its pieces the normalized code points
+  they cover, and the table says which code point of the text each came from;
 - Slice and Concat truncate as tokenizer.json does: [CLS] first and [SEP] last also when truncated; for a pair,
   only the second text (the QA context) is cut.
 """
@@ -219,6 +220,8 @@ class _Builder:
         for name, value in (("zero_scalar", 0), ("one_scalar", 1)):
             self.initializers.append(helper.make_tensor(PREFIX + name, TensorProto.INT64, [], [value]))
         self.initializers.append(helper.make_tensor(PREFIX + "true", TensorProto.BOOL, [], [True]))
+        self.initializers.append(helper.make_tensor(PREFIX + "false", TensorProto.BOOL, [1], [False]))
+        self.int64("max_index", [UNBOUNDED])
         if offsets:
             self.int64("piece_chars", chars)
         for name, value in (("space", 0x20), ("lead3", 0xE0), ("lead4", 0xF0), ("p6", 64), ("p6x2", 0x80),
@@ -419,75 +422,126 @@ class _Builder:
         return n("Cast", [starts], to=self.T.INT64)
 
     def word_pieces(self, text: str, limit: str, offsets: bool) -> tuple[str, str | None, str | None]:
-        """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1]) pieces
-        are reached (1-D int64); with offsets, each piece's first code point and the one past its end."""
-        n, s, T = self.n, self.constants, self.T
+        """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1], >= 0)
+        pieces are reached (1-D int64); with offsets, each piece's first code point and the one past its end.
+
+        The loops do only what needs one word at a time: BertTokenizer on the word (its [CLS] and [SEP] kept, they
+        mark where each word's ids begin and end) and, for offsets, the word's size in bytes; everything else runs
+        once on all the words read (words_to_pieces). A word gives the window one id at least (a word with a
+        missing piece is one [UNK]) unless the op's own clean-up empties it, so the first loop reads `limit` words
+        and asks nothing a word; where some of them gave no id, the second reads on, counting, until the window
+        is full."""
+        n, T = self.n, self.T
         zero, one = PREFIX + "zero", PREFIX + "one"
         text, text_bytes, origin = self.normalized(text)
         words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, **OPS_SETTINGS)
-        trips = n("Squeeze", [n("Shape", [words]), zero])
-        reads = n("Squeeze", [n("Less", [zero, limit]), zero])  # a window with no room reads no word
-        if offsets:
-            text_bytes = n("Concat", [text_bytes, PREFIX + "missing"], axis=0)
-            chars_before = n("CumSum", [self.starts_of_characters(text_bytes, n), PREFIX + "zero_scalar"], exclusive=1)
-            not_space = n("Cast", [n("Not", [n("Equal", [text_bytes, PREFIX + "space"])])], to=T.INT64)
-            # where each word can start: the bytes that are no space (the end marker is one, so there is always a next)
-            word_starts = (n("Squeeze", [n("NonZero", [not_space]), zero]),
-                           n("CumSum", [not_space, PREFIX + "zero_scalar"], exclusive=1))
-        b, tag = self.subgraph("word")
-        word = b("Gather", [words, b("Unsqueeze", [tag + "i", zero])], axis=0)
-        # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
-        ids, _, _ = b("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0, strip_accents=0,
-                      tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
-        pieces = b("Slice", [ids, one, PREFIX + "minus_one"])
-        # A word with a piece missing from the vocabulary is one [UNK], as tokenizer.json makes it. (A word the
-        # normalizer empties, such as a lone zero-width space, has no pieces: the 0 keeps ReduceMax defined.)
-        unknown = b("Concat", [b("Cast", [b("Equal", [pieces, PREFIX + "unk"])], to=T.INT64), zero], axis=0)
-        has_unk = b("Cast", [b("ReduceMax", [unknown], keepdims=0)], to=T.BOOL)
-        word_ids = b("If", [has_unk], then_branch=self.branch(PREFIX + "unk", "unk"),
-                     else_branch=self.branch(pieces, "pieces"))
-        acc = b("Concat", [tag + "acc", word_ids], axis=0)
-        more = b("Squeeze", [b("Less", [b("Shape", [acc]), limit]), zero])
-        inputs = [(tag + "i", T.INT64, []), (tag + "cond", T.BOOL, []), (tag + "acc", T.INT64, [None])]
-        outputs = [(more, T.BOOL, []), (acc, T.INT64, [None])]
-        initial = [trips, reads, PREFIX + "no_ids"]
-        if offsets:
-            outputs += self._word_offsets(b, tag, word, word_ids, word_starts, chars_before)
-            inputs += [(tag + "cursor", T.INT64, [1]), (tag + "starts", T.INT64, [None]),
-                       (tag + "ends", T.INT64, [None])]
-            initial += [zero, PREFIX + "no_ids", PREFIX + "no_ids"]
-        loop = n("Loop", initial, n_out=len(outputs) - 1, body=self.graph(b, tag + "body", inputs, outputs))
+        column = n("Unsqueeze", [words, one])  # [words, 1]: a scalar index gathers a [1] word
+        count = n("Shape", [words])
+        first = n("Min", [count, limit])
+        framed, sizes = self.read_words(column, first, offsets)
+        starts_of_words = n("Squeeze", [n("NonZero", [n("Equal", [framed, PREFIX + "cls"])]), zero])
+        emptied = n("ReduceSum", [n("Cast", [n("Equal", [n("Gather", [framed, n("Add", [starts_of_words, one])],
+                                                                  axis=0), PREFIX + "sep"])], to=T.INT64)],
+                    keepdims=1)
+        given = n("Sub", [first, emptied])  # words that gave an id
+        more = n("And", [n("Less", [given, limit]), n("Less", [first, count])])
+        trips = n("Where", [more, n("Sub", [count, first]), zero])
+        framed_on, sizes_on = self.read_words(column, first, offsets, counted=(given, limit, more, trips))
+        framed = n("Concat", [framed, framed_on], axis=0)
+        sizes = n("Concat", [sizes, sizes_on], axis=0) if offsets else None
+        pieces, starts, ends = self.words_to_pieces(framed, text_bytes if offsets else None, sizes)
         if not offsets:
-            return self.first(loop, limit), None, None
-        acc_ids, _, starts, ends = loop
+            return self.first(pieces, limit), None, None
         starts, ends = self.first(starts, limit), self.first(ends, limit)
         if origin is not None:  # normalized code points -> the text's own
             starts = n("Gather", [origin, starts], axis=0)
             ends = n("Add", [n("Gather", [origin, n("Max", [n("Sub", [ends, one]), zero])], axis=0), one])
-        return self.first(acc_ids, limit), starts, ends
+        return self.first(pieces, limit), starts, ends
 
-    def _word_offsets(self, b: _Nodes, tag: str, word: str, word_ids: str, word_starts: tuple[str, str],
-                      chars_before: str):
-        """Loop-body nodes: the word starts at the first byte from the cursor on that is no space (only spaces lie
-        between two words); give its pieces their code-point offsets."""
-        T, zero, one = self.T, PREFIX + "zero", PREFIX + "one"
-        non_space_bytes, non_space_before = word_starts
-        word_bytes = self.utf8(word, b, restore_special=False)
-        size = b("Shape", [word_bytes])
-        found = b("Gather", [non_space_bytes, b("Gather", [non_space_before, tag + "cursor"], axis=0)], axis=0)
-        cursor = b("Add", [found, size])
-        start = b("Gather", [chars_before, found], axis=0)
-        length = b("ReduceSum", [self.starts_of_characters(word_bytes, b)], keepdims=1)
-        chars = b("Gather", [PREFIX + "piece_chars", word_ids], axis=0)
-        reach = b("CumSum", [chars, PREFIX + "zero_scalar"])
-        starts = b("Add", [start, b("Min", [b("Sub", [reach, chars]), length])])
-        count = b("Shape", [word_ids])
-        last = b("Equal", [b("Range", [PREFIX + "zero_scalar", b("Squeeze", [count, zero]), PREFIX + "one_scalar"]),
-                           b("Sub", [count, one])])
-        end = b("Add", [start, length])
-        ends = b("Where", [last, end, b("Add", [start, b("Min", [reach, length])])])
-        return [(cursor, T.INT64, [1]), (b("Concat", [tag + "starts", starts], axis=0), T.INT64, [None]),
-                (b("Concat", [tag + "ends", ends], axis=0), T.INT64, [None])]
+    def read_words(self, column: str, first: str, offsets: bool,
+                   counted: tuple[str, str, str, str] | None = None) -> tuple[str, str | None]:
+        """A Loop of BertTokenizer over the words of `column` ([words, 1]): each word's ids framed by [CLS] and [SEP],
+        one after another (1-D int64), and with offsets each word's size in bytes. Without `counted`, the first
+        `first` ([1]) words; with counted = (given, limit, go, trips), `trips` ([1]) words from word `first` on while
+        `go`, stopping once `given` (how many words gave an id, [1]) reaches `limit`."""
+        n, s, T = self.n, self.constants, self.T
+        zero = PREFIX + "zero"
+        b, tag = self.subgraph("word")
+        index = tag + "i" if counted is None else b("Add", [tag + "i", b("Squeeze", [first, zero])])
+        word = b("Gather", [column, index], axis=0)
+        # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
+        ids, _, _ = b("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0, strip_accents=0,
+                      tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
+        inputs = [(tag + "i", T.INT64, []), (tag + "cond", T.BOOL, []), (tag + "acc", T.INT64, [None])]
+        outputs = [None, (b("Concat", [tag + "acc", ids], axis=0), T.INT64, [None])]
+        initial = [n("Squeeze", [first if counted is None else counted[3], zero]), "", PREFIX + "no_ids"]
+        if counted is None:
+            outputs[0] = (tag + "cond", T.BOOL, [])  # carried through: the trip count alone ends the loop
+        else:
+            given, limit, go, _ = counted
+            read = b("Add", [tag + "given", b("Cast", [b("Greater", [b("Shape", [ids]), PREFIX + "k2"])],
+                                                 to=T.INT64)])
+            outputs[0] = (b("Squeeze", [b("Less", [read, limit]), zero]), T.BOOL, [])
+            inputs.append((tag + "given", T.INT64, [1]))
+            outputs.append((read, T.INT64, [1]))
+            initial[1] = n("Squeeze", [go, zero])
+            initial.append(given)
+        if offsets:
+            size = b("Shape", [self.utf8(word, b, restore_special=False)])
+            inputs.append((tag + "sizes", T.INT64, [None]))
+            outputs.append((b("Concat", [tag + "sizes", size], axis=0), T.INT64, [None]))
+            initial.append(PREFIX + "no_ids")
+        carried = n("Loop", initial, n_out=len(outputs) - 1, body=self.graph(b, tag + "body", inputs, outputs))
+        carried = [carried] if isinstance(carried, str) else carried  # one output: its name alone
+        return carried[0], (carried[-1] if offsets else None)
+
+    def words_to_pieces(self, framed: str, text_bytes: str | None, sizes: str | None):
+        """The words' ids as BertTokenizer gave them, each word's framed by [CLS] and [SEP] (1-D int64) -> the ids
+        without the frames, a word with a piece missing from the vocabulary one [UNK] as tokenizer.json makes it
+        (run on a whole text, the op's WordPiece keeps the pieces it matched before the missing one: "great😀" ->
+        great [UNK]). With the text's bytes and each word's size in bytes, also each id's first code point and the
+        one past its end: a word starts at the first byte after the previous word that is no space (only spaces
+        lie between two words), its pieces cover the code points their tokens spell, the last one to the word's
+        end, and an [UNK] the whole word (the extensions' own offset_mapping is computed from token lengths, not
+        from the text). (None, None) offsets without them."""
+        n, T = self.n, self.T
+        zero, one, zero_scalar = PREFIX + "zero", PREFIX + "one", PREFIX + "zero_scalar"
+
+        def where_(flags: str) -> str:  # the places where a bool vector is true, 1-D
+            return n("Squeeze", [n("NonZero", [flags]), zero])
+
+        is_cls = n("Equal", [framed, PREFIX + "cls"])
+        is_sep = n("Equal", [framed, PREFIX + "sep"])
+        word_of = n("Sub", [n("CumSum", [n("Cast", [is_cls], to=T.INT64), zero_scalar]), one])
+        firsts, lasts = where_(is_cls), where_(is_sep)
+        unknown = n("CumSum", [n("Cast", [n("Equal", [framed, PREFIX + "unk"])], to=T.INT64), zero_scalar])
+        word_unknown = n("Greater", [n("Sub", [n("Gather", [unknown, lasts], axis=0),
+                                               n("Gather", [unknown, firsts], axis=0)]), PREFIX + "zero"])
+        in_unknown = n("Gather", [word_unknown, word_of], axis=0)
+        # an unknown word keeps its [CLS] place, as its one [UNK]; any other its pieces
+        keep = n("Or", [n("And", [in_unknown, is_cls]),
+                        n("Not", [n("Or", [in_unknown, n("Or", [is_cls, is_sep])])])])
+        values = n("Where", [in_unknown, n("Expand", [PREFIX + "unk", n("Shape", [framed])]), framed])
+        pieces = n("Compress", [values, keep], axis=0)
+        if sizes is None:
+            return pieces, None, None
+        text_bytes = n("Concat", [text_bytes, PREFIX + "missing"], axis=0)
+        chars_before = n("CumSum", [self.starts_of_characters(text_bytes, n), zero_scalar], exclusive=1)
+        not_space = n("Not", [n("Equal", [text_bytes, PREFIX + "space"])])
+        # each word's first byte: the non-space byte after as many of them as the words before it hold
+        found = n("Gather", [where_(not_space), n("CumSum", [sizes, zero_scalar], exclusive=1)], axis=0)
+        word_start = n("Gather", [chars_before, found], axis=0)
+        word_length = n("Sub", [n("Gather", [chars_before, n("Add", [found, sizes])], axis=0), word_start])
+        chars = n("Where", [keep, n("Gather", [PREFIX + "piece_chars", values], axis=0), PREFIX + "zero"])
+        reach = n("CumSum", [chars, zero_scalar])
+        reach = n("Sub", [reach, n("Gather", [n("Gather", [reach, firsts], axis=0), word_of], axis=0)])
+        start, length = (n("Gather", [x, word_of], axis=0) for x in (word_start, word_length))
+        starts = n("Add", [start, n("Min", [n("Sub", [reach, chars]), length])])
+        # the last id of a word: the one before its [SEP], or its [UNK]
+        before_sep = n("Concat", [n("Slice", [is_sep, one, PREFIX + "max_index"]), PREFIX + "false"], axis=0)
+        last = n("Or", [in_unknown, before_sep])
+        ends = n("Where", [last, n("Add", [start, length]), n("Add", [start, n("Min", [reach, length])])])
+        return pieces, n("Compress", [starts, keep], axis=0), n("Compress", [ends, keep], axis=0)
 
     def first(self, ids: str, count: str) -> str:
         """The first `count` ids (count >= 0)."""
@@ -510,10 +564,11 @@ def tokenizer_graph(tokenizer_json: Path, text_inputs: tuple[str, ...], max_leng
     return _graph(data, text_inputs, max_length, opset, ir_version, offsets)
 
 
-def probe_graph(data: dict, text_inputs: tuple[str, ...], offsets: bool, mapping: CodePointMapping | None = None):
+def probe_graph(data: dict, text_inputs: tuple[str, ...], offsets: bool, mapping: CodePointMapping | None = None,
+                window: int = UNBOUNDED):
     """The graph export would build from tokenizer.json `data` (with `mapping` in place of the derived table, when
-    given), with a window no text fills: for checking it against tokenizer.json."""
-    return _graph(data, text_inputs, UNBOUNDED, GOLDEN_OPSET, 8, offsets, mapping)
+    given), with a window no text fills unless one is given: for checking it against tokenizer.json."""
+    return _graph(data, text_inputs, window, GOLDEN_OPSET, 8, offsets, mapping)
 
 
 def _graph(data: dict, text_inputs: tuple[str, ...], max_length: int, opset: int, ir_version: int, offsets: bool,
