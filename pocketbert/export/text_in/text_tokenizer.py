@@ -12,8 +12,8 @@ BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
   its WordPiece keeps the pieces it matched before a piece missing from the vocabulary ("great😀" -> great [UNK]);
   tokenizer.json makes such a word one [UNK], and so do the nodes after the loop, on every word at once from the
   frames. The loop stops once the window is full, so a long text costs a window of it;
-- offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so the loop
-  gives each word's size in bytes, and the nodes after it take each word to start at the first byte after the
+- offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so GPT2Tokenizer
+  gives each word's size in bytes, and the nodes after the loop take each word to start at the first byte after the
   previous word that is not a space (only spaces lie between two words), give its pieces the normalized code points
   they cover, and the table says which code point of the text each came from;
 - Slice and Concat truncate as tokenizer.json does: [CLS] first and [SEP] last also when truncated; for a pair,
@@ -48,6 +48,9 @@ WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts 
 UNBOUNDED = 1 << 40  # a probe graph's window: never reached
 PROBE_THREADS = 2
 GOLDEN_OPSET = 17  # the tokenizer graph checked on its own
+# Word sizes for offsets: one GPT2Tokenizer call costs as much as several words' bytes; a call's tokens are padded to
+# its longest word, so a 1 MB word costs this many megabytes of tokens (x 8 bytes), not a whole text's worth.
+WORDS_PER_SIZE_CALL = 16
 
 
 @lru_cache(maxsize=1)
@@ -222,6 +225,7 @@ class _Builder:
         self.initializers.append(helper.make_tensor(PREFIX + "true", TensorProto.BOOL, [], [True]))
         self.initializers.append(helper.make_tensor(PREFIX + "false", TensorProto.BOOL, [1], [False]))
         self.int64("max_index", [UNBOUNDED])
+        self.int64("words_per_size_call", [WORDS_PER_SIZE_CALL])
         if offsets:
             self.int64("piece_chars", chars)
         for name, value in (("space", 0x20), ("lead3", 0xE0), ("lead4", 0xF0), ("p6", 64), ("p6x2", 0x80),
@@ -425,30 +429,18 @@ class _Builder:
         """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1], >= 0)
         pieces are reached (1-D int64); with offsets, each piece's first code point and the one past its end.
 
-        The loops do only what needs one word at a time: BertTokenizer on the word (its [CLS] and [SEP] kept, they
-        mark where each word's ids begin and end) and, for offsets, the word's size in bytes; everything else runs
-        once on all the words read (words_to_pieces). A word gives the window one id at least (a word with a
-        missing piece is one [UNK]) unless the op's own clean-up empties it, so the first loop reads `limit` words
-        and asks nothing a word; where some of them gave no id, the second reads on, counting, until the window
-        is full."""
+        The loop does only what needs one word at a time: BertTokenizer on the word (its [CLS] and [SEP] kept, they
+        mark where each word's ids begin and end); everything else runs once on all the words read (word_sizes,
+        words_to_pieces)."""
         n, T = self.n, self.T
         zero, one = PREFIX + "zero", PREFIX + "one"
         text, text_bytes, origin = self.normalized(text)
         words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, **OPS_SETTINGS)
-        column = n("Unsqueeze", [words, one])  # [words, 1]: a scalar index gathers a [1] word
-        count = n("Shape", [words])
-        first = n("Min", [count, limit])
-        framed, sizes = self.read_words(column, first, offsets)
-        starts_of_words = n("Squeeze", [n("NonZero", [n("Equal", [framed, PREFIX + "cls"])]), zero])
-        emptied = n("ReduceSum", [n("Cast", [n("Equal", [n("Gather", [framed, n("Add", [starts_of_words, one])],
-                                                                  axis=0), PREFIX + "sep"])], to=T.INT64)],
-                    keepdims=1)
-        given = n("Sub", [first, emptied])  # words that gave an id
-        more = n("And", [n("Less", [given, limit]), n("Less", [first, count])])
-        trips = n("Where", [more, n("Sub", [count, first]), zero])
-        framed_on, sizes_on = self.read_words(column, first, offsets, counted=(given, limit, more, trips))
-        framed = n("Concat", [framed, framed_on], axis=0)
-        sizes = n("Concat", [sizes, sizes_on], axis=0) if offsets else None
+        framed = self.read_words(n("Unsqueeze", [words, one]), n("Shape", [words]), limit)
+        sizes = None
+        if offsets:
+            read = n("ReduceSum", [n("Cast", [n("Equal", [framed, PREFIX + "cls"])], to=T.INT64)], keepdims=1)
+            sizes = self.word_sizes(words, read)
         pieces, starts, ends = self.words_to_pieces(framed, text_bytes if offsets else None, sizes)
         if not offsets:
             return self.first(pieces, limit), None, None
@@ -458,42 +450,64 @@ class _Builder:
             ends = n("Add", [n("Gather", [origin, n("Max", [n("Sub", [ends, one]), zero])], axis=0), one])
         return self.first(pieces, limit), starts, ends
 
-    def read_words(self, column: str, first: str, offsets: bool,
-                   counted: tuple[str, str, str, str] | None = None) -> tuple[str, str | None]:
-        """A Loop of BertTokenizer over the words of `column` ([words, 1]): each word's ids framed by [CLS] and [SEP],
-        one after another (1-D int64), and with offsets each word's size in bytes. Without `counted`, the first
-        `first` ([1]) words; with counted = (given, limit, go, trips), `trips` ([1]) words from word `first` on while
-        `go`, stopping once `given` (how many words gave an id, [1]) reaches `limit`."""
+    def read_words(self, column: str, count: str, limit: str) -> str:
+        """BertTokenizer on the words of `column` ([count, 1]) until `limit` ([1]) of them gave an id: each word's ids
+        framed by [CLS] and [SEP], one after another (1-D int64).
+
+        A word gives the window one id at least (a word with a missing piece is one [UNK]) unless the op's own
+        clean-up empties it. So an outer loop reads in rounds, each round as many words as the window still needs
+        (an inner loop, one word an iteration, that asks nothing a word), and stops when the words that gave an id
+        fill the window or no word is left: one round unless some word gave none."""
         n, s, T = self.n, self.constants, self.T
         zero = PREFIX + "zero"
-        b, tag = self.subgraph("word")
-        index = tag + "i" if counted is None else b("Add", [tag + "i", b("Squeeze", [first, zero])])
-        word = b("Gather", [column, index], axis=0)
+        outer, tag = self.subgraph("round")
+        position, given = tag + "position", tag + "given"
+        take = outer("Min", [outer("Sub", [limit, given]), outer("Sub", [count, position])])
+        round_words = outer("Slice", [column, position, outer("Add", [position, take])])
+        inner, inner_tag = self.subgraph("word")
+        word = inner("Gather", [round_words, inner_tag + "i"], axis=0)
         # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
-        ids, _, _ = b("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0, strip_accents=0,
-                      tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"], suffix_indicator=s["prefix"])
+        ids, _, _ = inner("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0,
+                          strip_accents=0, tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"],
+                          suffix_indicator=s["prefix"])
+        inner_body = self.graph(inner, inner_tag + "body",
+                                [(inner_tag + "i", T.INT64, []), (inner_tag + "cond", T.BOOL, []),
+                                 (inner_tag + "acc", T.INT64, [None])],
+                                [(inner_tag + "cond", T.BOOL, []),  # carried through: the trip count ends it
+                                 (inner("Concat", [inner_tag + "acc", ids], axis=0), T.INT64, [None])])
+        framed = outer("Loop", [outer("Squeeze", [take, zero]), "", PREFIX + "no_ids"], body=inner_body)
+        firsts = outer("Squeeze", [outer("NonZero", [outer("Equal", [framed, PREFIX + "cls"])]), zero])
+        emptied = outer("ReduceSum", [outer("Cast", [outer("Equal", [
+            outer("Gather", [framed, outer("Add", [firsts, PREFIX + "one"])], axis=0), PREFIX + "sep"])],
+            to=T.INT64)], keepdims=1)
+        given_after = outer("Sub", [outer("Add", [given, take]), emptied])
+        position_after = outer("Add", [position, take])
+        more = outer("Squeeze", [outer("And", [outer("Less", [given_after, limit]),
+                                                 outer("Less", [position_after, count])]), zero])
+        body = self.graph(outer, tag + "body",
+                          [(tag + "r", T.INT64, []), (tag + "cond", T.BOOL, []), (tag + "acc", T.INT64, [None]),
+                           (position, T.INT64, [1]), (given, T.INT64, [1])],
+                          [(more, T.BOOL, []), (outer("Concat", [tag + "acc", framed], axis=0), T.INT64, [None]),
+                           (position_after, T.INT64, [1]), (given_after, T.INT64, [1])])
+        starts = n("Squeeze", [n("And", [n("Less", [zero, limit]), n("Less", [zero, count])]), zero])
+        framed, _, _ = n("Loop", [n("Squeeze", [count, zero]), starts, PREFIX + "no_ids", zero, zero], 3, body=body)
+        return framed
+
+    def word_sizes(self, words: str, count: str) -> str:
+        """The size in bytes of each of the first `count` ([1]) words (1-D int64): GPT2Tokenizer, one token a byte,
+        on WORDS_PER_SIZE_CALL words a call, their tokens padded to the longest of them (which bounds what one
+        overlong word costs), counted by the attention mask."""
+        n, T = self.n, self.T
+        zero, one, chunk = PREFIX + "zero", PREFIX + "one", PREFIX + "words_per_size_call"
+        calls = n("Squeeze", [n("Div", [n("Add", [count, n("Sub", [chunk, one])]), chunk]), zero])
+        b, tag = self.subgraph("sizes")
+        start = b("Mul", [b("Unsqueeze", [tag + "i", zero]), chunk])
+        part = b("Slice", [words, start, b("Min", [b("Add", [start, chunk]), count])])
+        _, mask = b("GPT2Tokenizer", [part], 2, CONTRIB, vocab=_byte_vocabulary(), merges="#version: 0.2\n")
+        sizes = b("ReduceSum", [mask, one], keepdims=0)
         inputs = [(tag + "i", T.INT64, []), (tag + "cond", T.BOOL, []), (tag + "acc", T.INT64, [None])]
-        outputs = [None, (b("Concat", [tag + "acc", ids], axis=0), T.INT64, [None])]
-        initial = [n("Squeeze", [first if counted is None else counted[3], zero]), "", PREFIX + "no_ids"]
-        if counted is None:
-            outputs[0] = (tag + "cond", T.BOOL, [])  # carried through: the trip count alone ends the loop
-        else:
-            given, limit, go, _ = counted
-            read = b("Add", [tag + "given", b("Cast", [b("Greater", [b("Shape", [ids]), PREFIX + "k2"])],
-                                                 to=T.INT64)])
-            outputs[0] = (b("Squeeze", [b("Less", [read, limit]), zero]), T.BOOL, [])
-            inputs.append((tag + "given", T.INT64, [1]))
-            outputs.append((read, T.INT64, [1]))
-            initial[1] = n("Squeeze", [go, zero])
-            initial.append(given)
-        if offsets:
-            size = b("Shape", [self.utf8(word, b, restore_special=False)])
-            inputs.append((tag + "sizes", T.INT64, [None]))
-            outputs.append((b("Concat", [tag + "sizes", size], axis=0), T.INT64, [None]))
-            initial.append(PREFIX + "no_ids")
-        carried = n("Loop", initial, n_out=len(outputs) - 1, body=self.graph(b, tag + "body", inputs, outputs))
-        carried = [carried] if isinstance(carried, str) else carried  # one output: its name alone
-        return carried[0], (carried[-1] if offsets else None)
+        outputs = [(tag + "cond", T.BOOL, []), (b("Concat", [tag + "acc", sizes], axis=0), T.INT64, [None])]
+        return n("Loop", [calls, "", PREFIX + "no_ids"], body=self.graph(b, tag + "body", inputs, outputs))
 
     def words_to_pieces(self, framed: str, text_bytes: str | None, sizes: str | None):
         """The words' ids as BertTokenizer gave them, each word's framed by [CLS] and [SEP] (1-D int64) -> the ids
