@@ -111,7 +111,7 @@ EMPTIED = "\x01"
 def test_words_the_op_empties_leave_the_window_to_the_words_after_them(folder):
     """The derived table removes control characters before the ops see them; with a table that keeps one, words of
     it reach BertTokenizer and give no id, and the window still holds tokenizer.json's ids of the words after them
-    (the loop that reads on once the first `window` words have not filled it)."""
+    (the loop reads another round where the words of the first gave the window fewer ids than it holds)."""
     import dataclasses
 
     from tokenizers import Tokenizer
