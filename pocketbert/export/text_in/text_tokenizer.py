@@ -48,8 +48,9 @@ WORDS_PER_PROBE_TEXT = 200  # loop-carried outputs grow by copying: short texts 
 UNBOUNDED = 1 << 40  # a probe graph's window: never reached
 PROBE_THREADS = 2
 GOLDEN_OPSET = 17  # the tokenizer graph checked on its own
-# Word sizes for offsets: one GPT2Tokenizer call costs as much as several words' bytes; a call's tokens are padded to
-# its longest word, so a 1 MB word costs this many megabytes of tokens (x 8 bytes), not a whole text's worth.
+# Word sizes for offsets come from GPT2Tokenizer this many words a call, after the word loop (which so runs
+# BertTokenizer alone): a call's tokens are padded to its longest word, so an overlong word costs this many times its
+# bytes (x 8), not a whole text's worth.
 WORDS_PER_SIZE_CALL = 16
 
 
