@@ -435,16 +435,12 @@ class _Builder:
         The loop does only what needs one word at a time: BertTokenizer on the word (its [CLS] and [SEP] kept, they
         mark where each word's ids begin and end); everything else runs once on all the words read (word_sizes,
         words_to_pieces)."""
-        n, T = self.n, self.T
+        n = self.n
         zero, one = PREFIX + "zero", PREFIX + "one"
         text, text_bytes, origin = self.normalized(text)
         words = n("BasicTokenizer", [n("Squeeze", [text, zero])], domain=CONTRIB, **OPS_SETTINGS)
         framed = self.read_words(n("Unsqueeze", [words, one]), n("Shape", [words]), limit)
-        sizes = None
-        if offsets:
-            read = n("ReduceSum", [n("Cast", [n("Equal", [framed, PREFIX + "cls"])], to=T.INT64)], keepdims=1)
-            sizes = self.word_sizes(words, read)
-        pieces, starts, ends = self.words_to_pieces(framed, text_bytes if offsets else None, sizes)
+        pieces, starts, ends = self.words_to_pieces(framed, (text_bytes, words) if offsets else None)
         if not offsets:
             return self.first(pieces, limit), None, None
         starts, ends = self.first(starts, limit), self.first(ends, limit)
@@ -512,12 +508,12 @@ class _Builder:
         outputs = [(tag + "cond", T.BOOL, []), (b("Concat", [tag + "acc", sizes], axis=0), T.INT64, [None])]
         return n("Loop", [calls, "", PREFIX + "no_ids"], body=self.graph(b, tag + "body", inputs, outputs))
 
-    def words_to_pieces(self, framed: str, text_bytes: str | None, sizes: str | None):
+    def words_to_pieces(self, framed: str, text: tuple[str, str] | None):
         """The words' ids as BertTokenizer gave them, each word's framed by [CLS] and [SEP] (1-D int64) -> the ids
         without the frames, a word with a piece missing from the vocabulary one [UNK] as tokenizer.json makes it
         (run on a whole text, the op's WordPiece keeps the pieces it matched before the missing one: "great😀" ->
-        great [UNK]). With the text's bytes and each word's size in bytes, also each id's first code point and the
-        one past its end: a word starts at the first byte after the previous word that is no space (only spaces
+        great [UNK]). With `text`, the text's bytes and its words (the words read are sized in bytes, as many as
+        there are frames), also each id's first code point and the one past its end: a word starts at the first byte after the previous word that is no space (only spaces
         lie between two words), its pieces cover the code points their tokens spell, the last one to the word's
         end, and an [UNK] the whole word (the extensions' own offset_mapping is computed from token lengths, not
         from the text). (None, None) offsets without them."""
@@ -540,8 +536,10 @@ class _Builder:
                         n("Not", [n("Or", [in_unknown, n("Or", [is_cls, is_sep])])])])
         values = n("Where", [in_unknown, n("Expand", [PREFIX + "unk", n("Shape", [framed])]), framed])
         pieces = n("Compress", [values, keep], axis=0)
-        if sizes is None:
+        if text is None:
             return pieces, None, None
+        text_bytes, words = text
+        sizes = self.word_sizes(words, n("Shape", [firsts]))
         text_bytes = n("Concat", [text_bytes, PREFIX + "missing"], axis=0)
         chars_before = n("CumSum", [self.starts_of_characters(text_bytes, n), zero_scalar], exclusive=1)
         not_space = n("Not", [n("Equal", [text_bytes, PREFIX + "space"])])

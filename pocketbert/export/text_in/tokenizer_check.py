@@ -20,8 +20,10 @@ from pocketbert.export.text_in.session import text_session
 from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.checks.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
 
-# Loop-carried outputs grow by copying: texts of a few hundred words run fastest (measured on 2 cores)
-PROBES_PER_TEXT = 100
+# A run of the graph costs some fixed time besides its words: a QA pair's check ran 24 -> 17 us a probe from 100
+# to 400 probes a text (a single text's, 15 both), AMD EPYC, one thread. A text that differs is halved down to its
+# probes, so the failing check's texts cost a few runs more each.
+PROBES_PER_TEXT = 400
 WORKERS = 2
 NAMED_MISMATCHES = 5
 CACHE_FOLDER = "tokenizer-checks"
