@@ -85,8 +85,8 @@ ladder: $(RUN_DIR)/teacher/manifest.json | $(STAMP)
 # transformers.js for the test that loads the export in Node.js; --ignore-scripts: onnxruntime-node ships its
 # Linux binaries in the package, and its install script only downloads extras. Node trusts only its own CA
 # list: behind a proxy that re-signs TLS, the system's bundle (which pip and curl read) makes npm work too.
-# Bounded retries: an unreachable registry fails the target in seconds instead of hanging (npm waits 10 s before
-# a retry unless told otherwise).
+# Bounded retries: an unreachable registry fails the target within a minute instead of hanging, in about 2 s where
+# its name does not resolve (npm's own wait before a retry is 10 s).
 SYSTEM_CA := $(wildcard /etc/ssl/certs/ca-certificates.crt)
 # Where the npm registry does not answer, the reason is written down and the transformers.js tests skip with it.
 $(JS_STAMP): $(JS_DIR)/package.json

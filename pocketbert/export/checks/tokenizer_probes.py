@@ -5,6 +5,7 @@ narrows a differing batch of probes down to its probes, and the refusal that nam
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from pocketbert.core.errors import ExportError
@@ -33,15 +34,26 @@ def probes(contexts: dict[str, str] | None = None) -> list[str]:
     return [form.format(chr(c)) for form in contexts.values() for c in code_points()] + list(FLAG_SEQUENCES)
 
 
+# normalizer_rows' tables by the normalizer's settings: an export derives the text-in graph's table, the app
+# tokenizer's tables and the pair probes from one tokenizer.json, each from these rows (a second each of a million
+# calls into the library), and the vocabulary plays no part in them.
+_ROWS_BY_NORMALIZER: dict[bytes, dict[int, tuple[int, ...]]] = {}
+
+
 def normalizer_rows(reference) -> dict[int, tuple[int, ...]]:
-    """What the `tokenizers` Tokenizer `reference`'s normalizer makes of each code point, for those it changes."""
-    normalize = reference.normalizer.normalize_str if reference.normalizer else (lambda s: s)
-    rows = {}
-    for c in code_points():
-        out = normalize(chr(c))
-        if out != chr(c):
-            rows[c] = tuple(map(ord, out))
-    return rows
+    """What the `tokenizers` Tokenizer `reference`'s normalizer makes of each code point, for those it changes
+    (found once a process for each normalizer)."""
+    normalizer = reference.normalizer
+    key = normalizer.__getstate__() if normalizer else b""
+    if key not in _ROWS_BY_NORMALIZER:
+        normalize = normalizer.normalize_str if normalizer else (lambda s: s)
+        rows = {}
+        for c in code_points():
+            out = normalize(chr(c))
+            if out != chr(c):
+                rows[c] = tuple(map(ord, out))
+        _ROWS_BY_NORMALIZER[key] = rows
+    return dict(_ROWS_BY_NORMALIZER[key])
 
 
 def word_classes(words_of: Callable[[str], list[str]], probe_codes: list[int], what_to_do: str) -> dict[int, str]:
@@ -108,12 +120,33 @@ def canonical_order(reference, rows: dict[int, tuple[int, ...]],
     """The ordering entries of tokenizers' Tokenizer `reference` that are not STARTER; empty where its normalizer does
     not order marks. rows: what each code point becomes (normalizer_rows(reference), or a table built on it) and
     made(unit): what a unit becomes in that table (default: the normalizer's output)."""
+    if reference.normalizer is None or not _orders(reference.normalizer.normalize_str):
+        return {}
+    decomposed, ranks = _decomposition_ranks()
+    normalize = reference.normalizer.normalize_str
+    made = made or normalize
+    entries = {}
+    for c in code_points():
+        units = decomposed.get(c, chr(c))
+        if not any(u in ranks for u in units):
+            continue
+        given = [made(u) for u in units]
+        if "".join(given) != "".join(map(chr, rows.get(c, (c,)))):
+            raise ExportError(f"tokenizer.json's normalizer makes of U+{c:04X} what its decomposition's parts do not "
+                              "make apart: the tables cannot follow its canonical ordering")
+        entries[c] = tuple((ranks.get(u, 0), len(g)) for u, g in zip(units, given))
+    entries.update(dict.fromkeys(_removed_first(reference, rows, decomposed, ranks), REMOVED_FIRST))
+    return entries
+
+
+@functools.lru_cache(maxsize=1)
+def _decomposition_ranks() -> tuple[dict[int, str], dict[str, int]]:
+    """The library's canonical decomposition of each code point it changes, and each combining mark's rank, found
+    once a process: they depend on the library alone, and every ordering table an export derives reads them."""
     from functools import cmp_to_key
 
     from tokenizers.normalizers import NFD
 
-    if reference.normalizer is None or not _orders(reference.normalizer.normalize_str):
-        return {}
     nfd = NFD().normalize_str
     decomposed = {c: nfd(chr(c)) for c in code_points()}
     decomposed = {c: d for c, d in decomposed.items() if d != chr(c)}
@@ -129,20 +162,7 @@ def canonical_order(reference, rows: dict[int, tuple[int, ...]],
     for mark in sorted(marks, key=cmp_to_key(before)):
         rank += previous is None or before(previous, mark) < 0
         ranks[mark], previous = rank, mark
-    normalize = reference.normalizer.normalize_str
-    made = made or normalize
-    entries = {}
-    for c in code_points():
-        units = decomposed.get(c, chr(c))
-        if not any(u in ranks for u in units):
-            continue
-        given = [made(u) for u in units]
-        if "".join(given) != "".join(map(chr, rows.get(c, (c,)))):
-            raise ExportError(f"tokenizer.json's normalizer makes of U+{c:04X} what its decomposition's parts do not "
-                              "make apart: the tables cannot follow its canonical ordering")
-        entries[c] = tuple((ranks.get(u, 0), len(g)) for u, g in zip(units, given))
-    entries.update(dict.fromkeys(_removed_first(reference, rows, decomposed, ranks), REMOVED_FIRST))
-    return entries
+    return decomposed, ranks
 
 
 def _orders(normalize) -> bool:

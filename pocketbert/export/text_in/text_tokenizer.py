@@ -512,11 +512,11 @@ class _Builder:
         """The words' ids as BertTokenizer gave them, each word's framed by [CLS] and [SEP] (1-D int64) -> the ids
         without the frames, a word with a piece missing from the vocabulary one [UNK] as tokenizer.json makes it
         (run on a whole text, the op's WordPiece keeps the pieces it matched before the missing one: "great😀" ->
-        great [UNK]). With `text`, the text's bytes and its words (the words read are sized in bytes, as many as
-        there are frames), also each id's first code point and the one past its end: a word starts at the first byte after the previous word that is no space (only spaces
-        lie between two words), its pieces cover the code points their tokens spell, the last one to the word's
-        end, and an [UNK] the whole word (the extensions' own offset_mapping is computed from token lengths, not
-        from the text). (None, None) offsets without them."""
+        great [UNK]). With `text`, the text's bytes and its words (as many of them sized in bytes as there are
+        frames), also each id's first code point and the one past its end: a word starts at the first byte after
+        the previous word that is no space (only spaces lie between two words), its pieces cover the code points
+        their tokens spell, the last one to the word's end, and an [UNK] the whole word (the extensions' own
+        offset_mapping is computed from token lengths, not from the text). (None, None) offsets without them."""
         n, T = self.n, self.T
         zero, one, zero_scalar = PREFIX + "zero", PREFIX + "one", PREFIX + "zero_scalar"
 
