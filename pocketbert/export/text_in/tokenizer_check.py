@@ -21,8 +21,8 @@ from pocketbert.export.checks import tokenizer_probes
 from pocketbert.export.checks.tokenizer_probes import CONTEXTS, code_points, halved_down, probes
 
 # A run of the graph costs some fixed time besides its words: a QA pair's check ran 24 -> 17 us a probe from 100
-# to 400 probes a text (a single text's, 15 both), AMD EPYC, one thread. A text that differs is halved down to its
-# probes, so the failing check's texts cost a few runs more each.
+# to 400 probes a text, a single text's 23 -> 18 or 15 at both (two sittings; AMD EPYC, one thread). A text that
+# differs is halved down to its probes, so the failing check's texts cost a few runs more each.
 PROBES_PER_TEXT = 400
 WORKERS = 2
 NAMED_MISMATCHES = 5
