@@ -143,8 +143,6 @@ def canonical_order(reference, rows: dict[int, tuple[int, ...]],
 def _decomposition_ranks() -> tuple[dict[int, str], dict[str, int]]:
     """The library's canonical decomposition of each code point it changes, and each combining mark's rank, found
     once a process: they depend on the library alone, and every ordering table an export derives reads them."""
-    from functools import cmp_to_key
-
     from tokenizers.normalizers import NFD
 
     nfd = NFD().normalize_str
@@ -159,7 +157,7 @@ def _decomposition_ranks() -> tuple[dict[int, str], dict[str, int]]:
         return -1 if nfd(y + x) == x + y else 1 if nfd(x + y) == y + x else 0
 
     ranks, rank, previous = {}, 0, None
-    for mark in sorted(marks, key=cmp_to_key(before)):
+    for mark in sorted(marks, key=functools.cmp_to_key(before)):
         rank += previous is None or before(previous, mark) < 0
         ranks[mark], previous = rank, mark
     return decomposed, ranks
