@@ -230,5 +230,12 @@ RECORDS: dict[str, type[StageRecord]] = {
 }
 
 
+def names_a_stage(recorded: object) -> bool:
+    """Whether a manifest.json's content is one pocketbert wrote: an object naming its stage. Read before the
+    whole record is, so that a stage written by another version (other fields) is still known as a stage, and
+    another tool's manifest.json (a web app's, a browser extension's) is not taken for one."""
+    return isinstance(recorded, dict) and isinstance(recorded.get("stage"), str)
+
+
 def record_class(stage: object) -> type[StageRecord]:
     return RECORDS.get(str(stage), StageRecord)

@@ -107,7 +107,7 @@ def _foreign_files(folder: Path, made_by: str) -> None:
 def _stage_inside(folder: Path) -> Path | None:
     """A stage's manifest.json anywhere under `folder` (links not followed): a run or stage folder is in it."""
     for root, dirs, files in os.walk(folder):
-        if MANIFEST in files or (OUTPUT_MARKER in files and Path(root) != folder):
+        if (MANIFEST in files and _is_stage(Path(root))) or (OUTPUT_MARKER in files and Path(root) != folder):
             return Path(root)
     return None
 
@@ -123,8 +123,18 @@ def refuse_inputs(target: Path, made_by: str, inputs: Iterable[Path], option: st
 
 
 def _is_stage(folder: Path) -> bool:
-    """Whether `folder` is a stage's folder (teacher/, student/, export/ ...): it holds a manifest.json."""
-    return (folder / MANIFEST).is_file()
+    """Whether `folder` is a stage's folder (teacher/, student/, export/ ...): its manifest.json names a stage, or
+    cannot be read (a damaged stage is still never written over). Another tool's manifest.json makes no stage, so
+    an app's or a website's folder holding one takes outputs as any folder does."""
+    from pocketbert.core.run.stage_records import names_a_stage
+
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        return names_a_stage(json.loads(manifest.read_text(encoding="utf-8")))
+    except (OSError, ValueError):  # unreadable, not UTF-8 (a ValueError), or not JSON
+        return True
 
 
 def _is_run(folder: Path) -> bool:
