@@ -60,11 +60,11 @@ def test_a_stage_pocketbert_wrote_and_its_run_are_refused(tmp_path):
         output_folder(run, "export ios", False)
     with pytest.raises(RunDirError, match="lies inside the run"):
         output_folder(run / "apps" / "ios", "export ios", False)
-    with pytest.raises(RunDirError, match="holds"):  # a folder holding a run, replaced with --overwrite
-        holder = tmp_path / "holder"
-        holder.mkdir()
-        (holder / ".pocketbert_output.json").write_text(json.dumps({"made_by": "export ios"}))
-        stage(holder / "old" / "bench")
+    holder = tmp_path / "holder"  # an earlier output of the command, a run put into it since
+    holder.mkdir()
+    (holder / ".pocketbert_output.json").write_text(json.dumps({"made_by": "export ios"}))
+    stage(holder / "old" / "bench")
+    with pytest.raises(RunDirError, match="holds"):  # --overwrite does not replace it
         output_folder(holder, "export ios", True)
 
 
