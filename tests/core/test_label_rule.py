@@ -94,3 +94,18 @@ def test_one_class_file_is_refused_through_the_cli(capsys, tmp_path, tiny_base):
                      "--preset", "tiny", "--device", "cpu")
     assert result.exit_code == USAGE_ERROR and "single class" in error_line(result)
     assert error_line(result).startswith("error:") and "Traceback" not in result.err and not run.exists()
+
+
+def test_a_label_checked_once_is_named_at_the_first_row_that_writes_it(tmp_path):
+    """Each spelling is checked once: the error still names the row where the bad label first appears, and every
+    row of a good label gets its class."""
+    repeated = ["0", "1", "0", "1\u200b", "1", "1\u200b"]  # line 1 is the header: the zero-width space is on line 5
+    with pytest.raises(DataError, match=r"d\.tsv:5: label '1\\u200b' holds an invisible character"):
+        read_sentiment_file(_tsv(tmp_path, repeated))
+    look_alike = ["pos", "neg", "Neg", "neg", "Neg"]
+    with pytest.raises(DataError, match=r"d\.tsv:4: label 'Neg' differs from 'neg' \(.*d\.tsv:3\)"):
+        read_sentiment_file(_tsv(tmp_path, look_alike))
+    with pytest.raises(DataError, match=r"d\.tsv:4: label 'neutral' is not in the label set"):
+        read_sentiment_file(_tsv(tmp_path, ["negative", "positive", "neutral", "neutral"]), ["negative", "positive"])
+    examples, names = read_sentiment_file(_tsv(tmp_path, ["b", "a", "b", "b", "a"]))
+    assert names == ["a", "b"] and [e.label for e in examples] == [1, 0, 1, 1, 0]

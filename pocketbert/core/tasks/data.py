@@ -344,7 +344,7 @@ def _rows_delimited_raw(path: Path, delimiter: str):
         try:
             for row in reader:
                 line = reader.line_num
-                if not row or all(not c.strip() for c in row):
+                if not "".join(row).strip():  # no cells, or only blank ones
                     continue
                 if len(row) != len(names):
                     raise DataError(f"{path}:{line}: {len(row)} columns where the header has {len(names)}; fix the row")
@@ -398,23 +398,41 @@ def read_sentiment_file(path: Path, label_names: list[str] | None = None) -> tup
     }.get(kind)
     if rows is None:
         raise DataError(f"{path}: a sentiment file must be .csv, .tsv, .jsonl(.gz) or .txt (text;label)")
+    # A file spells a handful of labels over tens of thousands of rows: each spelling is checked once, at the row
+    # where it first appears, which is the row the checks would name row by row (a third of reading SST-2 went to
+    # checking the same label again on every row).
+    labels: dict[tuple[type, Any], str] = {}  # (type, raw label) -> the label as written; a bool is not the int
+    first_rows: dict[str, str] = {}  # the label as written -> the row where it first appears, in file order
+
+    def label_of(raw: Any, where: str) -> str:
+        key = (type(raw), raw) if isinstance(raw, (str, int, float)) else None
+        label = labels.get(key) if key is not None else None
+        if label is None:
+            label = _raw_label(raw, where)
+            if key is not None:
+                labels[key] = label
+        first_rows.setdefault(label, where)
+        return label
+
     with reading(path, DataError):
-        raw_examples = [(where, _clean_text(text, where), _raw_label(label, where)) for where, text, label in rows()]
+        raw_examples = [(where, _clean_text(text, where), label_of(label, where)) for where, text, label in rows()]
     if not raw_examples:
         raise DataError(f"{path} holds no examples; check that it is the right file")
-    _refuse_look_alikes([(where, label) for where, _, label in raw_examples])
+    _refuse_look_alikes([(where, label) for label, where in first_rows.items()])
     if label_names is None:
-        label_names = infer_label_names([label for _, _, label in raw_examples], str(path))
+        label_names = infer_label_names(list(first_rows), str(path))
     else:
-        _refuse_mixed_spellings(raw_examples, label_names, path)
-    return ([TextExample(text, _label_index(label, label_names, where)) for where, text, label in raw_examples],
-            list(label_names))
+        _refuse_mixed_spellings(first_rows, label_names)
+    index = {label: _label_index(label, label_names, where) for label, where in first_rows.items()}
+    return [TextExample(text, index[label]) for _, text, label in raw_examples], list(label_names)
 
 
-def _refuse_mixed_spellings(raw_examples, label_names: list[str], path: Path) -> None:
-    """With a label set given, a file names its classes or numbers them, not both (which would be ambiguous)."""
-    by_name = next((w for w, _, label in raw_examples if label in label_names), None)
-    by_index = next((w for w, _, label in raw_examples if label not in label_names and INDEX.fullmatch(label)), None)
+def _refuse_mixed_spellings(first_rows: dict[str, str], label_names: list[str]) -> None:
+    """With a label set given, a file names its classes or numbers them, not both (which would be ambiguous).
+    `first_rows`: each label as written -> the row where it first appears, in file order."""
+    by_name = next((w for label, w in first_rows.items() if label in label_names), None)
+    by_index = next((w for label, w in first_rows.items() if label not in label_names and INDEX.fullmatch(label)),
+                    None)
     if by_name and by_index:
         raise DataError(f"{by_index}: a class index where {by_name} names its class; write every label one way")
 
