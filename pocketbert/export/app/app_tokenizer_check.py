@@ -150,7 +150,7 @@ def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden:
     from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export.text_in.text_tokenizer import cached_or_built
 
-    key = hashlib.sha256(b"\0".join([name.encode(), json.dumps([command, list(contexts)]).encode(),
+    key = hashlib.sha256(b"\0".join([name.encode(), json.dumps([_as_cached(command), list(contexts)]).encode(),
                                       Path(__file__).read_bytes(),
                                       *(Path(p).read_bytes() for p in (tokenizer_json, tables, golden))])).hexdigest()
     built = []
@@ -161,6 +161,23 @@ def cached_check(command: list[str], tokenizer_json: Path, tables: Path, golden:
 
     result = cached_or_built(cache_root() / CACHE_FOLDER / f"result-{key[:32]}.json", json.loads, run)
     return {**result, "cached": not built}
+
+
+def _as_cached(command: list[str]) -> list[str]:
+    """The command as the check's cache entry names it: a program built inside the cache folder (app_programs.py,
+    under its sources' hash) by its place there, so that the same program reached through another cache root (the
+    GPU check's dry run, which links the export's cache folders into its own) reads the same entries."""
+    from pocketbert.core.run.cache_dir import cache_root
+
+    root = cache_root()
+
+    def named(part: str) -> str:
+        try:
+            return Path(part).relative_to(root).as_posix()
+        except ValueError:
+            return part
+
+    return [named(part) for part in command]
 
 
 def require_equal(result: dict, program: str) -> None:
