@@ -29,10 +29,7 @@ class DuplicateKeyError(ValueError):
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    seen = dict(pairs)  # in C: a file of a hundred thousand objects (SQuAD) pays the loop below only on a duplicate
-    if len(seen) == len(pairs):
-        return seen
-    seen = {}
+    seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
             raise DuplicateKeyError(key)
