@@ -4,7 +4,6 @@ a stage's own earlier output."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -86,9 +85,11 @@ def is_stage_output(folder: Path, stage: str) -> bool:
         return False
     if record.name != MANIFEST:
         return True
+    from pocketbert.core.run.stage_records import recorded_stage
+
     try:
-        return json.loads(record.read_text(encoding="utf-8")).get("stage") == stage
-    except (OSError, ValueError, AttributeError):
+        return recorded_stage(record) == stage
+    except (OSError, ValueError):  # damaged: no proof of an earlier output
         return False
 
 

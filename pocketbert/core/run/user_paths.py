@@ -126,13 +126,13 @@ def _is_stage(folder: Path) -> bool:
     """Whether `folder` is a stage's folder (teacher/, student/, export/ ...): its manifest.json names a stage, or
     cannot be read (a damaged stage is still never written over). Another tool's manifest.json makes no stage, so
     an app's or a website's folder holding one takes outputs as any folder does."""
-    from pocketbert.core.run.stage_records import names_a_stage
+    from pocketbert.core.run.stage_records import recorded_stage
 
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return False
     try:
-        return names_a_stage(json.loads(manifest.read_text(encoding="utf-8")))
+        return recorded_stage(manifest) is not None
     except (OSError, ValueError):  # unreadable, not UTF-8 (a ValueError), or not JSON
         return True
 
