@@ -21,7 +21,7 @@ import pytest
 from test_app_templates import QA_VALUES
 
 from pocketbert.core.tasks.registry import TASK_CLASSES
-from pocketbert.export.app import app_readme, qa_postprocess
+from pocketbert.export.app import app_programs, app_readme, qa_postprocess
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +163,7 @@ def kotlin_compile(root: Path, variants: dict[str, dict[str, str]]) -> subproces
     shutil.rmtree(out, ignore_errors=True)
     classpath = ["-cp", str(KOTLIN_JDK7[0])] if KOTLIN_JDK7 else []
     return subprocess.run([KOTLINC, "-nowarn", *classpath, str(sources), "-d", str(out)], capture_output=True,
-                          text=True, timeout=COMPILE_TIMEOUT_S)
+                          text=True, timeout=COMPILE_TIMEOUT_S, env=app_programs.kotlinc_environment())
 
 
 def compiled(cache: Path, key: str, build) -> tuple[int, str]:

@@ -34,3 +34,20 @@ def test_the_jvm_reads_its_user_home_from_the_cache(homes):
     shown = subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True, text=True,
                            env=app_programs.toolchain_environment())
     assert f"user.home = {toolchain_home}" in shown.stderr
+
+
+def _final_flags(java_opts: str) -> dict[str, str]:
+    shown = subprocess.run(["java", *java_opts.split(), "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
+                           text=True, check=True)
+    return {fields[1]: fields[3] for fields in (line.split() for line in shown.stdout.splitlines())
+            if len(fields) >= 4 and fields[2] == "="}
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java on this machine (Debian: apt-get install kotlin)")
+def test_kotlinc_runs_on_c1_with_the_serial_collector_unless_the_user_says_otherwise(homes, monkeypatch):
+    monkeypatch.delenv("JAVA_OPTS", raising=False)
+    flags = _final_flags(app_programs.kotlinc_environment()["JAVA_OPTS"])
+    assert (flags["TieredStopAtLevel"], flags["UseSerialGC"], flags["MaxHeapSize"]) == ("1", "true", str(256 << 20))
+    monkeypatch.setenv("JAVA_OPTS", "-XX:TieredStopAtLevel=4 -Xmx512M")
+    flags = _final_flags(app_programs.kotlinc_environment()["JAVA_OPTS"])
+    assert (flags["TieredStopAtLevel"], flags["UseSerialGC"], flags["MaxHeapSize"]) == ("4", "true", str(512 << 20))
