@@ -87,9 +87,9 @@ def _run_build(argv: list[str], cwd: Path | None, what: str, environment: dict[s
         raise ExportError(f"{what} does not build: {(errors or ['exit ' + str(done.returncode)])[0].strip()}")
 
 
-def swift_package_build(with_tests: bool = False) -> Path:
-    """The PocketBertTokenizer package, copied into the cache under its sources' hash and built there (release;
-    with_tests: its XCTest cases too, for `swift test --skip-build`)."""
+def swift_package_build() -> Path:
+    """The PocketBertTokenizer package, copied into the cache under its sources' hash and built there (release, its
+    XCTest cases too: `swift test --skip-build` runs them in that folder)."""
     from pocketbert.core.run.cache_dir import cache_root
     from pocketbert.export.app.swift_package import SWIFT_PACKAGE, package_files
 
