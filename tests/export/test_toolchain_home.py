@@ -37,6 +37,7 @@ def test_the_jvm_reads_its_user_home_from_the_cache(homes):
 
 
 def _final_flags(java_opts: str) -> dict[str, str]:
+    """The JVM's settings under `java_opts`, as kotlinc's launcher script passes its JAVA_OPTS to java."""
     shown = subprocess.run(["java", *java_opts.split(), "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
                            text=True, check=True)
     return {fields[1]: fields[3] for fields in (line.split() for line in shown.stdout.splitlines())
