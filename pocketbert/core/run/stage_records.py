@@ -5,6 +5,7 @@ anything else its writer recorded (extra fields) as it was."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -236,8 +237,6 @@ def recorded_stage(manifest: Path) -> str | None:
     None: read before the whole record is, so that a stage written by another version (other fields) is still known
     as one, and another tool's manifest.json (a web app's, a browser extension's) is not taken for one. A file that
     cannot be read, is not UTF-8 or not JSON raises OSError or ValueError: the caller decides what damage means."""
-    import json
-
     recorded = json.loads(Path(manifest).read_text(encoding="utf-8"))
     stage = recorded.get("stage") if isinstance(recorded, dict) else None
     return stage if isinstance(stage, str) else None
