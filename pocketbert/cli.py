@@ -97,6 +97,7 @@ def main(argv=None) -> None:
     import logging
 
     from pocketbert.boundary import debug_requested, verdict
+    from pocketbert.core.process.collector import collecting_less
     from pocketbert.core.process.parent_watch import stop_with_parent
     from pocketbert.core.process.termination import end_on_sigterm_as_on_ctrl_c
 
@@ -112,7 +113,8 @@ def main(argv=None) -> None:
     debug = False
     try:
         debug = debug_requested()  # read before the command: a value it cannot take is refused before any work
-        cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
+        with collecting_less():  # before the command's imports, which make most of the heap
+            cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - this is the one place every failure is said in one line

@@ -13,6 +13,11 @@ from suite_order import longest_first, recorded_file_seconds
 
 import pocketbert.train.registry  # noqa: F401  (recipes are read with every training recipe's own sections, as
                                   # the `pocketbert` command reads them: pocketbert/cli.py loads the registry first)
+from pocketbert.core.process.collector import collect_less
+
+# A test process holds every tool's modules at once: the collector's default thresholds walk that heap again and
+# again (about a fifth of `make test-fast`'s CPU). Set before the test modules load, as the command sets it.
+collect_less()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

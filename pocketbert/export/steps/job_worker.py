@@ -24,7 +24,10 @@ FAULT_STALL_S = 600  # export_job_stalls: longer than any test waits for the exp
 def serve(conn, parent_pid: int, threads: int) -> None:
     """The worker's loop: ("context", bytes) once, then ("job", name, kind, args, variants, notes) until ("stop",)."""
     from pocketbert.core.process import parent_watch
+    from pocketbert.core.process.collector import collect_less
     from pocketbert.core.students.inference import SESSION_THREADS_ENV
+
+    collect_less()  # before torch and the programs' tools load
 
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
