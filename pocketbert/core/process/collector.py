@@ -3,9 +3,9 @@
 A pocketbert process's heap is mostly what its imports made: after torch and transformers about half a million
 objects, which live as long as the process. Python's default thresholds (700, 10, 10) walk that whole heap again
 and again while it grows and whenever a loop allocates, and the walks find next to nothing: reference counting
-frees every object outside a cycle at once, whatever the thresholds. With the thresholds below, a
-`train distill` process of the tiny preset spent about a fifth less CPU (most of it in its imports), and the tests'
-processes a fifth less too (results/README.md, The test suite). Cyclic garbage still goes, a few thousand
+frees every object outside a cycle at once, whatever the thresholds. With the thresholds below, a `train distill`
+process of the tiny preset spent about a fifth less CPU (most of it in its imports), and the tests' processes a
+fifth less too (results/README.md, Fresh-clone checks of this version). Cyclic garbage still goes, a few thousand
 allocations later than by default.
 """
 
