@@ -100,12 +100,14 @@ $(JS_STAMP): $(JS_DIR)/package.json
 
 # Debian's kotlin (kotlinc) runs the generated Kotlin QA routine in its test; a test target installs no system
 # packages (.ci/run does, as root), and that test skips, saying so, where kotlinc is missing.
-# The tests run in $(TEST_WORKERS) processes (pytest-xdist), one a core with one torch thread each (torch's two threads
-# stall when the other core is busy); a file's tests stay in one process, so a module's fixture is built once. The
+# The tests run in $(TEST_WORKERS) processes (pytest-xdist), one a core with one torch thread and one ONNX Runtime
+# thread a session each (torch's two threads stall when the other core is busy, ONNX Runtime's spin on it, and the
+# processes a test starts take both caps); a file's tests stay in one process, so a module's fixture is built once. The
 # files go out in collection order, the longest first by results/tests/durations.json (tests/conftest.py): xdist's own
 # reorder, by test count, would start a file of minutes last.
 TEST_WORKERS ?= 2
-PYTEST = $(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
+PYTEST = $(if $(DATA_DIR),POCKETBERT_DATA_DIR=$(abspath $(DATA_DIR)),) OMP_NUM_THREADS=1 POCKETBERT_ORT_THREADS=1 \
+  $(BIN)/python -m pytest -q \
   $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
 # DURATIONS=results/tests/durations.json: every test's seconds and each file's sum, as JSON (tests/conftest.py).
 test: lint $(JS_STAMP)

@@ -103,7 +103,7 @@ def main(argv=None) -> None:
 
     end_on_sigterm_as_on_ctrl_c()  # before the parent watch, which ends this process with SIGTERM
     stop_with_parent()
-    from pocketbert.core.process.launch_env import drop_invalid_thread_count
+    from pocketbert.core.process.launch_env import drop_invalid_thread_count, session_threads
 
     said = drop_invalid_thread_count()  # before torch loads, whose OpenMP would say it again in each process
     if said:
@@ -113,6 +113,7 @@ def main(argv=None) -> None:
     debug = False
     try:
         debug = debug_requested()  # read before the command: a value it cannot take is refused before any work
+        session_threads()  # the sessions' thread cap, likewise
         with collecting_less():  # before the command's imports, which make most of the heap
             cli.main(args=argv, prog_name="pocketbert", standalone_mode=False)
     except SystemExit:

@@ -55,3 +55,19 @@ def test_a_file_an_app_runtime_cannot_read_is_refused(tmp_path):
     broken.write_bytes(b"not an ort flatbuffer" * 10)
     with pytest.raises(ExportError, match=f"ONNX Runtime {OLDER[0].version} could not load model.ort"):
         app_runtimes.WorkerSession(broken, OLDER[0].version)
+
+
+def test_an_older_runtimes_session_takes_the_processs_thread_cap(exported_run, monkeypatch):
+    from pocketbert.core.process.launch_env import SESSION_THREADS_ENV
+
+    model = exported_run / EXPORT_DIR / ORT_MODEL
+    for cap, threads in (("1", 1), (None, 0)):
+        if cap is None:
+            monkeypatch.delenv(SESSION_THREADS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(SESSION_THREADS_ENV, cap)
+        session = app_runtimes.WorkerSession(model, OLDER[0].version)
+        try:
+            assert session.threads == threads
+        finally:
+            session.close()

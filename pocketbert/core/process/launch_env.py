@@ -6,6 +6,7 @@ torchrun or SLURM job, or a typo: a lone RANK=1 made a single process believe it
 and write nothing; WORLD_SIZE=2 without MASTER_ADDR failed deep inside torch.distributed. Both are the user's
 setup, so they end in one line naming the variable and what to unset, before any work.
 
+The threads a process may use are read here too: OpenMP's count, and the cap on ONNX Runtime sessions' threads.
 This module imports no torch: the commands check the environment before loading anything.
 """
 
@@ -112,6 +113,27 @@ def drop_invalid_thread_count() -> str | None:
     del os.environ[THREADS_ENV]
     return (f"warning: {THREADS_ENV}={raw!r} is not a positive whole number, so it is ignored and every core is "
             f"used: set it to e.g. 1, or unset it")
+
+
+# A process that shares the machine's cores with others (a parallel export's worker, a test worker) caps every
+# ONNX Runtime session's threads: a session's own threads wait for work spinning, on cores the other processes are waiting for
+# (a tiny student's forward took twice the CPU at ONNX Runtime's choice of 2 threads as at 1 with the other core
+# busy; results/README.md, Fresh-clone checks of this version).
+SESSION_THREADS_ENV = "POCKETBERT_ORT_THREADS"
+
+
+def session_threads(threads: int = 0) -> int:
+    """The intra-op threads of a session: `threads` where given, else SESSION_THREADS_ENV's where set, else 0
+    (ONNX Runtime chooses)."""
+    if threads:
+        return threads
+    value = os.environ.get(SESSION_THREADS_ENV, "").strip()
+    if not value.isdigit():
+        if value:
+            raise ConfigError(f"{SESSION_THREADS_ENV}={value!r} is not a number of threads: set it to a whole "
+                              "number (0: ONNX Runtime chooses) or unset it")
+        return 0
+    return int(value)
 
 
 def checked(command):

@@ -13,6 +13,7 @@ import numpy as np
 
 from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.core.errors import require
+from pocketbert.core.process.launch_env import session_threads
 
 
 def batched_logits(task, features: list, pad_id: int, batch_size: int,
@@ -45,17 +46,11 @@ def torch_forward(model, task, device="cpu"):
     return forward
 
 
-# A process that shares the machine's cores with others (a parallel export's worker) caps its sessions' threads.
-SESSION_THREADS_ENV = "POCKETBERT_ORT_THREADS"
-
-
 def ort_session(path: Path, threads: int = 0):
-    """A CPU InferenceSession; threads=0 lets ONNX Runtime choose (or takes SESSION_THREADS_ENV where set)."""
-    import os
-
+    """A CPU InferenceSession at `session_threads(threads)`."""
     ort = require("onnxruntime", "export")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or int(os.environ.get(SESSION_THREADS_ENV, "0"))
+    options.intra_op_num_threads = session_threads(threads)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

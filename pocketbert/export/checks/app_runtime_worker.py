@@ -1,10 +1,10 @@
 """A model loaded by the ONNX Runtime installed in one folder, run on feeds read from standard input.
 
-    python -I app_runtime_worker.py RUNTIME_FOLDER MODEL
+    python -I app_runtime_worker.py RUNTIME_FOLDER MODEL THREADS
 
 Started by export/checks/app_runtimes.py, never by a user. Runs isolated (-I) with the folder first on its path, so the
-`onnxruntime` it imports is that version's and nothing of pocketbert is imported. The first reply is the version and
-the model's input names; then each request (a pickled dict of numpy arrays, length-prefixed) is answered with
+`onnxruntime` it imports is that version's and nothing of pocketbert is imported. THREADS: the session's intra-op
+threads (0: the runtime chooses). The first reply is the version, the model's input names and those threads; then each request (a pickled dict of numpy arrays, length-prefixed) is answered with
 the session's outputs, or the exception that stopped it.
 """
 
@@ -20,19 +20,21 @@ def send(value) -> None:
 
 
 def main() -> None:
-    folder, model = sys.argv[1], sys.argv[2]
+    folder, model, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.path.insert(0, folder)
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     try:
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # the runtime cannot read the file: said to the parent, which refuses it
         send(RuntimeError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__))
         return
-    send({"version": ort.__version__, "inputs": [i.name for i in session.get_inputs()]})
+    send({"version": ort.__version__, "inputs": [i.name for i in session.get_inputs()],
+          "threads": session.get_session_options().intra_op_num_threads})
     while True:
         header = sys.stdin.buffer.read(8)
         if len(header) < 8:

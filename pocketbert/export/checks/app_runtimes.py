@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pocketbert.core.errors import ExportError
+from pocketbert.core.process.launch_env import session_threads
 
 WORKER = Path(__file__).with_name("app_runtime_worker.py")
 FOLDER = "app-runtimes"
@@ -80,7 +81,8 @@ class WorkerSession:
 
     def __init__(self, model: Path, version: str):
         folder = install(version, runtime_folder(version))
-        self.process = subprocess.Popen([sys.executable, "-I", str(WORKER), str(folder), str(model)],
+        self.process = subprocess.Popen([sys.executable, "-I", str(WORKER), str(folder), str(model),
+                                         str(session_threads())],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         hello = self._receive()
         if isinstance(hello, Exception) or hello.get("version") != version:
@@ -88,6 +90,7 @@ class WorkerSession:
             found = hello if isinstance(hello, Exception) else f"it runs onnxruntime {hello.get('version')}"
             raise ExportError(f"ONNX Runtime {version} could not load {model.name}: {found}")
         self.input_names = hello["inputs"]
+        self.threads = hello["threads"]  # the session's intra-op threads, as that version reports them
 
     def run(self, feeds: dict) -> list:
         payload = pickle.dumps(feeds)

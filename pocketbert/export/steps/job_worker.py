@@ -25,7 +25,7 @@ def serve(conn, parent_pid: int, threads: int) -> None:
     """The worker's loop: ("context", bytes) once, then ("job", name, kind, args, variants, notes) until ("stop",)."""
     from pocketbert.core.process import parent_watch
     from pocketbert.core.process.collector import collect_less
-    from pocketbert.core.students.inference import SESSION_THREADS_ENV
+    from pocketbert.core.process.launch_env import SESSION_THREADS_ENV
 
     collect_less()  # before torch and the programs' tools load
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pocketbert.core.process.launch_env import session_threads
+
 # FLOPs per output element of element-wise and normalisation ops (a multiply-add is 2 FLOPs, as for MatMul).
 ELEMENTWISE_FLOPS = {
     "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Sqrt": 1, "Pow": 1, "Neg": 1, "Relu": 1,
@@ -73,6 +75,7 @@ def count_graph_costs(model_path: Path, inputs_per_shape: list[dict]) -> list[Gr
                 exposed.add(name)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = session_threads()
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
