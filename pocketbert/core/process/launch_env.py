@@ -116,8 +116,8 @@ def drop_invalid_thread_count() -> str | None:
 
 
 # A process that shares the machine's cores with others (a parallel export's worker, a test worker) caps every
-# ONNX Runtime session's threads: a session's own threads wait for work spinning, on cores the other processes are waiting for
-# (a tiny student's forward took twice the CPU at ONNX Runtime's choice of 2 threads as at 1 with the other core
+# ONNX Runtime session's threads: a session's idle threads spin, on cores the other processes are waiting for (a tiny
+# student's forward took 2.2 to 2.9 times the CPU at ONNX Runtime's choice of 2 threads as at 1 with the other core
 # busy; results/README.md, Fresh-clone checks of this version).
 SESSION_THREADS_ENV = "POCKETBERT_ORT_THREADS"
 

@@ -11,9 +11,9 @@ from typing import Callable
 
 import numpy as np
 
-from pocketbert.core.process.quiet import quiet_tools
 from pocketbert.core.errors import require
 from pocketbert.core.process.launch_env import session_threads
+from pocketbert.core.process.quiet import quiet_tools
 
 
 def batched_logits(task, features: list, pad_id: int, batch_size: int,

@@ -4,8 +4,9 @@
 
 Started by export/checks/app_runtimes.py, never by a user. Runs isolated (-I) with the folder first on its path, so the
 `onnxruntime` it imports is that version's and nothing of pocketbert is imported. THREADS: the session's intra-op
-threads (0: the runtime chooses). The first reply is the version, the model's input names and those threads; then each request (a pickled dict of numpy arrays, length-prefixed) is answered with
-the session's outputs, or the exception that stopped it.
+threads (0: the runtime chooses). The first reply is the version, the model's input names and those threads; then
+each request (a pickled dict of numpy arrays, length-prefixed) is answered with the session's outputs, or the
+exception that stopped it.
 """
 
 import pickle
