@@ -10,6 +10,7 @@ import onnxruntime
 import pytest
 
 from pocketbert.core.errors import ExportError
+from pocketbert.core.process.launch_env import SESSION_THREADS_ENV
 from pocketbert.core.run.run_files import EXPORT_DIR, MANIFEST, ORT_MODEL, ORT_QDQ_MODEL
 from pocketbert.export.checks import app_runtimes
 
@@ -58,8 +59,6 @@ def test_a_file_an_app_runtime_cannot_read_is_refused(tmp_path):
 
 
 def test_an_older_runtimes_session_takes_the_processs_thread_cap(exported_run, monkeypatch):
-    from pocketbert.core.process.launch_env import SESSION_THREADS_ENV
-
     model = exported_run / EXPORT_DIR / ORT_MODEL
     for cap, threads in (("1", 1), (None, 0)):
         if cap is None:
