@@ -4,13 +4,20 @@ a cap that is not a number is refused in one line."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import cli_process
 from onnx import TensorProto, helper
 
 from pocketbert.core.errors import ConfigError
 from pocketbert.core.process.exit_codes import USAGE
-from pocketbert.core.process.launch_env import SESSION_THREADS_ENV, session_threads
+from pocketbert.core.process.launch_env import (
+    SESSION_THREADS_ENV,
+    THREADS_ENV,
+    drop_invalid_thread_count,
+    session_threads,
+)
 from pocketbert.core.students.inference import ort_session
 from pocketbert.export.text_in.session import text_session
 
@@ -41,7 +48,7 @@ def test_a_session_takes_the_cap_unless_it_is_given_a_number(open_session, ident
     assert threads_of(open_session(identity_model, threads=1)) == 1
 
 
-@pytest.mark.parametrize("value", ["two", "-1", "1.5"])
+@pytest.mark.parametrize("value", ["two", "-1", "1.5", "²"])
 def test_a_cap_that_is_not_a_number_of_threads_is_refused_saying_what_to_set(value, monkeypatch):
     monkeypatch.setenv(SESSION_THREADS_ENV, value)
     with pytest.raises(ConfigError, match=f"^{SESSION_THREADS_ENV}='{value}' is not a number of threads: set it"):
@@ -62,3 +69,10 @@ def test_a_command_refuses_a_cap_that_is_not_a_number_before_any_work(tmp_path, 
     assert done.returncode == USAGE and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith("error: ") and SESSION_THREADS_ENV in lines[0], lines[0]
     assert not run.exists()
+
+
+def test_openmps_count_in_digits_int_refuses_is_dropped_as_any_bad_count(monkeypatch):
+    """"²" passes str.isdigit but not int(): said once and dropped, as "many" is, not an internal error."""
+    monkeypatch.setenv(THREADS_ENV, "2,²")
+    said = drop_invalid_thread_count()
+    assert said is not None and said.startswith("warning: ") and THREADS_ENV not in os.environ

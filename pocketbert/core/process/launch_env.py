@@ -107,8 +107,8 @@ def drop_invalid_thread_count() -> str | None:
     raw = os.environ.get(THREADS_ENV)
     if raw is None:
         return None
-    items = [item.strip() for item in raw.split(",")]
-    if all(item.isdigit() and int(item) > 0 for item in items):
+    counts = [_whole_number(item) for item in raw.split(",")]
+    if all(count is not None and count > 0 for count in counts):
         return None
     del os.environ[THREADS_ENV]
     return (f"warning: {THREADS_ENV}={raw!r} is not a positive whole number, so it is ignored and every core is "
@@ -128,12 +128,19 @@ def session_threads(threads: int = 0) -> int:
     if threads:
         return threads
     value = os.environ.get(SESSION_THREADS_ENV, "").strip()
-    if not value.isdigit():
-        if value:
-            raise ConfigError(f"{SESSION_THREADS_ENV}={value!r} is not a number of threads: set it to a whole "
-                              "number (0: ONNX Runtime chooses) or unset it")
+    if not value:
         return 0
-    return int(value)
+    cap = _whole_number(value)
+    if cap is None:
+        raise ConfigError(f"{SESSION_THREADS_ENV}={value!r} is not a number of threads: set it to a whole "
+                          "number (0: ONNX Runtime chooses) or unset it")
+    return cap
+
+
+def _whole_number(raw: str) -> int | None:
+    """`raw` as a whole number written in ASCII digits, else None (str.isdigit also takes "²", which int refuses)."""
+    raw = raw.strip()
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 def checked(command):

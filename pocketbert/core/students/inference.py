@@ -46,14 +46,21 @@ def torch_forward(model, task, device="cpu"):
     return forward
 
 
-def ort_session(path: Path, threads: int = 0):
-    """A CPU InferenceSession at `session_threads(threads)`."""
+def ort_options(threads: int = 0):
+    """The SessionOptions every pocketbert session starts from: `session_threads(threads)` intra-op threads, one
+    inter-op thread, the runtime's warnings silent."""
     ort = require("onnxruntime", "export")
     options = ort.SessionOptions()
     options.intra_op_num_threads = session_threads(threads)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return options
+
+
+def ort_session(path: Path, threads: int = 0):
+    """A CPU InferenceSession of `path` at `ort_options(threads)`."""
+    ort = require("onnxruntime", "export")
+    return ort.InferenceSession(str(path), ort_options(threads), providers=["CPUExecutionProvider"])
 
 
 def ort_forward(session, task):

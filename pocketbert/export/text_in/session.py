@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketbert.core.errors import require
-from pocketbert.core.process.launch_env import session_threads
+from pocketbert.core.students.inference import ort_options
 
 
 def extensions_library() -> str:
@@ -15,12 +15,9 @@ def extensions_library() -> str:
 
 def text_session(path: Path | bytes, threads: int = 0):
     """An onnxruntime session with the extensions' custom ops registered, of a file or a serialized model, at
-    `session_threads(threads)`."""
+    `ort_options(threads)`."""
     ort = require("onnxruntime", "export")
-    options = ort.SessionOptions()
+    options = ort_options(threads)
     options.register_custom_ops_library(extensions_library())
-    options.intra_op_num_threads = session_threads(threads)
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
     model = path if isinstance(path, bytes) else str(path)
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])

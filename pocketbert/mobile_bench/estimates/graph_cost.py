@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pocketbert.core.process.launch_env import session_threads
+from pocketbert.core.students.inference import ort_options
 
 # FLOPs per output element of element-wise and normalisation ops (a multiply-add is 2 FLOPs, as for MatMul).
 ELEMENTWISE_FLOPS = {
@@ -73,10 +73,8 @@ def count_graph_costs(model_path: Path, inputs_per_shape: list[dict]) -> list[Gr
             if name and name not in exposed:
                 model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
                 exposed.add(name)
-    options = ort.SessionOptions()
+    options = ort_options()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = session_threads()
-    options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return [_count(model.graph, initializer_shapes, weights, graph_outputs, inputs,
