@@ -8,10 +8,11 @@ BERT and GPT-2 tokenizer groups) and standard ONNX ops are used:
   text_normalization.py: tokenizer.json's own normalizer, and what makes the ops below split and piece words as
   tokenizer.json does) and encode the result; BpeDecoder turns those bytes back into a string;
 - BasicTokenizer splits the normalized string into words (at spaces; punctuation apart);
-- a Loop runs BertTokenizer on one word at a time, each word's ids framed by [CLS] and [SEP]. Run on a whole text,
-  its WordPiece keeps the pieces it matched before a piece missing from the vocabulary ("great😀" -> great [UNK]);
-  tokenizer.json makes such a word one [UNK], and so do the nodes after the loop, on every word at once from the
-  frames. The loop stops once the window is full, so a long text costs a window of it;
+- a Loop runs BertTokenizer on two words at a time (its pair: [CLS] a [SEP] b [SEP]), reframed after the loop so
+  that each word's ids stand between a [CLS] and a [SEP]. Run on a whole text, its WordPiece keeps the pieces it
+  matched before a piece missing from the vocabulary ("great😀" -> great [UNK]); tokenizer.json makes such a word
+  one [UNK], and so do the nodes after the loop, on every word at once from the frames. The loop stops once the
+  window is full, so a long text costs a window of it;
 - offsets: the extensions' own offset_mapping is computed from token lengths, not from the text, so GPT2Tokenizer
   gives each word's size in bytes, and the nodes after the loop take each word to start at the first byte after the
   previous word that is not a space (only spaces lie between two words), give its pieces the normalized code points
@@ -52,6 +53,9 @@ GOLDEN_OPSET = 17  # the tokenizer graph checked on its own
 # BertTokenizer alone): a call's tokens are padded to its longest word, so an overlong word costs this many times its
 # bytes (x 8), not a whole text's worth.
 WORDS_PER_SIZE_CALL = 16
+# BertTokenizer takes two texts at most (a pair: [CLS] a [SEP] b [SEP]); two words a call halve the word loop's
+# iterations, which cost more than the op's work on a word.
+WORDS_PER_CALL = 2
 
 
 @lru_cache(maxsize=1)
@@ -229,6 +233,7 @@ class _Builder:
         self.initializers.append(helper.make_tensor(PREFIX + "false", TensorProto.BOOL, [1], [False]))
         self.int64("max_index", [UNBOUNDED])
         self.int64("words_per_size_call", [WORDS_PER_SIZE_CALL])
+        self.int64("words_per_call", [WORDS_PER_CALL])
         if offsets:
             self.int64("piece_chars", chars)
         for name, value in (("space", 0x20), ("lead3", 0xE0), ("lead4", 0xF0), ("p6", 64), ("p6x2", 0x80),
@@ -432,7 +437,7 @@ class _Builder:
         """A [1] string tensor -> the WordPiece ids of its words, no special tokens, read until `limit` ([1], >= 0)
         pieces are reached (1-D int64); with offsets, each piece's first code point and the one past its end.
 
-        The loop does only what needs one word at a time: BertTokenizer on the word (its [CLS] and [SEP] kept, they
+        The loop does only what needs a few words at a time: BertTokenizer on them (its [CLS] and [SEP] kept, they
         mark where each word's ids begin and end); everything else runs once on all the words read (word_sizes,
         words_to_pieces)."""
         n = self.n
@@ -455,8 +460,8 @@ class _Builder:
 
         A word gives the window one id at least (a word with a missing piece is one [UNK]) unless the op's own
         clean-up empties it. So an outer loop reads in rounds, each round as many words as the window still needs
-        (an inner loop, one word an iteration, that asks nothing a word), and stops when the words that gave an id
-        fill the window or no word is left: one round unless some word gave none."""
+        (an inner loop, WORDS_PER_CALL words an iteration, that asks nothing a word), and stops when the words that
+        gave an id fill the window or no word is left: one round unless some word gave none."""
         n, s, T = self.n, self.constants, self.T
         zero = PREFIX + "zero"
         outer, tag = self.subgraph("round")
@@ -464,9 +469,11 @@ class _Builder:
         take = outer("Min", [outer("Sub", [limit, given]), outer("Sub", [count, position])])
         round_words = outer("Slice", [column, position, outer("Add", [position, take])])
         inner, inner_tag = self.subgraph("word")
-        word = inner("Gather", [round_words, inner_tag + "i"], axis=0)
+        first = inner("Mul", [inner("Unsqueeze", [inner_tag + "i", zero]), PREFIX + "words_per_call"])
+        last = inner("Add", [first, PREFIX + "words_per_call"])
+        words = inner("Reshape", [inner("Slice", [round_words, first, last]), PREFIX + "minus_one"])
         # BertTokenizer's kernel writes all three of its outputs: asked for fewer, it crashes the process.
-        ids, _, _ = inner("BertTokenizer", [word], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0,
+        ids, _, _ = inner("BertTokenizer", [words], 3, CONTRIB, vocab_file=self.vocab, do_lower_case=0,
                           strip_accents=0, tokenize_chinese_chars=OPS_SETTINGS["tokenize_chinese_chars"],
                           suffix_indicator=s["prefix"])
         inner_body = self.graph(inner, inner_tag + "body",
@@ -474,7 +481,10 @@ class _Builder:
                                  (inner_tag + "acc", T.INT64, [None])],
                                 [(inner_tag + "cond", T.BOOL, []),  # carried through: the trip count ends it
                                  (inner("Concat", [inner_tag + "acc", ids], axis=0), T.INT64, [None])])
-        framed = outer("Loop", [outer("Squeeze", [take, zero]), "", PREFIX + "no_ids"], body=inner_body)
+        calls = outer("Div", [outer("Add", [take, outer("Sub", [PREFIX + "words_per_call", PREFIX + "one"])]),
+                              PREFIX + "words_per_call"])
+        framed = self.one_frame_a_word(outer("Loop", [outer("Squeeze", [calls, zero]), "", PREFIX + "no_ids"],
+                                             body=inner_body), outer)
         firsts = outer("Squeeze", [outer("NonZero", [outer("Equal", [framed, PREFIX + "cls"])]), zero])
         emptied = outer("ReduceSum", [outer("Cast", [outer("Equal", [
             outer("Gather", [framed, outer("Add", [firsts, PREFIX + "one"])], axis=0), PREFIX + "sep"])],
@@ -491,6 +501,21 @@ class _Builder:
         reads = n("Squeeze", [n("And", [n("Less", [zero, limit]), n("Less", [zero, count])]), zero])
         framed, _, _ = n("Loop", [n("Squeeze", [count, zero]), reads, PREFIX + "no_ids", zero, zero], 3, body=body)
         return framed
+
+    def one_frame_a_word(self, paired: str, n: _Nodes) -> str:
+        """BertTokenizer's answers to WORDS_PER_CALL words a call, [CLS] a [SEP] b [SEP] (a word its op's clean-up
+        empties gives no id between its marks), one after another -> each word's ids framed by [CLS] and [SEP]: a
+        [CLS] before the first id and after each [SEP] but the last (a word's own ids are never [CLS] or [SEP]:
+        BasicTokenizer splits the brackets off a typed "[SEP]")."""
+        ids = n("Compress", [paired, n("Not", [n("Equal", [paired, PREFIX + "cls"])])], axis=0)
+        ends = n("Equal", [ids, PREFIX + "sep"])
+        starts = n("Slice", [n("Concat", [n("Not", [PREFIX + "false"]), ends], axis=0), PREFIX + "zero",
+                             n("Shape", [ids])])
+        marks = n("Where", [starts, PREFIX + "cls", PREFIX + "missing"])
+        side_by_side = n("Concat", [n("Unsqueeze", [marks, PREFIX + "one"]), n("Unsqueeze", [ids, PREFIX + "one"])],
+                         axis=1)
+        both = n("Reshape", [side_by_side, PREFIX + "minus_one"])
+        return n("Compress", [both, n("Not", [n("Equal", [both, PREFIX + "missing"])])], axis=0)
 
     def word_sizes(self, words: str, count: str) -> str:
         """The size in bytes of each of the first `count` ([1]) words (1-D int64): GPT2Tokenizer, one token a byte,
