@@ -109,6 +109,30 @@ def test_random_unicode_pairs_tokenize_as_tokenizer_json(reference, pair_session
     assert offsets.tolist() == [list(o) for o in want.offsets]
 
 
+# a word with a piece missing from the vocabulary (tokenizer.json makes it one [UNK]), one of code points the
+# normalizers remove or replace, one the normalizer strips accents from
+ODD_WORDS = ("great\U0001F600", "\ufffd\x07", "naïve")
+PLAIN_WORDS = ("the", "un", "able", "中", "film")
+
+
+@pytest.mark.parametrize("count", range(1, len(PLAIN_WORDS) + 1))
+def test_each_word_of_a_two_word_call_keeps_its_own_ids_and_offsets(reference, pair_session, count):
+    """The word loop hands BertTokenizer two words a call: texts of odd and even word counts, an odd word in each
+    place, as the question and as the context, cut as tokenizer.json cuts them."""
+    names = [PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")]
+    for place in range(count):
+        for odd in ODD_WORDS:
+            words = list(PLAIN_WORDS[:count])
+            words[place] = odd
+            text = " ".join(words)
+            for question, context in ((text, "a b c"), ("a", text)):
+                ids, types, offsets = pair_session.run(names, {"question": text_in_string(question),
+                                                               "context": text_in_string(context)})
+                want = reference.encode(question, context)
+                assert ids.tolist() == want.ids, (question, context)
+                assert types.tolist() == want.type_ids and offsets.tolist() == [list(o) for o in want.offsets]
+
+
 @settings(max_examples=PROPERTY_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(max_size=160))
 def test_random_unicode_texts_tokenize_as_tokenizer_json(reference, tokenizer_data, mapping, text):
