@@ -110,7 +110,7 @@ def test_random_unicode_pairs_tokenize_as_tokenizer_json(reference, pair_session
 
 
 # a word with a piece missing from the vocabulary (tokenizer.json makes it one [UNK]), one of code points the
-# normalizers remove or replace, one the normalizer strips accents from
+# normalizers remove or replace, an accented one
 ODD_WORDS = ("great\U0001F600", "\ufffd\x07", "naïve")
 PLAIN_WORDS = ("the", "un", "able", "中", "film")
 
@@ -118,7 +118,7 @@ PLAIN_WORDS = ("the", "un", "able", "中", "film")
 @pytest.mark.parametrize("count", range(1, len(PLAIN_WORDS) + 1))
 def test_each_word_of_a_two_word_call_keeps_its_own_ids_and_offsets(reference, pair_session, count):
     """The word loop hands BertTokenizer two words a call: texts of odd and even word counts, an odd word in each
-    place, as the question and as the context, cut as tokenizer.json cuts them."""
+    place, as the question and as the context: ids, types and offsets as tokenizer.json gives them."""
     names = [PREFIX + n for n in ("input_ids", "token_type_ids", "offset_mapping")]
     for place in range(count):
         for odd in ODD_WORDS:
