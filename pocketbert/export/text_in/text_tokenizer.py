@@ -267,6 +267,10 @@ class _Builder:
         tag = f"{PREFIX}{what}{self.subgraphs}/"
         return _Nodes(self.helper, tag), tag
 
+    def calls_for(self, words: str, per_call: str, n: _Nodes) -> str:
+        """The calls of `per_call` words that read `words` words (both [1] int64): their quotient rounded up."""
+        return n("Div", [n("Add", [words, n("Sub", [per_call, PREFIX + "one"])]), per_call])
+
     def graph(self, nodes: _Nodes, name: str, inputs: list[tuple[str, int, list]],
               outputs: list[tuple[str, int, list]]):
         vi = self.helper.make_tensor_value_info
@@ -481,8 +485,7 @@ class _Builder:
                                  (inner_tag + "acc", T.INT64, [None])],
                                 [(inner_tag + "cond", T.BOOL, []),  # carried through: the trip count ends it
                                  (inner("Concat", [inner_tag + "acc", ids], axis=0), T.INT64, [None])])
-        calls = outer("Div", [outer("Add", [take, outer("Sub", [PREFIX + "words_per_call", PREFIX + "one"])]),
-                              PREFIX + "words_per_call"])
+        calls = self.calls_for(take, PREFIX + "words_per_call", outer)
         framed = self.one_frame_a_word(outer("Loop", [outer("Squeeze", [calls, zero]), "", PREFIX + "no_ids"],
                                              body=inner_body), outer)
         firsts = outer("Squeeze", [outer("NonZero", [outer("Equal", [framed, PREFIX + "cls"])]), zero])
@@ -523,7 +526,7 @@ class _Builder:
         overlong word costs), counted by the attention mask."""
         n, T = self.n, self.T
         zero, one, chunk = PREFIX + "zero", PREFIX + "one", PREFIX + "words_per_size_call"
-        calls = n("Squeeze", [n("Div", [n("Add", [count, n("Sub", [chunk, one])]), chunk]), zero])
+        calls = n("Squeeze", [self.calls_for(count, chunk, n), zero])
         b, tag = self.subgraph("sizes")
         start = b("Mul", [b("Unsqueeze", [tag + "i", zero]), chunk])
         part = b("Slice", [words, start, b("Min", [b("Add", [start, chunk]), count])])
