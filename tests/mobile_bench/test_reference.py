@@ -1,5 +1,5 @@
-"""The reference the student is timed against: BERT-base's shape when no checkpoint is named, and a cache entry
-that gains BERT-base's ExecuTorch programs only when they are asked for. (The bench itself, against a tiny
+"""The reference the student is timed against: BERT-base's shape when no checkpoint is named, and its ExecuTorch
+programs a cache entry of their own, built only when they are asked for. (The bench itself, against a tiny
 reference checkpoint, is end_to_end/test_sentiment_bench_end_to_end.py's.)"""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pocketbert.core.tasks.registry import make_task
 
 
 BERT_BASE_PARAMETERS = (109_000_000, 110_000_000)  # 12 x 768 with the uncased vocabulary and a 2-label head
+LOCK_FREE_BOUND_S = 120  # the tiny reference's ONNX export alone, on a loaded machine
 
 
 @pytest.mark.slow
@@ -25,16 +26,36 @@ def test_without_a_checkpoint_the_reference_is_bert_base_built_from_its_config()
 
 
 @pytest.mark.slow
-def test_a_reference_entry_gains_its_executorch_programs_only_when_asked(tiny_base, private_cache):
+def test_a_references_executorch_programs_are_an_entry_of_their_own(tiny_base, tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from pocketbert.core.run.cache_dir import CACHE_ENV, building
     from pocketbert.core.run.run_files import EXECUTORCH_FP32, EXECUTORCH_INT8, MODEL_CONFIG, ONNX_FP32, ONNX_INT8
 
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))  # an empty cache: this test builds every entry
     task = make_task("sentiment", ["negative", "positive"])
-    folder, describe = reference.bert_base(task, str(tiny_base), with_pte=False)
-    assert str(tiny_base) in describe
-    assert all((folder / name).is_file() for name in (ONNX_FP32, ONNX_INT8, reference.PYTORCH_DIR + "/" + MODEL_CONFIG))
-    assert not (folder / EXECUTORCH_FP32).exists() and not (folder / EXECUTORCH_INT8).exists()
-    again, _ = reference.bert_base(task, str(tiny_base), with_pte=True)
-    assert again == folder and (folder / EXECUTORCH_FP32).is_file() and (folder / EXECUTORCH_INT8).is_file()
+    source = str(tiny_base)
+    onnx = reference.bert_base_folder(task, source)
+    built = {}
+
+    def onnx_alone():
+        built["onnx"] = reference.bert_base(task, source)
+
+    # another process exporting the programs (their entry's lock held) keeps no bench from the ONNX entry
+    with building(reference.programs_folder(onnx)):
+        bench = threading.Thread(target=onnx_alone, daemon=True)
+        bench.start()
+        bench.join(timeout=LOCK_FREE_BOUND_S)
+        assert not bench.is_alive(), "the ONNX entry waited for the ExecuTorch programs' lock"
+    assert built["onnx"][0] == onnx and source in built["onnx"][1]
+    assert all((onnx / name).is_file() for name in (ONNX_FP32, ONNX_INT8, reference.PYTORCH_DIR + "/" + MODEL_CONFIG))
+    assert not (onnx / EXECUTORCH_FP32).exists() and not reference.programs_folder(onnx).exists()
+    before = {name: os.stat(onnx / name).st_ino for name in (ONNX_FP32, ONNX_INT8)}
+    programs = reference.bert_base_programs(task, source)
+    assert programs == reference.programs_folder(onnx)
+    assert (programs / EXECUTORCH_FP32).is_file() and (programs / EXECUTORCH_INT8).is_file()
+    assert {name: os.stat(onnx / name).st_ino for name in before} == before  # the ONNX entry not built again
 
 
 def _edited_copy(source, target, **changes):

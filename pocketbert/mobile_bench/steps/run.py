@@ -398,7 +398,8 @@ def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, 
     student_files = _with_pytorch(student_export_files(export_dir, export_manifest), student_dir)
     # BERT-base's ExecuTorch programs (two minutes of export on 2 cores) only where the student has some to compare
     with_pte = any(f"pte-{p}" in student_files for p in PTE_FILES)
-    bert_dir, bert_describe = reference.bert_base(task, reference_source, with_pte, identity)
+    bert_dir, bert_describe = reference.bert_base(task, reference_source, identity)
+    pte_dir = reference.bert_base_programs(task, reference_source, identity) if with_pte else None
     progress.update()
     bert_config = read_json_object(bert_dir / reference.PYTORCH_DIR / MODEL_CONFIG, RunDirError,
                                    "delete the reference cache folder and bench again", "reference config.json")
@@ -411,7 +412,7 @@ def _models_and_files(run_dir: Path, task, cfg: BenchSection, export_dir: Path, 
         derive.STUDENT: student_files,
         derive.BERT_BASE: {"onnx-fp32": bert_dir / ONNX_FP32, "onnx-int8": bert_dir / ONNX_INT8,
                            "pytorch-fp32": bert_dir / reference.PYTORCH_DIR,
-                           **({f"pte-{p}": bert_dir / name for p, name in PTE_FILES.items()} if with_pte else {})},
+                           **({f"pte-{p}": pte_dir / name for p, name in PTE_FILES.items()} if pte_dir else {})},
     }
     teacher_dir = Path(run_dir) / TEACHER_DIR
     teacher_config = read_json_object(teacher_dir / MODEL_CONFIG, RunDirError, "re-run `pocketbert train teacher`",

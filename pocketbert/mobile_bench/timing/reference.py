@@ -27,6 +27,8 @@ PYTORCH_DIR = "pytorch"
 PTE_MAX_SEQUENCE = 512  # BERT-base's ExecuTorch programs take any length its positions allow
 DESCRIBE_FILE = "describe.txt"
 INT8_FORM = "dynamic int8, per channel, every weight product"  # part of the cache key: a change rebuilds
+PROGRAMS_SUFFIX = "-executorch"  # programs_folder
+BERT_BASE_KIND = "bert-base"  # the entries' names begin with their kind
 # The largest reference bench times in a sitting: BERT-large's 335 million parameters, with room for its heads.
 MAX_REFERENCE_PARAMETERS = 400_000_000
 
@@ -93,44 +95,64 @@ def _cache_key(*parts) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool,
-                   with_pte: bool = False) -> tuple[Path, str]:
-    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder, ExecuTorch programs in fp32
-    and int8), built once."""
-    folder = cache_root() / "reference" / f"{kind}-{key}"
+def _entry(kind: str, key: str) -> Path:
+    return cache_root() / "reference" / f"{kind}-{key}"
+
+
+def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
+    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
+    folder = _entry(kind, key)
     wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
     wanted += [folder / ONNX_INT8] if with_int8 else []
     wanted += [folder / PYTORCH_DIR / MODEL_CONFIG] if with_pytorch else []
-    wanted += [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8] if with_pte else []
     if not all(p.is_file() for p in wanted):
         with building(folder):
             if not all(p.is_file() for p in wanted):  # another process may have built it while this one waited
-                _build_into(folder, build, with_int8, with_pytorch, with_pte)
+                _build_into(folder, build, with_int8, with_pytorch)
     return folder, (folder / DESCRIBE_FILE).read_text()
 
 
-def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool, with_pte: bool) -> None:
+def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool) -> None:
     with atomic_folder(folder) as tmp:
         model, task, describe = build()
         export_onnx(model, task, tmp / ONNX_FP32)
         if with_int8:  # all products in int8, as the student's export chooses under its latency budget
             quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8, keep_fp32=[])
-        if with_pte:
-            from pocketbert.core.students.architectures import BERT_FAMILY
-            from pocketbert.export.programs.executorch_export import export_pte
-
-            for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
-                export_pte(model, task, BERT_FAMILY, tmp / name,
-                           min(PTE_MAX_SEQUENCE, model.config.max_position_embeddings), int8)
         if with_pytorch:
             model.save_pretrained(tmp / PYTORCH_DIR)
         (tmp / DESCRIBE_FILE).write_text(describe)
 
 
-def bert_base(task, source: str | None = None, with_pte: bool = True, identity: str | None = None) -> tuple[Path, str]:
-    """BERT-base with the task's head: real weights when `source` names a checkpoint, else from its config; its
-    ExecuTorch programs with_pte (a cache entry without them is built again, with them, when they are asked).
-    identity: what `source` is (checked_reference), keyed in place of its name."""
+def programs_folder(onnx_folder: Path) -> Path:
+    """The entry of a reference's ExecuTorch programs, beside its ONNX entry: an entry and a lock of their own, so a
+    bench that times no ExecuTorch program waits only for the ONNX models another bench is building, not for the
+    programs' minutes of export, and an entry built without them is never built again to add them."""
+    return onnx_folder.with_name(onnx_folder.name + PROGRAMS_SUFFIX)
+
+
+def _cached_programs(onnx_folder: Path, build) -> Path:
+    """programs_folder(onnx_folder) holding the ExecuTorch programs in fp32 and int8 of the model build() gives (the
+    one exported into onnx_folder), built once."""
+    from pocketbert.core.students.architectures import BERT_FAMILY
+    from pocketbert.export.programs.executorch_export import export_pte
+
+    folder = programs_folder(onnx_folder)
+    wanted = [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8]
+    if not all(p.is_file() for p in wanted):
+        with building(folder):
+            if not all(p.is_file() for p in wanted):
+                with atomic_folder(folder) as tmp:
+                    model, task, _ = build()
+                    for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
+                        export_pte(model, task, BERT_FAMILY, tmp / name,
+                                   min(PTE_MAX_SEQUENCE, model.config.max_position_embeddings), int8)
+    return folder
+
+
+def _bert_base_entry(task, source: str | None, identity: str | None):
+    """BERT-base's cache key and the function that builds the model: real weights when `source` names a checkpoint,
+    else from its config (seeded: the same weights each time). identity: what `source` is (checked_reference),
+    keyed in place of its name."""
     from pocketbert.core.students.models import load_for_task
 
     def build():
@@ -139,9 +161,24 @@ def bert_base(task, source: str | None = None, with_pte: bool = True, identity: 
         return _from_config(task, BERT_BASE_CONFIG["num_hidden_layers"]), task, \
             "bert-base architecture from its config (random weights)"
 
-    return _cached_export("bert-base", _cache_key(task.name, len(task.label_names), identity or source,
-                                                  BERT_BASE_CONFIG),
-                          build, with_int8=True, with_pytorch=True, with_pte=with_pte)
+    return _cache_key(task.name, len(task.label_names), identity or source, BERT_BASE_CONFIG), build
+
+
+def bert_base(task, source: str | None = None, identity: str | None = None) -> tuple[Path, str]:
+    """BERT-base with the task's head, in ONNX (fp32, int8) and as a Hugging Face folder (_bert_base_entry)."""
+    key, build = _bert_base_entry(task, source, identity)
+    return _cached_export(BERT_BASE_KIND, key, build, with_int8=True, with_pytorch=True)
+
+
+def bert_base_folder(task, source: str | None = None, identity: str | None = None) -> Path:
+    """Where bert_base() keeps its entry, built or not."""
+    return _entry(BERT_BASE_KIND, _bert_base_entry(task, source, identity)[0])
+
+
+def bert_base_programs(task, source: str | None = None, identity: str | None = None) -> Path:
+    """The folder of BERT-base's ExecuTorch programs (model.pte, model.int8.pte), of the model bert_base() gives."""
+    key, build = _bert_base_entry(task, source, identity)
+    return _cached_programs(bert_base(task, source, identity)[0], build)
 
 
 def half_depth_student(task) -> tuple[Path, str]:
