@@ -55,31 +55,29 @@ private fun run(args: Array<String>) {
         if (pairs) {
             val rawSecond = input.readLine() ?: fail("--pairs: the last first text has no second")
             val encoding = tokenizer.encodePair(text, if (jsonLines) readJsonString(rawSecond) else rawSecond, maxLength)
-            line.append("{\"ids\":[")
-            encoding.ids.forEachIndexed { i, id -> if (i > 0) line.append(','); line.append(id) }
-            line.append("],\"type_ids\":[")
-            encoding.typeIds.forEachIndexed { i, t -> if (i > 0) line.append(','); line.append(t) }
-            line.append("]}")
+            line.append("{\"ids\":").appendArray(encoding.ids.asList()) { append(it) }
+            line.append(",\"type_ids\":").appendArray(encoding.typeIds.asList()) { append(it) }.append('}')
         } else if (offsets) {
             val tokens = tokenizer.tokenize(text)
-            line.append("{\"ids\":[")
-            tokens.forEachIndexed { i, t -> if (i > 0) line.append(','); line.append(t.id) }
-            line.append("],\"offsets\":[")
-            tokens.forEachIndexed { i, t ->
-                if (i > 0) line.append(',')
-                line.append('[').append(t.start).append(',').append(t.end).append(']')
+            line.append("{\"ids\":").appendArray(tokens) { append(it.id) }
+            line.append(",\"offsets\":").appendArray(tokens) {
+                append('[').append(it.start).append(',').append(it.end).append(']')
             }
-            line.append("]}")
+            line.append('}')
         } else {
-            val ids = tokenizer.encode(text, maxLength).ids
-            line.append('[')
-            ids.forEachIndexed { i, id -> if (i > 0) line.append(','); line.append(id) }
-            line.append(']')
+            line.appendArray(tokenizer.encode(text, maxLength).ids.asList()) { append(it) }
         }
         out.append(line).append('\n')
         if (!input.ready()) out.flush()  // a caller that waits for each answer gets it; a stream is written in blocks
     }
     out.flush()
+}
+
+/** `items` as a JSON array, each written by `item` (numbers and arrays of numbers: no escaping needed). */
+private inline fun <T> StringBuilder.appendArray(items: List<T>, item: StringBuilder.(T) -> Unit): StringBuilder {
+    append('[')
+    items.forEachIndexed { i, value -> if (i > 0) append(','); item(value) }
+    return append(']')
 }
 
 private fun fail(message: String): Nothing {

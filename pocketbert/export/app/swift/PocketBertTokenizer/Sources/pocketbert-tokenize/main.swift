@@ -111,18 +111,23 @@ func readText() -> String? {
     }
 }
 
+/// `items` as a JSON array, each written by `item` (numbers and arrays of numbers: no escaping needed).
+func array<T>(_ items: [T], _ item: (T) -> String) -> String {
+    "[" + items.map(item).joined(separator: ",") + "]"
+}
+
 while let text = readText() {
     if pairs {
         guard let second = readText() else { fail("--pairs: the last first text has no second") }
         let encoding = tokenizer.encodePair(text, second, maxLength: maxLength)
-        write("{\"ids\":[" + encoding.ids.map(String.init).joined(separator: ",") + "],\"type_ids\":[")
-        write(encoding.typeIds.map(String.init).joined(separator: ",") + "]}\n")
+        write("{\"ids\":" + array(encoding.ids) { String($0) })
+        write(",\"type_ids\":" + array(encoding.typeIds) { String($0) } + "}\n")
     } else if offsets {
         let tokens = tokenizer.tokenize(text)
-        write("{\"ids\":[" + tokens.map { String($0.id) }.joined(separator: ",") + "],\"offsets\":[")
-        write(tokens.map { "[\($0.start),\($0.end)]" }.joined(separator: ",") + "]}\n")
+        write("{\"ids\":" + array(tokens) { String($0.id) })
+        write(",\"offsets\":" + array(tokens) { "[\($0.start),\($0.end)]" } + "}\n")
     } else {
-        write("[" + tokenizer.encode(text, maxLength: maxLength).ids.map(String.init).joined(separator: ",") + "]\n")
+        write(array(tokenizer.encode(text, maxLength: maxLength).ids) { String($0) } + "\n")
     }
     if output.count > 1 << 20 { flush() }
 }
