@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -27,8 +28,7 @@ PYTORCH_DIR = "pytorch"
 PTE_MAX_SEQUENCE = 512  # BERT-base's ExecuTorch programs take any length its positions allow
 DESCRIBE_FILE = "describe.txt"
 INT8_FORM = "dynamic int8, per channel, every weight product"  # part of the cache key: a change rebuilds
-PROGRAMS_SUFFIX = "-executorch"  # programs_folder
-BERT_BASE_KIND = "bert-base"  # the entries' names begin with their kind
+PROGRAMS_SUFFIX = "-executorch"  # an ONNX entry's name with it: the entry of its ExecuTorch programs
 # The largest reference bench times in a sitting: BERT-large's 335 million parameters, with room for its heads.
 MAX_REFERENCE_PARAMETERS = 400_000_000
 
@@ -99,9 +99,8 @@ def _entry(kind: str, key: str) -> Path:
     return cache_root() / "reference" / f"{kind}-{key}"
 
 
-def _cached_export(kind: str, key: str, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
-    """A cache folder holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
-    folder = _entry(kind, key)
+def _cached_export(folder: Path, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
+    """The cache folder `folder` holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
     wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
     wanted += [folder / ONNX_INT8] if with_int8 else []
     wanted += [folder / PYTORCH_DIR / MODEL_CONFIG] if with_pytorch else []
@@ -149,10 +148,10 @@ def _cached_programs(onnx_folder: Path, build) -> Path:
     return folder
 
 
-def _bert_base_entry(task, source: str | None, identity: str | None):
-    """BERT-base's cache key and the function that builds the model: real weights when `source` names a checkpoint,
-    else from its config (seeded: the same weights each time). identity: what `source` is (checked_reference),
-    keyed in place of its name."""
+def _bert_base_entry(task, source: str | None, identity: str | None) -> tuple[Path, Callable[[], tuple]]:
+    """BERT-base's cache folder and the function that builds the model: real weights when `source` names a
+    checkpoint, else from its config (seeded: the same weights each time). identity: what `source` is
+    (checked_reference), keyed in place of its name."""
     from pocketbert.core.students.models import load_for_task
 
     def build():
@@ -161,24 +160,26 @@ def _bert_base_entry(task, source: str | None, identity: str | None):
         return _from_config(task, BERT_BASE_CONFIG["num_hidden_layers"]), task, \
             "bert-base architecture from its config (random weights)"
 
-    return _cache_key(task.name, len(task.label_names), identity or source, BERT_BASE_CONFIG), build
+    key = _cache_key(task.name, len(task.label_names), identity or source, BERT_BASE_CONFIG)
+    return _entry("bert-base", key), build
 
 
 def bert_base(task, source: str | None = None, identity: str | None = None) -> tuple[Path, str]:
     """BERT-base with the task's head, in ONNX (fp32, int8) and as a Hugging Face folder (_bert_base_entry)."""
-    key, build = _bert_base_entry(task, source, identity)
-    return _cached_export(BERT_BASE_KIND, key, build, with_int8=True, with_pytorch=True)
+    folder, build = _bert_base_entry(task, source, identity)
+    return _cached_export(folder, build, with_int8=True, with_pytorch=True)
 
 
 def bert_base_folder(task, source: str | None = None, identity: str | None = None) -> Path:
     """Where bert_base() keeps its entry, built or not."""
-    return _entry(BERT_BASE_KIND, _bert_base_entry(task, source, identity)[0])
+    return _bert_base_entry(task, source, identity)[0]
 
 
 def bert_base_programs(task, source: str | None = None, identity: str | None = None) -> Path:
-    """The folder of BERT-base's ExecuTorch programs (model.pte, model.int8.pte), of the model bert_base() gives."""
-    key, build = _bert_base_entry(task, source, identity)
-    return _cached_programs(bert_base(task, source, identity)[0], build)
+    """The folder of BERT-base's ExecuTorch programs (model.pte, model.int8.pte), of the model bert_base() exports
+    to ONNX."""
+    folder, build = _bert_base_entry(task, source, identity)
+    return _cached_programs(folder, build)
 
 
 def half_depth_student(task) -> tuple[Path, str]:
@@ -187,8 +188,9 @@ def half_depth_student(task) -> tuple[Path, str]:
         return _from_config(task, HALF_DEPTH_LAYERS), task, \
             f"{HALF_DEPTH_LAYERS}-layer student of BERT-base from its config (random weights)"
 
-    return _cached_export("half-depth", _cache_key(task.name, len(task.label_names), HALF_DEPTH_LAYERS,
-                                                   BERT_BASE_CONFIG), build, with_int8=False, with_pytorch=False)
+    return _cached_export(_entry("half-depth", _cache_key(task.name, len(task.label_names), HALF_DEPTH_LAYERS,
+                                                          BERT_BASE_CONFIG)), build, with_int8=False,
+                          with_pytorch=False)
 
 
 def teacher(task, teacher_dir: Path, teacher_sha256: str) -> tuple[Path, str]:
@@ -198,5 +200,5 @@ def teacher(task, teacher_dir: Path, teacher_sha256: str) -> tuple[Path, str]:
     def build():
         return load_for_task(str(teacher_dir), task), task, f"the run's teacher ({teacher_dir})"
 
-    return _cached_export("teacher", _cache_key(task.name, len(task.label_names), teacher_sha256), build,
+    return _cached_export(_entry("teacher", _cache_key(task.name, len(task.label_names), teacher_sha256)), build,
                           with_int8=True, with_pytorch=False)
