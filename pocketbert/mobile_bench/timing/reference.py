@@ -99,27 +99,33 @@ def _entry(kind: str, key: str) -> Path:
     return cache_root() / "reference" / f"{kind}-{key}"
 
 
+def _filled(folder: Path, wanted: list[str], fill) -> Path:
+    """`folder` holding the files `wanted` names, filled once by fill(a temporary folder renamed into place): a
+    process that finds another filling it waits for it, then finds it whole."""
+    if not all((folder / name).is_file() for name in wanted):
+        with building(folder):
+            if not all((folder / name).is_file() for name in wanted):  # another process may have built it meanwhile
+                with atomic_folder(folder) as tmp:
+                    fill(tmp)
+    return folder
+
+
 def _cached_export(folder: Path, build, with_int8: bool, with_pytorch: bool) -> tuple[Path, str]:
     """The cache folder `folder` holding model.onnx (and model.int8.onnx, a Hugging Face folder), built once."""
-    wanted = [folder / ONNX_FP32, folder / DESCRIBE_FILE]
-    wanted += [folder / ONNX_INT8] if with_int8 else []
-    wanted += [folder / PYTORCH_DIR / MODEL_CONFIG] if with_pytorch else []
-    if not all(p.is_file() for p in wanted):
-        with building(folder):
-            if not all(p.is_file() for p in wanted):  # another process may have built it while this one waited
-                _build_into(folder, build, with_int8, with_pytorch)
+    wanted = [ONNX_FP32, DESCRIBE_FILE, *([ONNX_INT8] if with_int8 else []),
+              *([f"{PYTORCH_DIR}/{MODEL_CONFIG}"] if with_pytorch else [])]
+    _filled(folder, wanted, lambda tmp: _build_into(tmp, build, with_int8, with_pytorch))
     return folder, (folder / DESCRIBE_FILE).read_text()
 
 
-def _build_into(folder: Path, build, with_int8: bool, with_pytorch: bool) -> None:
-    with atomic_folder(folder) as tmp:
-        model, task, describe = build()
-        export_onnx(model, task, tmp / ONNX_FP32)
-        if with_int8:  # all products in int8, as the student's export chooses under its latency budget
-            quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8, keep_fp32=[])
-        if with_pytorch:
-            model.save_pretrained(tmp / PYTORCH_DIR)
-        (tmp / DESCRIBE_FILE).write_text(describe)
+def _build_into(tmp: Path, build, with_int8: bool, with_pytorch: bool) -> None:
+    model, task, describe = build()
+    export_onnx(model, task, tmp / ONNX_FP32)
+    if with_int8:  # all products in int8, as the student's export chooses under its latency budget
+        quantize_int8(tmp / ONNX_FP32, tmp / ONNX_INT8, keep_fp32=[])
+    if with_pytorch:
+        model.save_pretrained(tmp / PYTORCH_DIR)
+    (tmp / DESCRIBE_FILE).write_text(describe)
 
 
 def programs_folder(onnx_folder: Path) -> Path:
@@ -135,17 +141,13 @@ def _cached_programs(onnx_folder: Path, build) -> Path:
     from pocketbert.core.students.architectures import BERT_FAMILY
     from pocketbert.export.programs.executorch_export import export_pte
 
-    folder = programs_folder(onnx_folder)
-    wanted = [folder / EXECUTORCH_FP32, folder / EXECUTORCH_INT8]
-    if not all(p.is_file() for p in wanted):
-        with building(folder):
-            if not all(p.is_file() for p in wanted):
-                with atomic_folder(folder) as tmp:
-                    model, task, _ = build()
-                    for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
-                        export_pte(model, task, BERT_FAMILY, tmp / name,
-                                   min(PTE_MAX_SEQUENCE, model.config.max_position_embeddings), int8)
-    return folder
+    def fill(tmp: Path) -> None:
+        model, task, _ = build()
+        for name, int8 in ((EXECUTORCH_FP32, False), (EXECUTORCH_INT8, True)):
+            export_pte(model, task, BERT_FAMILY, tmp / name,
+                       min(PTE_MAX_SEQUENCE, model.config.max_position_embeddings), int8)
+
+    return _filled(programs_folder(onnx_folder), [EXECUTORCH_FP32, EXECUTORCH_INT8], fill)
 
 
 def _bert_base_entry(task, source: str | None, identity: str | None) -> tuple[Path, Callable[[], tuple]]:
