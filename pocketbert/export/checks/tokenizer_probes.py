@@ -89,16 +89,21 @@ def require_equal(result: dict, what: str, remedy: str) -> None:
                           f"{result['probes'] + result.get('pair_probes', 0)} probes, first {named}: {remedy}")
 
 
-def halved_down(items: list, differs) -> list[tuple]:
+def halved_down(items: list, differs, what: str | None = None) -> list[tuple]:
     """(item, what differs) for each item of `items` on which `differs` (a list -> what differs, or None) finds a
-    difference: the whole list is checked, and halved down to single items where it differs."""
-    what = differs(items)
+    difference: the whole list is checked (unless `what` says what differs on it), and halved down to single items
+    where it differs. Each item named was found to differ alone."""
+    what = differs(items) if what is None else what
     if what is None:
         return []
     if len(items) == 1:
         return [(items[0], what)]
     half = len(items) // 2
-    return halved_down(items[:half], differs) + halved_down(items[half:], differs)
+    first, second = halved_down(items[:half], differs), items[half:]
+    # A whole that differs beside a first half that does not: the difference lies in the second half, which is
+    # halved without checking it whole again (a lone difference costs one run a halving, not two). Should it come
+    # from the two halves together, the items checked alone below find none, as they would have.
+    return first + halved_down(second, differs, what if not first and len(second) > 1 else None)
 
 
 # Canonical ordering. A normalizer that decomposes (NFD, as BERT's accent stripping does) sorts each run of

@@ -177,7 +177,8 @@ def run_check(data: dict, text_inputs: tuple[str, ...], offsets: bool, probe_tex
         differs = what_differs(chunk[:half], chunk[half:]) if pair else what_differs(chunk)
         if differs is None:
             return []
-        return halved_down(chunk, what_differs) or [(" ".join(chunk), differs)]
+        # a single text was just checked as halved_down checks it; a pair's was split otherwise
+        return halved_down(chunk, what_differs, None if pair else differs) or [(" ".join(chunk), differs)]
 
     size = PROBES_PER_TEXT * len(text_inputs)
     chunks = [probe_texts[k:k + size] for k in range(0, len(probe_texts), size)]
