@@ -162,8 +162,8 @@ def test_overwrite_replaces_the_same_commands_earlier_output(capsys, exported, t
 @pytest.mark.parametrize("platform", ["ios", "android"])
 def test_overwrite_refuses_an_app_folder_holding_files_the_command_did_not_write(capsys, exported, tmp_path,
                                                                                 platform):
-    """Issue 37: --overwrite deleted files the user had added to an app folder. It now names them and keeps them;
-    a file of the command's that the user changed counts as the user's."""
+    """--overwrite never deletes files the user added to an app folder: it names them and keeps them; a file of the
+    command's that the user changed counts as the user's."""
     run, out = exported[0], tmp_path / platform
     assert run_cli(capsys, "export", platform, "--run", run, "--out", out).exit_code == 0
     (out / "MyNotes.txt").write_text("the user's own file")

@@ -111,9 +111,8 @@ def test_export_refuses_a_student_changed_after_it_was_written(capsys, tmp_path,
     assert not (run / "export").exists()
 
 
-def test_issue_37_a_config_edited_to_fewer_layers_is_refused_by_its_hash(capsys, tmp_path, teacher_run,
-                                                                         shared_data):
-    """The issue's case: student/config.json edited to one layer while the weights hold two; export used to drop a
+def test_a_config_edited_to_fewer_layers_is_refused_by_its_hash(capsys, tmp_path, teacher_run, shared_data):
+    """student/config.json edited to one layer while the weights hold two: loaded leniently, the export would drop a
     layer without a word and report every exported model as passing the parity check."""
     run = copy_teacher(teacher_run, tmp_path, as_student=True)
     edit_config(run / "student", num_hidden_layers=1)
