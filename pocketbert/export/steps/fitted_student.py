@@ -13,6 +13,7 @@ from pocketbert.core.config.export_request import ExportRequest
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.students.fitted_vocabulary import FIT_COMMAND, FITTING_KEYS, SECTION, fit_options, why_refit
 from pocketbert.core.run.manifest import verified_stage
+from pocketbert.core.run.stage_records import VocabularyRecord
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES
 from pocketbert.export.programs import table_rows
 
@@ -22,7 +23,7 @@ class FittedStudent:
     folder: Path
     model: Any
     tokenizer: Any
-    record: dict          # the fitted manifest's metrics.vocabulary, for the export's manifest
+    record: VocabularyRecord  # the fitted manifest's metrics.vocabulary, carried into the export's manifest
 
     def shares(self):
         """Each row's largest share of one source's pieces, counted when it was fitted, as its tokenizer cuts the
@@ -30,19 +31,18 @@ class FittedStudent:
         import numpy as np
 
         shares = np.load(self.folder / PIECE_SHARES, allow_pickle=False)
-        if shares.shape != (self.record["rows_after"],):
+        if shares.shape != (self.record.rows_after,):
             raise RunDirError(f"{self.folder / PIECE_SHARES} holds {shares.shape} values for "
-                              f"{self.record['rows_after']} rows: re-run `{FIT_COMMAND} --run {self.folder.parent} "
+                              f"{self.record.rows_after} rows: re-run `{FIT_COMMAND} --run {self.folder.parent} "
                               "--overwrite`")
         return shares
 
-    def measure_full_sizes(self, onnx_files: list[Path]) -> dict:
-        """Each ONNX model's size had it kept the full vocabulary (table_rows.size_with_rows): into the record, so
+    def with_full_sizes(self, onnx_files: list[Path]) -> VocabularyRecord:
+        """The record with each ONNX model's size had it kept the full vocabulary (table_rows.size_with_rows), so
         that a report can show both sizes."""
-        self.record["full_vocabulary_sizes_bytes"] = {
-            path.name: table_rows.size_with_rows(path, self.record["rows_after"], self.record["rows_before"])
-            for path in onnx_files}
-        return self.record
+        sizes = {path.name: table_rows.size_with_rows(path, self.record.rows_after, self.record.rows_before)
+                 for path in onnx_files}
+        return self.record.model_copy(update={"full_vocabulary_sizes_bytes": sizes})
 
 
 def read_fitted_student(request: ExportRequest) -> FittedStudent:
@@ -57,4 +57,4 @@ def read_fitted_student(request: ExportRequest) -> FittedStudent:
                           "first (`pocketbert export` runs it itself)")
     folder, manifest = verified_stage(request.run_dir, FITTED_STUDENT_DIR, FIT_COMMAND)
     model, tokenizer, _, _ = load_stage_model(folder)
-    return FittedStudent(folder, model, tokenizer, manifest.metrics.vocabulary.model_dump(exclude_unset=True))
+    return FittedStudent(folder, model, tokenizer, manifest.metrics.vocabulary)

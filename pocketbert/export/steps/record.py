@@ -115,9 +115,10 @@ def record_manifest(plan: ExportPlan, out: Path, built: Built, rows: dict, app_f
     task, notes = plan.task, built.notes
     files = [out / v.file_name(task) for v in plan.variants]
     sizes = {path.name: path_size(path) for path in files}
+    vocabulary = None
     if plan.fitted is not None:  # the token-id models' sizes with the full table (a text-in graph also holds the words)
-        plan.fitted.measure_full_sizes([out / v.file_name(task) for v in plan.variants
-                                        if v.file_name(task).endswith(".onnx") and not v.runtime.takes_text])
+        vocabulary = plan.fitted.with_full_sizes([out / v.file_name(task) for v in plan.variants
+                                                  if v.file_name(task).endswith(".onnx") and not v.runtime.takes_text])
     placed = {name: p.summary() for name, p in built.placements.items()}
     write_manifest(
         out, stage="export", started=plan.started, config=_config(plan),
@@ -126,7 +127,7 @@ def record_manifest(plan: ExportPlan, out: Path, built: Built, rows: dict, app_f
                  "student_eval_on_parity_set": built.results[0].student_metrics,
                  # export.vocabulary: fitted: the fitted student's record (rows kept, text counted, recovery, cost
                  # against the full student) and the token-id models' sizes with the full table
-                 "vocabulary": plan.fitted.record if plan.fitted is not None else None,
+                 "vocabulary": vocabulary,
                  "int8_mixed_precision": notes.get("int8_mixed_precision"),
                  "reproducibility": onnx_export.reproducibility(),
                  "int8_word_table": notes.get("word_table"),
