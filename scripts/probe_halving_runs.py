@@ -30,7 +30,8 @@ PRIVATE_USE_PLANE_15 = 0xF0000
 
 
 def both_halves(items: list, differs, what: str | None = None) -> list[tuple]:
-    """The halving that checks each half of a differing list, whatever the other half gave."""
+    """The halving that checks each half of a differing list whatever the other half gave, and the whole list even
+    where the caller found what differs on it (`what` is not read)."""
     what = differs(items)
     if what is None:
         return []
