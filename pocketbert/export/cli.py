@@ -118,14 +118,11 @@ def export(ctx, run, data_dir, coreml_variants, coreai_variants, executorch_vari
     fitted = read_manifest(path, ExportRecord).metrics.vocabulary
     if fitted is not None and fitted.against_full_student is not None:
         cost = fitted.against_full_student
-        metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
-                           for k, v in cost["fitted_student"].items() if isinstance(v, float))
         click.echo(f"  vocabulary fitted: {fitted.rows_before} -> {fitted.rows_after} rows; against the full "
-                   f"vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric}")
+                   f"vocabulary on {cost.examples} eval examples: agreement {cost.agreement:.4f}, {cost.metrics_line()}")
         for name, other in (fitted.against_full_student_across_domains or {}).items():
-            click.echo(f"    on {other['examples']} {name} examples: agreement {other['agreement']:.4f}, " + ", ".join(
-                f"{k} {v:.4f} (full {other['full_student'][k]:.4f})" for k, v in other["fitted_student"].items()
-                if isinstance(v, float)))
+            click.echo(f"    on {other.examples} {name} examples: agreement {other.agreement:.4f}, "
+                       f"{other.metrics_line()}")
     click.echo(f"export: {len(results)} models passed the parity check -> wrote {path}")
 
 

@@ -334,17 +334,13 @@ def vocabulary(run, set_items, resume, data_dir, device, overwrite, **options):
     recipe = with_overrides(complete_recipe(read_manifest(student).config.recipe),
                             {**overrides(options, VOCABULARY_FLAGS), **given}, keep_none=True)
     path, record = fit_recipe(run_dir, recipe, data_dir, device, overwrite, resume)
-    cost = record["against_full_student"]
-    metric = ", ".join(f"{k} {v:.4f} (full {cost['full_student'][k]:.4f})"
-                       for k, v in cost["fitted_student"].items() if isinstance(v, float))
-    recovery = record.get("recovery") or {}
-    recovered = (f"; {recovery['steps']} recovery steps, loss {recovery['loss_before']:.4f} -> "
-                 f"{recovery['loss_after']:.4f}" if recovery.get("steps") else "")
-    lacked = record["eval_unknown_rate"]
+    cost, recovery, lacked = record.against_full_student, record.recovery, record.eval_unknown_rate
+    recovered = (f"; {recovery.steps} recovery steps, loss {recovery.loss_before:.4f} -> {recovery.loss_after:.4f}"
+                 if recovery is not None and recovery.steps else "")
     lacked = f", lacking {100 * lacked:.2f} % of the eval text's pieces" if lacked is not None else ""
-    _say(f"vocabulary fitted: {record['rows_before']} -> {record['rows_after']} rows{lacked}{recovered}; against the "
-         f"full vocabulary on {cost['examples']} eval examples: agreement {cost['agreement']:.4f}, {metric} -> wrote "
-         f"{path}")
+    _say(f"vocabulary fitted: {record.rows_before} -> {record.rows_after} rows{lacked}{recovered}; against the full "
+         f"vocabulary on {cost.examples} eval examples: agreement {cost.agreement:.4f}, {cost.metrics_line()} -> "
+         f"wrote {path}")
 
 
 # `pocketbert bench train`: pocketbert/cli.py hangs it under the bench group, beside the latency commands.

@@ -14,7 +14,8 @@ import pocketbert
 from pocketbert.core.errors import RunDirError
 from pocketbert.core.run.manifest import read_manifest, write_manifest
 from pocketbert.core.run.stage_records import (ExportRecord, FittedStudentRecord, StageRecord, StudentRecord,
-                                               TeacherRecord, record_class)
+                                               StudentsCompared, TeacherRecord, VocabularyRecord, VocabularyRecovery,
+                                               record_class)
 
 PACKAGE_ROOT = Path(pocketbert.__file__).resolve().parent
 REPO_ROOT = PACKAGE_ROOT.parent
@@ -104,6 +105,34 @@ def test_a_manifest_reads_back_as_its_stages_record_with_every_field_it_was_writ
     written = json.loads((folder / "manifest.json").read_text())
     assert written == json.loads(record.model_dump_json(exclude_unset=True))
     assert "coreai_variants" not in written["config"] and record.config.coreai_variants == []
+
+
+def test_a_fitted_vocabularys_record_is_written_from_its_typed_parts_and_read_back_as_them(tmp_path):
+    """train vocabulary builds its record from typed parts (the counted rows, the recovery, each comparison with
+    the full student); the manifest holds what was given, and reads back as the same parts."""
+    folder = _stage_folder(tmp_path, "student_fitted")
+    compared = StudentsCompared(examples=8, agreement=0.875, fitted_student={"exact_match": 0.5, "f1": 0.625},
+                                full_student={"exact_match": 0.5, "f1": 0.75})
+    record = VocabularyRecord.model_validate({"rows_before": 30522, "rows_after": 900, "eval_unknown_rate": 0.01,
+                                              "counted_on": {"train": {"texts": 32}}})
+    record.recovery = VocabularyRecovery.model_validate({"texts": 4, "learning_rate": 0.001})
+    record.recovery.steps, record.recovery.loss_before, record.recovery.loss_after = 5, 1.25, 0.5
+    record.against_full_student, record.against_full_student_across_domains = compared, {"imdb": compared}
+    write_manifest(folder, stage="student_fitted", config={"recipe": {}}, inputs={},
+                   metrics={"eval": {"f1": 0.6}, "vocabulary": record}, started=time.time())
+    written = json.loads((folder / "manifest.json").read_text())["metrics"]["vocabulary"]
+    assert written["recovery"] == {"steps": 5, "loss_before": 1.25, "loss_after": 0.5, "texts": 4,
+                                   "learning_rate": 0.001}  # no "train": the loop's statistics were not given
+    assert "full_vocabulary_sizes_bytes" not in written and written["counted_on"] == {"train": {"texts": 32}}
+    read = read_manifest(folder, FittedStudentRecord).metrics.vocabulary
+    assert read.against_full_student == compared and read.against_full_student_across_domains == {"imdb": compared}
+    assert read.recovery.steps == 5 and read.eval_unknown_rate == 0.01
+    assert compared.metrics_line() == "exact_match 0.5000 (full 0.5000), f1 0.6250 (full 0.7500)"
+
+
+def test_a_comparison_without_its_agreement_is_refused():
+    with pytest.raises(ValueError, match="agreement"):
+        StudentsCompared.model_validate({"examples": 8, "fitted_student": {}, "full_student": {}})
 
 
 def test_each_stage_has_its_class_and_an_unknown_stage_reads_as_a_plain_record():

@@ -122,14 +122,41 @@ class FittedConfig(TrainedConfig):
     vocabulary_settings: dict[str, Any] = Field(default_factory=dict)
 
 
+class StudentsCompared(Part):
+    """The fitted student against the full one on `examples` examples (train/vocabulary/cost.py): the share whose
+    answer is the full student's, and each student's metrics by the task's metric names."""
+
+    examples: int
+    agreement: float
+    fitted_student: dict[str, Any]
+    full_student: dict[str, Any]
+
+    def metrics_line(self) -> str:
+        """Each numeric metric of the fitted student, with the full student's beside it."""
+        return ", ".join(f"{k} {v:.4f} (full {self.full_student[k]:.4f})" for k, v in self.fitted_student.items()
+                         if isinstance(v, float))
+
+
+class VocabularyRecovery(Part):
+    """The recovery distillation of a fitted vocabulary's table (train/vocabulary/step.py): its steps and the
+    soft-target loss over its rows before and after them."""
+
+    steps: int = 0
+    loss_before: float | None = None
+    loss_after: float | None = None
+    train: dict[str, Any] | None = None  # the training loop's statistics
+
+
 class VocabularyRecord(Part):
     """What fitting a vocabulary kept and cost (train/vocabulary/step.py), and, in an export's record, each token-id
     model's size had it kept the full table."""
 
     rows_before: int | None = None
     rows_after: int | None = None
-    against_full_student: dict[str, Any] | None = None
-    against_full_student_across_domains: dict[str, dict[str, Any]] | None = None
+    eval_unknown_rate: float | None = None  # the eval text's pieces whose row the fitted table lacks
+    recovery: VocabularyRecovery | None = None
+    against_full_student: StudentsCompared | None = None
+    against_full_student_across_domains: dict[str, StudentsCompared] | None = None
     full_vocabulary_sizes_bytes: dict[str, int] = Field(default_factory=dict)
 
 

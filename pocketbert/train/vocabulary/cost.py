@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocketbert.core.config.recipe import EvalSection
+from pocketbert.core.run.stage_records import StudentsCompared
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Compared:
                                         torch_forward(model, self.task, self.device), what)
 
 
-def against_full(compared: Compared, examples: list, what: str = "") -> dict:
+def against_full(compared: Compared, examples: list, what: str = "") -> StudentsCompared:
     """Agreement (the share of examples whose answer is the full student's) and both students' metrics."""
     import numpy as np
 
@@ -48,13 +49,12 @@ def against_full(compared: Compared, examples: list, what: str = "") -> dict:
                                                  f"full vocabulary{what}")
     fitted = task.answers(examples, fitted_features, fitted_logits, eval_cfg)
     full = task.answers(examples, full_features, full_logits, eval_cfg)
-    return {"examples": len(examples),
-            "agreement": float(np.mean([a == b for a, b in zip(fitted, full)])),
-            "fitted_student": task.score_answers(examples, full_features, fitted),
-            "full_student": task.score_answers(examples, full_features, full)}
+    return StudentsCompared(examples=len(examples), agreement=float(np.mean([a == b for a, b in zip(fitted, full)])),
+                            fitted_student=task.score_answers(examples, full_features, fitted),
+                            full_student=task.score_answers(examples, full_features, full))
 
 
-def across_domains(compared: Compared, recipe, data_dir, seed: int) -> dict:
+def across_domains(compared: Compared, recipe, data_dir, seed: int) -> dict[str, StudentsCompared]:
     """The same comparison on each eval.cross_domain dataset of the typed recipe (eval.cross_domain_max_examples
     of its evaluation split): text the vocabulary was not fitted to, where a dropped piece is met most."""
     from pocketbert.core.tasks.data import subsample

@@ -17,6 +17,7 @@ from pathlib import Path
 from pocketbert.core.students.fitted_vocabulary import FITTED_FROM, SETTINGS, fitting_settings, student_identity
 from pocketbert.core.config.recipe import Recipe, TrainingSection
 from pocketbert.core.run.run_files import FITTED_STUDENT_DIR, PIECE_SHARES, STUDENT_DIR
+from pocketbert.core.run.stage_records import StudentsCompared, VocabularyRecord, VocabularyRecovery
 from pocketbert.train import registry
 from pocketbert.train.stage import StageRun, TrainingRecipe, as_record
 
@@ -67,8 +68,9 @@ class VocabularyFit(TrainingRecipe):
         self.texts = text.counted
         special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
         self.forced = choice.forced_ids(vocab, sorted(special), prefix)
-        self.kept, self.record = counted_text.fit_rows(tokenizer, text, self.forced, settings.min_count,
-                                                       settings.max_rows)
+        self.kept, counted = counted_text.fit_rows(tokenizer, text, self.forced, settings.min_count,
+                                                   settings.max_rows)
+        self.record = VocabularyRecord.model_validate(counted)
         self.tokenizer = fitted_tokenizer(tokenizer, self.kept.ids)
         self.fitted = recovery.table_alone(rows.fitted_student(self.full_model, self.kept.ids))
         return self.fitted
@@ -89,15 +91,15 @@ class VocabularyFit(TrainingRecipe):
             self.full_model, self.full_tokenizer, self.task, recovery.training_texts(self.texts), self.kept.ids,
             self.forced, settings.min_count, run.recipe.distill.max_length, run.recipe.eval.batch_size,
             run.seed, dev)
-        self.recovery = {**found.record, "learning_rate": settings.recovery_learning_rate,
-                         "batch_size": recovery.RECOVERY_BATCH, "max_length": run.recipe.distill.max_length,
-                         "temperature": run.recipe.distill.temperature}
+        self.recovery = VocabularyRecovery.model_validate({
+            **found.record, "learning_rate": settings.recovery_learning_rate, "batch_size": recovery.RECOVERY_BATCH,
+            "max_length": run.recipe.distill.max_length, "temperature": run.recipe.distill.temperature})
         if not found.features:
             self.steps = 0
             return []
         self.cached = TeacherOutputs.of_logits(found.targets)
         self.rows = found.features
-        self.recovery["loss_before"] = self.soft_loss_on_rows(run, self.fitted, dev)
+        self.recovery.loss_before = self.soft_loss_on_rows(run, self.fitted, dev)
         return found.features
 
     def soft_loss(self, run: StageRun, model, batch):
@@ -149,7 +151,7 @@ class VocabularyFit(TrainingRecipe):
                 total += len(idx)
         return round(loss / total, 6)
 
-    def evaluate(self, run: StageRun, model, dev) -> dict:
+    def evaluate(self, run: StageRun, model, dev) -> StudentsCompared:
         """The fitted student against the full one: on the export's parity examples of the evaluation split and on
         each cross-domain dataset."""
         from pocketbert.core.tasks.data import subsample
@@ -157,17 +159,17 @@ class VocabularyFit(TrainingRecipe):
 
         recipe = run.recipe
         if self.steps:
-            self.recovery["loss_after"] = self.soft_loss_on_rows(run, model, dev)
+            self.recovery.loss_after = self.soft_loss_on_rows(run, model, dev)
         if recipe.vocabulary.recovery_steps:
-            self.record["recovery"] = self.recovery | {"steps": self.steps}
+            self.recovery.steps = self.steps
+            self.record.recovery = self.recovery
         compared = cost.Compared(self.task, self.full_model, self.full_tokenizer, model, self.tokenizer,
                                  recipe.export.max_length or self.info["max_length"], self.info.get("doc_stride"),
                                  recipe.eval.batch_size, recipe.eval, dev)
         examples = subsample(self.data.eval, recipe.export.parity_examples, run.seed)
-        self.record["against_full_student"] = cost.against_full(compared, examples)
-        self.record["against_full_student_across_domains"] = cost.across_domains(compared, recipe, run.data_dir,
-                                                                                 run.seed)
-        return self.record["against_full_student"]
+        self.record.against_full_student = cost.against_full(compared, examples)
+        self.record.against_full_student_across_domains = cost.across_domains(compared, recipe, run.data_dir, run.seed)
+        return self.record.against_full_student
 
     def save(self, run: StageRun, model, out: Path) -> None:
         """The fitted student as a stage folder, and each kept row's share of the counted text as its tokenizer cuts
@@ -192,15 +194,15 @@ class VocabularyFit(TrainingRecipe):
         inputs = {"student": self.student_dir, **{f"data_{k}": v for k, v in self.data.sources.items()},
                   **transfer.file_inputs(run.recipe)}
         if self.steps:
-            self.record["recovery"]["train"] = stats
+            self.record.recovery.train = stats
         return config, inputs, {"vocabulary": self.record}
 
-    def result(self) -> dict:
+    def result(self) -> VocabularyRecord:
         return self.record
 
 
 def fit_recipe(run_dir: Path, recipe: Recipe, data_dir: Path | None = None, device: str | None = None,
-               overwrite: bool = False, resume: bool = False) -> tuple[Path, dict]:
+               overwrite: bool = False, resume: bool = False) -> tuple[Path, VocabularyRecord]:
     """Fit the run's student's vocabulary with `recipe` (its recorded recipe, the fit's settings over it); returns
     the fitted student's folder and its record."""
     from pocketbert.train.stage import run_stage
