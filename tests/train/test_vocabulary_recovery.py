@@ -167,11 +167,11 @@ def test_the_cost_is_measured_on_each_cross_domain_dataset_too(fitted, wordpiece
         "cross_domain": ["imdb"], "cross_domain_max_examples": CROSS_DOMAIN_EXAMPLES}})
     compared = Compared(task, full, wordpiece_tokenizer, student, tokenizer, 64, None, 8, {})
     measured = across_domains(compared, recipe, shared_data, SEED)
-    assert set(measured) == {"imdb"} and measured["imdb"]["examples"] == CROSS_DOMAIN_EXAMPLES
-    assert set(measured["imdb"]["fitted_student"]) == set(measured["imdb"]["full_student"]) >= {"accuracy"}
+    assert set(measured) == {"imdb"} and measured["imdb"].examples == CROSS_DOMAIN_EXAMPLES
+    assert set(measured["imdb"].fitted_student) == set(measured["imdb"].full_student) >= {"accuracy"}
     # every row kept: the same answers
     same = fitted_student(full, list(range(len(wordpiece_tokenizer))))
     compared_same = Compared(task, full, wordpiece_tokenizer, same, wordpiece_tokenizer, 64, None, 8, {})
-    assert across_domains(compared_same, recipe, shared_data, SEED)["imdb"]["agreement"] == 1.0
+    assert across_domains(compared_same, recipe, shared_data, SEED)["imdb"].agreement == 1.0
     no_cross_domain = validate_recipe({"task": "sentiment", "dataset": "sst2"})
     assert across_domains(compared, no_cross_domain, shared_data, SEED) == {}
