@@ -18,15 +18,19 @@ for the parts' processes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
+import importlib
 import json
 import math
 import os
+import runpy
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -99,14 +103,91 @@ def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
+# What the dry run's steps import before their first line of work. The dry run imports them once and forks each of
+# its steps from itself (Forked): a started interpreter spends about 5 s of CPU on them, most of a toy step. The GPU
+# check starts its steps, which run on the kit's packages, not on what this process holds.
+STEP_MODULES = ("torch", "transformers", "transformers.models.bert.modeling_bert", "pocketbert.cli",
+                "pocketbert.train.teacher", "pocketbert.train.distill")
+
+
+def import_step_modules() -> None:
+    for name in STEP_MODULES:
+        importlib.import_module(name)
+
+
+class Forked:
+    """A step in a child forked from this process: a process of its own as a started one is (its own session, exit
+    code, signals, a SIGKILL it sends itself), running `python -m pocketbert.cli ...` or a script as `__main__`
+    with the step's environment, on the modules this process imported."""
+
+    def __init__(self, argv: list[str], out, env: dict):
+        self.argv, self.returncode = argv, None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid == 0:
+            _run_forked_step(argv, out, env)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                return self.returncode
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout)
+            time.sleep(0.05)
+
+
+def _run_forked_step(argv: list[str], out, env: dict):
+    """The child's whole life: the step as its interpreter would run it, then the exit an interpreter makes (its
+    threads joined, its exit functions run, its output flushed), never a return into the parent's code."""
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(REPO_ROOT)
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        sys.stdout.reconfigure(line_buffering=True)  # as the started steps' PYTHONUNBUFFERED keeps the log in order
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            if argv[1] == "-m":
+                sys.argv = [argv[2], *argv[3:]]
+                runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = argv[1:]
+                runpy.run_path(argv[1], run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 class Check:
     """What the parts share: the plan, the folders, the environment of their processes, and the running part's
     deadline and steps."""
 
     SIGKILLED = -signal.SIGKILL  # how subprocess reports a process killed by SIGKILL
 
-    def __init__(self, plan, work: Path, python: str, env: dict, log):
-        self.plan, self.work, self.python, self.env, self.log = plan, work, python, env, log
+    def __init__(self, plan, work: Path, python: str, env: dict, log, forked: bool = False):
+        """forked: each step forked from this process (Forked), which holds the steps' modules; else started."""
+        self.plan, self.work, self.python, self.env, self.log, self.forked = plan, work, python, env, log, forked
         self.repo = REPO_ROOT
         self.data_dir = self.base_model = None
         self.made: dict = {}
@@ -137,8 +218,9 @@ class Check:
         self.log.flush()
         with tempfile.TemporaryFile("w+") as out:
             started = time.monotonic()
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                    env={**self.env, **(env or {})}, start_new_session=True)
+            step_env = {**self.env, **(env or {})}
+            proc = Forked(argv, out, step_env) if self.forked else subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=step_env, start_new_session=True)
             capped = False
             try:
                 returncode = proc.wait(timeout=left)
@@ -343,8 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:  # after every part, so a check stopped from outside keeps what it finished
         write_outputs(result if earlier is None else updated(earlier, result, asked), out)
 
+    if args.dry:  # the steps' own environment before their modules read it on import (the hub offline)
+        os.environ.update(env)
+        import_step_modules()
     with open(out / LOG_NAME, "w") as log:
-        check = Check(plan, work, sys.executable, env, log)
+        check = Check(plan, work, sys.executable, env, log, forked=args.dry)
         try:
             result["parts"]["setup"] = run_part(
                 check, "setup", lambda c, fig: set_up(c, args.kit, args.dry, args.data_dir, args.model, fig),

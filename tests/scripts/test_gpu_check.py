@@ -202,3 +202,47 @@ def test_the_dry_run_shares_the_exports_own_cache_folders_and_no_other():
                           if isinstance(t, ast.Name) and t.id.endswith("CACHE_FOLDER")}
     assert len(named) >= 7  # the seven of today: the scan reads them
     assert set(gpu_check.EXPORT_CACHE_FOLDERS) == named
+
+
+# A step that reports what it was given, then exits as its argument says: with a code, by a SIGKILL it sends itself,
+# or after a sleep no test waits for; a thread it leaves running prints after a pause, as a writer finishing would.
+FORKED_STEP = """import os, signal, sys, threading, time
+print(os.environ["STEP_SEEN"], os.getcwd(), sys.argv[1:])
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+if sys.argv[1] == "sleep":
+    time.sleep(60)
+sys.exit(int(sys.argv[1]))
+"""
+# Forks from a process of its own: a test process holds threads (pytest-xdist's) that a fork must not copy.
+FORKING = """import json, os, signal, subprocess, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import gpu_check
+answers = {}
+for arg in ("3", "kill", "sleep"):
+    with tempfile.TemporaryFile("w+") as out:
+        step = gpu_check.Forked([sys.executable, sys.argv[2], arg], out, {"STEP_SEEN": "seen"})
+        try:
+            code = step.wait(timeout=20 if arg != "sleep" else 1)
+        except subprocess.TimeoutExpired:
+            os.killpg(step.pid, signal.SIGKILL)
+            code = ["stopped", step.wait()]
+        out.seek(0)
+        answers[arg] = [code, out.read()]
+print(json.dumps(answers))
+"""
+
+
+def test_a_forked_step_exits_and_reports_as_a_started_one(tmp_path):
+    """The dry run's steps, forked from its process: the step's environment, folder and arguments, its exit code,
+    a SIGKILL it sends itself, its output with what its last thread wrote, and a step stopped at its cap."""
+    (tmp_path / "step.py").write_text(FORKED_STEP)
+    done = subprocess.run([sys.executable, "-c", FORKING, str(SCRIPTS), str(tmp_path / "step.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    code, text = answers["3"]
+    assert code == 3 and f"seen {REPO_ROOT} ['3']" in text and "thread done" in text
+    assert answers["kill"][0] == gpu_check.Check.SIGKILLED and "['kill']" in answers["kill"][1]
+    assert answers["sleep"][0] == ["stopped", gpu_check.Check.SIGKILLED]
