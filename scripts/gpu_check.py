@@ -110,9 +110,15 @@ STEP_MODULES = ("torch", "transformers", "transformers.models.bert.modeling_bert
                 "pocketbert.train.teacher", "pocketbert.train.distill")
 
 
-def import_step_modules() -> None:
-    for name in STEP_MODULES:
-        importlib.import_module(name)
+def import_step_modules() -> bool:
+    """Whether this interpreter holds the steps' modules: where it lacks one, the dry run starts its steps, and the
+    set-up's probe names what is missing as it does on the GPU."""
+    try:
+        for name in STEP_MODULES:
+            importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 class Forked:
@@ -425,11 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:  # after every part, so a check stopped from outside keeps what it finished
         write_outputs(result if earlier is None else updated(earlier, result, asked), out)
 
+    forked = False
     if args.dry:  # the steps' own environment before their modules read it on import (the hub offline)
         os.environ.update(env)
-        import_step_modules()
+        forked = import_step_modules()
     with open(out / LOG_NAME, "w") as log:
-        check = Check(plan, work, sys.executable, env, log, forked=args.dry)
+        check = Check(plan, work, sys.executable, env, log, forked=forked)
         try:
             result["parts"]["setup"] = run_part(
                 check, "setup", lambda c, fig: set_up(c, args.kit, args.dry, args.data_dir, args.model, fig),
