@@ -127,7 +127,7 @@ class Forked:
     with the step's environment, on the modules this process imported."""
 
     def __init__(self, argv: list[str], out, env: dict):
-        self.argv, self.returncode = argv, None
+        self.argv = argv
         sys.stdout.flush()
         sys.stderr.flush()
         self.pid = os.fork()
@@ -139,8 +139,7 @@ class Forked:
         while True:
             pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
             if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-                return self.returncode
+                return os.waitstatus_to_exitcode(status)
             if time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(self.argv, timeout)
             time.sleep(0.05)
